@@ -1,0 +1,275 @@
+//! Framing: a record travels as one line of console text that a parser can pick out of
+//! anything else on the console.
+//!
+//! ```text
+//! @mtex <lowercase hex of: seq (u32 LE) | postcard(Record) | CRC-32 of the preceding (u32 LE)>
+//! ```
+//!
+//! The marker may follow other text on the same line (a guest that printed without a newline);
+//! the frame ends at the first character that is not a lowercase hex digit. CRC-32 detects
+//! every corrupted byte and every burst up to 32 bits; uppercase hex is rejected, so a changed
+//! digit can never decode to the same value.
+
+use crate::Record;
+
+/// Marks the start of a frame.
+pub const MARKER: &str = "@mtex ";
+
+/// Largest binary frame (sequence number, record, checksum) in bytes.
+pub const MAX_BINARY: usize = 240;
+/// Largest text frame: marker, hex digits and the trailing newline.
+pub const MAX_TEXT: usize = MARKER.len() + 2 * MAX_BINARY + 1;
+
+const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+
+/// Why a frame could not be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// An odd number of hex digits.
+    OddLength,
+    /// Too short to hold a sequence number and a checksum.
+    TooShort,
+    /// Longer than any record can be.
+    TooLong,
+    /// The checksum does not match: the frame was damaged in transit.
+    BadChecksum,
+    /// The checksum matches but the record does not decode (a different ABI version?).
+    BadRecord,
+}
+
+/// Why a record could not be framed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordTooLarge;
+
+/// Encodes `record` with sequence number `seq` as a text frame, newline included.
+pub fn encode<'a>(
+    seq: u32,
+    record: &Record,
+    out: &'a mut [u8; MAX_TEXT],
+) -> Result<&'a str, RecordTooLarge> {
+    let mut bin = [0u8; MAX_BINARY];
+    bin[..4].copy_from_slice(&seq.to_le_bytes());
+    let body = postcard::to_slice(record, &mut bin[4..MAX_BINARY - 4])
+        .map_err(|_| RecordTooLarge)?
+        .len();
+    let crc = CRC.checksum(&bin[..4 + body]);
+    bin[4 + body..8 + body].copy_from_slice(&crc.to_le_bytes());
+    let bin = &bin[..8 + body];
+
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out[..MARKER.len()].copy_from_slice(MARKER.as_bytes());
+    let mut n = MARKER.len();
+    for b in bin {
+        out[n] = HEX[(b >> 4) as usize];
+        out[n + 1] = HEX[(b & 15) as usize];
+        n += 2;
+    }
+    out[n] = b'\n';
+    // Only ASCII was written.
+    Ok(core::str::from_utf8(&out[..n + 1]).unwrap_or(""))
+}
+
+/// Decodes the hex digits of one frame (the text after [`MARKER`], up to its end).
+pub fn decode(hex: &str) -> Result<(u32, Record), FrameError> {
+    let hex = hex.as_bytes();
+    if hex.len() % 2 != 0 {
+        return Err(FrameError::OddLength);
+    }
+    if hex.len() / 2 > MAX_BINARY {
+        return Err(FrameError::TooLong);
+    }
+    if hex.len() / 2 < 9 {
+        return Err(FrameError::TooShort);
+    }
+    let mut bin = [0u8; MAX_BINARY];
+    let n = hex.len() / 2;
+    for (i, pair) in hex.chunks_exact(2).enumerate() {
+        // The caller cut the frame at the first non-hex digit.
+        bin[i] = (nibble(pair[0]) << 4) | nibble(pair[1]);
+    }
+    let (data, crc) = bin[..n].split_at(n - 4);
+    if CRC.checksum(data).to_le_bytes() != crc {
+        return Err(FrameError::BadChecksum);
+    }
+    let seq = u32::from_le_bytes([data[0], data[1], data[2], data[3]]);
+    let record = postcard::from_bytes(&data[4..]).map_err(|_| FrameError::BadRecord)?;
+    Ok((seq, record))
+}
+
+fn is_hex(b: u8) -> bool {
+    b.is_ascii_digit() || (b'a'..=b'f').contains(&b)
+}
+
+fn nibble(b: u8) -> u8 {
+    if b.is_ascii_digit() { b - b'0' } else { b - b'a' + 10 }
+}
+
+/// One frame found in console text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// Byte offset of the marker in the text.
+    pub offset: usize,
+    pub result: Result<(u32, Record), FrameError>,
+}
+
+/// Finds every frame in `text`, in order.
+pub fn scan(text: &str) -> impl Iterator<Item = Found> + '_ {
+    let mut pos = 0;
+    core::iter::from_fn(move || {
+        let start = pos + text[pos..].find(MARKER)?;
+        let digits = start + MARKER.len();
+        let len = text.as_bytes()[digits..]
+            .iter()
+            .position(|&b| !is_hex(b))
+            .unwrap_or(text.len() - digits);
+        pos = digits + len;
+        Some(Found {
+            offset: start,
+            result: decode(&text[digits..digits + len]),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::ShortStr;
+    use crate::report::*;
+    use mtex_arch::SysReg;
+    use proptest::prelude::*;
+    use std::string::String;
+
+    fn any_state() -> impl Strategy<Value = GuestState> {
+        (any::<u64>(), 0u8..4, any::<bool>()).prop_map(|(pc, el, tco)| GuestState { pc, el, tco })
+    }
+
+    fn any_text<const N: usize>() -> impl Strategy<Value = ShortStr<N>> {
+        ".{0,40}".prop_map(|s: String| ShortStr::truncated(&s))
+    }
+
+    fn any_exit() -> impl Strategy<Value = ExitReason> {
+        prop_oneof![
+            any::<u64>().prop_map(|status| ExitReason::GuestExit { status }),
+            Just(ExitReason::GuestSystemOff),
+            Just(ExitReason::GuestSystemReset),
+            (any::<u64>(), any::<u64>(), any::<u64>(), any_state()).prop_map(
+                |(esr, far, hpfar, at)| ExitReason::UnhandledGuestExit { esr, far, hpfar, at }
+            ),
+            (any::<u64>(), any_state())
+                .prop_map(|(budget_ms, at)| ExitReason::Watchdog { budget_ms, at }),
+            (any::<u8>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
+                |(vector, esr, elr, far)| ExitReason::HypException { vector, esr, elr, far }
+            ),
+            any_text().prop_map(|message| ExitReason::HypPanic { message }),
+            any_text().prop_map(|reason| ExitReason::BootFailed { reason }),
+        ]
+    }
+
+    fn any_opt() -> impl Strategy<Value = Option<u64>> {
+        proptest::option::of(any::<u64>())
+    }
+
+    fn any_record() -> impl Strategy<Value = Record> {
+        prop_oneof![
+            (any::<u64>(), any::<u64>(), any::<bool>(), any::<u64>(), any::<u64>(), any::<bool>())
+                .prop_map(|(a, b, fgt, c, d, pmu)| Record::Boot(Boot {
+                    abi_version: a,
+                    counter_hz: b,
+                    trap_mode: if fgt { TrapMode::FineGrained } else { TrapMode::Tvm },
+                    hyp_start: c,
+                    hyp_end: d,
+                    guest_entry: a ^ d,
+                    guest_dtb: b ^ c,
+                    watchdog_ms: a,
+                    pmu_instructions: pmu,
+                })),
+            (any::<u32>(), any_text(), any::<u64>(), any_state())
+                .prop_map(|(id, name, ts, at)| Record::PhaseBegin(PhaseBegin { id, name, ts, at })),
+            (any::<u32>(), any::<u64>(), any_state(), any::<[u64; 3]>(), any_opt(), any_opt(), any_opt())
+                .prop_map(|(id, ts, at, c, a, b, d)| Record::PhaseEnd(PhaseEnd {
+                    id,
+                    ts,
+                    at,
+                    stats: PhaseStats {
+                        exits: c[0],
+                        exits_with_tco: c[1],
+                        sysreg_writes: c[2],
+                        el2_instructions: a,
+                        el1_instructions: b,
+                        el0_instructions: d,
+                    },
+                })),
+            (0..SysReg::ALL.len(), any::<u64>(), any::<u64>(), any_state(), any::<u64>(), any::<u32>())
+                .prop_map(|(r, old, new, at, ts, phase)| Record::SysregWrite(SysregWrite {
+                    reg: SysReg::ALL[r],
+                    old,
+                    new,
+                    at,
+                    ts,
+                    phase,
+                })),
+            any_text().prop_map(Record::Console),
+            (any::<bool>(), any::<u64>(), any_state()).prop_map(|(hvc, function, at)| {
+                Record::UnknownCall(UnknownCall {
+                    conduit: if hvc { Conduit::Hvc } else { Conduit::Smc },
+                    function,
+                    at,
+                })
+            }),
+            (any::<u32>(), any_exit(), any::<u64>(), any::<u64>())
+                .prop_map(|(records, exit, ts, exits)| Record::Summary(Summary { records, exit, ts, exits })),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn any_record_round_trips(seq: u32, record in any_record()) {
+            let mut buf = [0u8; MAX_TEXT];
+            let line = encode(seq, &record, &mut buf).expect("every record fits a frame");
+            let found: std::vec::Vec<_> = scan(line).collect();
+            prop_assert_eq!(found.len(), 1);
+            prop_assert_eq!(found[0].result, Ok((seq, record)));
+        }
+
+        #[test]
+        fn any_corrupted_byte_is_detected(
+            seq: u32,
+            record in any_record(),
+            at in any::<prop::sample::Index>(),
+            replacement: u8,
+        ) {
+            let mut buf = [0u8; MAX_TEXT];
+            let line = String::from(encode(seq, &record, &mut buf).unwrap());
+            let mut bytes = line.into_bytes();
+            let hex_len = bytes.len() - MARKER.len() - 1;
+            let i = MARKER.len() + at.index(hex_len);
+            prop_assume!(bytes[i] != replacement);
+            bytes[i] = replacement;
+            let text = String::from_utf8_lossy(&bytes);
+            for f in scan(&text) {
+                prop_assert!(f.result.is_err(), "corruption at {} undetected: {:?}", i, f.result);
+            }
+        }
+
+        #[test]
+        fn frames_are_found_inside_other_text(record in any_record(), before in "[ -~]{0,30}") {
+            let mut buf = [0u8; MAX_TEXT];
+            let line = encode(7, &record, &mut buf).unwrap();
+            let text = std::format!("{before}{line}guest text\n");
+            let found: std::vec::Vec<_> = scan(&text).collect();
+            prop_assert_eq!(found.len(), 1);
+            prop_assert_eq!(found[0].result, Ok((7, record)));
+        }
+    }
+
+    #[test]
+    fn truncated_frame_is_reported() {
+        let mut buf = [0u8; MAX_TEXT];
+        let line = encode(1, &Record::Console(ShortStr::truncated("hi")), &mut buf).unwrap();
+        let cut = &line[..line.len() - 5];
+        let found: std::vec::Vec<_> = scan(cut).collect();
+        assert_eq!(found.len(), 1);
+        assert!(found[0].result.is_err());
+    }
+}

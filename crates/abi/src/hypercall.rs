@@ -1,0 +1,93 @@
+//! The hypercall ABI a guest uses to talk to the mtex hypervisor.
+//!
+//! Calls follow the SMC Calling Convention (Arm DEN0028): `HVC #0` with the function ID in
+//! w0 and arguments in x1..x7, results in x0 (and x1..x3). IDs are SMC64 fast calls in the
+//! "vendor specific hypervisor service" range (owning entity 6), so a guest that probes them
+//! on another hypervisor gets NOT_SUPPORTED instead of undefined behaviour.
+//!
+//! Strings travel in registers (x2..x7, little-endian, NUL-padded), never by pointer: the
+//! hypervisor never has to translate or trust a guest address to serve a call.
+
+/// SMCCC owning entity number of vendor-specific hypervisor services.
+pub const OWNER_VENDOR_HYP: u32 = 6;
+
+/// Builds the function ID of call `n`: fast call (bit 31), SMC64 (bit 30), owner in 29:24.
+pub const fn function_id(n: u16) -> u32 {
+    (1 << 31) | (1 << 30) | (OWNER_VENDOR_HYP << 24) | n as u32
+}
+
+/// `x0 = VERSION` → x0 = [`ABI_VERSION`].
+pub const VERSION: u32 = function_id(0);
+/// `x1 = phase id (non-zero), x2..x5 = name (32 bytes)` → SUCCESS, or INVALID_PARAMETERS if
+/// the id is 0 or a phase is already open (phases do not nest).
+pub const PHASE_BEGIN: u32 = function_id(1);
+/// `x1 = phase id` → SUCCESS, or INVALID_PARAMETERS if that phase is not the open one.
+pub const PHASE_END: u32 = function_id(2);
+/// `x1 = length (0..=48), x2..x7 = bytes` → x0 = bytes taken, or INVALID_PARAMETERS.
+pub const CONSOLE_WRITE: u32 = function_id(3);
+/// `x1 = status`: the guest is done; 0 means success. Does not return.
+pub const EXIT: u32 = function_id(4);
+
+/// Version of this ABI, major in bits 31:16, minor in 15:0.
+pub const ABI_VERSION: u64 = 1 << 16;
+
+/// Bytes of a phase name carried in x2..x5.
+pub const PHASE_NAME_BYTES: usize = 32;
+/// Bytes of console text carried in x2..x7 per call.
+pub const CONSOLE_BYTES_PER_CALL: usize = 48;
+
+/// SMCCC return values (DEN0028 "Return codes"), as the u64 a guest sees in x0.
+pub mod ret {
+    pub const SUCCESS: u64 = 0;
+    pub const NOT_SUPPORTED: u64 = -1i64 as u64;
+    pub const INVALID_PARAMETERS: u64 = -3i64 as u64;
+}
+
+/// Packs up to `8 * W` bytes into `W` registers, little-endian, NUL-padded; the rest is cut.
+pub fn pack_bytes<const W: usize>(bytes: &[u8]) -> [u64; W] {
+    let mut regs = [0u64; W];
+    for (i, b) in bytes.iter().take(8 * W).enumerate() {
+        regs[i / 8] |= (*b as u64) << (8 * (i % 8));
+    }
+    regs
+}
+
+/// Unpacks registers packed by [`pack_bytes`] into bytes.
+pub fn unpack_bytes<const W: usize, const B: usize>(regs: &[u64; W]) -> [u8; B] {
+    const { assert!(B == 8 * W) };
+    let mut out = [0u8; B];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = (regs[i / 8] >> (8 * (i % 8))) as u8;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_smc64_fast_calls_of_the_vendor_hyp_owner() {
+        for id in [VERSION, PHASE_BEGIN, PHASE_END, CONSOLE_WRITE, EXIT] {
+            assert_eq!(id >> 31, 1, "fast call");
+            assert_eq!((id >> 30) & 1, 1, "SMC64");
+            assert_eq!((id >> 24) & 0x3f, 6, "owner: vendor hypervisor service");
+            assert_eq!((id >> 16) & 0xff, 0, "bits 23:16 must be zero");
+        }
+        assert_eq!(PHASE_BEGIN, 0xc600_0001);
+        let ids = [VERSION, PHASE_BEGIN, PHASE_END, CONSOLE_WRITE, EXIT];
+        for (i, a) in ids.iter().enumerate() {
+            assert!(!ids[i + 1..].contains(a), "duplicate id {a:#x}");
+        }
+    }
+
+    #[test]
+    fn bytes_round_trip_through_registers() {
+        let regs: [u64; 4] = pack_bytes(b"tcma1-on");
+        assert_eq!(regs[0], u64::from_le_bytes(*b"tcma1-on"));
+        assert_eq!(regs[1], 0);
+        let back: [u8; 32] = unpack_bytes(&regs);
+        assert_eq!(&back[..8], b"tcma1-on");
+        assert!(back[8..].iter().all(|&b| b == 0));
+    }
+}

@@ -1,0 +1,15 @@
+//! The one definition of what crosses mtex's boundaries, used by the hypervisor, the guest and
+//! the host alike:
+//! - [`hypercall`]: the SMCCC-style HVC calls a guest makes to the hypervisor;
+//! - [`report`]: the records the hypervisor sends to the host;
+//! - [`frame`]: how a record travels inside ordinary console text.
+#![no_std]
+
+pub mod frame;
+pub mod hypercall;
+pub mod options;
+pub mod report;
+pub mod text;
+
+pub use report::Record;
+pub use text::ShortStr;

@@ -1,0 +1,186 @@
+//! Run options, passed from the host to the hypervisor and the guest on the kernel command
+//! line (`/chosen/bootargs` of the device tree), as `mtex.<key>=<value>` words. The host
+//! checks them with these same parsers before it boots anything.
+
+use crate::ShortStr;
+
+/// An option that could not be read; names the field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptionError {
+    pub key: &'static str,
+    pub problem: &'static str,
+}
+
+/// The value of `mtex.<key>` in `cmdline`, if present (the last one wins, as in Linux).
+pub fn value<'a>(cmdline: &'a str, key: &str) -> Option<&'a str> {
+    cmdline
+        .split_ascii_whitespace()
+        .filter_map(|w| w.strip_prefix("mtex."))
+        .filter_map(|w| w.split_once('='))
+        .filter(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+        .last()
+}
+
+fn parse_u64(cmdline: &str, key: &'static str, default: u64) -> Result<u64, OptionError> {
+    match value(cmdline, key) {
+        None => Ok(default),
+        Some(v) => v.parse().map_err(|_| OptionError {
+            key,
+            problem: "expected a decimal integer",
+        }),
+    }
+}
+
+/// How to trap SCTLR_EL1/TCR_EL1 writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrapChoice {
+    /// FEAT_FGT when the CPU has it, else HCR_EL2.TVM.
+    Auto,
+    /// HCR_EL2.TVM even when FEAT_FGT is present (tests the fallback path).
+    Tvm,
+}
+
+/// The hypervisor's options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HypOptions {
+    /// `mtex.watchdog_ms`: guest run budget in milliseconds of counter time.
+    pub watchdog_ms: u64,
+    /// `mtex.traps`: `auto` or `tvm`.
+    pub traps: TrapChoice,
+}
+
+impl HypOptions {
+    pub const DEFAULT_WATCHDOG_MS: u64 = 10_000;
+
+    pub fn parse(cmdline: &str) -> Result<Self, OptionError> {
+        let watchdog_ms = parse_u64(cmdline, "watchdog_ms", Self::DEFAULT_WATCHDOG_MS)?;
+        if watchdog_ms == 0 || watchdog_ms > 3_600_000 {
+            return Err(OptionError {
+                key: "watchdog_ms",
+                problem: "must be between 1 and 3600000",
+            });
+        }
+        let traps = match value(cmdline, "traps") {
+            None | Some("auto") => TrapChoice::Auto,
+            Some("tvm") => TrapChoice::Tvm,
+            Some(_) => {
+                return Err(OptionError {
+                    key: "traps",
+                    problem: "expected `auto` or `tvm`",
+                });
+            }
+        };
+        Ok(Self { watchdog_ms, traps })
+    }
+}
+
+/// What the guest runs (`mtex.guest`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuestProgram {
+    /// Walks through the MTE configurations in named phases.
+    Default,
+    /// Issues a hypercall the hypervisor does not know, then exits with its result.
+    UnknownHvc,
+    /// Loads from the hypervisor's memory (must end the run with a stage-2 fault).
+    TouchHyp,
+    /// Spins forever (must end the run by the watchdog).
+    Spin,
+    /// Writes SCTLR_EL1 `mtex.bench_n` times in one phase and twice as often in another, to
+    /// measure EL2 instructions per trapped write.
+    BenchTraps,
+}
+
+impl GuestProgram {
+    pub const ALL: [(&'static str, GuestProgram); 5] = [
+        ("default", Self::Default),
+        ("unknown-hvc", Self::UnknownHvc),
+        ("touch-hyp", Self::TouchHyp),
+        ("spin", Self::Spin),
+        ("bench-traps", Self::BenchTraps),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, p)| *p == self)
+            .map_or("?", |(n, _)| n)
+    }
+}
+
+/// The guest's options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GuestOptions {
+    /// `mtex.guest`
+    pub program: GuestProgram,
+    /// `mtex.bench_n`: trapped writes per benchmark round.
+    pub bench_n: u64,
+    /// The hypervisor's memory as the guest learns it from `mtex.hyp_base` (used only by
+    /// the `touch-hyp` program, which must fault on it).
+    pub probe_addr: u64,
+}
+
+impl GuestOptions {
+    pub fn parse(cmdline: &str) -> Result<Self, OptionError> {
+        let program = match value(cmdline, "guest") {
+            None => GuestProgram::Default,
+            Some(v) => GuestProgram::ALL
+                .iter()
+                .find(|(n, _)| *n == v)
+                .map(|(_, p)| *p)
+                .ok_or(OptionError {
+                    key: "guest",
+                    problem: "unknown program (default, unknown-hvc, touch-hyp, spin, bench-traps)",
+                })?,
+        };
+        let bench_n = parse_u64(cmdline, "bench_n", 1000)?;
+        if bench_n == 0 || bench_n > 1_000_000 {
+            return Err(OptionError {
+                key: "bench_n",
+                problem: "must be between 1 and 1000000",
+            });
+        }
+        let probe_addr = parse_u64(cmdline, "probe_addr", 0x4020_0000)?;
+        Ok(Self {
+            program,
+            bench_n,
+            probe_addr,
+        })
+    }
+}
+
+/// Formats an option error for a console.
+pub fn describe(e: OptionError) -> ShortStr<96> {
+    let mut s = ShortStr::new();
+    s.push_str_truncating("bad option mtex.");
+    s.push_str_truncating(e.key);
+    s.push_str_truncating(": ");
+    s.push_str_truncating(e.problem);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_values_and_defaults() {
+        let c = "console=ttyAMA0 mtex.guest=spin mtex.watchdog_ms=200 mtex.traps=tvm";
+        assert_eq!(value(c, "guest"), Some("spin"));
+        let h = HypOptions::parse(c).unwrap();
+        assert_eq!((h.watchdog_ms, h.traps), (200, TrapChoice::Tvm));
+        assert_eq!(GuestOptions::parse(c).unwrap().program, GuestProgram::Spin);
+        let d = HypOptions::parse("").unwrap();
+        assert_eq!(d.watchdog_ms, HypOptions::DEFAULT_WATCHDOG_MS);
+        assert_eq!(GuestOptions::parse("").unwrap().program, GuestProgram::Default);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        assert_eq!(HypOptions::parse("mtex.watchdog_ms=soon").unwrap_err().key, "watchdog_ms");
+        assert_eq!(HypOptions::parse("mtex.watchdog_ms=0").unwrap_err().key, "watchdog_ms");
+        assert_eq!(HypOptions::parse("mtex.traps=maybe").unwrap_err().key, "traps");
+        assert_eq!(GuestOptions::parse("mtex.guest=nope").unwrap_err().key, "guest");
+        assert_eq!(GuestOptions::parse("mtex.bench_n=-1").unwrap_err().key, "bench_n");
+    }
+}

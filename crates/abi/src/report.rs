@@ -1,0 +1,185 @@
+//! Report records: what the hypervisor tells the host. Sent in order, each framed with a
+//! sequence number and a checksum (see [`crate::frame`]); the last one is a [`Summary`] that
+//! says how many came before it, so a lost record is always noticed.
+
+use crate::ShortStr;
+use mtex_arch::SysReg;
+use serde::{Deserialize, Serialize};
+
+/// A phase name as the guest gave it.
+pub type PhaseName = ShortStr<{ crate::hypercall::PHASE_NAME_BYTES }>;
+/// One line of guest console output (longer lines are split).
+pub type ConsoleText = ShortStr<96>;
+/// A short diagnostic message.
+pub type Message = ShortStr<96>;
+
+/// One report record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Record {
+    /// First record of a run: how the hypervisor found the machine.
+    Boot(Boot),
+    /// The guest opened a named phase.
+    PhaseBegin(PhaseBegin),
+    /// The guest closed the phase, with what the hypervisor counted in it.
+    PhaseEnd(PhaseEnd),
+    /// The guest wrote a trapped EL1 system register; the hypervisor emulated the write.
+    SysregWrite(SysregWrite),
+    /// A line the guest printed through the console hypercall.
+    Console(ConsoleText),
+    /// The guest made a call the hypervisor does not implement; it got NOT_SUPPORTED.
+    UnknownCall(UnknownCall),
+    /// Last record of a run.
+    Summary(Summary),
+}
+
+/// Where the guest was when it exited to EL2.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestState {
+    /// ELR_EL2: the guest instruction that exited (or the one after, for HVC/SMC).
+    pub pc: u64,
+    /// The guest's exception level (SPSR_EL2.M[3:2]).
+    pub el: u8,
+    /// The guest's PSTATE.TCO (SPSR_EL2 bit 25).
+    pub tco: bool,
+}
+
+/// How guest writes to SCTLR_EL1/TCR_EL1 are trapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TrapMode {
+    /// FEAT_FGT: HFGWTR_EL2 traps only SCTLR_EL1 and TCR_EL1 writes.
+    FineGrained,
+    /// HCR_EL2.TVM: every EL1 virtual-memory control write traps and is emulated.
+    Tvm,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Boot {
+    /// [`crate::hypercall::ABI_VERSION`] of the hypervisor.
+    pub abi_version: u64,
+    /// CNTFRQ_EL0: the unit of every `ts` field.
+    pub counter_hz: u64,
+    pub trap_mode: TrapMode,
+    /// The hypervisor's own memory, hidden from the guest.
+    pub hyp_start: u64,
+    pub hyp_end: u64,
+    /// Where the guest was entered and the device tree it got in x0.
+    pub guest_entry: u64,
+    pub guest_dtb: u64,
+    /// Guest run budget before the watchdog ends the run, in ms of counter time.
+    pub watchdog_ms: u64,
+    /// The PMU counts instructions (event 0x08), so phases report per-EL instruction counts.
+    pub pmu_instructions: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseBegin {
+    pub id: u32,
+    pub name: PhaseName,
+    /// Counter value (CNTPCT_EL0).
+    pub ts: u64,
+    pub at: GuestState,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseEnd {
+    pub id: u32,
+    pub ts: u64,
+    pub at: GuestState,
+    pub stats: PhaseStats,
+}
+
+/// What the hypervisor counted between a phase's begin and end hypercalls (both excluded
+/// where the count is of guest events, included for EL2 instructions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseStats {
+    /// Guest exits to EL2 of any kind.
+    pub exits: u64,
+    /// Of those, exits with the guest's PSTATE.TCO set.
+    pub exits_with_tco: u64,
+    /// Trapped system-register writes.
+    pub sysreg_writes: u64,
+    /// Instructions executed at EL2 / EL1 / EL0 (PMU event 0x08), when the PMU counts them.
+    pub el2_instructions: Option<u64>,
+    pub el1_instructions: Option<u64>,
+    pub el0_instructions: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SysregWrite {
+    pub reg: SysReg,
+    /// Register value before the write.
+    pub old: u64,
+    /// Value written.
+    pub new: u64,
+    pub at: GuestState,
+    pub ts: u64,
+    /// Id of the phase open at the time, 0 if none.
+    pub phase: u32,
+}
+
+/// How a guest call reached the hypervisor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Conduit {
+    Hvc,
+    Smc,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnknownCall {
+    pub conduit: Conduit,
+    /// The function ID in x0.
+    pub function: u64,
+    pub at: GuestState,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Records sent before this one; sequence numbers run 0..records.
+    pub records: u32,
+    pub exit: ExitReason,
+    pub ts: u64,
+    /// Guest exits to EL2 over the whole run.
+    pub exits: u64,
+}
+
+/// Why the run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExitReason {
+    /// The guest called EXIT with this status.
+    GuestExit { status: u64 },
+    /// The guest called PSCI SYSTEM_OFF.
+    GuestSystemOff,
+    /// The guest called PSCI SYSTEM_RESET (the run ends; mtex does not reboot guests).
+    GuestSystemReset,
+    /// The guest exited to EL2 in a way the hypervisor does not handle (e.g. a stage-2 fault
+    /// on memory it does not own).
+    UnhandledGuestExit {
+        esr: u64,
+        far: u64,
+        hpfar: u64,
+        at: GuestState,
+    },
+    /// The guest ran past its budget.
+    Watchdog { budget_ms: u64, at: GuestState },
+    /// An exception was taken at EL2 itself: a hypervisor bug.
+    HypException {
+        vector: u8,
+        esr: u64,
+        elr: u64,
+        far: u64,
+    },
+    /// The hypervisor panicked.
+    HypPanic { message: Message },
+    /// The hypervisor could not start the guest.
+    BootFailed { reason: Message },
+}
+
+impl ExitReason {
+    /// True when the guest ended the run on purpose and said it succeeded.
+    pub fn is_success(&self) -> bool {
+        matches!(
+            self,
+            Self::GuestExit { status: 0 } | Self::GuestSystemOff
+        )
+    }
+}

@@ -1,0 +1,233 @@
+//! ESR_EL2: the syndrome of an exception taken to EL2 (Arm ARM D24.2.40 ESR_EL2).
+
+/// The exception classes the hypervisor distinguishes, from ESR_ELx.EC (bits 31:26).
+/// Every other value decodes to [`ExceptionClass::Other`] and is reported, never guessed at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExceptionClass {
+    /// 0x00: unknown reason (e.g. an UNDEFINED instruction).
+    Unknown,
+    /// 0x01: WFI or WFE trapped.
+    WfiWfe,
+    /// 0x07: FP/SIMD access trapped by CPTR_EL2.
+    FpAccess,
+    /// 0x16: HVC from AArch64.
+    Hvc64,
+    /// 0x17: SMC from AArch64 (trapped by HCR_EL2.TSC).
+    Smc64,
+    /// 0x18: MSR, MRS or System instruction trapped (HCR_EL2.TVM, FEAT_FGT, ...).
+    SysRegTrap,
+    /// 0x20: instruction abort from a lower EL (stage 2 fault on fetch).
+    InstructionAbortLower,
+    /// 0x21: instruction abort at EL2 itself.
+    InstructionAbortSame,
+    /// 0x24: data abort from a lower EL (stage 2 fault on a load or store).
+    DataAbortLower,
+    /// 0x25: data abort at EL2 itself.
+    DataAbortSame,
+    /// 0x32: software step from a lower EL.
+    SoftwareStepLower,
+    /// 0x3c: BRK instruction.
+    Brk64,
+    /// Any class the hypervisor does not handle.
+    Other(u8),
+}
+
+impl ExceptionClass {
+    /// Decodes the 6-bit EC field value.
+    pub const fn from_bits(ec: u8) -> Self {
+        match ec {
+            0x00 => Self::Unknown,
+            0x01 => Self::WfiWfe,
+            0x07 => Self::FpAccess,
+            0x16 => Self::Hvc64,
+            0x17 => Self::Smc64,
+            0x18 => Self::SysRegTrap,
+            0x20 => Self::InstructionAbortLower,
+            0x21 => Self::InstructionAbortSame,
+            0x24 => Self::DataAbortLower,
+            0x25 => Self::DataAbortSame,
+            0x32 => Self::SoftwareStepLower,
+            0x3c => Self::Brk64,
+            other => Self::Other(other & 0x3f),
+        }
+    }
+
+    /// A short human name, as the reports print it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Unknown => "unknown reason",
+            Self::WfiWfe => "WFI/WFE",
+            Self::FpAccess => "FP/SIMD access",
+            Self::Hvc64 => "HVC",
+            Self::Smc64 => "SMC",
+            Self::SysRegTrap => "MSR/MRS trap",
+            Self::InstructionAbortLower => "instruction abort from lower EL",
+            Self::InstructionAbortSame => "instruction abort at EL2",
+            Self::DataAbortLower => "data abort from lower EL",
+            Self::DataAbortSame => "data abort at EL2",
+            Self::SoftwareStepLower => "software step",
+            Self::Brk64 => "BRK",
+            Self::Other(_) => "unhandled exception class",
+        }
+    }
+}
+
+/// A raw ESR_EL2 value with typed accessors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Esr(pub u64);
+
+impl Esr {
+    /// The 6-bit exception class value.
+    pub const fn ec_bits(self) -> u8 {
+        ((self.0 >> 26) & 0x3f) as u8
+    }
+
+    /// The exception class.
+    pub const fn ec(self) -> ExceptionClass {
+        ExceptionClass::from_bits(self.ec_bits())
+    }
+
+    /// Instruction Length: true for a 32-bit instruction.
+    pub const fn il(self) -> bool {
+        self.0 & (1 << 25) != 0
+    }
+
+    /// The Instruction Specific Syndrome, bits 24:0.
+    pub const fn iss(self) -> u32 {
+        (self.0 & 0x01ff_ffff) as u32
+    }
+
+    /// The immediate of an HVC or SMC (ISS bits 15:0).
+    pub const fn imm16(self) -> u16 {
+        (self.0 & 0xffff) as u16
+    }
+
+    /// The ISS of a trapped MSR/MRS (EC 0x18).
+    pub const fn sysreg_iss(self) -> SysRegIss {
+        SysRegIss::from_iss(self.iss())
+    }
+
+    /// The ISS of a data abort (EC 0x24/0x25).
+    pub const fn data_abort_iss(self) -> DataAbortIss {
+        DataAbortIss(self.iss())
+    }
+}
+
+/// ISS of EC 0x18 (Arm ARM D24.2.40, "ISS encoding for an exception from MSR, MRS, or System
+/// instruction execution in AArch64 state").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SysRegIss {
+    /// Op0, bits 21:20.
+    pub op0: u8,
+    /// Op2, bits 19:17.
+    pub op2: u8,
+    /// Op1, bits 16:14.
+    pub op1: u8,
+    /// CRn, bits 13:10.
+    pub crn: u8,
+    /// The general-purpose register transferred, bits 9:5 (31 is XZR).
+    pub rt: u8,
+    /// CRm, bits 4:1.
+    pub crm: u8,
+    /// Direction, bit 0: true for a read (MRS), false for a write (MSR).
+    pub is_read: bool,
+}
+
+impl SysRegIss {
+    /// Splits a raw ISS into its fields.
+    pub const fn from_iss(iss: u32) -> Self {
+        Self {
+            op0: ((iss >> 20) & 0x3) as u8,
+            op2: ((iss >> 17) & 0x7) as u8,
+            op1: ((iss >> 14) & 0x7) as u8,
+            crn: ((iss >> 10) & 0xf) as u8,
+            rt: ((iss >> 5) & 0x1f) as u8,
+            crm: ((iss >> 1) & 0xf) as u8,
+            is_read: iss & 1 != 0,
+        }
+    }
+
+    /// The register encoding (op0, op1, CRn, CRm, op2) this access names.
+    pub const fn encoding(self) -> crate::sysreg::Encoding {
+        crate::sysreg::Encoding {
+            op0: self.op0,
+            op1: self.op1,
+            crn: self.crn,
+            crm: self.crm,
+            op2: self.op2,
+        }
+    }
+}
+
+/// ISS of a data abort (EC 0x24/0x25).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataAbortIss(pub u32);
+
+impl DataAbortIss {
+    /// ISV: the syndrome (SAS, SRT, ...) is valid.
+    pub const fn isv(self) -> bool {
+        self.0 & (1 << 24) != 0
+    }
+
+    /// WnR: the access was a write.
+    pub const fn is_write(self) -> bool {
+        self.0 & (1 << 6) != 0
+    }
+
+    /// The fault status code, DFSC bits 5:0.
+    pub const fn dfsc(self) -> u8 {
+        (self.0 & 0x3f) as u8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_classes_from_the_ec_field() {
+        assert_eq!(Esr(0x5a00_0000).ec(), ExceptionClass::Hvc64); // EC 0x16
+        assert_eq!(Esr(0x5e00_0000).ec(), ExceptionClass::Smc64); // EC 0x17
+        assert_eq!(Esr(0x6200_0000).ec(), ExceptionClass::SysRegTrap); // EC 0x18
+        assert_eq!(Esr(0x9200_0000).ec(), ExceptionClass::DataAbortLower); // EC 0x24
+        assert_eq!(Esr(0xca00_0000).ec(), ExceptionClass::SoftwareStepLower); // EC 0x32
+        assert_eq!(Esr(0x2 << 26).ec(), ExceptionClass::Other(0x2));
+    }
+
+    #[test]
+    fn decodes_a_trapped_msr_sctlr_el1() {
+        // `msr sctlr_el1, x3` trapped: op0=3 op1=0 CRn=1 CRm=0 op2=0, Rt=3, write, IL=1.
+        let iss = (3 << 20) | (0 << 17) | (0 << 14) | (1 << 10) | (3 << 5) | (0 << 1);
+        let esr = Esr((0x18 << 26) | (1 << 25) | iss);
+        let s = esr.sysreg_iss();
+        assert!(esr.il());
+        assert_eq!((s.op0, s.op1, s.crn, s.crm, s.op2, s.rt), (3, 0, 1, 0, 0, 3));
+        assert!(!s.is_read);
+        assert_eq!(
+            crate::SysReg::from_encoding(s.encoding()),
+            Some(crate::SysReg::SctlrEl1)
+        );
+    }
+
+    #[test]
+    fn decodes_a_trapped_mrs_tcr_el1() {
+        // `mrs x30, tcr_el1`: op0=3 op1=0 CRn=2 CRm=0 op2=2, Rt=30, read.
+        let iss = (3 << 20) | (2 << 17) | (2 << 10) | (30 << 5) | 1;
+        let s = Esr((0x18 << 26) | iss).sysreg_iss();
+        assert!(s.is_read);
+        assert_eq!(s.rt, 30);
+        assert_eq!(
+            crate::SysReg::from_encoding(s.encoding()),
+            Some(crate::SysReg::TcrEl1)
+        );
+    }
+
+    #[test]
+    fn decodes_data_abort_direction_and_status() {
+        // Stage-2 translation fault level 3 on a write: DFSC 0b000111, WnR=1.
+        let esr = Esr((0x24 << 26) | (1 << 6) | 0x07);
+        assert!(esr.data_abort_iss().is_write());
+        assert_eq!(esr.data_abort_iss().dfsc(), 0x07);
+        assert_eq!(Esr(0x5a00_1234).imm16(), 0x1234);
+    }
+}

@@ -1,0 +1,123 @@
+//! System registers the hypervisor traps, by their architectural encoding.
+
+use serde::{Deserialize, Serialize};
+
+/// An (op0, op1, CRn, CRm, op2) system-register encoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Encoding {
+    pub op0: u8,
+    pub op1: u8,
+    pub crn: u8,
+    pub crm: u8,
+    pub op2: u8,
+}
+
+/// The EL1 registers whose writes HCR_EL2.TVM traps (Arm ARM D24.2.48, HCR_EL2.TVM), of which
+/// SCTLR_EL1 and TCR_EL1 carry the MTE controls. With FEAT_FGT only those two are trapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SysReg {
+    SctlrEl1,
+    Ttbr0El1,
+    Ttbr1El1,
+    TcrEl1,
+    Afsr0El1,
+    Afsr1El1,
+    EsrEl1,
+    FarEl1,
+    MairEl1,
+    AmairEl1,
+    ContextidrEl1,
+}
+
+impl SysReg {
+    /// Every register in this set, in a fixed order.
+    pub const ALL: [SysReg; 11] = [
+        Self::SctlrEl1,
+        Self::Ttbr0El1,
+        Self::Ttbr1El1,
+        Self::TcrEl1,
+        Self::Afsr0El1,
+        Self::Afsr1El1,
+        Self::EsrEl1,
+        Self::FarEl1,
+        Self::MairEl1,
+        Self::AmairEl1,
+        Self::ContextidrEl1,
+    ];
+
+    /// The architectural encoding of the register.
+    pub const fn encoding(self) -> Encoding {
+        let (op0, op1, crn, crm, op2) = match self {
+            Self::SctlrEl1 => (3, 0, 1, 0, 0),
+            Self::Ttbr0El1 => (3, 0, 2, 0, 0),
+            Self::Ttbr1El1 => (3, 0, 2, 0, 1),
+            Self::TcrEl1 => (3, 0, 2, 0, 2),
+            Self::Afsr0El1 => (3, 0, 5, 1, 0),
+            Self::Afsr1El1 => (3, 0, 5, 1, 1),
+            Self::EsrEl1 => (3, 0, 5, 2, 0),
+            Self::FarEl1 => (3, 0, 6, 0, 0),
+            Self::MairEl1 => (3, 0, 10, 2, 0),
+            Self::AmairEl1 => (3, 0, 10, 3, 0),
+            Self::ContextidrEl1 => (3, 0, 13, 0, 1),
+        };
+        Encoding {
+            op0,
+            op1,
+            crn,
+            crm,
+            op2,
+        }
+    }
+
+    /// The register with this encoding, if it is one the hypervisor traps.
+    pub fn from_encoding(e: Encoding) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.encoding() == e)
+    }
+
+    /// The register's architectural name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::SctlrEl1 => "SCTLR_EL1",
+            Self::Ttbr0El1 => "TTBR0_EL1",
+            Self::Ttbr1El1 => "TTBR1_EL1",
+            Self::TcrEl1 => "TCR_EL1",
+            Self::Afsr0El1 => "AFSR0_EL1",
+            Self::Afsr1El1 => "AFSR1_EL1",
+            Self::EsrEl1 => "ESR_EL1",
+            Self::FarEl1 => "FAR_EL1",
+            Self::MairEl1 => "MAIR_EL1",
+            Self::AmairEl1 => "AMAIR_EL1",
+            Self::ContextidrEl1 => "CONTEXTIDR_EL1",
+        }
+    }
+
+    /// Whether the register holds MTE controls (the ones the report decodes field by field).
+    pub const fn has_mte_fields(self) -> bool {
+        matches!(self, Self::SctlrEl1 | Self::TcrEl1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodings_are_distinct_and_round_trip() {
+        for r in SysReg::ALL {
+            assert_eq!(SysReg::from_encoding(r.encoding()), Some(r), "{}", r.name());
+        }
+    }
+
+    #[test]
+    fn unknown_encoding_is_none() {
+        // TFSR_EL1 is (3, 0, 5, 6, 0): not a TVM register.
+        let e = Encoding {
+            op0: 3,
+            op1: 0,
+            crn: 5,
+            crm: 6,
+            op2: 0,
+        };
+        assert_eq!(SysReg::from_encoding(e), None);
+    }
+}
