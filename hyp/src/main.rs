@@ -1,2 +1,117 @@
+//! mtex-hyp: the EL2 hypervisor that boots the guest kernel, traps its MTE control writes and
+//! streams report records to the host.
+//!
+//! Boot order: heap and console, device tree and options, EL2 MMU, stage 2, traps, PMU,
+//! watchdog, then the guest is entered exactly as a Linux arm64 kernel would be.
 #![no_std]
 #![no_main]
+
+extern crate alloc;
+
+mod context;
+mod entry;
+mod exits;
+mod global;
+mod guest_boot;
+mod heap;
+mod hypercall;
+mod mmu;
+mod pmu;
+mod psci;
+mod report;
+mod state;
+mod sysreg_trap;
+mod watchdog;
+
+use mtex_abi::options::{self, HypOptions};
+use mtex_abi::report::{ExitReason, Message};
+use mtex_platform::Platform;
+
+/// The board this binary is built for.
+pub type Board = mtex_platform::QemuVirt;
+
+unsafe extern "C" {
+    static __hyp_start: u8;
+    static __hyp_end: u8;
+}
+
+/// The hypervisor's own memory: what the guest must never see.
+pub fn hyp_region() -> mtex_dt::Region {
+    // Only the addresses of these linker symbols are used, never their contents.
+    let start = (&raw const __hyp_start) as u64;
+    let end = (&raw const __hyp_end) as u64;
+    mtex_dt::Region {
+        base: start,
+        size: end - start,
+    }
+}
+
+/// Rust entry, called by `entry::_start` with the firmware's x0 (a device tree, or 0).
+extern "C" fn hyp_main(x0: u64) -> ! {
+    heap::init();
+    let mut reporter = report::Reporter::new();
+
+    let dtb_addr = match guest_boot::find_dtb(x0) {
+        Some(a) => a,
+        None => report::fail_boot(&mut reporter, "no device tree in x0 or at the start of RAM"),
+    };
+    // SAFETY: find_dtb checked the magic and the size at this address, which lies in RAM
+    // that nothing else uses while the hypervisor boots.
+    let dtb = unsafe { guest_boot::dtb_slice(dtb_addr) };
+    let info = match mtex_dt::boot_info(dtb) {
+        Ok(i) => i,
+        Err(_) => report::fail_boot(&mut reporter, "the device tree does not parse"),
+    };
+    let opts = match HypOptions::parse(info.bootargs) {
+        Ok(o) => o,
+        Err(e) => report::fail_boot_msg(&mut reporter, options::describe(e)),
+    };
+    let ram = info.memory.unwrap_or(mtex_dt::Region {
+        base: Board::RAM_BASE as u64,
+        size: 0x2000_0000,
+    });
+
+    mmu::enable_el2(ram);
+    mmu::enable_stage2(ram, hyp_region());
+
+    let guest_dtb = match guest_boot::hand_on_dtb(dtb, dtb_addr) {
+        Ok(a) => a,
+        Err(why) => report::fail_boot(&mut reporter, why),
+    };
+    let entry = match guest_boot::check_image(Board::GUEST_IMAGE_ADDR) {
+        Ok(e) => e,
+        Err(why) => report::fail_boot(&mut reporter, why),
+    };
+
+    let trap_mode = guest_boot::configure_traps(opts.traps);
+    let pmu = pmu::Pmu::init();
+    watchdog::arm(opts.watchdog_ms);
+
+    let region = hyp_region();
+    reporter.send(&mtex_abi::Record::Boot(mtex_abi::report::Boot {
+        abi_version: mtex_abi::hypercall::ABI_VERSION,
+        counter_hz: watchdog::counter_hz(),
+        trap_mode,
+        hyp_start: region.base,
+        hyp_end: region.base + region.size,
+        guest_entry: entry,
+        guest_dtb,
+        watchdog_ms: opts.watchdog_ms,
+        pmu_instructions: pmu.is_some(),
+    }));
+
+    reporter.set_pmu(pmu);
+    global::HYP.init(state::Hyp::new(reporter, pmu, opts.watchdog_ms));
+    guest_boot::enter(entry, guest_dtb)
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    use core::fmt::Write;
+    let mut message = Message::new();
+    let _ = write!(report::Truncating(&mut message), "{}", info.message());
+    if let Some(l) = info.location() {
+        let _ = write!(report::Truncating(&mut message), " at {}:{}", l.file(), l.line());
+    }
+    report::die(ExitReason::HypPanic { message })
+}

@@ -198,6 +198,7 @@ mod tests {
                         el2_instructions: a,
                         el1_instructions: b,
                         el0_instructions: d,
+                        el2_report_instructions: a.map(|x| x / 2),
                     },
                 })),
             (0..SysReg::ALL.len(), any::<u64>(), any::<u64>(), any_state(), any::<u64>(), any::<u32>())

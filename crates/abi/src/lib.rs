@@ -8,6 +8,7 @@
 pub mod frame;
 pub mod hypercall;
 pub mod options;
+pub mod program;
 pub mod report;
 pub mod text;
 

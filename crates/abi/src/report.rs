@@ -102,6 +102,9 @@ pub struct PhaseStats {
     pub el2_instructions: Option<u64>,
     pub el1_instructions: Option<u64>,
     pub el0_instructions: Option<u64>,
+    /// Of the EL2 instructions, those spent framing records that were queued during the
+    /// phase (the trap path itself is the rest).
+    pub el2_report_instructions: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,0 +1,73 @@
+//! The Image header, the boot code and the EL1 vectors.
+
+use core::arch::{global_asm, naked_asm};
+
+/// The arm64 Image header (Documentation/arch/arm64/booting.rst): a branch over the header,
+/// text_offset 0, the image size, flags (little-endian, 4 KiB pages) and the magic.
+/// The boot code then sets the stack, zeroes .bss, enables FP/SIMD (core::fmt uses it) and
+/// the EL1 vectors.
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+#[unsafe(link_section = ".text.head")]
+pub unsafe extern "C" fn _start() -> ! {
+    naked_asm!(
+        "b 3f",
+        ".word 0",
+        ".quad 0",                              // text_offset
+        ".quad __image_size",                   // image_size (linker script)
+        ".quad 2",                              // flags: LE, 4 KiB pages
+        ".quad 0", ".quad 0", ".quad 0",
+        ".ascii \"ARM\\x64\"",
+        ".word 0",
+        "3: msr daifset, #0xf",
+        "adrp x9, __stack_top",
+        "add x9, x9, :lo12:__stack_top",
+        "mov sp, x9",
+        "adrp x9, __bss_start",
+        "add x9, x9, :lo12:__bss_start",
+        "adrp x10, __bss_end",
+        "add x10, x10, :lo12:__bss_end",
+        "1: cmp x9, x10",
+        "b.hs 2f",
+        "stp xzr, xzr, [x9], #16",
+        "b 1b",
+        // CPACR_EL1.FPEN = 0b11: no FP/SIMD traps at EL1/EL0.
+        "2: mov x9, #(3 << 20)",
+        "msr cpacr_el1, x9",
+        "adrp x9, guest_vectors",
+        "add x9, x9, :lo12:guest_vectors",
+        "msr vbar_el1, x9",
+        "isb",
+        "bl {main}",
+        "b .",
+        main = sym crate::guest_main,
+    )
+}
+
+// Any exception the guest takes is unexpected in these programs: report it and exit.
+global_asm!(
+    ".macro guest_vector index",
+    ".balign 0x80",
+    "mov x0, #\\index",
+    "b {fault}",
+    ".endm",
+    ".section .text.vectors, \"ax\"",
+    ".balign 0x800",
+    ".global guest_vectors",
+    "guest_vectors:",
+    ".irp i, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15",
+    "guest_vector \\i",
+    ".endr",
+    fault = sym guest_fault,
+);
+
+extern "C" fn guest_fault(vector: u64) -> ! {
+    let (esr, elr, far): (u64, u64, u64);
+    // SAFETY: reading the EL1 syndrome registers has no side effects.
+    unsafe {
+        core::arch::asm!("mrs {}, esr_el1", "mrs {}, elr_el1", "mrs {}, far_el1",
+            out(reg) esr, out(reg) elr, out(reg) far)
+    };
+    crate::println!("guest: exception vector {vector} esr={esr:#x} elr={elr:#x} far={far:#x}");
+    crate::hvc::exit(0x100 | (esr >> 26))
+}

@@ -1,0 +1,41 @@
+//! Calls to the hypervisor (ABI: `mtex_abi::hypercall`), through smccc's HVC conduit.
+
+use mtex_abi::hypercall as hc;
+
+fn call(function: u32, args: &[u64]) -> u64 {
+    let mut a = [0u64; 17];
+    a[..args.len()].copy_from_slice(args);
+    smccc::hvc64(function, a)[0]
+}
+
+/// Opens phase `id` named `name`.
+pub fn phase_begin(id: u32, name: &str) -> u64 {
+    let r: [u64; 4] = hc::pack_bytes(name.as_bytes());
+    call(hc::PHASE_BEGIN, &[id as u64, r[0], r[1], r[2], r[3]])
+}
+
+/// Closes phase `id`.
+pub fn phase_end(id: u32) -> u64 {
+    call(hc::PHASE_END, &[id as u64])
+}
+
+/// Writes console bytes, 48 per call.
+pub fn console_write(bytes: &[u8]) {
+    for chunk in bytes.chunks(hc::CONSOLE_BYTES_PER_CALL) {
+        let r: [u64; 6] = hc::pack_bytes(chunk);
+        call(hc::CONSOLE_WRITE, &[chunk.len() as u64, r[0], r[1], r[2], r[3], r[4], r[5]]);
+    }
+}
+
+/// Makes an arbitrary call (used to probe the hypervisor's handling of unknown IDs).
+pub fn raw(function: u32) -> u64 {
+    call(function, &[])
+}
+
+/// Ends the run with `status` (0 = success).
+pub fn exit(status: u64) -> ! {
+    call(hc::EXIT, &[status]);
+    loop {
+        aarch64_cpu::asm::wfe();
+    }
+}

@@ -1,0 +1,47 @@
+//! The guest's heap and its identity map: all RAM as Tagged Normal memory (MAIR 0xF0), so
+//! every RAM access can be tag checked.
+
+use aarch64_cpu::registers::MAIR_EL1;
+use aarch64_paging::descriptor::El1Attributes;
+use aarch64_paging::idmap::IdMap;
+use aarch64_paging::paging::{El1And0, MemoryRegion};
+use alloc::boxed::Box;
+use buddy_system_allocator::LockedHeap;
+use tock_registers::interfaces::Writeable;
+
+const HEAP_SIZE: usize = 1 << 20;
+
+#[repr(C, align(4096))]
+struct HeapMemory([u8; HEAP_SIZE]);
+
+static mut HEAP_MEMORY: HeapMemory = HeapMemory([0; HEAP_SIZE]);
+
+#[global_allocator]
+static ALLOCATOR: LockedHeap<32> = LockedHeap::empty();
+
+pub fn init_heap() {
+    let start = (&raw mut HEAP_MEMORY) as usize;
+    // SAFETY: HEAP_MEMORY is used by nothing but the allocator, and this runs once.
+    unsafe { ALLOCATOR.lock().init(start, HEAP_SIZE) };
+}
+
+/// MAIR_EL1: index 0 Tagged Normal Write-Back (0xF0), 1 Normal Write-Back, 2 Device-nGnRE.
+pub const MAIR: u64 = 0xf0 | (0xff << 8) | (0x04 << 16);
+
+const TAGGED_RAM: El1Attributes = El1Attributes::VALID
+    .union(El1Attributes::ATTRIBUTE_INDEX_0)
+    .union(El1Attributes::INNER_SHAREABLE)
+    .union(El1Attributes::ACCESSED);
+
+/// Builds the identity map of `[base, base + size)` and installs it in TTBR0_EL1. The MMU is
+/// turned on later by the program's SCTLR_EL1 write, which the hypervisor traps.
+pub fn install_idmap(base: usize, size: usize) {
+    let mut map = IdMap::with_asid(0, 1, El1And0);
+    map.map_range(&MemoryRegion::new(base, base + size), TAGGED_RAM)
+        .expect("map RAM");
+    MAIR_EL1.set(MAIR);
+    let map = Box::leak(Box::new(map));
+    // SAFETY: the MMU is still off, so installing TTBR0_EL1 changes nothing yet; the map
+    // covers all of RAM (code, data, stack, heap, device tree) and is leaked.
+    unsafe { map.activate() };
+}

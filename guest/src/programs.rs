@@ -1,0 +1,119 @@
+//! What the guest runs, chosen by `mtex.guest=` on the command line.
+
+use crate::mte::{self, Granule};
+use crate::{hvc, mmu, println};
+use aarch64_cpu::asm::barrier;
+use aarch64_cpu::registers::{SCTLR_EL1, TCR_EL1};
+use fdt::Fdt;
+use mtex_abi::hypercall::{self as hc, ret};
+use mtex_abi::options::{GuestOptions, GuestProgram};
+use mtex_abi::program::{self, Action};
+use tock_registers::interfaces::Writeable;
+
+/// Runs the program and returns the exit status.
+pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
+    match opts.program {
+        GuestProgram::Default => default(fdt),
+        GuestProgram::UnknownHvc => unknown_hvc(),
+        GuestProgram::TouchHyp => touch_hyp(fdt),
+        GuestProgram::Spin => loop {
+            core::hint::spin_loop();
+        },
+        GuestProgram::BenchTraps => bench_traps(fdt, opts.bench_n),
+    }
+}
+
+fn install_idmap(fdt: &Fdt) {
+    let mem = fdt.memory().regions().next().expect("a /memory region");
+    mmu::install_idmap(mem.starting_address as usize, mem.size.unwrap_or(0));
+}
+
+fn write_sctlr(v: u64) {
+    SCTLR_EL1.set(v);
+    barrier::isb(barrier::SY);
+}
+
+fn write_tcr(v: u64) {
+    TCR_EL1.set(v);
+    barrier::isb(barrier::SY);
+}
+
+static mut GRANULE: Granule = Granule([0; 16]);
+
+/// Walks through `mtex_abi::program::DEFAULT`.
+fn default(fdt: &Fdt) -> u64 {
+    install_idmap(fdt);
+    for (i, phase) in program::DEFAULT.iter().enumerate() {
+        let id = i as u32 + 1;
+        if hvc::phase_begin(id, phase.name) != ret::SUCCESS {
+            println!("guest: phase {} refused", phase.name);
+            return 6;
+        }
+        for action in phase.actions {
+            match *action {
+                Action::WriteSctlr(v) => write_sctlr(v),
+                Action::WriteTcr(v) => write_tcr(v),
+                Action::SetTco(on) => mte::set_tco(on),
+                Action::TaggedAccess => {
+                    // SAFETY: the guest is single-threaded; GRANULE is used only here.
+                    let g = unsafe { &mut *(&raw mut GRANULE) };
+                    let (tag, read_back) = mte::tagged_access(g);
+                    println!("guest: {}: tagged load ok, pointer tag {tag}, memory tag {read_back}", phase.name);
+                    if tag != read_back {
+                        return 7;
+                    }
+                }
+            }
+        }
+        if hvc::phase_end(id) != ret::SUCCESS {
+            return 6;
+        }
+    }
+    println!("guest: default program done");
+    0
+}
+
+/// Makes a call the hypervisor does not implement. SMCCC requires NOT_SUPPORTED; the guest
+/// then exits with 3 (or 4 if the answer was anything else).
+fn unknown_hvc() -> u64 {
+    let r = hvc::raw(hc::function_id(0xff));
+    println!("guest: unknown call answered {r:#x}");
+    if r == ret::NOT_SUPPORTED { 3 } else { 4 }
+}
+
+/// Loads from the hypervisor's memory, found as the guest would: in the device tree's
+/// `/reserved-memory/mtex-hyp@...` node. Stage 2 must stop it.
+fn touch_hyp(fdt: &Fdt) -> u64 {
+    let Some(hyp) = fdt
+        .find_node("/reserved-memory")
+        .and_then(|n| n.children().find(|c| c.name.starts_with("mtex-hyp@")))
+        .and_then(|n| n.reg())
+        .and_then(|mut r| r.next())
+    else {
+        println!("guest: no /reserved-memory/mtex-hyp node");
+        return 8;
+    };
+    let addr = hyp.starting_address as usize;
+    println!("guest: loading from hypervisor memory at {addr:#x}");
+    // SAFETY: deliberately reads memory the guest does not own; the hypervisor's stage 2
+    // has no mapping there, so this load traps to EL2 and never returns.
+    let v = unsafe { core::ptr::read_volatile(addr as *const u64) };
+    println!("guest: read {v:#x} from hypervisor memory");
+    9
+}
+
+/// Phase 1 writes SCTLR_EL1 `n` times, phase 2 `2n` times, with the MMU on, so the host can
+/// take EL2 instructions per trapped write from the difference.
+fn bench_traps(fdt: &Fdt, n: u64) -> u64 {
+    install_idmap(fdt);
+    write_tcr(program::TCR_MMU);
+    write_sctlr(program::SCTLR_MMU_ON);
+    for (id, name, count) in [(1, "bench-n", n), (2, "bench-2n", 2 * n)] {
+        hvc::phase_begin(id, name);
+        for _ in 0..count {
+            write_sctlr(program::SCTLR_MMU_ON);
+        }
+        hvc::phase_end(id);
+    }
+    0
+}

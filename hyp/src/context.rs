@@ -1,0 +1,70 @@
+//! The guest's register context as the exception vectors save it on the EL2 stack.
+
+use core::mem::{offset_of, size_of};
+use mtex_abi::report::GuestState;
+
+/// General-purpose registers, ELR_EL2 and SPSR_EL2 of the interrupted guest. The layout is
+/// shared with the assembly in `entry.rs`, hence `repr(C)` and the asserts below.
+#[repr(C)]
+#[derive(Clone, Debug)]
+pub struct GuestContext {
+    pub x: [u64; 31],
+    pub elr: u64,
+    pub spsr: u64,
+    _pad: u64,
+}
+
+/// Bytes the vectors reserve on the stack; a multiple of 16 keeps SP aligned.
+pub const CONTEXT_SIZE: usize = 272;
+pub const ELR_OFFSET: usize = 248;
+pub const SPSR_OFFSET: usize = 256;
+
+const _: () = assert!(size_of::<GuestContext>() == CONTEXT_SIZE);
+const _: () = assert!(CONTEXT_SIZE % 16 == 0);
+const _: () = assert!(offset_of!(GuestContext, x) == 0);
+const _: () = assert!(offset_of!(GuestContext, elr) == ELR_OFFSET);
+const _: () = assert!(offset_of!(GuestContext, spsr) == SPSR_OFFSET);
+
+/// SPSR_EL2.TCO: the guest's PSTATE.TCO (Arm ARM C5.2.19).
+pub const SPSR_TCO: u64 = 1 << 25;
+
+impl GuestContext {
+    /// A context that starts the guest at `entry` in EL1h with DAIF masked and x0 = `x0`.
+    pub fn boot(entry: u64, x0: u64) -> Self {
+        let mut x = [0; 31];
+        x[0] = x0;
+        Self {
+            x,
+            elr: entry,
+            spsr: 0x3c5, // D, A, I, F masked; M = EL1h
+            _pad: 0,
+        }
+    }
+
+    /// Register `n` as an instruction operand reads it (31 is XZR).
+    #[inline(always)]
+    pub fn reg(&self, n: u8) -> u64 {
+        self.x.get(n as usize).copied().unwrap_or(0)
+    }
+
+    /// Where the guest is and its PSTATE.TCO.
+    #[inline(always)]
+    pub fn state(&self) -> GuestState {
+        GuestState {
+            pc: self.elr,
+            el: ((self.spsr >> 2) & 3) as u8,
+            tco: self.spsr & SPSR_TCO != 0,
+        }
+    }
+
+    /// Steps over the trapped instruction (MSR, SMC: ELR points at it).
+    #[inline(always)]
+    pub fn skip_instruction(&mut self) {
+        self.elr += 4;
+    }
+
+    /// Sets the SMCCC results x0..x3.
+    pub fn set_results(&mut self, r: &[u64]) {
+        self.x[..r.len()].copy_from_slice(r);
+    }
+}

@@ -1,0 +1,149 @@
+//! Reset entry, the EL2 exception vectors and the guest context switch. The assembly is only
+//! what cannot be Rust: stack set-up, register save/restore and ERET.
+
+use crate::context::{CONTEXT_SIZE, ELR_OFFSET, GuestContext, SPSR_OFFSET};
+use core::arch::{global_asm, naked_asm};
+
+/// First instruction of the image. Entered at EL2 with the MMU off, x0 = device tree or 0.
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+#[unsafe(link_section = ".text.entry")]
+pub unsafe extern "C" fn _start() -> ! {
+    naked_asm!(
+        "msr daifset, #0xf",
+        "adrp x9, __stack_top",
+        "add x9, x9, :lo12:__stack_top",
+        "mov sp, x9",
+        // Zero .bss (16-byte aligned by the linker script). x0 is preserved for hyp_main.
+        "adrp x9, __bss_start",
+        "add x9, x9, :lo12:__bss_start",
+        "adrp x10, __bss_end",
+        "add x10, x10, :lo12:__bss_end",
+        "1: cmp x9, x10",
+        "b.hs 2f",
+        "stp xzr, xzr, [x9], #16",
+        "b 1b",
+        "2: adrp x9, mtex_vectors",
+        "add x9, x9, :lo12:mtex_vectors",
+        "msr vbar_el2, x9",
+        "isb",
+        "bl {main}",
+        "b .",
+        main = sym crate::hyp_main,
+    )
+}
+
+// The vector table (Arm ARM D1.3.1): 16 entries of 0x80 bytes. Exceptions from the guest
+// (lower EL, AArch64) save the full context and go to `exits::dispatch`; anything taken at
+// EL2 itself, or from AArch32, is a bug and goes to `exits::hyp_exception`.
+global_asm!(
+    ".macro hyp_fatal index",
+    ".balign 0x80",
+    "mov x0, #\\index",
+    "b mtex_hyp_fatal",
+    ".endm",
+    ".macro guest_exit kind",
+    ".balign 0x80",
+    "sub sp, sp, #{size}",
+    "stp x0, x1, [sp, #0]",
+    "mov x0, #\\kind",
+    "b mtex_save_and_dispatch",
+    ".endm",
+    ".section .text.vectors, \"ax\"",
+    ".balign 0x800",
+    ".global mtex_vectors",
+    "mtex_vectors:",
+    "hyp_fatal 0", "hyp_fatal 1", "hyp_fatal 2", "hyp_fatal 3",
+    "hyp_fatal 4", "hyp_fatal 5", "hyp_fatal 6", "hyp_fatal 7",
+    "guest_exit 0", "guest_exit 1", "guest_exit 2", "guest_exit 3",
+    "hyp_fatal 12", "hyp_fatal 13", "hyp_fatal 14", "hyp_fatal 15",
+    "",
+    "mtex_save_and_dispatch:",
+    "stp x2, x3, [sp, #16]",
+    "stp x4, x5, [sp, #32]",
+    "stp x6, x7, [sp, #48]",
+    "stp x8, x9, [sp, #64]",
+    "stp x10, x11, [sp, #80]",
+    "stp x12, x13, [sp, #96]",
+    "stp x14, x15, [sp, #112]",
+    "stp x16, x17, [sp, #128]",
+    "stp x18, x19, [sp, #144]",
+    "stp x20, x21, [sp, #160]",
+    "stp x22, x23, [sp, #176]",
+    "stp x24, x25, [sp, #192]",
+    "stp x26, x27, [sp, #208]",
+    "stp x28, x29, [sp, #224]",
+    "mrs x1, elr_el2",
+    "stp x30, x1, [sp, #240]",
+    "mrs x1, spsr_el2",
+    "str x1, [sp, #{spsr}]",
+    "mov x1, sp",
+    "bl {dispatch}",
+    "",
+    ".global mtex_restore_and_eret",
+    "mtex_restore_and_eret:",
+    "ldr x1, [sp, #{spsr}]",
+    "msr spsr_el2, x1",
+    "ldp x30, x1, [sp, #240]",
+    "msr elr_el2, x1",
+    "ldp x2, x3, [sp, #16]",
+    "ldp x4, x5, [sp, #32]",
+    "ldp x6, x7, [sp, #48]",
+    "ldp x8, x9, [sp, #64]",
+    "ldp x10, x11, [sp, #80]",
+    "ldp x12, x13, [sp, #96]",
+    "ldp x14, x15, [sp, #112]",
+    "ldp x16, x17, [sp, #128]",
+    "ldp x18, x19, [sp, #144]",
+    "ldp x20, x21, [sp, #160]",
+    "ldp x22, x23, [sp, #176]",
+    "ldp x24, x25, [sp, #192]",
+    "ldp x26, x27, [sp, #208]",
+    "ldp x28, x29, [sp, #224]",
+    "ldp x0, x1, [sp, #0]",
+    "add sp, sp, #{size}",
+    "eret",
+    "",
+    // A fault at EL2 may come from a broken stack: start again from the top of it.
+    "mtex_hyp_fatal:",
+    "adrp x9, __stack_top",
+    "add x9, x9, :lo12:__stack_top",
+    "mov sp, x9",
+    "mrs x1, esr_el2",
+    "mrs x2, elr_el2",
+    "mrs x3, far_el2",
+    "bl {fatal}",
+    "b .",
+    size = const CONTEXT_SIZE,
+    spsr = const SPSR_OFFSET,
+    dispatch = sym crate::exits::dispatch,
+    fatal = sym crate::exits::hyp_exception,
+);
+
+// The save sequence above stores x30 and ELR as one pair at 240.
+const _: () = assert!(ELR_OFFSET == 248);
+
+/// Runs the guest from `ctx` for the first time. The context is copied to the top of the EL2
+/// stack, where every later exception saves and restores it.
+///
+/// # Safety
+///
+/// Must be called once, with the guest's stage 2, traps and EL1 state set up: the EL2 stack
+/// is reset, so nothing on it may be in use afterwards.
+#[unsafe(naked)]
+pub unsafe extern "C" fn enter_guest(ctx: *const GuestContext) -> ! {
+    naked_asm!(
+        "adrp x1, __stack_top",
+        "add x1, x1, :lo12:__stack_top",
+        "sub x1, x1, #{size}",
+        "mov x2, #0",
+        "1: ldr x3, [x0, x2]",
+        "str x3, [x1, x2]",
+        "add x2, x2, #8",
+        "cmp x2, #{size}",
+        "b.ne 1b",
+        "mov sp, x1",
+        "b mtex_restore_and_eret",
+        size = const CONTEXT_SIZE,
+    )
+}

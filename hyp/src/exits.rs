@@ -1,0 +1,65 @@
+//! Guest exits: one dispatch on the exception class, one module per class.
+
+use crate::context::GuestContext;
+use crate::global::HYP;
+use crate::report::{self, RUN_EXITS};
+use crate::state::Hyp;
+use aarch64_cpu::registers::{ESR_EL2, FAR_EL2, HPFAR_EL2};
+use core::sync::atomic::Ordering;
+use mtex_abi::report::ExitReason;
+use mtex_arch::{Esr, ExceptionClass};
+use tock_registers::interfaces::Readable;
+
+/// Vector kinds passed by `entry.rs` for exceptions from the guest (lower EL, AArch64).
+const SYNC: u64 = 0;
+const IRQ: u64 = 1;
+
+/// Called by the vectors with the saved guest context; returning resumes the guest.
+pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
+    HYP.with(|hyp| {
+        count_exit(hyp, ctx);
+        match kind {
+            SYNC => sync_exit(hyp, ctx),
+            IRQ => crate::watchdog::irq_exit(hyp, ctx),
+            _ => unhandled(hyp, ctx),
+        }
+    })
+}
+
+#[inline(always)]
+fn count_exit(hyp: &mut Hyp, ctx: &GuestContext) {
+    hyp.counters.exits += 1;
+    hyp.counters.exits_with_tco += ctx.state().tco as u64;
+    RUN_EXITS.store(hyp.counters.exits, Ordering::Relaxed);
+}
+
+fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext) {
+    let esr = Esr(ESR_EL2.get());
+    match esr.ec() {
+        ExceptionClass::SysRegTrap => crate::sysreg_trap::handle(hyp, ctx, esr),
+        ExceptionClass::Hvc64 => crate::hypercall::handle(hyp, ctx),
+        ExceptionClass::Smc64 => crate::psci::handle_guest_smc(hyp, ctx),
+        _ => unhandled(hyp, ctx),
+    }
+}
+
+/// Any exit the hypervisor has no handler for ends the run with its syndrome.
+pub fn unhandled(hyp: &mut Hyp, ctx: &GuestContext) -> ! {
+    hyp.report.finish(ExitReason::UnhandledGuestExit {
+        esr: ESR_EL2.get(),
+        far: FAR_EL2.get(),
+        // HPFAR_EL2.FIPA holds IPA[47:12] in bits 43:4.
+        hpfar: (HPFAR_EL2.get() >> 4) << 12,
+        at: ctx.state(),
+    })
+}
+
+/// An exception taken at EL2 itself, or from AArch32: a hypervisor bug.
+pub extern "C" fn hyp_exception(vector: u64, esr: u64, elr: u64, far: u64) -> ! {
+    report::die(ExitReason::HypException {
+        vector: vector as u8,
+        esr,
+        elr,
+        far,
+    })
+}

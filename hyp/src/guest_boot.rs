@@ -1,0 +1,129 @@
+//! Starting the guest the way a Linux arm64 kernel is booted (Documentation/arch/arm64/
+//! booting.rst): an Image with the arm64 header, entered at EL1 with the MMU off, DAIF
+//! masked and x0 = the physical address of a device tree.
+
+use crate::Board;
+use crate::context::GuestContext;
+use aarch64_cpu::registers::*;
+use mtex_abi::options::TrapChoice;
+use mtex_abi::report::TrapMode;
+use mtex_platform::Platform;
+use tock_registers::interfaces::{Readable, Writeable};
+
+/// "ARM\x64", the arm64 Image magic at offset 56.
+const IMAGE_MAGIC: u32 = 0x644d_5241;
+/// The guest's tree must fit below the hypervisor, where QEMU left the original.
+const DTB_MAX: usize = 2 << 20;
+
+/// Finds the device tree: in x0 if the firmware passed one, else at the start of RAM, where
+/// QEMU puts it for an ELF kernel.
+pub fn find_dtb(x0: u64) -> Option<usize> {
+    [x0 as usize, Board::RAM_BASE].into_iter().find(|&a| {
+        // SAFETY: both candidates are RAM addresses (x0 from firmware, RAM_BASE from the
+        // platform); reading 8 bytes of RAM with the MMU off has no side effects.
+        a != 0 && mtex_dt::header_total_size(unsafe { core::slice::from_raw_parts(a as *const u8, 8) })
+            .is_some_and(|n| n <= DTB_MAX)
+    })
+}
+
+/// The device tree at `addr`.
+///
+/// # Safety
+///
+/// `addr` must come from [`find_dtb`], and nothing may write the tree while the slice lives.
+pub unsafe fn dtb_slice(addr: usize) -> &'static [u8] {
+    // SAFETY: find_dtb checked the header; the caller guarantees no writers.
+    let header = unsafe { core::slice::from_raw_parts(addr as *const u8, 8) };
+    let len = mtex_dt::header_total_size(header).unwrap_or(8);
+    // SAFETY: as above, for the size the header gives (at most DTB_MAX).
+    unsafe { core::slice::from_raw_parts(addr as *const u8, len) }
+}
+
+/// Writes the guest's tree (the hypervisor's memory hidden) over the original and returns
+/// its address.
+pub fn hand_on_dtb(dtb: &[u8], addr: usize) -> Result<u64, &'static str> {
+    let edited = mtex_dt::hide_region(dtb, "mtex-hyp", crate::hyp_region())
+        .map_err(|_| "cannot rewrite the device tree")?;
+    if edited.len() > DTB_MAX || addr + edited.len() > crate::hyp_region().base as usize {
+        return Err("the rewritten device tree does not fit below the hypervisor");
+    }
+    // SAFETY: [addr, addr + len) is guest RAM below the hypervisor (checked above), where the
+    // original tree was; `dtb` was copied into `edited` and is not used after this.
+    unsafe { core::ptr::copy_nonoverlapping(edited.as_ptr(), addr as *mut u8, edited.len()) };
+    crate::mmu::clean_to_poc(addr, edited.len());
+    Ok(addr as u64)
+}
+
+/// Checks the arm64 Image header at `addr`; returns the entry point (the image start).
+pub fn check_image(addr: usize) -> Result<u64, &'static str> {
+    // SAFETY: `addr` is the platform's guest image address in RAM, mapped at EL2; reading the
+    // 64-byte header has no side effects.
+    let header = unsafe { core::slice::from_raw_parts(addr as *const u8, 64) };
+    let magic = u32::from_le_bytes([header[56], header[57], header[58], header[59]]);
+    if magic != IMAGE_MAGIC {
+        return Err("no arm64 Image (magic ARM\\x64) at the guest image address");
+    }
+    Ok(addr as u64)
+}
+
+/// ID_AA64MMFR0_EL1.FGT, bits 59:56.
+fn has_fgt() -> bool {
+    (ID_AA64MMFR0_EL1.get() >> 56) & 0xf != 0
+}
+
+/// Sets HCR_EL2 and the fine-grained traps; returns how MTE control writes are trapped.
+pub fn configure_traps(choice: TrapChoice) -> TrapMode {
+    let mode = if has_fgt() && choice == TrapChoice::Auto {
+        TrapMode::FineGrained
+    } else {
+        TrapMode::Tvm
+    };
+    if has_fgt() {
+        // No read or instruction traps; write traps only for SCTLR_EL1 (29) and TCR_EL1 (32)
+        // in fine-grained mode. The negative-polarity bits (nXXX, 50..63) stay 0, so writes
+        // to those newer registers would trap and end the run as unhandled exits: the guest
+        // does not use them.
+        HFGRTR_EL2.set(0);
+        HFGITR_EL2.set(0);
+        HDFGRTR_EL2.set(0);
+        HDFGWTR_EL2.set(0);
+        HFGWTR_EL2.set(match mode {
+            TrapMode::FineGrained => (1 << 29) | (1 << 32),
+            TrapMode::Tvm => 0,
+        });
+    }
+    let tvm = matches!(mode, TrapMode::Tvm) as u64;
+    // RW: EL1 is AArch64. VM: stage 2 on. TSC: trap SMC (PSCI). ATA: guest tag accesses
+    // allowed (0 would trap them and disable tag checking). IMO/FMO/AMO: physical interrupts
+    // to EL2 (the watchdog). API/APK: pointer authentication does not trap.
+    let hcr: u64 = (1 << 31) | (1 << 0) | (1 << 19) | (1 << 56) | (1 << 4) | (1 << 3) | (1 << 5)
+        | (1 << 41) | (1 << 40) | (tvm << 26);
+    if Board::HCR_WRITE_NEEDS_BARRIERS {
+        aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
+    }
+    HCR_EL2.set(hcr);
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    mode
+}
+
+/// Sets the EL1 state a booting kernel expects and enters it. Never returns: from here on
+/// the hypervisor runs only on guest exits.
+pub fn enter(entry: u64, dtb: u64) -> ! {
+    // SCTLR_EL1 RES1 bits only: MMU and caches off, as booting.rst requires.
+    SCTLR_EL1.set(mtex_abi::program::SCTLR_EL1_AT_ENTRY);
+    // Known starting values, so every trapped write's "old" value is predictable.
+    TCR_EL1.set(mtex_abi::program::TCR_EL1_AT_ENTRY);
+    // Guest owns the EL1 physical timer and counter.
+    CNTHCTL_EL2.set(0b11);
+    CNTVOFF_EL2.set(0);
+    // CPTR_EL2 (non-VHE): RES1 bits only; FP/SIMD, SVE, SME, trace and AMU not trapped.
+    CPTR_EL2.set(0x22ff);
+    VMPIDR_EL2.set(MPIDR_EL1.get());
+    // SAFETY: VPIDR_EL2 only sets what the guest reads as MIDR_EL1 (no aarch64-cpu accessor).
+    unsafe { core::arch::asm!("msr vpidr_el2, {}", in(reg) MIDR_EL1.get()) };
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    let ctx = GuestContext::boot(entry, dtb);
+    // SAFETY: stage 2, traps and EL1 state are set up above and in hyp_main; nothing on the
+    // EL2 stack is needed any more.
+    unsafe { crate::entry::enter_guest(&ctx) }
+}

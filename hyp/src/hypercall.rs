@@ -1,0 +1,76 @@
+//! EC 0x16: the guest's HVC calls (ABI in `mtex_abi::hypercall`).
+
+use crate::context::GuestContext;
+use crate::state::Hyp;
+use aarch64_cpu::registers::CNTPCT_EL0;
+use mtex_abi::hypercall::{self as hc, ret};
+use mtex_abi::report::{Conduit, ExitReason, PhaseBegin, PhaseEnd, PhaseName, UnknownCall};
+use mtex_abi::Record;
+use tock_registers::interfaces::Readable;
+
+pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext) {
+    // HVC returns to the next instruction: ELR needs no adjustment.
+    let function = ctx.x[0];
+    let result = match function {
+        f if f == hc::VERSION as u64 => hc::ABI_VERSION,
+        f if f == hc::PHASE_BEGIN as u64 => phase_begin(hyp, ctx),
+        f if f == hc::PHASE_END as u64 => phase_end(hyp, ctx),
+        f if f == hc::CONSOLE_WRITE as u64 => console_write(hyp, ctx),
+        f if f == hc::EXIT as u64 => hyp.report.finish(ExitReason::GuestExit { status: ctx.x[1] }),
+        _ => {
+            hyp.report.send(&Record::UnknownCall(UnknownCall {
+                conduit: Conduit::Hvc,
+                function,
+                at: ctx.state(),
+            }));
+            ret::NOT_SUPPORTED
+        }
+    };
+    ctx.x[0] = result;
+}
+
+fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
+    let id = ctx.x[1] as u32;
+    if id == 0 || ctx.x[1] > u32::MAX as u64 || hyp.phase.is_some() {
+        return ret::INVALID_PARAMETERS;
+    }
+    let regs = [ctx.x[2], ctx.x[3], ctx.x[4], ctx.x[5]];
+    let bytes: [u8; hc::PHASE_NAME_BYTES] = hc::unpack_bytes(&regs);
+    hyp.report.send(&Record::PhaseBegin(PhaseBegin {
+        id,
+        name: PhaseName::from_bytes_lossy(&bytes),
+        ts: CNTPCT_EL0.get(),
+        at: ctx.state(),
+    }));
+    // Counting starts after the record went out, so a phase's EL2 figures hold its own
+    // exits and not the cost of announcing it.
+    hyp.begin_phase(id);
+    ret::SUCCESS
+}
+
+fn phase_end(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
+    if hyp.phase_id() != ctx.x[1] as u32 || hyp.phase.is_none() {
+        return ret::INVALID_PARAMETERS;
+    }
+    let Some((id, stats)) = hyp.end_phase() else {
+        return ret::INVALID_PARAMETERS;
+    };
+    hyp.report.send(&Record::PhaseEnd(PhaseEnd {
+        id,
+        ts: CNTPCT_EL0.get(),
+        at: ctx.state(),
+        stats,
+    }));
+    ret::SUCCESS
+}
+
+fn console_write(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
+    let len = ctx.x[1];
+    if len > hc::CONSOLE_BYTES_PER_CALL as u64 {
+        return ret::INVALID_PARAMETERS;
+    }
+    let regs = [ctx.x[2], ctx.x[3], ctx.x[4], ctx.x[5], ctx.x[6], ctx.x[7]];
+    let bytes: [u8; hc::CONSOLE_BYTES_PER_CALL] = hc::unpack_bytes(&regs);
+    hyp.report.console(&bytes[..len as usize]);
+    len
+}

@@ -1,0 +1,181 @@
+//! The report stream: records framed onto the PL011 (see `mtex_abi::frame`).
+//!
+//! Trapped register writes are the hot path, so they are queued in memory and framed when the
+//! queue fills or before any other record goes out; order is kept and nothing is dropped.
+//! Every record takes the next sequence number; the closing Summary says how many came before.
+
+use crate::Board;
+use arm_pl011_uart::{PL011Registers, Uart};
+use core::fmt::Write;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU32, Ordering};
+use mtex_abi::frame;
+use mtex_abi::report::{ConsoleText, ExitReason, Message, Summary, SysregWrite};
+use mtex_abi::{Record, ShortStr};
+use mtex_platform::Platform;
+use safe_mmio::UniqueMmioPointer;
+
+/// Sequence number of the next record. Global so that the panic path continues the count.
+static NEXT_SEQ: AtomicU32 = AtomicU32::new(0);
+/// Guest exits over the whole run, for the Summary (also read by the panic path).
+pub static RUN_EXITS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+const QUEUE: usize = 64;
+
+fn console_uart() -> Uart<'static> {
+    // SAFETY: UART_BASE is the platform's PL011, identity-mapped as device memory at EL2 and
+    // used only by the hypervisor to write. Two instances exist only on the way to power-off
+    // (the panic path), where interleaving output is the lesser evil.
+    unsafe {
+        Uart::new(UniqueMmioPointer::new(
+            NonNull::new(Board::UART_BASE as *mut PL011Registers).unwrap(),
+        ))
+    }
+}
+
+fn send_on(uart: &mut Uart<'static>, record: &Record) {
+    let seq = NEXT_SEQ.load(Ordering::Relaxed);
+    NEXT_SEQ.store(seq + 1, Ordering::Relaxed);
+    let mut buf = [0u8; frame::MAX_TEXT];
+    // Every record fits a frame (a host test encodes the largest of each kind).
+    let line = frame::encode(seq, record, &mut buf).expect("record larger than a frame");
+    let _ = uart.write_str(line);
+}
+
+pub struct Reporter {
+    uart: Uart<'static>,
+    queue: [Option<SysregWrite>; QUEUE],
+    queued: usize,
+    line: [u8; 96],
+    line_len: usize,
+    /// Counts EL2 instructions spent framing queued writes, so that phase figures can tell
+    /// the trap path from the reporting cost.
+    pmu: Option<crate::pmu::Pmu>,
+    pub flush_instructions: u64,
+}
+
+impl Reporter {
+    pub fn new() -> Self {
+        let mut uart = console_uart();
+        // A frame must start on a fresh line even if firmware left a partial one.
+        let _ = uart.write_str("\n");
+        Self {
+            uart,
+            queue: [None; QUEUE],
+            queued: 0,
+            line: [0; 96],
+            line_len: 0,
+            pmu: None,
+            flush_instructions: 0,
+        }
+    }
+
+    /// Lets the reporter measure its own cost once the PMU is set up.
+    pub fn set_pmu(&mut self, pmu: Option<crate::pmu::Pmu>) {
+        self.pmu = pmu;
+    }
+
+    /// Sends `record` after everything queued before it.
+    pub fn send(&mut self, record: &Record) {
+        self.flush();
+        send_on(&mut self.uart, record);
+    }
+
+    /// Queues a trapped write (the hot path: no formatting here).
+    #[inline(always)]
+    pub fn sysreg_write(&mut self, w: SysregWrite) {
+        if self.queued == QUEUE {
+            self.flush();
+        }
+        self.queue[self.queued] = Some(w);
+        self.queued += 1;
+    }
+
+    /// Frames every queued write.
+    pub fn flush(&mut self) {
+        if self.queued == 0 {
+            return;
+        }
+        let before = self.pmu.map(|p| p.el2());
+        for i in 0..self.queued {
+            if let Some(w) = self.queue[i].take() {
+                send_on(&mut self.uart, &Record::SysregWrite(w));
+            }
+        }
+        self.queued = 0;
+        if let (Some(p), Some(b)) = (self.pmu, before) {
+            self.flush_instructions += p.el2().wrapping_sub(b);
+        }
+    }
+
+    /// Takes guest console bytes; each completed line becomes a Console record.
+    pub fn console(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if b == b'\n' {
+                self.flush_line();
+            } else if b != b'\r' {
+                if self.line_len == self.line.len() {
+                    self.flush_line();
+                }
+                self.line[self.line_len] = b;
+                self.line_len += 1;
+            }
+        }
+    }
+
+    fn flush_line(&mut self) {
+        let text = ConsoleText::from_bytes_lossy(&self.line[..self.line_len]);
+        self.line_len = 0;
+        self.send(&Record::Console(text));
+    }
+
+    /// Ends the run: whatever is pending, the Summary, then power-off.
+    pub fn finish(&mut self, exit: ExitReason) -> ! {
+        if self.line_len > 0 {
+            self.flush_line();
+        }
+        self.flush();
+        finish_on(&mut self.uart, exit)
+    }
+}
+
+fn finish_on(uart: &mut Uart<'static>, exit: ExitReason) -> ! {
+    let summary = Summary {
+        records: NEXT_SEQ.load(Ordering::Relaxed),
+        exit,
+        ts: aarch64_cpu::registers::CNTPCT_EL0.get(),
+        exits: RUN_EXITS.load(Ordering::Relaxed),
+    };
+    send_on(uart, &Record::Summary(summary));
+    crate::psci::system_off()
+}
+
+use tock_registers::interfaces::Readable;
+
+/// Ends the run from anywhere (the panic handler, an EL2 exception), queued records first.
+pub fn die(exit: ExitReason) -> ! {
+    // SAFETY: this path powers off and never returns to a handler that may hold the state.
+    match unsafe { crate::global::HYP.take_for_shutdown() } {
+        Some(hyp) => hyp.report.finish(exit),
+        None => finish_on(&mut console_uart(), exit),
+    }
+}
+
+/// Ends the run before the guest started.
+pub fn fail_boot(r: &mut Reporter, why: &str) -> ! {
+    fail_boot_msg(r, Message::truncated(why))
+}
+
+pub fn fail_boot_msg(r: &mut Reporter, reason: Message) -> ! {
+    r.finish(ExitReason::BootFailed { reason })
+}
+
+/// `fmt::Write` into a ShortStr, cutting what does not fit.
+pub struct Truncating<'a, const N: usize>(pub &'a mut ShortStr<N>);
+
+impl<const N: usize> Write for Truncating<'_, N> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        self.0.push_str_truncating(s);
+        Ok(())
+    }
+}

@@ -1,0 +1,84 @@
+//! What the hypervisor keeps between guest exits.
+
+use crate::pmu::Pmu;
+use crate::report::Reporter;
+use mtex_abi::report::PhaseStats;
+
+/// Event counts over the whole run; a phase's figures are the difference between its end
+/// and its begin.
+#[derive(Clone, Copy, Default)]
+pub struct Counters {
+    pub exits: u64,
+    pub exits_with_tco: u64,
+    pub sysreg_writes: u64,
+}
+
+/// The phase the guest has open.
+pub struct OpenPhase {
+    pub id: u32,
+    pub at_begin: Counters,
+    pub pmu_at_begin: Option<[u64; 3]>,
+    pub flush_at_begin: u64,
+}
+
+pub struct Hyp {
+    pub report: Reporter,
+    pub counters: Counters,
+    pub phase: Option<OpenPhase>,
+    pub pmu: Option<Pmu>,
+    pub watchdog_ms: u64,
+}
+
+impl Hyp {
+    pub fn new(report: Reporter, pmu: Option<Pmu>, watchdog_ms: u64) -> Self {
+        Self {
+            report,
+            counters: Counters::default(),
+            phase: None,
+            pmu,
+            watchdog_ms,
+        }
+    }
+
+    /// Id of the open phase, 0 when none.
+    #[inline(always)]
+    pub fn phase_id(&self) -> u32 {
+        self.phase.as_ref().map_or(0, |p| p.id)
+    }
+
+    /// Opens phase `id` at this point of the run.
+    pub fn begin_phase(&mut self, id: u32) {
+        let pmu_at_begin = self.pmu.as_ref().map(Pmu::read);
+        self.phase = Some(OpenPhase {
+            id,
+            at_begin: self.counters,
+            pmu_at_begin,
+            flush_at_begin: self.report.flush_instructions,
+        });
+    }
+
+    /// Closes the open phase and returns its figures.
+    pub fn end_phase(&mut self) -> Option<(u32, PhaseStats)> {
+        let p = self.phase.take()?;
+        let now = self.pmu.as_ref().map(Pmu::read);
+        let delta = |i: usize| match (p.pmu_at_begin, now) {
+            (Some(a), Some(b)) => Some(b[i].wrapping_sub(a[i])),
+            _ => None,
+        };
+        let c = self.counters;
+        Some((
+            p.id,
+            PhaseStats {
+                exits: c.exits - p.at_begin.exits,
+                exits_with_tco: c.exits_with_tco - p.at_begin.exits_with_tco,
+                sysreg_writes: c.sysreg_writes - p.at_begin.sysreg_writes,
+                el2_instructions: delta(0),
+                el1_instructions: delta(1),
+                el0_instructions: delta(2),
+                el2_report_instructions: self
+                    .pmu
+                    .map(|_| self.report.flush_instructions - p.flush_at_begin),
+            },
+        ))
+    }
+}

@@ -1,0 +1,124 @@
+//! Booting QEMU and collecting its console, always within a time limit.
+
+use crate::images::{Images, mtex_platform_guest_addr};
+use anyhow::{Context, Result};
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How to run the machine.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// The kernel command line (`mtex.*` options for hypervisor and guest).
+    pub cmdline: String,
+    /// `-icount shift=0`: deterministic instruction counts and timestamps.
+    pub icount: bool,
+    /// Host-side limit; QEMU is killed past it.
+    pub timeout: Duration,
+    /// Guest RAM in MiB.
+    pub memory_mib: u32,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            cmdline: String::new(),
+            icount: true,
+            timeout: Duration::from_secs(60),
+            memory_mib: 512,
+        }
+    }
+}
+
+/// What a run printed and how it ended.
+pub struct Console {
+    pub text: String,
+    /// QEMU's exit status, None if it was killed at the time limit.
+    pub status: Option<i32>,
+    pub timed_out: bool,
+    pub wall: Duration,
+}
+
+/// The QEMU command line for a run.
+pub fn command(images: &Images, cfg: &RunConfig) -> Command {
+    let mut c = Command::new("qemu-system-aarch64");
+    c.args([
+        "-machine",
+        "virt,virtualization=on,mte=on,gic-version=3",
+        "-cpu",
+        "max",
+        "-smp",
+        "1",
+        "-m",
+        &format!("{}M", cfg.memory_mib),
+        "-display",
+        "none",
+        "-monitor",
+        "none",
+        "-serial",
+        "stdio",
+        "-nic",
+        "none",
+        "-no-reboot",
+    ]);
+    if cfg.icount {
+        c.args(["-icount", "shift=0"]);
+    }
+    c.arg("-kernel").arg(&images.hyp_elf);
+    c.arg("-device").arg(format!(
+        "loader,file={},addr={:#x},force-raw=on",
+        images.guest_image.display(),
+        mtex_platform_guest_addr()
+    ));
+    // QEMU refuses an empty -append; a lone space is an empty command line.
+    c.arg("-append").arg(if cfg.cmdline.is_empty() { " " } else { &cfg.cmdline });
+    c
+}
+
+/// Runs QEMU to completion or to the time limit.
+pub fn run(images: &Images, cfg: &RunConfig) -> Result<Console> {
+    let start = Instant::now();
+    let mut child = command(images, cfg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting qemu-system-aarch64 (run ./scripts/ensure-deps)")?;
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stdout.read_to_end(&mut buf);
+        buf
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stderr.read_to_end(&mut buf);
+        buf
+    });
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s.code();
+        }
+        if start.elapsed() > cfg.timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            timed_out = true;
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let out = reader.join().unwrap_or_default();
+    let err = err_reader.join().unwrap_or_default();
+    let mut text = String::from_utf8_lossy(&out).into_owned();
+    if !err.is_empty() {
+        text.push_str(&String::from_utf8_lossy(&err));
+    }
+    Ok(Console {
+        text,
+        status,
+        timed_out,
+        wall: start.elapsed(),
+    })
+}

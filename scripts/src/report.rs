@@ -1,0 +1,287 @@
+//! Reading the report stream out of console text into a report a person or a script can use.
+//! Damaged, missing and out-of-order records are listed as problems, never skipped silently.
+
+use mtex_abi::Record;
+use mtex_abi::frame;
+use mtex_abi::report::{Boot, ExitReason, GuestState, PhaseStats, Summary, UnknownCall};
+use mtex_arch::fields::changed_fields;
+use serde::Serialize;
+
+/// One decoded MTE field change of a trapped write.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FieldChange {
+    pub field: &'static str,
+    pub old: &'static str,
+    pub new: &'static str,
+}
+
+/// A trapped system-register write.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Write {
+    pub seq: u32,
+    pub register: &'static str,
+    pub old: u64,
+    pub new: u64,
+    pub changes: Vec<FieldChange>,
+    pub at: GuestState,
+    pub ts: u64,
+    /// Name of the phase it happened in, if any.
+    pub phase: Option<String>,
+}
+
+/// A phase as begun and (if it was) ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Phase {
+    pub id: u32,
+    pub name: String,
+    pub begin_ts: u64,
+    pub begin: GuestState,
+    pub end_ts: Option<u64>,
+    pub end: Option<GuestState>,
+    pub stats: Option<PhaseStats>,
+}
+
+/// Everything one run reported.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Report {
+    pub boot: Option<Boot>,
+    pub phases: Vec<Phase>,
+    pub writes: Vec<Write>,
+    pub console: Vec<String>,
+    pub unknown_calls: Vec<UnknownCall>,
+    pub summary: Option<Summary>,
+    /// Records that were damaged, missing or unexpected, and a missing summary.
+    pub problems: Vec<String>,
+    /// Console text that was not a record (firmware, QEMU messages).
+    pub other_output: Vec<String>,
+}
+
+impl Report {
+    /// True when the guest ended the run on purpose, said it succeeded, and every record
+    /// arrived intact.
+    pub fn succeeded(&self) -> bool {
+        self.problems.is_empty() && self.summary.is_some_and(|s| s.exit.is_success())
+    }
+
+    /// The phase with this name.
+    pub fn phase(&self, name: &str) -> Option<&Phase> {
+        self.phases.iter().find(|p| p.name == name)
+    }
+
+    fn phase_name(&self, id: u32) -> Option<String> {
+        self.phases.iter().rev().find(|p| p.id == id).map(|p| p.name.clone())
+    }
+}
+
+/// Parses the console text of a run.
+pub fn parse(text: &str) -> Report {
+    let mut r = Report::default();
+    let mut next_seq: u32 = 0;
+    let mut last_end = 0;
+    for found in frame::scan(text) {
+        collect_other(&mut r, &text[last_end..found.offset]);
+        last_end = text[found.offset..]
+            .find('\n')
+            .map_or(text.len(), |n| found.offset + n + 1);
+        let (seq, record) = match found.result {
+            Ok(ok) => ok,
+            Err(e) => {
+                r.problems.push(format!(
+                    "damaged record after seq {} (byte {}): {e:?}",
+                    next_seq.wrapping_sub(1) as i64,
+                    found.offset
+                ));
+                continue;
+            }
+        };
+        if r.summary.is_some() {
+            r.problems.push(format!("record {seq} after the summary"));
+        }
+        if seq != next_seq {
+            if seq > next_seq {
+                r.problems.push(format!("records {next_seq}..{} missing", seq - 1));
+            } else {
+                r.problems.push(format!("record {seq} out of order (expected {next_seq})"));
+            }
+        }
+        next_seq = seq.wrapping_add(1);
+        apply(&mut r, seq, record);
+    }
+    collect_other(&mut r, &text[last_end.min(text.len())..]);
+    match r.summary {
+        None => r.problems.push(
+            "no summary record: the run did not finish (report truncated)".to_string(),
+        ),
+        Some(s) if s.records != next_seq - 1 => r.problems.push(format!(
+            "the summary counts {} records before it, {} arrived",
+            s.records,
+            next_seq - 1
+        )),
+        Some(_) => {}
+    }
+    r
+}
+
+fn collect_other(r: &mut Report, text: &str) {
+    r.other_output.extend(
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from),
+    );
+}
+
+fn apply(r: &mut Report, seq: u32, record: Record) {
+    match record {
+        Record::Boot(b) => r.boot = Some(b),
+        Record::PhaseBegin(p) => r.phases.push(Phase {
+            id: p.id,
+            name: p.name.as_str().to_string(),
+            begin_ts: p.ts,
+            begin: p.at,
+            end_ts: None,
+            end: None,
+            stats: None,
+        }),
+        Record::PhaseEnd(e) => match r.phases.iter_mut().rev().find(|p| p.id == e.id) {
+            Some(p) if p.stats.is_none() => {
+                p.end_ts = Some(e.ts);
+                p.end = Some(e.at);
+                p.stats = Some(e.stats);
+            }
+            _ => r.problems.push(format!("record {seq}: end of phase {} that was not open", e.id)),
+        },
+        Record::SysregWrite(w) => {
+            let phase = if w.phase == 0 { None } else { r.phase_name(w.phase) };
+            r.writes.push(Write {
+                seq,
+                register: w.reg.name(),
+                old: w.old,
+                new: w.new,
+                changes: changed_fields(w.reg, w.old, w.new)
+                    .map(|c| FieldChange {
+                        field: c.field.name,
+                        old: c.field.value_name(c.old),
+                        new: c.field.value_name(c.new),
+                    })
+                    .collect(),
+                at: w.at,
+                ts: w.ts,
+                phase,
+            });
+        }
+        Record::Console(t) => r.console.push(t.as_str().to_string()),
+        Record::UnknownCall(c) => r.unknown_calls.push(c),
+        Record::Summary(s) => r.summary = Some(s),
+    }
+}
+
+/// One line saying how the run ended.
+pub fn describe_exit(e: &ExitReason) -> String {
+    match *e {
+        ExitReason::GuestExit { status } => format!("guest exited with status {status}"),
+        ExitReason::GuestSystemOff => "guest called PSCI SYSTEM_OFF".into(),
+        ExitReason::GuestSystemReset => "guest called PSCI SYSTEM_RESET".into(),
+        ExitReason::UnhandledGuestExit { esr, far, hpfar, at } => format!(
+            "unhandled guest exit: {} (EC {:#04x}) ESR_EL2={esr:#x} ELR={:#x} EL{} FAR={far:#x} IPA={hpfar:#x}",
+            mtex_arch::Esr(esr).ec().name(),
+            mtex_arch::Esr(esr).ec_bits(),
+            at.pc,
+            at.el
+        ),
+        ExitReason::Watchdog { budget_ms, at } => format!(
+            "watchdog: the guest ran past its {budget_ms} ms budget (at pc {:#x}, EL{})",
+            at.pc, at.el
+        ),
+        ExitReason::HypException { vector, esr, elr, far } => format!(
+            "hypervisor exception: vector {vector} ESR_EL2={esr:#x} ELR_EL2={elr:#x} FAR_EL2={far:#x}"
+        ),
+        ExitReason::HypPanic { message } => format!("hypervisor panic: {message}"),
+        ExitReason::BootFailed { reason } => format!("boot failed: {reason}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mtex_abi::ShortStr;
+    use mtex_abi::report::{SysregWrite, TrapMode};
+    use mtex_arch::SysReg;
+
+    fn frame(seq: u32, r: Record) -> String {
+        let mut buf = [0u8; frame::MAX_TEXT];
+        frame::encode(seq, &r, &mut buf).unwrap().to_string()
+    }
+
+    fn summary(records: u32) -> Record {
+        Record::Summary(Summary {
+            records,
+            exit: ExitReason::GuestExit { status: 0 },
+            ts: 0,
+            exits: 0,
+        })
+    }
+
+    fn write(old: u64, new: u64) -> Record {
+        Record::SysregWrite(SysregWrite {
+            reg: SysReg::SctlrEl1,
+            old,
+            new,
+            at: GuestState::default(),
+            ts: 1,
+            phase: 0,
+        })
+    }
+
+    #[test]
+    fn complete_stream_succeeds_and_decodes_fields() {
+        let text = [
+            "firmware says hi\n".to_string(),
+            frame(0, Record::Console(ShortStr::truncated("hello"))),
+            frame(1, write(0, (1 << 43) | (1 << 40))),
+            frame(2, summary(2)),
+        ]
+        .concat();
+        let r = parse(&text);
+        assert!(r.succeeded(), "{:?}", r.problems);
+        assert_eq!(r.console, ["hello"]);
+        assert_eq!(r.other_output, ["firmware says hi"]);
+        let names: Vec<_> = r.writes[0].changes.iter().map(|c| (c.field, c.new)).collect();
+        assert_eq!(names, [("ATA", "1"), ("TCF", "SYNC")]);
+    }
+
+    #[test]
+    fn missing_damaged_and_truncated_streams_are_problems() {
+        let missing = [frame(0, write(0, 1)), frame(2, summary(2))].concat();
+        let r = parse(&missing);
+        assert!(!r.succeeded());
+        assert!(r.problems.iter().any(|p| p.contains("1..1 missing")), "{:?}", r.problems);
+
+        let mut damaged = frame(0, write(0, 1));
+        damaged.replace_range(10..11, if &damaged[10..11] == "0" { "1" } else { "0" });
+        let r = parse(&(damaged + &frame(1, summary(1))));
+        assert!(r.problems.iter().any(|p| p.contains("damaged")), "{:?}", r.problems);
+
+        let r = parse(&frame(0, write(0, 1)));
+        assert!(r.problems.iter().any(|p| p.contains("no summary")));
+        assert!(!r.succeeded());
+    }
+
+    #[test]
+    fn boot_record_is_kept() {
+        let boot = Boot {
+            abi_version: 1,
+            counter_hz: 1_000_000_000,
+            trap_mode: TrapMode::FineGrained,
+            hyp_start: 0x4020_0000,
+            hyp_end: 0x4100_0000,
+            guest_entry: 0x4100_0000,
+            guest_dtb: 0x4000_0000,
+            watchdog_ms: 10,
+            pmu_instructions: true,
+        };
+        let r = parse(&[frame(0, Record::Boot(boot)), frame(1, summary(1))].concat());
+        assert_eq!(r.boot, Some(boot));
+        assert!(r.succeeded());
+    }
+}
