@@ -23,7 +23,10 @@ pub fn phase_end(id: u32) -> u64 {
 pub fn console_write(bytes: &[u8]) {
     for chunk in bytes.chunks(hc::CONSOLE_BYTES_PER_CALL) {
         let r: [u64; 6] = hc::pack_bytes(chunk);
-        call(hc::CONSOLE_WRITE, &[chunk.len() as u64, r[0], r[1], r[2], r[3], r[4], r[5]]);
+        call(
+            hc::CONSOLE_WRITE,
+            &[chunk.len() as u64, r[0], r[1], r[2], r[3], r[4], r[5]],
+        );
     }
 }
 

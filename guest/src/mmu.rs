@@ -25,8 +25,7 @@ pub fn init_heap() {
     unsafe { ALLOCATOR.lock().init(start, HEAP_SIZE) };
 }
 
-/// MAIR_EL1: index 0 Tagged Normal Write-Back (0xF0), 1 Normal Write-Back, 2 Device-nGnRE.
-pub const MAIR: u64 = 0xf0 | (0xff << 8) | (0x04 << 16);
+use mtex_abi::program::MAIR_EL1 as MAIR;
 
 const TAGGED_RAM: El1Attributes = El1Attributes::VALID
     .union(El1Attributes::ATTRIBUTE_INDEX_0)

@@ -58,7 +58,10 @@ fn default(fdt: &Fdt) -> u64 {
                     // SAFETY: the guest is single-threaded; GRANULE is used only here.
                     let g = unsafe { &mut *(&raw mut GRANULE) };
                     let (tag, read_back) = mte::tagged_access(g);
-                    println!("guest: {}: tagged load ok, pointer tag {tag}, memory tag {read_back}", phase.name);
+                    println!(
+                        "guest: {}: tagged load ok, pointer tag {tag}, memory tag {read_back}",
+                        phase.name
+                    );
                     if tag != read_back {
                         return 7;
                     }

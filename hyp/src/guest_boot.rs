@@ -21,8 +21,9 @@ pub fn find_dtb(x0: u64) -> Option<usize> {
     [x0 as usize, Board::RAM_BASE].into_iter().find(|&a| {
         // SAFETY: both candidates are RAM addresses (x0 from firmware, RAM_BASE from the
         // platform); reading 8 bytes of RAM with the MMU off has no side effects.
-        a != 0 && mtex_dt::header_total_size(unsafe { core::slice::from_raw_parts(a as *const u8, 8) })
-            .is_some_and(|n| n <= DTB_MAX)
+        a != 0
+            && mtex_dt::header_total_size(unsafe { core::slice::from_raw_parts(a as *const u8, 8) })
+                .is_some_and(|n| n <= DTB_MAX)
     })
 }
 
@@ -96,8 +97,16 @@ pub fn configure_traps(choice: TrapChoice) -> TrapMode {
     // RW: EL1 is AArch64. VM: stage 2 on. TSC: trap SMC (PSCI). ATA: guest tag accesses
     // allowed (0 would trap them and disable tag checking). IMO/FMO/AMO: physical interrupts
     // to EL2 (the watchdog). API/APK: pointer authentication does not trap.
-    let hcr: u64 = (1 << 31) | (1 << 0) | (1 << 19) | (1 << 56) | (1 << 4) | (1 << 3) | (1 << 5)
-        | (1 << 41) | (1 << 40) | (tvm << 26);
+    let hcr: u64 = (1 << 31)
+        | (1 << 0)
+        | (1 << 19)
+        | (1 << 56)
+        | (1 << 4)
+        | (1 << 3)
+        | (1 << 5)
+        | (1 << 41)
+        | (1 << 40)
+        | (tvm << 26);
     if Board::HCR_WRITE_NEEDS_BARRIERS {
         aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
     }

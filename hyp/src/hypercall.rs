@@ -3,9 +3,9 @@
 use crate::context::GuestContext;
 use crate::state::Hyp;
 use aarch64_cpu::registers::CNTPCT_EL0;
+use mtex_abi::Record;
 use mtex_abi::hypercall::{self as hc, ret};
 use mtex_abi::report::{Conduit, ExitReason, PhaseBegin, PhaseEnd, PhaseName, UnknownCall};
-use mtex_abi::Record;
 use tock_registers::interfaces::Readable;
 
 pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext) {
@@ -16,7 +16,9 @@ pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext) {
         f if f == hc::PHASE_BEGIN as u64 => phase_begin(hyp, ctx),
         f if f == hc::PHASE_END as u64 => phase_end(hyp, ctx),
         f if f == hc::CONSOLE_WRITE as u64 => console_write(hyp, ctx),
-        f if f == hc::EXIT as u64 => hyp.report.finish(ExitReason::GuestExit { status: ctx.x[1] }),
+        f if f == hc::EXIT as u64 => hyp
+            .report
+            .finish(ExitReason::GuestExit { status: ctx.x[1] }),
         _ => {
             hyp.report.send(&Record::UnknownCall(UnknownCall {
                 conduit: Conduit::Hvc,

@@ -111,7 +111,12 @@ fn panic(info: &core::panic::PanicInfo) -> ! {
     let mut message = Message::new();
     let _ = write!(report::Truncating(&mut message), "{}", info.message());
     if let Some(l) = info.location() {
-        let _ = write!(report::Truncating(&mut message), " at {}:{}", l.file(), l.line());
+        let _ = write!(
+            report::Truncating(&mut message),
+            " at {}:{}",
+            l.file(),
+            l.line()
+        );
     }
     report::die(ExitReason::HypPanic { message })
 }

@@ -62,7 +62,9 @@ pub fn enable_el2(ram: Region) {
         .expect("map GIC at EL2");
     MAIR_EL2.set(MAIR);
     // TCR_EL2 (non-VHE): RES1 bits 31 and 23, PS, 4 KiB granule, inner-shareable WB walks.
-    TCR_EL2.set((1 << 31) | (1 << 23) | (phys_size_field() << 16) | (3 << 12) | (1 << 10) | (1 << 8) | T0SZ);
+    TCR_EL2.set(
+        (1 << 31) | (1 << 23) | (phys_size_field() << 16) | (3 << 12) | (1 << 10) | (1 << 8) | T0SZ,
+    );
     barrier::isb(barrier::SY);
     let map = Box::leak(Box::new(map));
     // SAFETY: the map covers all memory the hypervisor uses (its image, stack and heap are in
@@ -83,19 +85,27 @@ pub fn enable_stage2(ram: Region, hyp: Region) {
     let mut map = IdMap::new(ROOT_LEVEL, Stage2);
     let (ram_end, hyp_end) = (ram.base + ram.size, hyp.base + hyp.size);
     if hyp.base > ram.base {
-        map.map_range(&region(ram.base as usize, (hyp.base - ram.base) as usize), S2_RAM)
-            .expect("map guest RAM below the hypervisor");
+        map.map_range(
+            &region(ram.base as usize, (hyp.base - ram.base) as usize),
+            S2_RAM,
+        )
+        .expect("map guest RAM below the hypervisor");
     }
     if ram_end > hyp_end {
-        map.map_range(&region(hyp_end as usize, (ram_end - hyp_end) as usize), S2_RAM)
-            .expect("map guest RAM above the hypervisor");
+        map.map_range(
+            &region(hyp_end as usize, (ram_end - hyp_end) as usize),
+            S2_RAM,
+        )
+        .expect("map guest RAM above the hypervisor");
     }
     map.map_range(&region(Board::UART_BASE, 0x1000), S2_DEVICE)
         .expect("map UART for the guest");
     // VTCR_EL2: RES1 bit 31, PS, 4 KiB granule, inner-shareable WB walks, start level 1
     // (SL0 = 1), T0SZ. HA stays 0 (also required by AmpereOne erratum AC03_CPU_38).
     let _ = Board::VTCR_HA_FORBIDDEN;
-    VTCR_EL2.set((1 << 31) | (phys_size_field() << 16) | (3 << 12) | (1 << 10) | (1 << 8) | (1 << 6) | T0SZ);
+    VTCR_EL2.set(
+        (1 << 31) | (phys_size_field() << 16) | (3 << 12) | (1 << 10) | (1 << 8) | (1 << 6) | T0SZ,
+    );
     barrier::isb(barrier::SY);
     let map = Box::leak(Box::new(map));
     // SAFETY: stage 2 only affects the guest, which has not run yet; the map is leaked.

@@ -25,8 +25,13 @@ pub fn handle_guest_smc(hyp: &mut Hyp, ctx: &mut GuestContext) {
         PSCI_SYSTEM_RESET | PSCI_SYSTEM_RESET2_32 | PSCI_SYSTEM_RESET2_64 => {
             hyp.report.finish(ExitReason::GuestSystemReset)
         }
-        PSCI_VERSION | PSCI_FEATURES | PSCI_MIGRATE_INFO_TYPE | PSCI_AFFINITY_INFO_32
-        | PSCI_AFFINITY_INFO_64 | SMCCC_VERSION | SMCCC_ARCH_FEATURES => forward(ctx, function),
+        PSCI_VERSION
+        | PSCI_FEATURES
+        | PSCI_MIGRATE_INFO_TYPE
+        | PSCI_AFFINITY_INFO_32
+        | PSCI_AFFINITY_INFO_64
+        | SMCCC_VERSION
+        | SMCCC_ARCH_FEATURES => forward(ctx, function),
         _ => refuse(hyp, ctx),
     }
 }

@@ -6,9 +6,9 @@ use crate::Board;
 use crate::context::GuestContext;
 use crate::state::Hyp;
 use aarch64_cpu::registers::{CNTFRQ_EL0, CNTHP_CTL_EL2, CNTPCT_EL0};
-use arm_gic::gicv3::{GicCpuInterface, GicV3};
-use arm_gic::InterruptGroup;
 use arm_gic::IntId;
+use arm_gic::InterruptGroup;
+use arm_gic::gicv3::{GicCpuInterface, GicV3};
 use core::ptr::NonNull;
 use mtex_abi::report::ExitReason;
 use mtex_platform::Platform;
@@ -35,8 +35,10 @@ pub fn arm(ms: u64) {
     .expect("GICv3 redistributor");
     gic.setup(0);
     let timer = IntId::ppi(Board::HYP_TIMER_INTID - 16);
-    gic.set_interrupt_priority(timer, Some(0), 0x80).expect("timer priority");
-    gic.enable_interrupt(timer, Some(0), true).expect("timer enable");
+    gic.set_interrupt_priority(timer, Some(0), 0x80)
+        .expect("timer priority");
+    gic.enable_interrupt(timer, Some(0), true)
+        .expect("timer enable");
     GicCpuInterface::set_priority_mask(0xff);
 
     let deadline = CNTPCT_EL0.get() + ms.saturating_mul(counter_hz()) / 1000;

@@ -8,7 +8,10 @@ use std::process::Command;
 
 /// The workspace root (this crate lives in `scripts/`).
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Paths of the built images.
@@ -77,7 +80,11 @@ pub fn flatten_elf(elf: &[u8]) -> Result<Flat> {
             (size > 0).then(|| (s.address(), &elf[off as usize..(off + size) as usize]))
         })
         .collect();
-    let base = segs.iter().map(|s| s.0).min().context("no loadable segment")?;
+    let base = segs
+        .iter()
+        .map(|s| s.0)
+        .min()
+        .context("no loadable segment")?;
     let end = segs.iter().map(|s| s.0 + s.1.len() as u64).max().unwrap();
     let mut bytes = vec![0u8; (end - base) as usize];
     for (addr, data) in segs {

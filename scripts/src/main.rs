@@ -1,15 +1,17 @@
 //! `mtex`: build, boot, report.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
 use mtex::{bench, images, qemu, render, report};
-use mtex_abi::options::{GuestOptions, HypOptions, describe};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "mtex", about = "MTE exerciser: measure what a guest's MTE policy costs")]
+#[command(
+    name = "mtex",
+    about = "MTE exerciser: measure what a guest's MTE policy costs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -58,21 +60,6 @@ enum BenchCmd {
     },
 }
 
-/// The command line handed to hypervisor and guest, checked before any boot.
-fn cmdline(guest: &str, opts: &[String]) -> Result<String> {
-    let mut words = vec![format!("mtex.guest={guest}")];
-    for o in opts {
-        if !o.contains('=') || o.contains(char::is_whitespace) {
-            bail!("--opt {o:?}: expected KEY=VALUE without spaces");
-        }
-        words.push(format!("mtex.{o}"));
-    }
-    let line = words.join(" ");
-    HypOptions::parse(&line).map_err(|e| anyhow::anyhow!("{}", describe(e)))?;
-    GuestOptions::parse(&line).map_err(|e| anyhow::anyhow!("{}", describe(e)))?;
-    Ok(line)
-}
-
 fn main() -> ExitCode {
     match real_main() {
         Ok(code) => code,
@@ -85,8 +72,15 @@ fn main() -> ExitCode {
 
 fn real_main() -> Result<ExitCode> {
     match Cli::parse().command {
-        Cmd::Run { guest, opts, json, timeout, no_icount, raw } => {
-            let line = cmdline(&guest, &opts)?;
+        Cmd::Run {
+            guest,
+            opts,
+            json,
+            timeout,
+            no_icount,
+            raw,
+        } => {
+            let line = qemu::cmdline(&guest, &opts)?;
             let images = images::build()?;
             let cfg = qemu::RunConfig {
                 cmdline: line,
@@ -100,30 +94,52 @@ fn real_main() -> Result<ExitCode> {
             }
             let mut r = report::parse(&console.text);
             if console.timed_out {
-                r.problems.push(format!("host time limit of {timeout} s reached: QEMU killed"));
+                r.problems.push(format!(
+                    "host time limit of {timeout} s reached: QEMU killed"
+                ));
             }
             print!("{}", render::text(&r));
             if let Some(path) = json {
                 std::fs::write(&path, serde_json::to_string_pretty(&r)?)?;
             }
-            Ok(if r.succeeded() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            Ok(if r.succeeded() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Cmd::Parse { file } => {
             let r = report::parse(&std::fs::read_to_string(file)?);
             print!("{}", render::text(&r));
-            Ok(if r.succeeded() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            Ok(if r.succeeded() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Cmd::Build => {
             let i = images::build()?;
             println!("{}\n{}", i.hyp_elf.display(), i.guest_image.display());
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Bench { which: BenchCmd::Traps { n } } => {
+        Cmd::Bench {
+            which: BenchCmd::Traps { n },
+        } => {
             let images = images::build()?;
             let f = bench::traps(&images, n)?;
-            println!("bench traps: {} + {} trapped SCTLR_EL1 writes under -icount shift=0", f.n, 2 * f.n);
-            println!("  EL2 instructions per trapped write, entry to ERET: {:.1}", f.trap_path);
-            println!("  including framing its report record:            {:.1}", f.with_reporting);
+            println!(
+                "bench traps: {} + {} trapped SCTLR_EL1 writes under -icount shift=0",
+                f.n,
+                2 * f.n
+            );
+            println!(
+                "  EL2 instructions per trapped write, entry to ERET: {:.1}",
+                f.trap_path
+            );
+            println!(
+                "  including framing its report record:            {:.1}",
+                f.with_reporting
+            );
             println!("  wall time of the run: {:.2} s", f.wall.as_secs_f64());
             Ok(ExitCode::SUCCESS)
         }

@@ -1,7 +1,8 @@
 //! Booting QEMU and collecting its console, always within a time limit.
 
 use crate::images::{Images, mtex_platform_guest_addr};
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
+use mtex_abi::options::{GuestOptions, HypOptions, describe};
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -62,7 +63,7 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
         "-no-reboot",
     ]);
     if cfg.icount {
-        c.args(["-icount", "shift=0"]);
+        c.args(["-icount", "shift=0,sleep=off"]);
     }
     c.arg("-kernel").arg(&images.hyp_elf);
     c.arg("-device").arg(format!(
@@ -71,7 +72,11 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
         mtex_platform_guest_addr()
     ));
     // QEMU refuses an empty -append; a lone space is an empty command line.
-    c.arg("-append").arg(if cfg.cmdline.is_empty() { " " } else { &cfg.cmdline });
+    c.arg("-append").arg(if cfg.cmdline.is_empty() {
+        " "
+    } else {
+        &cfg.cmdline
+    });
     c
 }
 
@@ -121,4 +126,40 @@ pub fn run(images: &Images, cfg: &RunConfig) -> Result<Console> {
         timed_out,
         wall: start.elapsed(),
     })
+}
+
+/// The command line handed to hypervisor and guest for guest program `guest` and extra
+/// `KEY=VALUE` options, checked with the same parsers they use, before any boot: a bad
+/// option is an error naming its field.
+pub fn cmdline(guest: &str, opts: &[String]) -> Result<String> {
+    let mut words = vec![format!("mtex.guest={guest}")];
+    for o in opts {
+        if !o.contains('=') || o.contains(char::is_whitespace) {
+            bail!("--opt {o:?}: expected KEY=VALUE without spaces");
+        }
+        words.push(format!("mtex.{o}"));
+    }
+    let line = words.join(" ");
+    HypOptions::parse(&line).map_err(|e| anyhow::anyhow!("{}", describe(e)))?;
+    GuestOptions::parse(&line).map_err(|e| anyhow::anyhow!("{}", describe(e)))?;
+    Ok(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_options_are_rejected_naming_the_field() {
+        let e = cmdline("default", &["watchdog_ms=soon".into()]).unwrap_err();
+        assert!(e.to_string().contains("mtex.watchdog_ms"), "{e}");
+        let e = cmdline("nonsense", &[]).unwrap_err();
+        assert!(e.to_string().contains("mtex.guest"), "{e}");
+        let e = cmdline("default", &["traps".into()]).unwrap_err();
+        assert!(e.to_string().contains("KEY=VALUE"), "{e}");
+        assert_eq!(
+            cmdline("spin", &["watchdog_ms=200".into()]).unwrap(),
+            "mtex.guest=spin mtex.watchdog_ms=200"
+        );
+    }
 }

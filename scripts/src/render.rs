@@ -30,7 +30,11 @@ pub fn text(r: &Report) -> String {
             b.guest_dtb,
             b.counter_hz,
             b.watchdog_ms,
-            if b.pmu_instructions { "yes" } else { "no (run under -icount)" }
+            if b.pmu_instructions {
+                "yes"
+            } else {
+                "no (run under -icount)"
+            }
         );
     }
     if !r.console.is_empty() {
@@ -42,8 +46,14 @@ pub fn text(r: &Report) -> String {
     if !r.phases.is_empty() {
         let mut t = Table::new();
         t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
-            "phase", "exits", "exits with TCO", "trapped writes", "EL2 instr", "EL1 instr",
-            "EL0 instr", "TCO at end",
+            "phase",
+            "exits",
+            "exits with TCO",
+            "trapped writes",
+            "EL2 instr",
+            "EL1 instr",
+            "EL0 instr",
+            "TCO at end",
         ]);
         for p in &r.phases {
             let s = p.stats;
@@ -55,7 +65,8 @@ pub fn text(r: &Report) -> String {
                 opt(s.and_then(|s| s.el2_instructions)),
                 opt(s.and_then(|s| s.el1_instructions)),
                 opt(s.and_then(|s| s.el0_instructions)),
-                p.end.map_or("(not ended)".into(), |e| (e.tco as u8).to_string()),
+                p.end
+                    .map_or("(not ended)".into(), |e| (e.tco as u8).to_string()),
             ]);
         }
         let _ = writeln!(out, "\nPhases\n{t}");
@@ -63,7 +74,14 @@ pub fn text(r: &Report) -> String {
     if !r.writes.is_empty() {
         let mut t = Table::new();
         t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
-            "seq", "phase", "register", "old → new", "MTE fields changed", "pc", "EL", "TCO",
+            "seq",
+            "phase",
+            "register",
+            "old → new",
+            "MTE fields changed",
+            "pc",
+            "EL",
+            "TCO",
         ]);
         for w in &r.writes {
             let changes = w
@@ -77,7 +95,11 @@ pub fn text(r: &Report) -> String {
                 w.phase.clone().unwrap_or_else(|| "-".into()),
                 w.register.to_string(),
                 format!("{:#x} → {:#x}", w.old, w.new),
-                if changes.is_empty() { "(none)".into() } else { changes },
+                if changes.is_empty() {
+                    "(none)".into()
+                } else {
+                    changes
+                },
                 format!("{:#x}", w.at.pc),
                 el(w.at.el).into(),
                 (w.at.tco as u8).to_string(),

@@ -69,7 +69,11 @@ impl Report {
     }
 
     fn phase_name(&self, id: u32) -> Option<String> {
-        self.phases.iter().rev().find(|p| p.id == id).map(|p| p.name.clone())
+        self.phases
+            .iter()
+            .rev()
+            .find(|p| p.id == id)
+            .map(|p| p.name.clone())
     }
 }
 
@@ -99,9 +103,11 @@ pub fn parse(text: &str) -> Report {
         }
         if seq != next_seq {
             if seq > next_seq {
-                r.problems.push(format!("records {next_seq}..{} missing", seq - 1));
+                r.problems
+                    .push(format!("records {next_seq}..{} missing", seq - 1));
             } else {
-                r.problems.push(format!("record {seq} out of order (expected {next_seq})"));
+                r.problems
+                    .push(format!("record {seq} out of order (expected {next_seq})"));
             }
         }
         next_seq = seq.wrapping_add(1);
@@ -109,9 +115,9 @@ pub fn parse(text: &str) -> Report {
     }
     collect_other(&mut r, &text[last_end.min(text.len())..]);
     match r.summary {
-        None => r.problems.push(
-            "no summary record: the run did not finish (report truncated)".to_string(),
-        ),
+        None => r
+            .problems
+            .push("no summary record: the run did not finish (report truncated)".to_string()),
         Some(s) if s.records != next_seq - 1 => r.problems.push(format!(
             "the summary counts {} records before it, {} arrived",
             s.records,
@@ -149,10 +155,17 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
                 p.end = Some(e.at);
                 p.stats = Some(e.stats);
             }
-            _ => r.problems.push(format!("record {seq}: end of phase {} that was not open", e.id)),
+            _ => r.problems.push(format!(
+                "record {seq}: end of phase {} that was not open",
+                e.id
+            )),
         },
         Record::SysregWrite(w) => {
-            let phase = if w.phase == 0 { None } else { r.phase_name(w.phase) };
+            let phase = if w.phase == 0 {
+                None
+            } else {
+                r.phase_name(w.phase)
+            };
             r.writes.push(Write {
                 seq,
                 register: w.reg.name(),
@@ -182,7 +195,12 @@ pub fn describe_exit(e: &ExitReason) -> String {
         ExitReason::GuestExit { status } => format!("guest exited with status {status}"),
         ExitReason::GuestSystemOff => "guest called PSCI SYSTEM_OFF".into(),
         ExitReason::GuestSystemReset => "guest called PSCI SYSTEM_RESET".into(),
-        ExitReason::UnhandledGuestExit { esr, far, hpfar, at } => format!(
+        ExitReason::UnhandledGuestExit {
+            esr,
+            far,
+            hpfar,
+            at,
+        } => format!(
             "unhandled guest exit: {} (EC {:#04x}) ESR_EL2={esr:#x} ELR={:#x} EL{} FAR={far:#x} IPA={hpfar:#x}",
             mtex_arch::Esr(esr).ec().name(),
             mtex_arch::Esr(esr).ec_bits(),
@@ -193,7 +211,12 @@ pub fn describe_exit(e: &ExitReason) -> String {
             "watchdog: the guest ran past its {budget_ms} ms budget (at pc {:#x}, EL{})",
             at.pc, at.el
         ),
-        ExitReason::HypException { vector, esr, elr, far } => format!(
+        ExitReason::HypException {
+            vector,
+            esr,
+            elr,
+            far,
+        } => format!(
             "hypervisor exception: vector {vector} ESR_EL2={esr:#x} ELR_EL2={elr:#x} FAR_EL2={far:#x}"
         ),
         ExitReason::HypPanic { message } => format!("hypervisor panic: {message}"),
@@ -246,7 +269,11 @@ mod tests {
         assert!(r.succeeded(), "{:?}", r.problems);
         assert_eq!(r.console, ["hello"]);
         assert_eq!(r.other_output, ["firmware says hi"]);
-        let names: Vec<_> = r.writes[0].changes.iter().map(|c| (c.field, c.new)).collect();
+        let names: Vec<_> = r.writes[0]
+            .changes
+            .iter()
+            .map(|c| (c.field, c.new))
+            .collect();
         assert_eq!(names, [("ATA", "1"), ("TCF", "SYNC")]);
     }
 
@@ -255,12 +282,20 @@ mod tests {
         let missing = [frame(0, write(0, 1)), frame(2, summary(2))].concat();
         let r = parse(&missing);
         assert!(!r.succeeded());
-        assert!(r.problems.iter().any(|p| p.contains("1..1 missing")), "{:?}", r.problems);
+        assert!(
+            r.problems.iter().any(|p| p.contains("1..1 missing")),
+            "{:?}",
+            r.problems
+        );
 
         let mut damaged = frame(0, write(0, 1));
         damaged.replace_range(10..11, if &damaged[10..11] == "0" { "1" } else { "0" });
         let r = parse(&(damaged + &frame(1, summary(1))));
-        assert!(r.problems.iter().any(|p| p.contains("damaged")), "{:?}", r.problems);
+        assert!(
+            r.problems.iter().any(|p| p.contains("damaged")),
+            "{:?}",
+            r.problems
+        );
 
         let r = parse(&frame(0, write(0, 1)));
         assert!(r.problems.iter().any(|p| p.contains("no summary")));

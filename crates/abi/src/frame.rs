@@ -101,7 +101,11 @@ fn is_hex(b: u8) -> bool {
 }
 
 fn nibble(b: u8) -> u8 {
-    if b.is_ascii_digit() { b - b'0' } else { b - b'a' + 10 }
+    if b.is_ascii_digit() {
+        b - b'0'
+    } else {
+        b - b'a' + 10
+    }
 }
 
 /// One frame found in console text.
@@ -154,12 +158,22 @@ mod tests {
             Just(ExitReason::GuestSystemOff),
             Just(ExitReason::GuestSystemReset),
             (any::<u64>(), any::<u64>(), any::<u64>(), any_state()).prop_map(
-                |(esr, far, hpfar, at)| ExitReason::UnhandledGuestExit { esr, far, hpfar, at }
+                |(esr, far, hpfar, at)| ExitReason::UnhandledGuestExit {
+                    esr,
+                    far,
+                    hpfar,
+                    at
+                }
             ),
             (any::<u64>(), any_state())
                 .prop_map(|(budget_ms, at)| ExitReason::Watchdog { budget_ms, at }),
             (any::<u8>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
-                |(vector, esr, elr, far)| ExitReason::HypException { vector, esr, elr, far }
+                |(vector, esr, elr, far)| ExitReason::HypException {
+                    vector,
+                    esr,
+                    elr,
+                    far
+                }
             ),
             any_text().prop_map(|message| ExitReason::HypPanic { message }),
             any_text().prop_map(|reason| ExitReason::BootFailed { reason }),
@@ -172,11 +186,22 @@ mod tests {
 
     fn any_record() -> impl Strategy<Value = Record> {
         prop_oneof![
-            (any::<u64>(), any::<u64>(), any::<bool>(), any::<u64>(), any::<u64>(), any::<bool>())
+            (
+                any::<u64>(),
+                any::<u64>(),
+                any::<bool>(),
+                any::<u64>(),
+                any::<u64>(),
+                any::<bool>()
+            )
                 .prop_map(|(a, b, fgt, c, d, pmu)| Record::Boot(Boot {
                     abi_version: a,
                     counter_hz: b,
-                    trap_mode: if fgt { TrapMode::FineGrained } else { TrapMode::Tvm },
+                    trap_mode: if fgt {
+                        TrapMode::FineGrained
+                    } else {
+                        TrapMode::Tvm
+                    },
                     hyp_start: c,
                     hyp_end: d,
                     guest_entry: a ^ d,
@@ -186,7 +211,15 @@ mod tests {
                 })),
             (any::<u32>(), any_text(), any::<u64>(), any_state())
                 .prop_map(|(id, name, ts, at)| Record::PhaseBegin(PhaseBegin { id, name, ts, at })),
-            (any::<u32>(), any::<u64>(), any_state(), any::<[u64; 3]>(), any_opt(), any_opt(), any_opt())
+            (
+                any::<u32>(),
+                any::<u64>(),
+                any_state(),
+                any::<[u64; 3]>(),
+                any_opt(),
+                any_opt(),
+                any_opt()
+            )
                 .prop_map(|(id, ts, at, c, a, b, d)| Record::PhaseEnd(PhaseEnd {
                     id,
                     ts,
@@ -201,15 +234,24 @@ mod tests {
                         el2_report_instructions: a.map(|x| x / 2),
                     },
                 })),
-            (0..SysReg::ALL.len(), any::<u64>(), any::<u64>(), any_state(), any::<u64>(), any::<u32>())
-                .prop_map(|(r, old, new, at, ts, phase)| Record::SysregWrite(SysregWrite {
-                    reg: SysReg::ALL[r],
-                    old,
-                    new,
-                    at,
-                    ts,
-                    phase,
-                })),
+            (
+                0..SysReg::ALL.len(),
+                any::<u64>(),
+                any::<u64>(),
+                any_state(),
+                any::<u64>(),
+                any::<u32>()
+            )
+                .prop_map(|(r, old, new, at, ts, phase)| Record::SysregWrite(
+                    SysregWrite {
+                        reg: SysReg::ALL[r],
+                        old,
+                        new,
+                        at,
+                        ts,
+                        phase,
+                    }
+                )),
             any_text().prop_map(Record::Console),
             (any::<bool>(), any::<u64>(), any_state()).prop_map(|(hvc, function, at)| {
                 Record::UnknownCall(UnknownCall {
@@ -218,8 +260,14 @@ mod tests {
                     at,
                 })
             }),
-            (any::<u32>(), any_exit(), any::<u64>(), any::<u64>())
-                .prop_map(|(records, exit, ts, exits)| Record::Summary(Summary { records, exit, ts, exits })),
+            (any::<u32>(), any_exit(), any::<u64>(), any::<u64>()).prop_map(
+                |(records, exit, ts, exits)| Record::Summary(Summary {
+                    records,
+                    exit,
+                    ts,
+                    exits
+                })
+            ),
         ]
     }
 

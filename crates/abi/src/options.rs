@@ -172,15 +172,33 @@ mod tests {
         assert_eq!(GuestOptions::parse(c).unwrap().program, GuestProgram::Spin);
         let d = HypOptions::parse("").unwrap();
         assert_eq!(d.watchdog_ms, HypOptions::DEFAULT_WATCHDOG_MS);
-        assert_eq!(GuestOptions::parse("").unwrap().program, GuestProgram::Default);
+        assert_eq!(
+            GuestOptions::parse("").unwrap().program,
+            GuestProgram::Default
+        );
     }
 
     #[test]
     fn errors_name_the_field() {
-        assert_eq!(HypOptions::parse("mtex.watchdog_ms=soon").unwrap_err().key, "watchdog_ms");
-        assert_eq!(HypOptions::parse("mtex.watchdog_ms=0").unwrap_err().key, "watchdog_ms");
-        assert_eq!(HypOptions::parse("mtex.traps=maybe").unwrap_err().key, "traps");
-        assert_eq!(GuestOptions::parse("mtex.guest=nope").unwrap_err().key, "guest");
-        assert_eq!(GuestOptions::parse("mtex.bench_n=-1").unwrap_err().key, "bench_n");
+        assert_eq!(
+            HypOptions::parse("mtex.watchdog_ms=soon").unwrap_err().key,
+            "watchdog_ms"
+        );
+        assert_eq!(
+            HypOptions::parse("mtex.watchdog_ms=0").unwrap_err().key,
+            "watchdog_ms"
+        );
+        assert_eq!(
+            HypOptions::parse("mtex.traps=maybe").unwrap_err().key,
+            "traps"
+        );
+        assert_eq!(
+            GuestOptions::parse("mtex.guest=nope").unwrap_err().key,
+            "guest"
+        );
+        assert_eq!(
+            GuestOptions::parse("mtex.bench_n=-1").unwrap_err().key,
+            "bench_n"
+        );
     }
 }

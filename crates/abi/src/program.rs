@@ -26,6 +26,10 @@ pub const TCR_TBI1: u64 = 1 << 38;
 /// TCR_EL1.TCMA1: tag 0xF (kernel) pointers are match-all for TTBR1 addresses.
 pub const TCR_TCMA1: u64 = 1 << 58;
 
+/// MAIR_EL1 of the guest's identity map: index 0 Tagged Normal Write-Back (0xF0, the only
+/// attribute under which accesses can be tag checked), 1 Normal Write-Back, 2 Device-nGnRE.
+pub const MAIR_EL1: u64 = 0xf0 | (0xff << 8) | (0x04 << 16);
+
 /// One thing a phase does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -51,8 +55,14 @@ const TBI: u64 = TCR_MMU | TCR_TBI0 | TCR_TBI1;
 /// The default program. The guest builds its identity map before the first phase and turns
 /// the MMU on in it.
 pub const DEFAULT: &[Phase] = &[
-    Phase { name: "mmu-on", actions: &[WriteTcr(TCR_MMU), WriteSctlr(SCTLR_MMU_ON)] },
-    Phase { name: "tbi-on", actions: &[WriteTcr(TBI)] },
+    Phase {
+        name: "mmu-on",
+        actions: &[WriteTcr(TCR_MMU), WriteSctlr(SCTLR_MMU_ON)],
+    },
+    Phase {
+        name: "tbi-on",
+        actions: &[WriteTcr(TBI)],
+    },
     Phase {
         name: "mte-sync",
         actions: &[WriteSctlr(MTE | SCTLR_TCF_SYNC), TaggedAccess],
@@ -65,9 +75,24 @@ pub const DEFAULT: &[Phase] = &[
         name: "mte-asymm",
         actions: &[WriteSctlr(MTE | SCTLR_TCF_ASYMM), TaggedAccess],
     },
-    Phase { name: "tcma1-on", actions: &[WriteTcr(TBI | TCR_TCMA1)] },
-    Phase { name: "tco-set", actions: &[SetTco(true)] },
-    Phase { name: "tco-clear", actions: &[SetTco(false)] },
-    Phase { name: "tcma1-off", actions: &[WriteTcr(TBI)] },
-    Phase { name: "mte-off", actions: &[WriteSctlr(SCTLR_MMU_ON)] },
+    Phase {
+        name: "tcma1-on",
+        actions: &[WriteTcr(TBI | TCR_TCMA1)],
+    },
+    Phase {
+        name: "tco-set",
+        actions: &[SetTco(true)],
+    },
+    Phase {
+        name: "tco-clear",
+        actions: &[SetTco(false)],
+    },
+    Phase {
+        name: "tcma1-off",
+        actions: &[WriteTcr(TBI)],
+    },
+    Phase {
+        name: "mte-off",
+        actions: &[WriteSctlr(SCTLR_MMU_ON)],
+    },
 ];

@@ -180,9 +180,6 @@ pub enum ExitReason {
 impl ExitReason {
     /// True when the guest ended the run on purpose and said it succeeded.
     pub fn is_success(&self) -> bool {
-        matches!(
-            self,
-            Self::GuestExit { status: 0 } | Self::GuestSystemOff
-        )
+        matches!(self, Self::GuestExit { status: 0 } | Self::GuestSystemOff)
     }
 }

@@ -49,7 +49,8 @@ impl<const N: usize> ShortStr<N> {
         while !s.is_char_boundary(take) {
             take -= 1;
         }
-        self.bytes[self.len as usize..self.len as usize + take].copy_from_slice(&s.as_bytes()[..take]);
+        self.bytes[self.len as usize..self.len as usize + take]
+            .copy_from_slice(&s.as_bytes()[..take]);
         self.len += take as u8;
         take
     }
@@ -127,6 +128,9 @@ mod tests {
     fn truncates_on_char_boundary() {
         let s = ShortStr::<4>::truncated("abcé"); // 'é' is 2 bytes and does not fit
         assert_eq!(s.as_str(), "abc");
-        assert_eq!(ShortStr::<8>::from_bytes_lossy(b"ph\xffa\0junk").as_str(), "ph?a");
+        assert_eq!(
+            ShortStr::<8>::from_bytes_lossy(b"ph\xffa\0junk").as_str(),
+            "ph?a"
+        );
     }
 }

@@ -201,7 +201,10 @@ mod tests {
         let esr = Esr((0x18 << 26) | (1 << 25) | iss);
         let s = esr.sysreg_iss();
         assert!(esr.il());
-        assert_eq!((s.op0, s.op1, s.crn, s.crm, s.op2, s.rt), (3, 0, 1, 0, 0, 3));
+        assert_eq!(
+            (s.op0, s.op1, s.crn, s.crm, s.op2, s.rt),
+            (3, 0, 1, 0, 0, 3)
+        );
         assert!(!s.is_read);
         assert_eq!(
             crate::SysReg::from_encoding(s.encoding()),

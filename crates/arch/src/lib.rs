@@ -7,6 +7,6 @@ pub mod esr;
 pub mod fields;
 pub mod sysreg;
 
-pub use esr::{ExceptionClass, Esr};
+pub use esr::{Esr, ExceptionClass};
 pub use fields::{FieldChange, MteField};
 pub use sysreg::SysReg;

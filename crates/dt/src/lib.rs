@@ -75,9 +75,7 @@ pub fn hide_region(dtb: &[u8], name: &str, hidden: Region) -> Result<Vec<u8>, Dt
     let fdt = Fdt::new(dtb).map_err(|_| DtError::Parse)?;
     let reservations: Vec<vm_fdt::FdtReserveEntry> = fdt
         .memory_reservations()
-        .filter_map(|r| {
-            vm_fdt::FdtReserveEntry::new(r.address() as u64, r.size() as u64).ok()
-        })
+        .filter_map(|r| vm_fdt::FdtReserveEntry::new(r.address() as u64, r.size() as u64).ok())
         .collect();
     let mut w = FdtWriter::new_with_mem_reserv(&reservations).map_err(|_| DtError::Write)?;
     let root = fdt.find_node("/").ok_or(DtError::Parse)?;
@@ -99,9 +97,13 @@ pub fn hide_region(dtb: &[u8], name: &str, hidden: Region) -> Result<Vec<u8>, Dt
         w.end_node(node).map_err(|_| DtError::Write)?;
     }
     if !added {
-        let node = w.begin_node("reserved-memory").map_err(|_| DtError::Write)?;
-        w.property_u32("#address-cells", 2).map_err(|_| DtError::Write)?;
-        w.property_u32("#size-cells", 2).map_err(|_| DtError::Write)?;
+        let node = w
+            .begin_node("reserved-memory")
+            .map_err(|_| DtError::Write)?;
+        w.property_u32("#address-cells", 2)
+            .map_err(|_| DtError::Write)?;
+        w.property_u32("#size-cells", 2)
+            .map_err(|_| DtError::Write)?;
         w.property_null("ranges").map_err(|_| DtError::Write)?;
         write_hidden(&mut w, name, hidden, 2, 2)?;
         w.end_node(node).map_err(|_| DtError::Write)?;
@@ -146,7 +148,11 @@ fn write_hidden(
 
 fn push_cells(out: &mut Vec<u8>, value: u64, cells: usize) {
     for i in (0..cells).rev() {
-        let cell = if i >= 2 { 0 } else { (value >> (32 * i)) as u32 };
+        let cell = if i >= 2 {
+            0
+        } else {
+            (value >> (32 * i)) as u32
+        };
         out.extend_from_slice(&cell.to_be_bytes());
     }
 }
@@ -164,7 +170,8 @@ mod tests {
         w.property_string("compatible", "linux,dummy-virt").unwrap();
         let mem = w.begin_node("memory@40000000").unwrap();
         w.property_string("device_type", "memory").unwrap();
-        w.property_array_u64("reg", &[0x4000_0000, 0x2000_0000]).unwrap();
+        w.property_array_u64("reg", &[0x4000_0000, 0x2000_0000])
+            .unwrap();
         w.end_node(mem).unwrap();
         let chosen = w.begin_node("chosen").unwrap();
         w.property_string("bootargs", "mtex.guest=spin").unwrap();
@@ -211,7 +218,10 @@ mod tests {
         let out = hide_region(&qemu_like(false), "mtex-hyp", HYP).unwrap();
         assert_eq!(reserved_regs(&out), [(0x4020_0000, Some(0xe0_0000), true)]);
         let fdt = Fdt::new(&out).unwrap();
-        assert!(fdt.find_node("/reserved-memory/mtex-hyp@40200000").is_some());
+        assert!(
+            fdt.find_node("/reserved-memory/mtex-hyp@40200000")
+                .is_some()
+        );
         // Everything else survives.
         let info = boot_info(&out).unwrap();
         assert_eq!(info.bootargs, "mtex.guest=spin");
@@ -230,7 +240,10 @@ mod tests {
         let out = hide_region(&qemu_like(true), "mtex-hyp", HYP).unwrap();
         assert_eq!(
             reserved_regs(&out),
-            [(0x5000_0000, Some(0x1000), false), (0x4020_0000, Some(0xe0_0000), true)]
+            [
+                (0x5000_0000, Some(0x1000), false),
+                (0x4020_0000, Some(0xe0_0000), true)
+            ]
         );
     }
 
@@ -238,6 +251,9 @@ mod tests {
     fn rejects_garbage() {
         assert_eq!(hide_region(&[0u8; 64], "x", HYP), Err(DtError::Parse));
         assert_eq!(header_total_size(&[0u8; 8]), None);
-        assert_eq!(header_total_size(&qemu_like(false)), Some(qemu_like(false).len()));
+        assert_eq!(
+            header_total_size(&qemu_like(false)),
+            Some(qemu_like(false).len())
+        );
     }
 }

@@ -1,0 +1,216 @@
+//! QEMU integration tests, under `-icount shift=0`. Expectations come from what the guest
+//! program does (`mtex_abi::program::DEFAULT` is the program itself), never from earlier runs.
+
+use mtex::images::{self, Images};
+use mtex::qemu::{self, RunConfig};
+use mtex::report::{self, Report};
+use mtex_abi::hypercall;
+use mtex_abi::program::{self, Action};
+use mtex_abi::report::{Conduit, ExitReason, TrapMode};
+use mtex_arch::SysReg;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+fn images() -> &'static Images {
+    static IMAGES: OnceLock<Images> = OnceLock::new();
+    IMAGES.get_or_init(|| images::build().expect("building the images"))
+}
+
+/// Boots with `cmdline` and returns the report and the wall time.
+fn boot(cmdline: &str) -> (Report, Duration) {
+    let cfg = RunConfig {
+        cmdline: cmdline.to_string(),
+        timeout: Duration::from_secs(30),
+        ..RunConfig::default()
+    };
+    let console = qemu::run(images(), &cfg).expect("running QEMU");
+    assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
+    (report::parse(&console.text), console.wall)
+}
+
+/// (phase, register, old, new) of every write the default program makes, in order, with old
+/// values following from the values the hypervisor enters the guest with.
+fn expected_writes() -> Vec<(String, &'static str, u64, u64)> {
+    let (mut sctlr, mut tcr) = (program::SCTLR_EL1_AT_ENTRY, program::TCR_EL1_AT_ENTRY);
+    let mut out = Vec::new();
+    for phase in program::DEFAULT {
+        for a in phase.actions {
+            match *a {
+                Action::WriteSctlr(v) => {
+                    out.push((phase.name.to_string(), "SCTLR_EL1", sctlr, v));
+                    sctlr = v;
+                }
+                Action::WriteTcr(v) => {
+                    out.push((phase.name.to_string(), "TCR_EL1", tcr, v));
+                    tcr = v;
+                }
+                Action::SetTco(_) | Action::TaggedAccess => {}
+            }
+        }
+    }
+    out
+}
+
+fn mte_writes(r: &Report) -> Vec<(String, &'static str, u64, u64)> {
+    r.writes
+        .iter()
+        .filter(|w| w.register == "SCTLR_EL1" || w.register == "TCR_EL1")
+        .map(|w| {
+            (
+                w.phase.clone().unwrap_or_default(),
+                w.register,
+                w.old,
+                w.new,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn default_run_reports_exactly_the_writes_the_guest_made() {
+    let (r, _) = boot("mtex.guest=default");
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert_eq!(r.boot.unwrap().trap_mode, TrapMode::FineGrained);
+    // Under FEAT_FGT only SCTLR_EL1 and TCR_EL1 trap.
+    assert_eq!(mte_writes(&r).len(), r.writes.len());
+    assert_eq!(mte_writes(&r), expected_writes());
+
+    // Phases in program order, each closed, each counting its own trapped writes.
+    let names: Vec<_> = r.phases.iter().map(|p| p.name.as_str()).collect();
+    let expected: Vec<_> = program::DEFAULT.iter().map(|p| p.name).collect();
+    assert_eq!(names, expected);
+    for (p, def) in r.phases.iter().zip(program::DEFAULT) {
+        let writes = def
+            .actions
+            .iter()
+            .filter(|a| matches!(a, Action::WriteSctlr(_) | Action::WriteTcr(_)))
+            .count() as u64;
+        assert_eq!(p.stats.unwrap().sysreg_writes, writes, "phase {}", p.name);
+    }
+
+    // The decoded fields of the write that turns on synchronous checking.
+    let sync = r
+        .writes
+        .iter()
+        .find(|w| w.phase.as_deref() == Some("mte-sync"))
+        .unwrap();
+    let fields: Vec<_> = sync
+        .changes
+        .iter()
+        .map(|c| (c.field, c.old, c.new))
+        .collect();
+    assert_eq!(fields, [("ATA", "0", "1"), ("TCF", "NONE", "SYNC")]);
+
+    // PSTATE.TCO as EL2 sees it: set across the phase-end call of `tco-set` only.
+    let tco_set = r.phase("tco-set").unwrap();
+    assert!(tco_set.end.unwrap().tco);
+    assert_eq!(tco_set.stats.unwrap().exits_with_tco, 1);
+    assert!(!r.phase("tco-clear").unwrap().end.unwrap().tco);
+    assert!(r.writes.iter().all(|w| !w.at.tco && w.at.el == 1));
+
+    // The tagged accesses ran with checking on and matched.
+    let tagged = r
+        .console
+        .iter()
+        .filter(|l| l.contains("tagged load ok"))
+        .count();
+    let expected_tagged = program::DEFAULT
+        .iter()
+        .flat_map(|p| p.actions)
+        .filter(|a| matches!(a, Action::TaggedAccess))
+        .count();
+    assert_eq!(tagged, expected_tagged);
+}
+
+#[test]
+fn two_runs_give_identical_reports() {
+    let (a, _) = boot("mtex.guest=default");
+    let (b, _) = boot("mtex.guest=default");
+    assert_eq!(a, b);
+}
+
+#[test]
+fn tvm_fallback_traps_and_emulates_every_vm_control_write() {
+    let (r, _) = boot("mtex.guest=default mtex.traps=tvm");
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert_eq!(r.boot.unwrap().trap_mode, TrapMode::Tvm);
+    // The MTE controls are reported exactly as with FEAT_FGT...
+    assert_eq!(mte_writes(&r), expected_writes());
+    // ...and the other TVM registers the guest writes are emulated too (the MMU came on,
+    // so the MAIR and TTBR0 writes took effect).
+    let mair: Vec<_> = r
+        .writes
+        .iter()
+        .filter(|w| w.register == SysReg::MairEl1.name())
+        .collect();
+    assert_eq!(mair.len(), 1);
+    assert_eq!(mair[0].new, program::MAIR_EL1);
+    assert!(
+        r.writes
+            .iter()
+            .any(|w| w.register == SysReg::Ttbr0El1.name())
+    );
+}
+
+#[test]
+fn unknown_hypercall_gets_not_supported_and_a_record() {
+    let (r, wall) = boot("mtex.guest=unknown-hvc");
+    assert!(!r.succeeded());
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!(r.unknown_calls.len(), 1);
+    assert_eq!(r.unknown_calls[0].conduit, Conduit::Hvc);
+    assert_eq!(
+        r.unknown_calls[0].function,
+        hypercall::function_id(0xff) as u64
+    );
+    // The guest exits with 3 exactly when it was answered NOT_SUPPORTED.
+    assert_eq!(r.summary.unwrap().exit, ExitReason::GuestExit { status: 3 });
+    assert!(wall < Duration::from_secs(10));
+}
+
+#[test]
+fn touching_hypervisor_memory_ends_the_run_with_a_stage2_fault() {
+    let (r, wall) = boot("mtex.guest=touch-hyp");
+    assert!(!r.succeeded());
+    let hyp_start = r.boot.unwrap().hyp_start;
+    match r.summary.unwrap().exit {
+        ExitReason::UnhandledGuestExit {
+            esr,
+            hpfar,
+            far,
+            at,
+        } => {
+            assert_eq!(esr >> 26, 0x24, "data abort from a lower EL");
+            assert_eq!(hpfar, hyp_start);
+            assert_eq!(far, hyp_start);
+            assert_eq!(at.el, 1);
+        }
+        other => panic!("unexpected exit {other:?}"),
+    }
+    assert!(wall < Duration::from_secs(10));
+}
+
+#[test]
+fn a_spinning_guest_is_stopped_by_the_watchdog() {
+    let (r, wall) = boot("mtex.guest=spin mtex.watchdog_ms=200");
+    assert!(!r.succeeded());
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    match r.summary.unwrap().exit {
+        ExitReason::Watchdog { budget_ms, at } => {
+            assert_eq!(budget_ms, 200);
+            assert_eq!(at.el, 1);
+        }
+        other => panic!("unexpected exit {other:?}"),
+    }
+    assert!(wall < Duration::from_secs(10));
+}
+
+#[test]
+fn a_bad_option_that_reaches_the_hypervisor_fails_the_boot_naming_it() {
+    let (r, _) = boot("mtex.watchdog_ms=soon");
+    match r.summary.unwrap().exit {
+        ExitReason::BootFailed { reason } => assert!(reason.as_str().contains("watchdog_ms")),
+        other => panic!("unexpected exit {other:?}"),
+    }
+    assert!(r.phases.is_empty());
+}
