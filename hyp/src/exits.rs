@@ -44,6 +44,8 @@ fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext) {
 }
 
 /// Any exit the hypervisor has no handler for ends the run with its syndrome.
+#[cold]
+#[inline(never)]
 pub fn unhandled(hyp: &mut Hyp, ctx: &GuestContext) -> ! {
     hyp.report.finish(ExitReason::UnhandledGuestExit {
         esr: ESR_EL2.get(),

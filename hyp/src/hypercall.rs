@@ -8,6 +8,7 @@ use mtex_abi::hypercall::{self as hc, ret};
 use mtex_abi::report::{Conduit, ExitReason, PhaseBegin, PhaseEnd, PhaseName, UnknownCall};
 use tock_registers::interfaces::Readable;
 
+#[inline(never)]
 pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext) {
     // HVC returns to the next instruction: ELR needs no adjustment.
     let function = ctx.x[0];

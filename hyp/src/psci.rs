@@ -13,6 +13,7 @@ use smccc::Smc;
 use smccc::arch::{SMCCC_ARCH_FEATURES, SMCCC_VERSION};
 use smccc::psci::*;
 
+#[inline(never)]
 pub fn handle_guest_smc(hyp: &mut Hyp, ctx: &mut GuestContext) {
     // A trapped SMC returns to itself (Arm ARM D1.4.3): step over it.
     ctx.skip_instruction();

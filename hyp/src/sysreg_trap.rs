@@ -12,7 +12,7 @@ use tock_registers::interfaces::{Readable, Writeable};
 
 pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     let iss = esr.sysreg_iss();
-    let Some(reg) = SysReg::from_encoding(iss.encoding()).filter(|_| !iss.is_read) else {
+    let Some(reg) = SysReg::from_iss(esr.iss()).filter(|_| !iss.is_read) else {
         crate::exits::unhandled(hyp, ctx)
     };
     let new = ctx.reg(iss.rt);

@@ -48,6 +48,7 @@ pub fn arm(ms: u64) {
 }
 
 /// A physical IRQ while the guest ran: the watchdog is the only one the hypervisor enables.
+#[inline(never)]
 pub fn irq_exit(hyp: &mut Hyp, ctx: &mut GuestContext) {
     match GicCpuInterface::get_and_acknowledge_interrupt(InterruptGroup::Group1) {
         Some(id) if id == IntId::ppi(Board::HYP_TIMER_INTID - 16) => {

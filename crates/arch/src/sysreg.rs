@@ -12,6 +12,29 @@ pub struct Encoding {
     pub op2: u8,
 }
 
+/// The ISS bits of EC 0x18 that name a register (all but Rt and the direction).
+pub const ISS_REGISTER_MASK: u32 = 0x003f_fc1e;
+
+impl Encoding {
+    /// The encoding as it sits in an EC 0x18 ISS (Arm ARM D24.2.40), Rt and direction zero.
+    pub const fn iss_key(self) -> u32 {
+        ((self.op0 as u32) << 20)
+            | ((self.op2 as u32) << 17)
+            | ((self.op1 as u32) << 14)
+            | ((self.crn as u32) << 10)
+            | ((self.crm as u32) << 1)
+    }
+
+    /// One hex digit per field: op0, op1, CRn, CRm, op2.
+    pub const fn packed(self) -> u32 {
+        ((self.op0 as u32) << 16)
+            | ((self.op1 as u32) << 12)
+            | ((self.crn as u32) << 8)
+            | ((self.crm as u32) << 4)
+            | self.op2 as u32
+    }
+}
+
 /// The EL1 registers whose writes HCR_EL2.TVM traps (Arm ARM D24.2.48, HCR_EL2.TVM), of which
 /// SCTLR_EL1 and TCR_EL1 carry the MTE controls. With FEAT_FGT only those two are trapped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,9 +92,37 @@ impl SysReg {
         }
     }
 
-    /// The register with this encoding, if it is one the hypervisor traps.
-    pub fn from_encoding(e: Encoding) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.encoding() == e)
+    /// The register with this encoding, if it is one the hypervisor traps. A `match` on the
+    /// packed encoding (not a search of `ALL`): this runs on every trapped write.
+    #[inline]
+    pub const fn from_encoding(e: Encoding) -> Option<Self> {
+        Some(match e.packed() {
+            0x3_0_1_0_0 => Self::SctlrEl1,
+            0x3_0_2_0_0 => Self::Ttbr0El1,
+            0x3_0_2_0_1 => Self::Ttbr1El1,
+            0x3_0_2_0_2 => Self::TcrEl1,
+            0x3_0_5_1_0 => Self::Afsr0El1,
+            0x3_0_5_1_1 => Self::Afsr1El1,
+            0x3_0_5_2_0 => Self::EsrEl1,
+            0x3_0_6_0_0 => Self::FarEl1,
+            0x3_0_a_2_0 => Self::MairEl1,
+            0x3_0_a_3_0 => Self::AmairEl1,
+            0x3_0_d_0_1 => Self::ContextidrEl1,
+            _ => return None,
+        })
+    }
+
+    /// The register a trapped MSR/MRS names, straight from its ISS: the two MTE control
+    /// registers are tested first, since they are what traps under FEAT_FGT.
+    #[inline(always)]
+    pub fn from_iss(iss: u32) -> Option<Self> {
+        const SCTLR: u32 = SysReg::SctlrEl1.encoding().iss_key();
+        const TCR: u32 = SysReg::TcrEl1.encoding().iss_key();
+        match iss & ISS_REGISTER_MASK {
+            SCTLR => Some(Self::SctlrEl1),
+            TCR => Some(Self::TcrEl1),
+            _ => Self::from_encoding(crate::esr::SysRegIss::from_iss(iss).encoding()),
+        }
     }
 
     /// The register's architectural name.
@@ -106,6 +157,22 @@ mod tests {
         for r in SysReg::ALL {
             assert_eq!(SysReg::from_encoding(r.encoding()), Some(r), "{}", r.name());
         }
+    }
+
+    #[test]
+    fn iss_decoding_agrees_with_field_decoding() {
+        for r in SysReg::ALL {
+            for rt in [0u32, 19, 31] {
+                let iss = r.encoding().iss_key() | (rt << 5);
+                assert_eq!(SysReg::from_iss(iss), Some(r));
+                assert_eq!(
+                    SysReg::from_iss(iss | 1),
+                    Some(r),
+                    "direction is not part of the name"
+                );
+            }
+        }
+        assert_eq!(SysReg::from_iss(0), None);
     }
 
     #[test]
