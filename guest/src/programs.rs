@@ -56,6 +56,7 @@ fn default(fdt: &Fdt) -> u64 {
                 Action::SetTco(on) => mte::set_tco(on),
                 Action::TaggedAccess => {
                     // SAFETY: the guest is single-threaded; GRANULE is used only here.
+                    #[allow(clippy::deref_addrof, reason = "no reference to a static mut")]
                     let g = unsafe { &mut *(&raw mut GRANULE) };
                     let (tag, read_back) = mte::tagged_access(g);
                     println!(

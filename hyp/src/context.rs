@@ -20,7 +20,7 @@ pub const ELR_OFFSET: usize = 248;
 pub const SPSR_OFFSET: usize = 256;
 
 const _: () = assert!(size_of::<GuestContext>() == CONTEXT_SIZE);
-const _: () = assert!(CONTEXT_SIZE % 16 == 0);
+const _: () = assert!(CONTEXT_SIZE.is_multiple_of(16));
 const _: () = assert!(offset_of!(GuestContext, x) == 0);
 const _: () = assert!(offset_of!(GuestContext, elr) == ELR_OFFSET);
 const _: () = assert!(offset_of!(GuestContext, spsr) == SPSR_OFFSET);

@@ -60,6 +60,10 @@ impl<T> Global<T> {
     ///
     /// The caller never returns to the code that may hold the other reference: it powers the
     /// machine off, so that reference is never used again.
+    #[allow(
+        clippy::mut_from_ref,
+        reason = "the dying path's deliberate escape hatch"
+    )]
     pub unsafe fn take_for_shutdown(&self) -> Option<&mut T> {
         // SAFETY: per this function's contract, any other reference is dead.
         unsafe { (*self.value.get()).as_mut() }

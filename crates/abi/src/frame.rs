@@ -72,7 +72,7 @@ pub fn encode<'a>(
 /// Decodes the hex digits of one frame (the text after [`MARKER`], up to its end).
 pub fn decode(hex: &str) -> Result<(u32, Record), FrameError> {
     let hex = hex.as_bytes();
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return Err(FrameError::OddLength);
     }
     if hex.len() / 2 > MAX_BINARY {

@@ -19,7 +19,7 @@ pub fn value<'a>(cmdline: &'a str, key: &str) -> Option<&'a str> {
         .filter_map(|w| w.split_once('='))
         .filter(|(k, _)| *k == key)
         .map(|(_, v)| v)
-        .last()
+        .next_back()
 }
 
 fn parse_u64(cmdline: &str, key: &'static str, default: u64) -> Result<u64, OptionError> {
