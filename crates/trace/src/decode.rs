@@ -1,0 +1,567 @@
+//! A decoder for the A64 instructions that access data memory, plus the system instructions
+//! MTE accounting needs (Arm ARM C4.1, "A64 instruction set encoding": Loads and Stores,
+//! and System).
+//!
+//! Why not a general disassembler (disarm64, yaxpeax-arm)? They decode to mnemonics and
+//! operand lists; the step handler needs, for the ~25 load/store encoding groups only, the
+//! direction, the size, the base register and how the address is formed, at EL2, with no
+//! allocation, on every stepped instruction. This file is that mapping and nothing else; it
+//! is checked against binutils' assembler (tests/corpus.rs).
+
+/// The direction(s) of a data access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    Read,
+    Write,
+    /// An atomic read-modify-write (LSE atomics, SWP, CAS): one read and one write.
+    ReadWrite,
+}
+
+/// What kind of memory instruction, as far as tag checking is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemKind {
+    /// An ordinary data access (loads, stores, pairs, exclusives, acquire/release, atomics,
+    /// SIMD&FP, structures): subject to tag checking.
+    Data,
+    /// A load from a PC-relative literal: Unchecked.
+    Literal,
+    /// PRFM/PRFUM: no access, Unchecked.
+    Prefetch,
+    /// DC ZVA: zeroes a block of data; a Checked write.
+    DcZva,
+    /// DC GVA (tags only) and DC GZVA (tags and data): tag stores over a block, Unchecked.
+    DcTagBlock { zero_data: bool },
+    /// STG/STZG/ST2G/STZ2G/STGP: store allocation tags for `granules` 16-byte granules;
+    /// Unchecked (STGP's data store too).
+    TagStore { granules: u8 },
+    /// STGM/STZGM: store tags for a block (EL1 only). Unchecked.
+    TagStoreBlock,
+    /// LDG/LDGM: load allocation tags. Unchecked.
+    TagLoad,
+}
+
+/// How the address is formed from the base register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offset {
+    /// `[Xn]`, `[Xn, #imm]`, `[Xn, #imm]!`: base + imm.
+    Imm(i64),
+    /// `[Xn], #imm` or `[Xn], Xm`: the access is at the base.
+    PostIndex,
+    /// `[Xn, Xm{, extend #amount}]`.
+    Reg { m: u8, extend: Extend, shift: u8 },
+}
+
+/// Register-offset extension (the `option` field).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extend {
+    Uxtw,
+    Lsl,
+    Sxtw,
+    Sxtx,
+}
+
+/// A memory-accessing instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemOp {
+    pub kind: MemKind,
+    pub dir: Dir,
+    /// Bytes transferred (both registers of a pair; 0 for block operations, prefetches and
+    /// tag-only accesses).
+    pub size: u16,
+    /// Base register number; 31 is SP (never XZR for an address). Literals use the PC.
+    pub base: u8,
+    pub offset: Offset,
+    /// LDTR/STTR and friends: the access is made as if from EL0.
+    pub unprivileged: bool,
+}
+
+impl MemOp {
+    /// True for `[SP...]` addressing: such accesses are Unchecked (Arm ARM D10.4.1).
+    pub fn sp_based(&self) -> bool {
+        self.base == 31 && !matches!(self.kind, MemKind::Literal)
+    }
+
+    /// The virtual address accessed, given the general-purpose registers (x0..x30) and SP.
+    /// For DC ZVA/GVA/GZVA the operand register holds the address (stored in `base`).
+    pub fn address(&self, x: &[u64; 31], sp: u64) -> u64 {
+        let base = if self.base == 31 {
+            sp
+        } else {
+            x[self.base as usize]
+        };
+        match self.offset {
+            Offset::Imm(i) => base.wrapping_add(i as u64),
+            Offset::PostIndex => base,
+            Offset::Reg { m, extend, shift } => {
+                let rm = if m == 31 { 0 } else { x[m as usize] };
+                let ext = match extend {
+                    Extend::Uxtw => rm as u32 as u64,
+                    Extend::Sxtw => rm as u32 as i32 as i64 as u64,
+                    Extend::Lsl | Extend::Sxtx => rm,
+                };
+                base.wrapping_add(ext << shift)
+            }
+        }
+    }
+}
+
+/// A system-register access MTE accounting tracks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MteSysReg {
+    SctlrEl1,
+    TcrEl1,
+    TfsrEl1,
+    Tfsre0El1,
+    GcrEl1,
+    RgsrEl1,
+}
+
+/// Barriers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Barrier {
+    Dsb,
+    Dmb,
+    Isb,
+}
+
+/// A decoded instruction, as far as mtex cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Insn {
+    Mem(MemOp),
+    /// `MSR TCO, #imm`.
+    MsrTcoImm(bool),
+    /// `MSR TCO, Xt`.
+    MsrTcoReg(u8),
+    /// `MRS Xt, TCO`.
+    MrsTco(u8),
+    /// `MSR <reg>, Xt` / `MRS Xt, <reg>` for a register in [`MteSysReg`].
+    SysRegWrite(MteSysReg, u8),
+    SysRegRead(MteSysReg, u8),
+    Barrier(Barrier),
+    /// Encodings in the load/store space this decoder does not model (e.g. FEAT_MOPS
+    /// CPY*/SET*, LD64B): reported, never silently counted as nothing.
+    UnknownMem,
+    /// Anything else: no data access.
+    Other,
+}
+
+#[inline(always)]
+fn bits(insn: u32, hi: u32, lo: u32) -> u32 {
+    (insn >> lo) & ((1 << (hi - lo + 1)) - 1)
+}
+
+#[inline(always)]
+fn sext(v: u32, width: u32) -> i64 {
+    ((v as i64) << (64 - width)) >> (64 - width)
+}
+
+fn mem(kind: MemKind, dir: Dir, size: u16, base: u8, offset: Offset) -> Insn {
+    Insn::Mem(MemOp {
+        kind,
+        dir,
+        size,
+        base,
+        offset,
+        unprivileged: false,
+    })
+}
+
+/// Decodes one instruction.
+pub fn decode(insn: u32) -> Insn {
+    // Loads and stores: op0 = x1x0 (bits 28:25 with bit 27 = 1, bit 25 = 0).
+    if insn & 0x0a00_0000 == 0x0800_0000 {
+        return decode_load_store(insn);
+    }
+    // System instructions: 1101 0101 00...
+    if insn & 0xffc0_0000 == 0xd500_0000 {
+        return decode_system(insn);
+    }
+    Insn::Other
+}
+
+fn decode_system(insn: u32) -> Insn {
+    match insn & 0xffff_f0ff {
+        0xd503_409f => return Insn::MsrTcoImm(bits(insn, 8, 8) != 0),
+        0xd503_309f => return Insn::Barrier(Barrier::Dsb),
+        0xd503_30bf => return Insn::Barrier(Barrier::Dmb),
+        0xd503_30df => return Insn::Barrier(Barrier::Isb),
+        _ => {}
+    }
+    let rt = bits(insn, 4, 0) as u8;
+    // SYS/SYSL and MSR/MRS (register): 1101 0101 00 L 1 op0<0> op1 CRn CRm op2 Rt, with
+    // op0 = 0b01 for SYS and 0b1x for MSR/MRS.
+    let is_read = bits(insn, 21, 21) != 0;
+    let op0 = bits(insn, 20, 19);
+    let key = bits(insn, 20, 5); // op0<0>? no: op0, op1, CRn, CRm, op2
+    if op0 == 0b01 && !is_read {
+        // DC ZVA / GVA / GZVA: SYS #3, C7, C4, #op2 (Arm ARM C5.3).
+        let zva = |kind| mem(kind, Dir::Write, 0, rt, Offset::Imm(0));
+        return match key {
+            k if k == sys_key(1, 3, 7, 4, 1) => zva(MemKind::DcZva),
+            k if k == sys_key(1, 3, 7, 4, 3) => zva(MemKind::DcTagBlock { zero_data: false }),
+            k if k == sys_key(1, 3, 7, 4, 4) => zva(MemKind::DcTagBlock { zero_data: true }),
+            _ => Insn::Other,
+        };
+    }
+    if op0 < 2 {
+        return Insn::Other;
+    }
+    let reg = match key {
+        k if k == sys_key(3, 3, 4, 2, 7) => {
+            return if is_read {
+                Insn::MrsTco(rt)
+            } else {
+                Insn::MsrTcoReg(rt)
+            };
+        }
+        k if k == sys_key(3, 0, 1, 0, 0) => MteSysReg::SctlrEl1,
+        k if k == sys_key(3, 0, 2, 0, 2) => MteSysReg::TcrEl1,
+        k if k == sys_key(3, 0, 5, 6, 0) => MteSysReg::TfsrEl1,
+        k if k == sys_key(3, 0, 5, 6, 1) => MteSysReg::Tfsre0El1,
+        k if k == sys_key(3, 0, 1, 0, 6) => MteSysReg::GcrEl1,
+        k if k == sys_key(3, 0, 1, 0, 5) => MteSysReg::RgsrEl1,
+        _ => return Insn::Other,
+    };
+    if is_read {
+        Insn::SysRegRead(reg, rt)
+    } else {
+        Insn::SysRegWrite(reg, rt)
+    }
+}
+
+/// Bits 20:5 of an MSR/MRS/SYS encoding for (op0, op1, CRn, CRm, op2).
+const fn sys_key(op0: u32, op1: u32, crn: u32, crm: u32, op2: u32) -> u32 {
+    ((op0 & 3) << 14) | (op1 << 11) | (crn << 7) | (crm << 3) | op2
+}
+
+fn decode_load_store(insn: u32) -> Insn {
+    let rt_n = bits(insn, 9, 5) as u8;
+    let v = bits(insn, 26, 26) != 0;
+    if bits(insn, 31, 24) == 0xd9 && bits(insn, 21, 21) == 1 {
+        return decode_tags(insn, rt_n);
+    }
+    match bits(insn, 29, 27) {
+        0b111 => decode_register(insn, v, rt_n),
+        0b101 => decode_pair(insn, v, rt_n),
+        0b011 => decode_literal_and_rcpc(insn, v, rt_n),
+        0b001 => {
+            if v {
+                decode_simd_structures(insn, rt_n)
+            } else if bits(insn, 25, 24) == 0b00 {
+                decode_exclusive_ordered(insn, rt_n)
+            } else {
+                Insn::UnknownMem
+            }
+        }
+        _ => Insn::UnknownMem,
+    }
+}
+
+/// Bytes of a single register transfer: GPR 1 << size; SIMD&FP 16 when opc<1> is set.
+fn reg_size(size: u32, v: bool, opc: u32) -> u16 {
+    if v && opc & 2 != 0 { 16 } else { 1 << size }
+}
+
+/// LDR/STR (unsigned immediate, unscaled, pre/post-index, unprivileged, register offset),
+/// LSE atomics, LDAPR, LDRAA/LDRAB.
+fn decode_register(insn: u32, v: bool, n: u8) -> Insn {
+    let size = bits(insn, 31, 30);
+    let opc = bits(insn, 23, 22);
+    let is_prefetch = !v && size == 3 && opc == 2;
+    let dir = if opc == 0 || (v && opc == 2) {
+        Dir::Write
+    } else {
+        Dir::Read
+    };
+    let bytes = reg_size(size, v, opc);
+    let op = |offset| {
+        if is_prefetch {
+            mem(MemKind::Prefetch, Dir::Read, 0, n, offset)
+        } else {
+            mem(MemKind::Data, dir, bytes, n, offset)
+        }
+    };
+    if bits(insn, 25, 24) == 0b01 {
+        // Unsigned offset, scaled by the access size.
+        let scale = if v { ((opc >> 1) << 2) | size } else { size };
+        if v && opc & 2 != 0 && size != 0 {
+            return Insn::UnknownMem;
+        }
+        return op(Offset::Imm((bits(insn, 21, 10) as i64) << scale));
+    }
+    if bits(insn, 25, 24) != 0b00 {
+        return Insn::UnknownMem;
+    }
+    let imm9 = sext(bits(insn, 20, 12), 9);
+    if bits(insn, 21, 21) == 0 {
+        return match bits(insn, 11, 10) {
+            0b00 => op(Offset::Imm(imm9)),
+            0b01 if !is_prefetch => op(Offset::PostIndex),
+            0b11 if !is_prefetch => op(Offset::Imm(imm9)),
+            0b10 if !v && !is_prefetch => match op(Offset::Imm(imm9)) {
+                Insn::Mem(mut m) => {
+                    m.unprivileged = true;
+                    Insn::Mem(m)
+                }
+                other => other,
+            },
+            _ => Insn::UnknownMem,
+        };
+    }
+    match bits(insn, 11, 10) {
+        0b10 => {
+            let option = bits(insn, 15, 13);
+            let extend = match option {
+                0b010 => Extend::Uxtw,
+                0b011 => Extend::Lsl,
+                0b110 => Extend::Sxtw,
+                0b111 => Extend::Sxtx,
+                _ => return Insn::UnknownMem,
+            };
+            let scale = if v { ((opc >> 1) << 2) | size } else { size };
+            let shift = if bits(insn, 12, 12) != 0 {
+                scale as u8
+            } else {
+                0
+            };
+            op(Offset::Reg {
+                m: bits(insn, 20, 16) as u8,
+                extend,
+                shift,
+            })
+        }
+        0b00 if !v => {
+            // Atomic memory operations: o3 (bit 15), opc (14:12).
+            let o3 = bits(insn, 15, 15);
+            let aop = bits(insn, 14, 12);
+            match (o3, aop) {
+                (0, _) | (1, 0b000) => {
+                    mem(MemKind::Data, Dir::ReadWrite, 1 << size, n, Offset::Imm(0))
+                }
+                // LDAPR/LDAPRB/LDAPRH: A=1, R=0, Rs=11111.
+                (1, 0b100) if bits(insn, 23, 22) == 0b10 && bits(insn, 20, 16) == 31 => {
+                    mem(MemKind::Data, Dir::Read, 1 << size, n, Offset::Imm(0))
+                }
+                _ => Insn::UnknownMem,
+            }
+        }
+        0b01 | 0b11 if !v && size == 3 => {
+            // LDRAA/LDRAB: the offset is S:imm9, scaled by 8; W (bit 11) writes back.
+            let imm10 = (bits(insn, 22, 22) << 9) | bits(insn, 20, 12);
+            mem(
+                MemKind::Data,
+                Dir::Read,
+                8,
+                n,
+                Offset::Imm(sext(imm10, 10) << 3),
+            )
+        }
+        _ => Insn::UnknownMem,
+    }
+}
+
+/// LDP/STP/LDNP/STNP/LDPSW/STGP.
+fn decode_pair(insn: u32, v: bool, n: u8) -> Insn {
+    let opc = bits(insn, 31, 30);
+    let load = bits(insn, 22, 22) != 0;
+    let index = bits(insn, 25, 23); // 000 no-allocate, 001 post, 010 offset, 011 pre
+    if index > 0b011 {
+        return Insn::UnknownMem;
+    }
+    let imm7 = sext(bits(insn, 21, 15), 7);
+    let stgp = !v && opc == 0b01 && !load;
+    let (scale, bytes) = match (v, opc) {
+        (false, 0b00) => (2, 8),
+        (false, 0b01) if stgp => (4, 16),
+        (false, 0b01) => (2, 8), // LDPSW
+        (false, 0b10) => (3, 16),
+        (true, 0b00) => (2, 8),
+        (true, 0b01) => (3, 16),
+        (true, 0b10) => (4, 32),
+        _ => return Insn::UnknownMem,
+    };
+    if stgp && index == 0b000 {
+        return Insn::UnknownMem;
+    }
+    let offset = if index == 0b001 {
+        Offset::PostIndex
+    } else {
+        Offset::Imm(imm7 << scale)
+    };
+    if stgp {
+        return mem(
+            MemKind::TagStore { granules: 1 },
+            Dir::Write,
+            bytes,
+            n,
+            offset,
+        );
+    }
+    mem(
+        MemKind::Data,
+        if load { Dir::Read } else { Dir::Write },
+        bytes,
+        n,
+        offset,
+    )
+}
+
+/// LDR (literal), PRFM (literal), and the RCpc unscaled forms (LDAPUR/STLUR).
+fn decode_literal_and_rcpc(insn: u32, v: bool, rt_n: u8) -> Insn {
+    match bits(insn, 25, 24) {
+        0b00 => {
+            let opc = bits(insn, 31, 30);
+            let offset = Offset::Imm(sext(bits(insn, 23, 5), 19) << 2);
+            match (v, opc) {
+                (false, 0b11) => mem(MemKind::Prefetch, Dir::Read, 0, 31, offset),
+                (false, 0b00) => mem(MemKind::Literal, Dir::Read, 4, 31, offset),
+                (false, 0b01) => mem(MemKind::Literal, Dir::Read, 8, 31, offset),
+                (false, 0b10) => mem(MemKind::Literal, Dir::Read, 4, 31, offset), // LDRSW
+                (true, 0b11) => Insn::UnknownMem,
+                (true, o) => mem(MemKind::Literal, Dir::Read, 4 << o, 31, offset),
+                _ => Insn::UnknownMem,
+            }
+        }
+        0b01 if !v && bits(insn, 21, 21) == 0 && bits(insn, 11, 10) == 0b00 => {
+            let size = bits(insn, 31, 30);
+            let opc = bits(insn, 23, 22);
+            let dir = if opc == 0 { Dir::Write } else { Dir::Read };
+            mem(
+                MemKind::Data,
+                dir,
+                1 << size,
+                rt_n,
+                Offset::Imm(sext(bits(insn, 20, 12), 9)),
+            )
+        }
+        _ => Insn::UnknownMem,
+    }
+}
+
+/// LDXR/STXR/LDAXR/STLXR, LDXP/STXP, LDAR/STLR/LDLAR/STLLR, CAS, CASP.
+fn decode_exclusive_ordered(insn: u32, n: u8) -> Insn {
+    let size = bits(insn, 31, 30);
+    let o2 = bits(insn, 23, 23);
+    let load = bits(insn, 22, 22) != 0;
+    let o1 = bits(insn, 21, 21);
+    let rw = if load { Dir::Read } else { Dir::Write };
+    let at = Offset::Imm(0);
+    match (o2, o1) {
+        (0, 0) => mem(MemKind::Data, rw, 1 << size, n, at),
+        (0, 1) if size >= 2 => mem(MemKind::Data, rw, 2 << size, n, at), // LDXP/STXP
+        (0, 1) => mem(MemKind::Data, Dir::ReadWrite, 8 << size, n, at),  // CASP (size 0x)
+        (1, 0) => mem(MemKind::Data, rw, 1 << size, n, at),              // LDAR/STLR
+        _ => mem(MemKind::Data, Dir::ReadWrite, 1 << size, n, at),       // CAS
+    }
+}
+
+/// LD1-LD4/ST1-ST4 (multiple and single structures, with and without post-index).
+fn decode_simd_structures(insn: u32, n: u8) -> Insn {
+    if bits(insn, 31, 31) != 0 || bits(insn, 29, 24) != 0b001100 && bits(insn, 29, 24) != 0b001101 {
+        return Insn::UnknownMem;
+    }
+    let q = bits(insn, 30, 30);
+    let load = bits(insn, 22, 22) != 0;
+    let post = bits(insn, 23, 23) != 0;
+    let single = bits(insn, 24, 24) != 0;
+    let opcode = bits(insn, 15, 12);
+    let size = bits(insn, 11, 10);
+    let bytes = if !single {
+        let regs = match opcode {
+            0b0000 | 0b0010 => 4,
+            0b0100 | 0b0110 => 3,
+            0b0111 => 1,
+            0b1000 | 0b1010 => 2,
+            _ => return Insn::UnknownMem,
+        };
+        regs * if q != 0 { 16 } else { 8 }
+    } else {
+        let selem = ((bits(insn, 13, 13) << 1) | bits(insn, 21, 21)) + 1;
+        let esize = match opcode >> 1 {
+            0b000 | 0b001 => 1,
+            0b010 | 0b011 => 2,
+            0b100 | 0b101 => {
+                if size & 1 != 0 {
+                    8
+                } else {
+                    4
+                }
+            }
+            _ => 1 << size, // LDnR: replicate
+        };
+        selem * esize
+    };
+    let offset = if post {
+        Offset::PostIndex
+    } else {
+        Offset::Imm(0)
+    };
+    mem(
+        MemKind::Data,
+        if load { Dir::Read } else { Dir::Write },
+        bytes as u16,
+        n,
+        offset,
+    )
+}
+
+/// STG/STZG/ST2G/STZ2G (post, offset, pre), LDG, STGM/STZGM/LDGM.
+fn decode_tags(insn: u32, n: u8) -> Insn {
+    let opc = bits(insn, 23, 22);
+    let op2 = bits(insn, 11, 10);
+    let imm = sext(bits(insn, 20, 12), 9) << 4;
+    if op2 == 0b00 {
+        return match opc {
+            0b01 => mem(MemKind::TagLoad, Dir::Read, 0, n, Offset::Imm(imm)),
+            0b11 => mem(MemKind::TagLoad, Dir::Read, 0, n, Offset::Imm(0)),
+            _ => mem(MemKind::TagStoreBlock, Dir::Write, 0, n, Offset::Imm(0)),
+        };
+    }
+    let granules = if opc & 2 != 0 { 2 } else { 1 };
+    let offset = if op2 == 0b01 {
+        Offset::PostIndex
+    } else {
+        Offset::Imm(imm)
+    };
+    mem(MemKind::TagStore { granules }, Dir::Write, 0, n, offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tco_encodings_from_design_notes() {
+        assert_eq!(decode(0xd503_409f), Insn::MsrTcoImm(false));
+        assert_eq!(decode(0xd503_419f), Insn::MsrTcoImm(true));
+        assert_eq!(decode(0xd51b_42e0 | 5), Insn::MsrTcoReg(5));
+        assert_eq!(decode(0xd53b_42e0 | 7), Insn::MrsTco(7));
+    }
+
+    #[test]
+    fn address_forms() {
+        let mut x = [0u64; 31];
+        x[1] = 0x1000;
+        x[2] = (-2i64) as u64;
+        let m = MemOp {
+            kind: MemKind::Data,
+            dir: Dir::Read,
+            size: 8,
+            base: 1,
+            offset: Offset::Reg {
+                m: 2,
+                extend: Extend::Sxtw,
+                shift: 3,
+            },
+            unprivileged: false,
+        };
+        assert_eq!(m.address(&x, 0), 0x1000 - 16);
+        let sp = MemOp {
+            base: 31,
+            offset: Offset::Imm(8),
+            ..m
+        };
+        assert_eq!(sp.address(&x, 0x8000), 0x8008);
+        assert!(sp.sp_based());
+    }
+}

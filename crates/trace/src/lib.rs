@@ -1,0 +1,13 @@
+//! The trace counter's pure logic, tested on the host:
+//! - [`decode`]: which A64 instructions access memory, how, and the few system instructions
+//!   that matter to MTE (TCO, SCTLR/TCR/TFSR/GCR/RGSR, barriers);
+//! - [`predicate`]: `AArch64.AccessIsTagChecked` as a pure function of configuration and access;
+//! - [`counts`]: what a traced phase adds up, in the architectural, TCF-elided and
+//!   counterfactual views.
+//!
+//! The hypervisor's step handler only reads registers and calls into this crate.
+#![no_std]
+
+pub mod counts;
+pub mod decode;
+pub mod predicate;
