@@ -18,8 +18,9 @@ pub const fn function_id(n: u16) -> u32 {
 
 /// `x0 = VERSION` → x0 = [`ABI_VERSION`].
 pub const VERSION: u32 = function_id(0);
-/// `x1 = phase id (non-zero), x2..x5 = name (32 bytes)` → SUCCESS, or INVALID_PARAMETERS if
-/// the id is 0 or a phase is already open (phases do not nest).
+/// `x1 = phase id (non-zero), x2..x5 = name (32 bytes), x6 = flags` → SUCCESS, or
+/// INVALID_PARAMETERS if the id is 0, a flag is unknown, or a phase is already open (phases
+/// do not nest). With [`PHASE_TRACED`] the hypervisor single-steps the phase.
 pub const PHASE_BEGIN: u32 = function_id(1);
 /// `x1 = phase id` → SUCCESS, or INVALID_PARAMETERS if that phase is not the open one.
 pub const PHASE_END: u32 = function_id(2);
@@ -27,6 +28,9 @@ pub const PHASE_END: u32 = function_id(2);
 pub const CONSOLE_WRITE: u32 = function_id(3);
 /// `x1 = status`: the guest is done; 0 means success. Does not return.
 pub const EXIT: u32 = function_id(4);
+
+/// PHASE_BEGIN flag: single-step the phase and count every tag-checked access.
+pub const PHASE_TRACED: u64 = 1 << 0;
 
 /// Version of this ABI, major in bits 31:16, minor in 15:0.
 pub const ABI_VERSION: u64 = 1 << 16;

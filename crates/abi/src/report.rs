@@ -28,8 +28,27 @@ pub enum Record {
     Console(ConsoleText),
     /// The guest made a call the hypervisor does not implement; it got NOT_SUPPORTED.
     UnknownCall(UnknownCall),
+    /// What the trace counter counted in a traced phase (sent just before its PhaseEnd).
+    PhaseTrace(PhaseTrace),
+    /// A place where the guest wrote PSTATE.TCO in a traced phase, and how often.
+    TcoSite(TcoSite),
     /// Last record of a run.
     Summary(Summary),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseTrace {
+    pub id: u32,
+    pub counts: mtex_trace::counts::TraceCounts,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcoSite {
+    pub phase: u32,
+    pub pc: u64,
+    /// The value written.
+    pub value: bool,
+    pub count: u64,
 }
 
 /// Where the guest was when it exited to EL2.

@@ -98,6 +98,8 @@ pub struct TraceCounts {
     pub tag_check_faults: u64,
     /// Load/store-space encodings the decoder does not model.
     pub unknown_mem: u64,
+    /// TCO writes not listed in a TcoSite record (the per-phase site table was full).
+    pub tco_site_overflow: u64,
 }
 
 /// A decoded instruction about to execute, with its access already judged.

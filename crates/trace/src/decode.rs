@@ -73,12 +73,20 @@ pub struct MemOp {
     pub offset: Offset,
     /// LDTR/STTR and friends: the access is made as if from EL0.
     pub unprivileged: bool,
+    /// Pre- or post-index: the base register is written back.
+    pub writeback: bool,
 }
 
 impl MemOp {
-    /// True for `[SP...]` addressing: such accesses are Unchecked (Arm ARM D10.4.1).
+    /// True for the SP-based forms the architecture leaves Unchecked (Arm ARM D10.4.1,
+    /// RDRGYL: "base register only" or "base plus immediate offset"): SP as the base without
+    /// writeback and without a register offset. Pre/post-indexed and register-offset
+    /// SP-based accesses are checked (`tagchecked = wback || n != 31` in the pseudocode).
     pub fn sp_based(&self) -> bool {
-        self.base == 31 && !matches!(self.kind, MemKind::Literal)
+        self.base == 31
+            && !self.writeback
+            && !matches!(self.offset, Offset::Reg { .. })
+            && !matches!(self.kind, MemKind::Literal)
     }
 
     /// The virtual address accessed, given the general-purpose registers (x0..x30) and SP.
@@ -163,7 +171,15 @@ fn mem(kind: MemKind, dir: Dir, size: u16, base: u8, offset: Offset) -> Insn {
         base,
         offset,
         unprivileged: false,
+        writeback: false,
     })
+}
+
+fn with_writeback(i: Insn, wb: bool) -> Insn {
+    match i {
+        Insn::Mem(m) => Insn::Mem(MemOp { writeback: wb, ..m }),
+        other => other,
+    }
 }
 
 /// Decodes one instruction.
@@ -296,8 +312,8 @@ fn decode_register(insn: u32, v: bool, n: u8) -> Insn {
     if bits(insn, 21, 21) == 0 {
         return match bits(insn, 11, 10) {
             0b00 => op(Offset::Imm(imm9)),
-            0b01 if !is_prefetch => op(Offset::PostIndex),
-            0b11 if !is_prefetch => op(Offset::Imm(imm9)),
+            0b01 if !is_prefetch => with_writeback(op(Offset::PostIndex), true),
+            0b11 if !is_prefetch => with_writeback(op(Offset::Imm(imm9)), true),
             0b10 if !v && !is_prefetch => match op(Offset::Imm(imm9)) {
                 Insn::Mem(mut m) => {
                     m.unprivileged = true;
@@ -348,13 +364,14 @@ fn decode_register(insn: u32, v: bool, n: u8) -> Insn {
         0b01 | 0b11 if !v && size == 3 => {
             // LDRAA/LDRAB: the offset is S:imm9, scaled by 8; W (bit 11) writes back.
             let imm10 = (bits(insn, 22, 22) << 9) | bits(insn, 20, 12);
-            mem(
+            let op = mem(
                 MemKind::Data,
                 Dir::Read,
                 8,
                 n,
                 Offset::Imm(sext(imm10, 10) << 3),
-            )
+            );
+            with_writeback(op, bits(insn, 11, 11) != 0)
         }
         _ => Insn::UnknownMem,
     }
@@ -388,22 +405,19 @@ fn decode_pair(insn: u32, v: bool, n: u8) -> Insn {
     } else {
         Offset::Imm(imm7 << scale)
     };
+    let wb = index == 0b001 || index == 0b011;
     if stgp {
-        return mem(
+        let op = mem(
             MemKind::TagStore { granules: 1 },
             Dir::Write,
             bytes,
             n,
             offset,
         );
+        return with_writeback(op, wb);
     }
-    mem(
-        MemKind::Data,
-        if load { Dir::Read } else { Dir::Write },
-        bytes,
-        n,
-        offset,
-    )
+    let dir = if load { Dir::Read } else { Dir::Write };
+    with_writeback(mem(MemKind::Data, dir, bytes, n, offset), wb)
 }
 
 /// LDR (literal), PRFM (literal), and the RCpc unscaled forms (LDAPUR/STLUR).
@@ -496,13 +510,8 @@ fn decode_simd_structures(insn: u32, n: u8) -> Insn {
     } else {
         Offset::Imm(0)
     };
-    mem(
-        MemKind::Data,
-        if load { Dir::Read } else { Dir::Write },
-        bytes as u16,
-        n,
-        offset,
-    )
+    let dir = if load { Dir::Read } else { Dir::Write };
+    with_writeback(mem(MemKind::Data, dir, bytes as u16, n, offset), post)
 }
 
 /// STG/STZG/ST2G/STZ2G (post, offset, pre), LDG, STGM/STZGM/LDGM.
@@ -523,7 +532,10 @@ fn decode_tags(insn: u32, n: u8) -> Insn {
     } else {
         Offset::Imm(imm)
     };
-    mem(MemKind::TagStore { granules }, Dir::Write, 0, n, offset)
+    with_writeback(
+        mem(MemKind::TagStore { granules }, Dir::Write, 0, n, offset),
+        op2 != 0b10,
+    )
 }
 
 #[cfg(test)]
@@ -554,6 +566,7 @@ mod tests {
                 shift: 3,
             },
             unprivileged: false,
+            writeback: false,
         };
         assert_eq!(m.address(&x, 0), 0x1000 - 16);
         let sp = MemOp {
@@ -563,5 +576,17 @@ mod tests {
         };
         assert_eq!(sp.address(&x, 0x8000), 0x8008);
         assert!(sp.sp_based());
+        assert!(
+            !MemOp {
+                writeback: true,
+                ..sp
+            }
+            .sp_based(),
+            "pre-index with SP is checked"
+        );
+        assert!(
+            !MemOp { base: 31, ..m }.sp_based(),
+            "register offset with SP is checked"
+        );
     }
 }

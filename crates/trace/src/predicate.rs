@@ -40,6 +40,12 @@ impl Controls {
         bit(self.tcr_el1, if bit(va, 55) { 38 } else { 37 })
     }
 
+    /// TCR_EL1.MTX0/MTX1 (FEAT_MTE_NO_ADDRESS_TAGS) for the half `va` is in: logical address
+    /// tagging even without top-byte-ignore.
+    pub fn mtx(&self, va: u64) -> bool {
+        bit(self.tcr_el1, if bit(va, 55) { 61 } else { 60 })
+    }
+
     /// TCR_EL1.TCMA0/TCMA1 for the half `va` is in.
     pub fn tcma(&self, va: u64) -> bool {
         bit(self.tcr_el1, if bit(va, 55) { 58 } else { 57 })
@@ -67,8 +73,8 @@ pub fn is_tag_checked(c: &Controls, a: &Access) -> bool {
     if !a.form_checkable || !a.tagged_page {
         return false;
     }
-    // Without top-byte-ignore there is no address tag to check.
-    if !c.tbi(a.va) {
+    // Without top-byte-ignore (or MTX) there is no address tag to check.
+    if !c.tbi(a.va) && !c.mtx(a.va) {
         return false;
     }
     if !c.allocation_tag_access(a.el) || a.tco {
@@ -268,7 +274,7 @@ mod tests {
             let checked = is_tag_checked(&c, &a);
             prop_assert!(!elides(&c, &a) || checked);
             if checked {
-                prop_assert!(form && page && hcr_ata && !tco && c.tbi(va));
+                prop_assert!(form && page && hcr_ata && !tco && (c.tbi(va) || c.mtx(va)));
                 prop_assert!(c.allocation_tag_access(el));
             }
         }

@@ -40,7 +40,8 @@ fn describe(i: Insn) -> String {
                 }
             };
             let unpriv = if m.unprivileged { " unpriv" } else { "" };
-            format!("{kind} {dir} {} {form} base:{}{unpriv}", m.size, m.base)
+            let wb = if m.writeback { " wb" } else { "" };
+            format!("{kind} {dir} {} {form} base:{}{unpriv}{wb}", m.size, m.base)
         }
         Insn::MsrTcoImm(b) => format!("msr-tco #{}", b as u8),
         Insn::MsrTcoReg(t) => format!("msr-tco x{t}"),

@@ -1,6 +1,7 @@
 # The decoder's corpus: one instruction per line, assembled by binutils (aarch64-linux-gnu-as),
 # then decoded; the expectation after "//" is what the Arm ARM says the instruction does:
-#   <kind> <dir> <bytes> <address form> base:<n> [unpriv]   for memory instructions
+#   <kind> <dir> <bytes> <address form> base:<n> [unpriv] [wb]   for memory instructions
+# (wb: pre/post-index writeback, which makes an SP-based access checked)
 # kinds: data literal prefetch zva gva gzva tagstore<granules> tagblock tagload
 # forms: imm:<offset>  post  reg:<m>:<extend>:<shift>      (base 31 is SP; literals use the PC)
 # --- general-purpose loads and stores, immediate forms
@@ -18,10 +19,10 @@ strh w1, [x2, #4094]               // data w 2 imm:4094 base:2
 ldr x1, [sp, #8]                   // data r 8 imm:8 base:31
 ldur x1, [x2, #-8]                 // data r 8 imm:-8 base:2
 stur w1, [x2, #3]                  // data w 4 imm:3 base:2
-ldr x1, [x2, #16]!                 // data r 8 imm:16 base:2
-ldr x1, [x2], #16                  // data r 8 post base:2
-str x1, [x2, #-16]!                // data w 8 imm:-16 base:2
-str x1, [x2], #-16                 // data w 8 post base:2
+ldr x1, [x2, #16]!                 // data r 8 imm:16 base:2 wb
+ldr x1, [x2], #16                  // data r 8 post base:2 wb
+str x1, [x2, #-16]!                // data w 8 imm:-16 base:2 wb
+str x1, [x2], #-16                 // data w 8 post base:2 wb
 # --- unprivileged
 ldtr x1, [x2, #8]                  // data r 8 imm:8 base:2 unpriv
 sttr w1, [x2]                      // data w 4 imm:0 base:2 unpriv
@@ -53,18 +54,18 @@ ldr s1, [x2, #4]                   // data r 4 imm:4 base:2
 ldr b1, [x2, #1]                   // data r 1 imm:1 base:2
 ldr h1, [x2, #2]                   // data r 2 imm:2 base:2
 ldur q1, [x2, #-16]                // data r 16 imm:-16 base:2
-str q1, [x2, #32]!                 // data w 16 imm:32 base:2
+str q1, [x2, #32]!                 // data w 16 imm:32 base:2 wb
 ldr q1, [x2, x3, lsl #4]           // data r 16 reg:3:lsl:4 base:2
 # --- pairs
 ldp x1, x3, [x2]                   // data r 16 imm:0 base:2
 ldp x1, x3, [x2, #16]              // data r 16 imm:16 base:2
-stp x1, x3, [x2, #-16]!            // data w 16 imm:-16 base:2
-ldp x1, x3, [x2], #32              // data r 16 post base:2
+stp x1, x3, [x2, #-16]!            // data w 16 imm:-16 base:2 wb
+ldp x1, x3, [x2], #32              // data r 16 post base:2 wb
 ldp w1, w3, [x2, #8]               // data r 8 imm:8 base:2
 ldpsw x1, x3, [x2, #8]             // data r 8 imm:8 base:2
 ldnp x1, x3, [x2, #16]             // data r 16 imm:16 base:2
 stnp w1, w3, [x2]                  // data w 8 imm:0 base:2
-stp x29, x30, [sp, #-16]!          // data w 16 imm:-16 base:31
+stp x29, x30, [sp, #-16]!          // data w 16 imm:-16 base:31 wb
 ldp q1, q3, [x2, #32]              // data r 32 imm:32 base:2
 stp d1, d3, [x2, #16]              // data w 16 imm:16 base:2
 ldp s1, s3, [x2, #8]               // data r 8 imm:8 base:2
@@ -103,28 +104,28 @@ ld1 {v0.16b}, [x2]                 // data r 16 imm:0 base:2
 ld1 {v0.8b}, [x2]                  // data r 8 imm:0 base:2
 ld1 {v0.16b, v1.16b}, [x2]         // data r 32 imm:0 base:2
 ld4 {v0.4s, v1.4s, v2.4s, v3.4s}, [x2] // data r 64 imm:0 base:2
-st2 {v0.2d, v1.2d}, [x2], #32      // data w 32 post base:2
-st1 {v0.16b, v1.16b, v2.16b}, [x2], x3 // data w 48 post base:2
+st2 {v0.2d, v1.2d}, [x2], #32      // data w 32 post base:2 wb
+st1 {v0.16b, v1.16b, v2.16b}, [x2], x3 // data w 48 post base:2 wb
 ld1 {v0.s}[1], [x2]                // data r 4 imm:0 base:2
 ld3 {v0.h, v1.h, v2.h}[2], [x2]    // data r 6 imm:0 base:2
-st1 {v0.d}[1], [x2], #8            // data w 8 post base:2
+st1 {v0.d}[1], [x2], #8            // data w 8 post base:2 wb
 ld1r {v0.4s}, [x2]                 // data r 4 imm:0 base:2
 ld4r {v0.2d, v1.2d, v2.2d, v3.2d}, [x2] // data r 32 imm:0 base:2
 ld1 {v0.16b}, [sp]                 // data r 16 imm:0 base:31
 # --- pointer-authenticated loads
 ldraa x1, [x2, #8]                 // data r 8 imm:8 base:2
-ldrab x1, [x2, #-8]!               // data r 8 imm:-8 base:2
+ldrab x1, [x2, #-8]!               // data r 8 imm:-8 base:2 wb
 # --- MTE tag instructions
 stg x1, [x2]                       // tagstore1 w 0 imm:0 base:2
 stg x1, [x2, #16]                  // tagstore1 w 0 imm:16 base:2
-stg x1, [x2], #32                  // tagstore1 w 0 post base:2
-stg x1, [x2, #-16]!                // tagstore1 w 0 imm:-16 base:2
+stg x1, [x2], #32                  // tagstore1 w 0 post base:2 wb
+stg x1, [x2, #-16]!                // tagstore1 w 0 imm:-16 base:2 wb
 stzg x1, [x2]                      // tagstore1 w 0 imm:0 base:2
 st2g x1, [x2, #32]                 // tagstore2 w 0 imm:32 base:2
 stz2g x1, [x2]                     // tagstore2 w 0 imm:0 base:2
 stgp x1, x3, [x2]                  // tagstore1 w 16 imm:0 base:2
 stgp x1, x3, [x2, #32]             // tagstore1 w 16 imm:32 base:2
-stgp x1, x3, [x2], #-16            // tagstore1 w 16 post base:2
+stgp x1, x3, [x2], #-16            // tagstore1 w 16 post base:2 wb
 ldg x1, [x2]                       // tagload r 0 imm:0 base:2
 ldg x1, [x2, #16]                  // tagload r 0 imm:16 base:2
 stgm x1, [x2]                      // tagblock w 0 imm:0 base:2
