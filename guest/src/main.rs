@@ -12,6 +12,7 @@ mod hvc;
 mod mmu;
 mod mte;
 mod programs;
+mod workloads;
 
 use mtex_abi::options::GuestOptions;
 

@@ -32,12 +32,38 @@ const TAGGED_RAM: El1Attributes = El1Attributes::VALID
     .union(El1Attributes::INNER_SHAREABLE)
     .union(El1Attributes::ACCESSED);
 
+/// A page EL0 may access (LDTR/STTR targets), Tagged.
+#[repr(C, align(4096))]
+pub struct Page(pub [u8; 4096]);
+
+pub static mut USER_PAGE: Page = Page([0; 4096]);
+/// A page mapped Normal Write-Back without the Tagged attribute.
+pub static mut UNTAGGED_PAGE: Page = Page([0; 4096]);
+
+const USER_RAM: El1Attributes = TAGGED_RAM
+    .union(El1Attributes::USER)
+    .union(El1Attributes::UXN);
+const UNTAGGED_RAM: El1Attributes = El1Attributes::VALID
+    .union(El1Attributes::ATTRIBUTE_INDEX_1)
+    .union(El1Attributes::INNER_SHAREABLE)
+    .union(El1Attributes::ACCESSED);
+
+fn page_region(p: *mut Page) -> MemoryRegion {
+    let a = p as usize;
+    MemoryRegion::new(a, a + 4096)
+}
+
 /// Builds the identity map of `[base, base + size)` and installs it in TTBR0_EL1. The MMU is
 /// turned on later by the program's SCTLR_EL1 write, which the hypervisor traps.
 pub fn install_idmap(base: usize, size: usize) {
     let mut map = IdMap::with_asid(0, 1, El1And0);
     map.map_range(&MemoryRegion::new(base, base + size), TAGGED_RAM)
         .expect("map RAM");
+    // Two pages with other attributes, remapped before the table is live.
+    map.map_range(&page_region(&raw mut USER_PAGE), USER_RAM)
+        .expect("map the user page");
+    map.map_range(&page_region(&raw mut UNTAGGED_PAGE), UNTAGGED_RAM)
+        .expect("map the untagged page");
     MAIR_EL1.set(MAIR);
     let map = Box::leak(Box::new(map));
     // SAFETY: the MMU is still off, so installing TTBR0_EL1 changes nothing yet; the map

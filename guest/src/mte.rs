@@ -40,3 +40,25 @@ pub fn set_tco(on: bool) {
         }
     }
 }
+
+/// Tags the 16-byte granules of `[addr, addr + len)` with `tag` (STG through a pointer
+/// carrying the tag); returns the tagged pointer to `addr`.
+pub fn tag_range(addr: u64, len: u64, tag: u64) -> u64 {
+    let tagged = (addr & !(0xf << 56)) | (tag << 56);
+    let mut p = tagged;
+    while p < tagged + len {
+        // SAFETY: STG writes only the allocation tag of the granule at `p`, inside the range
+        // the caller owns; the page is Tagged and SCTLR_EL1.ATA is set by the caller.
+        unsafe { core::arch::asm!(".arch_extension memtag", "stg {p}, [{p}]", p = in(reg) p) };
+        p += 16;
+    }
+    tagged
+}
+
+/// Bytes DC ZVA zeroes (DCZID_EL0.BS: log2 of the block size in words).
+pub fn zva_block_bytes() -> u64 {
+    let dczid: u64;
+    // SAFETY: reading DCZID_EL0 has no side effects.
+    unsafe { core::arch::asm!("mrs {}, dczid_el0", out(reg) dczid) };
+    4 << (dczid & 0xf)
+}

@@ -20,7 +20,47 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
             core::hint::spin_loop();
         },
         GuestProgram::BenchTraps => bench_traps(fdt, opts.bench_n),
+        GuestProgram::Trace => trace(fdt),
     }
+}
+
+/// Memory the traced workloads use: a granule tagged 3, a tag-0 granule, and a DC ZVA block
+/// tagged 3 throughout.
+#[repr(C, align(2048))]
+struct ZvaBlock([u8; 2048]);
+static mut ZVA_BLOCK: ZvaBlock = ZvaBlock([0; 2048]);
+static mut TAG0_GRANULE: Granule = Granule([0; 16]);
+static mut TAGGED_GRANULE: Granule = Granule([0; 16]);
+
+/// Runs `program::TRACE`: each phase's controls are written (trapped and logged), then its
+/// body runs as a traced phase.
+fn trace(fdt: &Fdt) -> u64 {
+    install_idmap(fdt);
+    write_tcr(program::TCR_MMU | program::TCR_TBI0 | program::TCR_TBI1);
+    write_sctlr(program::SCTLR_MMU_ON | program::SCTLR_ATA);
+    let block = mte::zva_block_bytes();
+    if block > 2048 {
+        println!("guest: DC ZVA block of {block} bytes is larger than the test block");
+        return 10;
+    }
+    let p = crate::workloads::Pointers {
+        tagged: mte::tag_range((&raw mut TAGGED_GRANULE) as u64, 16, 3),
+        tag0: (&raw mut TAG0_GRANULE) as u64,
+        untagged: (&raw mut mmu::UNTAGGED_PAGE) as u64,
+        user: mte::tag_range((&raw mut mmu::USER_PAGE) as u64, 16, 3),
+        zva_block: mte::tag_range((&raw mut ZVA_BLOCK) as u64, block, 3),
+    };
+    for (i, t) in program::TRACE.iter().enumerate() {
+        write_tcr(t.tcr);
+        write_sctlr(t.sctlr);
+        let r = crate::workloads::run(t.body, i as u32 + 1, t.name, &p, t.n);
+        if r != ret::SUCCESS {
+            println!("guest: traced phase {} failed: {r:#x}", t.name);
+            return 6;
+        }
+    }
+    println!("guest: trace program done");
+    0
 }
 
 fn install_idmap(fdt: &Fdt) {
@@ -36,6 +76,9 @@ fn write_sctlr(v: u64) {
 fn write_tcr(v: u64) {
     TCR_EL1.set(v);
     barrier::isb(barrier::SY);
+    // TBI and TCMA may be cached in TLB entries: drop them.
+    // SAFETY: invalidating this CPU's EL1 TLB entries has no effect on memory.
+    unsafe { core::arch::asm!("tlbi vmalle1", "dsb nsh", "isb") };
 }
 
 static mut GRANULE: Granule = Granule([0; 16]);

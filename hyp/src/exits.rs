@@ -17,25 +17,39 @@ const IRQ: u64 = 1;
 /// Called by the vectors with the saved guest context; returning resumes the guest.
 pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
     HYP.with(|hyp| {
-        count_exit(hyp, ctx);
+        let esr = Esr(ESR_EL2.get());
+        let step = kind == SYNC && esr.ec() == ExceptionClass::SoftwareStepLower;
+        count_exit(hyp, ctx, step);
+        if let Some(t) = hyp.tracer.as_mut() {
+            t.retire(ctx);
+        }
         match kind {
-            SYNC => sync_exit(hyp, ctx),
+            SYNC => sync_exit(hyp, ctx, esr),
             IRQ => crate::watchdog::irq_exit(hyp, ctx),
             _ => unhandled(hyp, ctx),
+        }
+        // The handler may have opened or closed a traced phase.
+        if let Some(t) = hyp.tracer.as_mut() {
+            t.prepare(ctx, &hyp.controls);
         }
     })
 }
 
 #[inline(always)]
-fn count_exit(hyp: &mut Hyp, ctx: &GuestContext) {
-    hyp.counters.exits += 1;
-    hyp.counters.exits_with_tco += ctx.state().tco as u64;
+fn count_exit(hyp: &mut Hyp, ctx: &GuestContext, step: bool) {
+    if step {
+        hyp.counters.step_exits += 1;
+    } else {
+        hyp.counters.exits += 1;
+        hyp.counters.exits_with_tco += ctx.state().tco as u64;
+    }
     RUN_EXITS.store(hyp.counters.exits, Ordering::Relaxed);
 }
 
-fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext) {
-    let esr = Esr(ESR_EL2.get());
+fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     match esr.ec() {
+        // The step itself is all: retire/prepare around this match do the work.
+        ExceptionClass::SoftwareStepLower if hyp.tracer.is_some() => {}
         ExceptionClass::SysRegTrap => crate::sysreg_trap::handle(hyp, ctx, esr),
         ExceptionClass::Hvc64 => crate::hypercall::handle(hyp, ctx),
         ExceptionClass::Smc64 => crate::psci::handle_guest_smc(hyp, ctx),

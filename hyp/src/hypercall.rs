@@ -2,10 +2,13 @@
 
 use crate::context::GuestContext;
 use crate::state::Hyp;
+use crate::trace::Tracer;
 use aarch64_cpu::registers::CNTPCT_EL0;
 use mtex_abi::Record;
 use mtex_abi::hypercall::{self as hc, ret};
-use mtex_abi::report::{Conduit, ExitReason, PhaseBegin, PhaseEnd, PhaseName, UnknownCall};
+use mtex_abi::report::{
+    Conduit, ExitReason, PhaseBegin, PhaseEnd, PhaseName, PhaseTrace, UnknownCall,
+};
 use tock_registers::interfaces::Readable;
 
 #[inline(never)]
@@ -34,7 +37,12 @@ pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext) {
 
 fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     let id = ctx.x[1] as u32;
-    if id == 0 || ctx.x[1] > u32::MAX as u64 || hyp.phase.is_some() {
+    let flags = ctx.x[6];
+    if id == 0
+        || ctx.x[1] > u32::MAX as u64
+        || hyp.phase.is_some()
+        || flags & !hc::PHASE_TRACED != 0
+    {
         return ret::INVALID_PARAMETERS;
     }
     let regs = [ctx.x[2], ctx.x[3], ctx.x[4], ctx.x[5]];
@@ -48,16 +56,28 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     // Counting starts after the record went out, so a phase's EL2 figures hold its own
     // exits and not the cost of announcing it.
     hyp.begin_phase(id);
+    if flags & hc::PHASE_TRACED != 0 {
+        hyp.tracer = Some(Tracer::start(id, hyp.guest_ram, hyp.block_granules));
+    }
     ret::SUCCESS
 }
 
-fn phase_end(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
-    if hyp.phase_id() != ctx.x[1] as u32 || hyp.phase.is_none() {
+fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
+    if hyp.phase_id() != ctx.x[1] as u32 {
         return ret::INVALID_PARAMETERS;
     }
+    // Figures first, so the phase's EL2 count excludes the framing of its own records.
     let Some((id, stats)) = hyp.end_phase() else {
         return ret::INVALID_PARAMETERS;
     };
+    if let Some(tracer) = hyp.tracer.take() {
+        let (counts, sites) = tracer.stop(ctx);
+        for site in sites.into_iter().flatten() {
+            hyp.report.send(&Record::TcoSite(site));
+        }
+        hyp.report
+            .send(&Record::PhaseTrace(PhaseTrace { id, counts }));
+    }
     hyp.report.send(&Record::PhaseEnd(PhaseEnd {
         id,
         ts: CNTPCT_EL0.get(),

@@ -21,6 +21,7 @@ mod psci;
 mod report;
 mod state;
 mod sysreg_trap;
+mod trace;
 mod watchdog;
 
 use mtex_abi::options::{self, HypOptions};
@@ -84,6 +85,7 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     };
 
     let trap_mode = guest_boot::configure_traps(opts.traps);
+    trace::init_debug();
     let pmu = pmu::Pmu::init();
     watchdog::arm(opts.watchdog_ms);
 
@@ -101,7 +103,24 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     }));
 
     reporter.set_pmu(pmu);
-    global::HYP.init(state::Hyp::new(reporter, pmu, opts.watchdog_ms));
+    let hyp = region;
+    let guest_ram = [
+        mtex_dt::Region {
+            base: ram.base,
+            size: hyp.base.saturating_sub(ram.base),
+        },
+        mtex_dt::Region {
+            base: hyp.base + hyp.size,
+            size: (ram.base + ram.size).saturating_sub(hyp.base + hyp.size),
+        },
+    ];
+    global::HYP.init(state::Hyp::new(
+        reporter,
+        pmu,
+        opts.watchdog_ms,
+        guest_ram,
+        trace::block_granules(),
+    ));
     guest_boot::enter(entry, guest_dtb)
 }
 

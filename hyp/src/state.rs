@@ -2,13 +2,18 @@
 
 use crate::pmu::Pmu;
 use crate::report::Reporter;
+use crate::trace::Tracer;
 use mtex_abi::report::PhaseStats;
+use mtex_dt::Region;
+use mtex_trace::predicate::Controls;
 
 /// Event counts over the whole run; a phase's figures are the difference between its end
 /// and its begin.
 #[derive(Clone, Copy, Default)]
 pub struct Counters {
+    /// Exits other than single-step exits.
     pub exits: u64,
+    pub step_exits: u64,
     pub exits_with_tco: u64,
     pub sysreg_writes: u64,
 }
@@ -27,16 +32,36 @@ pub struct Hyp {
     pub phase: Option<OpenPhase>,
     pub pmu: Option<Pmu>,
     pub watchdog_ms: u64,
+    /// The guest's MTE controls as last written (read back after each emulated write).
+    pub controls: Controls,
+    /// The step engine, while a traced phase is open.
+    pub tracer: Option<Tracer>,
+    pub guest_ram: [Region; 2],
+    pub block_granules: u64,
 }
 
 impl Hyp {
-    pub fn new(report: Reporter, pmu: Option<Pmu>, watchdog_ms: u64) -> Self {
+    pub fn new(
+        report: Reporter,
+        pmu: Option<Pmu>,
+        watchdog_ms: u64,
+        guest_ram: [Region; 2],
+        block_granules: u64,
+    ) -> Self {
         Self {
             report,
             counters: Counters::default(),
             phase: None,
             pmu,
             watchdog_ms,
+            controls: Controls {
+                sctlr_el1: mtex_abi::program::SCTLR_EL1_AT_ENTRY,
+                tcr_el1: mtex_abi::program::TCR_EL1_AT_ENTRY,
+                hcr_ata: true,
+            },
+            tracer: None,
+            guest_ram,
+            block_granules,
         }
     }
 
@@ -70,6 +95,7 @@ impl Hyp {
             p.id,
             PhaseStats {
                 exits: c.exits - p.at_begin.exits,
+                step_exits: c.step_exits - p.at_begin.step_exits,
                 exits_with_tco: c.exits_with_tco - p.at_begin.exits_with_tco,
                 sysreg_writes: c.sysreg_writes - p.at_begin.sysreg_writes,
                 el2_instructions: delta(0),

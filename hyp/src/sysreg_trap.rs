@@ -18,6 +18,12 @@ pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     let new = ctx.reg(iss.rt);
     let old = read(reg);
     write(reg, new);
+    // The predicate uses what the register holds, not what was written (RES0 bits).
+    match reg {
+        SysReg::SctlrEl1 => hyp.controls.sctlr_el1 = read(reg),
+        SysReg::TcrEl1 => hyp.controls.tcr_el1 = read(reg),
+        _ => {}
+    }
     hyp.counters.sysreg_writes += 1;
     hyp.report.sysreg_write(SysregWrite {
         reg,

@@ -71,6 +71,10 @@ pub fn text(r: &Report) -> String {
         }
         let _ = writeln!(out, "\nPhases\n{t}");
     }
+    let traces = trace_table(r);
+    if !traces.is_empty() {
+        let _ = write!(out, "\n{traces}");
+    }
     if !r.writes.is_empty() {
         let mut t = Table::new();
         t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
@@ -132,4 +136,80 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(out, "PROBLEM: {p}");
     }
     out
+}
+
+/// The trace counter's figures, one row per traced phase: the architectural and TCF-elided
+/// views side by side with perf's event names, then the counterfactual kernel counts.
+pub fn trace_table(r: &Report) -> String {
+    let traced: Vec<_> = r.phases.iter().filter(|p| p.trace.is_some()).collect();
+    if traced.is_empty() {
+        return String::new();
+    }
+    let mut table = Table::new();
+    table.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+        "phase",
+        "arch\nrd:k",
+        "arch\nwr:k",
+        "arch\nrd:u",
+        "arch\nwr:u",
+        "elided\nrd:k",
+        "elided\nwr:k",
+        "elided\nrd:u",
+        "elided\nwr:u",
+        "if TCMA1\n:k",
+        "if kernel\nTCO :k",
+        "accesses\nrd / wr",
+        "instr\nEL1 / EL0",
+        "TCO\nwrites",
+        "tag\ngranules",
+        "TFSR\nreads",
+        "DSB / ISB",
+        "tag-check\nfaults",
+    ]);
+    let mut notes = String::new();
+    for p in traced {
+        let t = p.trace.unwrap();
+        let (a, e) = (t.architectural, t.tcf_elided);
+        table.add_row(vec![
+            format!("{} {}", p.id, p.name),
+            a.rd_k.to_string(),
+            a.wr_k.to_string(),
+            a.rd_u.to_string(),
+            a.wr_u.to_string(),
+            e.rd_k.to_string(),
+            e.wr_k.to_string(),
+            e.rd_u.to_string(),
+            e.wr_u.to_string(),
+            (t.if_tcma1.rd_k + t.if_tcma1.wr_k).to_string(),
+            (t.if_kernel_tco.rd_k + t.if_kernel_tco.wr_k).to_string(),
+            format!(
+                "{} / {}",
+                t.accesses.rd_k + t.accesses.rd_u,
+                t.accesses.wr_k + t.accesses.wr_u
+            ),
+            format!("{} / {}", t.instructions_el1, t.instructions_el0),
+            t.tco_writes.to_string(),
+            t.granules_tagged.to_string(),
+            t.tfsr_reads.to_string(),
+            format!("{} / {}", t.dsb, t.isb),
+            t.tag_check_faults.to_string(),
+        ]);
+        for s in &p.tco_sites {
+            let _ = writeln!(
+                notes,
+                "  {}: MSR TCO, #{} at {:#x}, {} times",
+                p.name, s.value as u8, s.pc, s.count
+            );
+        }
+        if t.unknown_mem > 0 || t.tco_site_overflow > 0 {
+            let _ = writeln!(
+                notes,
+                "  {}: NOTE {} load/store encodings not modelled; {} TCO writes beyond the site table",
+                p.name, t.unknown_mem, t.tco_site_overflow
+            );
+        }
+    }
+    format!(
+        "Tag-checked accesses (trace; arch = architectural, AmpereOne-like; elided = only when TCF is not NONE, Arm cores and QEMU)\n{table}\n{notes}"
+    )
 }

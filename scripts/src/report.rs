@@ -3,8 +3,9 @@
 
 use mtex_abi::Record;
 use mtex_abi::frame;
-use mtex_abi::report::{Boot, ExitReason, GuestState, PhaseStats, Summary, UnknownCall};
+use mtex_abi::report::{Boot, ExitReason, GuestState, PhaseStats, Summary, TcoSite, UnknownCall};
 use mtex_arch::fields::changed_fields;
+use mtex_trace::counts::TraceCounts;
 use serde::Serialize;
 
 /// One decoded MTE field change of a trapped write.
@@ -39,6 +40,10 @@ pub struct Phase {
     pub end_ts: Option<u64>,
     pub end: Option<GuestState>,
     pub stats: Option<PhaseStats>,
+    /// Counts of the trace counter, for a traced phase.
+    pub trace: Option<TraceCounts>,
+    /// Where the guest wrote PSTATE.TCO in a traced phase.
+    pub tco_sites: Vec<TcoSite>,
 }
 
 /// Everything one run reported.
@@ -148,6 +153,8 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
             end_ts: None,
             end: None,
             stats: None,
+            trace: None,
+            tco_sites: Vec::new(),
         }),
         Record::PhaseEnd(e) => match r.phases.iter_mut().rev().find(|p| p.id == e.id) {
             Some(p) if p.stats.is_none() => {
@@ -183,6 +190,20 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
                 phase,
             });
         }
+        Record::PhaseTrace(t) => match r.phases.iter_mut().rev().find(|p| p.id == t.id) {
+            Some(p) if p.trace.is_none() => p.trace = Some(t.counts),
+            _ => r.problems.push(format!(
+                "record {seq}: trace of phase {} that was not open",
+                t.id
+            )),
+        },
+        Record::TcoSite(s) => match r.phases.iter_mut().rev().find(|p| p.id == s.phase) {
+            Some(p) => p.tco_sites.push(s),
+            None => r.problems.push(format!(
+                "record {seq}: TCO site of unknown phase {}",
+                s.phase
+            )),
+        },
         Record::Console(t) => r.console.push(t.as_str().to_string()),
         Record::UnknownCall(c) => r.unknown_calls.push(c),
         Record::Summary(s) => r.summary = Some(s),

@@ -214,3 +214,89 @@ fn a_bad_option_that_reaches_the_hypervisor_fails_the_boot_naming_it() {
     }
     assert!(r.phases.is_empty());
 }
+
+#[test]
+fn trace_counts_every_term_of_the_predicate_exactly() {
+    use mtex_trace::counts::ByEl;
+    let (r, _) = boot("mtex.guest=trace");
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert_eq!(r.phases.len(), program::TRACE.len());
+    for (p, def) in r.phases.iter().zip(program::TRACE) {
+        assert_eq!(p.name, def.name);
+        let t = p
+            .trace
+            .unwrap_or_else(|| panic!("{}: no trace record", def.name));
+        let per = def.body.per_iteration();
+        let n = def.n;
+        // Every access executes at EL1 (an LDTR too: counted by the EL that executes it).
+        let k = |reads: u64, writes: u64| ByEl {
+            rd_k: reads,
+            wr_k: writes,
+            rd_u: 0,
+            wr_u: 0,
+        };
+        let checked = k(per.checkable_reads * n, per.checkable_writes * n);
+        let none = ByEl::default();
+        let what = def.name;
+        assert_eq!(
+            t.accesses,
+            k(per.reads * n, per.writes * n),
+            "{what}: accesses"
+        );
+        assert_eq!(
+            t.architectural,
+            if def.checked { checked } else { none },
+            "{what}: arch"
+        );
+        assert_eq!(
+            t.tcf_elided,
+            if def.elided_checked { checked } else { none },
+            "{what}: elided"
+        );
+        // Counterfactual: no EL1 access is checked if the kernel leaves TCO set.
+        assert_eq!(t.if_kernel_tco, none, "{what}: if kernel TCO");
+        // The bodies use lower-half addresses, which TCMA1 does not cover.
+        assert_eq!(t.if_tcma1, t.architectural, "{what}: if TCMA1");
+        let instructions =
+            n * (per.instructions + program::LOOP_OVERHEAD) + program::END_CALL_INSTRUCTIONS;
+        assert_eq!(
+            (t.instructions_el1, t.instructions_el0),
+            (instructions, 0),
+            "{what}: instructions"
+        );
+        // The PMU, counting EL1 instructions independently, agrees with the step count.
+        assert_eq!(
+            p.stats.unwrap().el1_instructions,
+            Some(instructions),
+            "{what}: PMU"
+        );
+        assert_eq!(
+            p.stats.unwrap().step_exits,
+            instructions - 1,
+            "{what}: steps"
+        );
+        assert_eq!(t.tco_writes, per.tco_writes * n, "{what}: TCO writes");
+        assert_eq!(t.tco_changes, per.tco_writes * n, "{what}: TCO changes");
+        assert_eq!(
+            t.granules_tagged,
+            per.granules_tagged * n,
+            "{what}: granules"
+        );
+        assert_eq!(t.tag_check_faults, 0, "{what}: faults");
+        assert_eq!(t.unknown_mem, 0, "{what}: unknown");
+    }
+    // TCO sites: the toggle writes #1 and #0 at two PCs, n times each.
+    let toggle = r.phase("t-tco-toggle").unwrap();
+    let n = program::TRACE
+        .iter()
+        .find(|t| t.name == "t-tco-toggle")
+        .unwrap()
+        .n;
+    let mut sites: Vec<_> = toggle
+        .tco_sites
+        .iter()
+        .map(|s| (s.value, s.count))
+        .collect();
+    sites.sort();
+    assert_eq!(sites, [(false, n), (true, n)]);
+}

@@ -226,6 +226,7 @@ mod tests {
                     at,
                     stats: PhaseStats {
                         exits: c[0],
+                        step_exits: c[2] / 3,
                         exits_with_tco: c[1],
                         sysreg_writes: c[2],
                         el2_instructions: a,

@@ -89,15 +89,18 @@ pub enum GuestProgram {
     /// Writes SCTLR_EL1 `mtex.bench_n` times in one phase and twice as often in another, to
     /// measure EL2 instructions per trapped write.
     BenchTraps,
+    /// Runs `program::TRACE`: traced phases whose tag-checked access counts are known.
+    Trace,
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 5] = [
+    pub const ALL: [(&'static str, GuestProgram); 6] = [
         ("default", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
         ("touch-hyp", Self::TouchHyp),
         ("spin", Self::Spin),
         ("bench-traps", Self::BenchTraps),
+        ("trace", Self::Trace),
     ];
 
     pub fn name(self) -> &'static str {
@@ -130,7 +133,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (default, unknown-hvc, touch-hyp, spin, bench-traps)",
+                    problem: "unknown program (default, unknown-hvc, touch-hyp, spin, bench-traps, trace)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;

@@ -96,3 +96,266 @@ pub const DEFAULT: &[Phase] = &[
         actions: &[WriteSctlr(SCTLR_MMU_ON)],
     },
 ];
+
+/// SCTLR_EL1.ATA0: EL0 (and unprivileged accesses) may use allocation tags.
+pub const SCTLR_ATA0: u64 = 1 << 42;
+/// SCTLR_EL1.TCF0 = SYNC (bits 39:38).
+pub const SCTLR_TCF0_SYNC: u64 = 1 << 38;
+/// TCR_EL1.TCMA0: tag-0 pointers to the lower half are match-all.
+pub const TCR_TCMA0: u64 = 1 << 57;
+
+/// The instruction sequence a traced workload repeats (guest/src/workloads.rs has the asm).
+/// Pointers: `tagged` points at a granule tagged 3 through a pointer tagged 3; `tag0` is a
+/// tag-0 pointer to tag-0 memory; `untagged` points into a page mapped without the Tagged
+/// attribute; `user` is a tag-3 pointer into a page EL0 may access, tagged 3.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// `ldr x12, [tagged]`
+    Load,
+    /// `str x12, [tagged]`
+    Store,
+    /// `ldr x12, [tag0]`
+    LoadTag0,
+    /// `ldr x12, [sp]`: SP base, immediate offset, no writeback.
+    LoadSp,
+    /// `str x12, [sp, #-16]!` then `ldr x12, [sp], #16`: SP base with writeback.
+    SpWriteback,
+    /// `ldr x12, [sp, x16]` with x16 = 0: SP base with a register offset.
+    LoadSpRegOffset,
+    /// `ldp x12, x13, [tagged]`
+    Pair,
+    /// `ldadd x12, x13, [tagged]`: atomic read-modify-write.
+    Atomic,
+    /// `msr tco, #1; ldr x12, [tagged]; msr tco, #0; ldr x12, [tagged]`
+    TcoToggle,
+    /// `ldr x12, [untagged]`
+    LoadUntaggedPage,
+    /// `ldr x12, .`: literal.
+    Literal,
+    /// `prfm pldl1keep, [tagged]`
+    Prefetch,
+    /// `stg x9, [tagged]`: one tag-granule store.
+    TagStore,
+    /// `dc zva, zva_block` (a tag-3 pointer to a block tagged 3 throughout).
+    DcZva,
+    /// `ldtr x12, [user]`: unprivileged load at EL1.
+    Ldtr,
+}
+
+/// What one iteration of a body does, as the workload's own arithmetic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PerIteration {
+    /// Instructions in the body.
+    pub instructions: u64,
+    /// Data-access instructions, by direction (an atomic counts one read and one write).
+    pub reads: u64,
+    pub writes: u64,
+    /// Of those, the ones whose form and page allow checking (the rest are never checked).
+    pub checkable_reads: u64,
+    pub checkable_writes: u64,
+    pub tco_writes: u64,
+    pub granules_tagged: u64,
+}
+
+impl Body {
+    pub const fn per_iteration(self) -> PerIteration {
+        let p = PerIteration {
+            instructions: 1,
+            reads: 0,
+            writes: 0,
+            checkable_reads: 0,
+            checkable_writes: 0,
+            tco_writes: 0,
+            granules_tagged: 0,
+        };
+        match self {
+            Body::Load | Body::LoadTag0 | Body::LoadSpRegOffset | Body::Pair | Body::Ldtr => {
+                PerIteration {
+                    reads: 1,
+                    checkable_reads: 1,
+                    ..p
+                }
+            }
+            Body::Store | Body::DcZva => PerIteration {
+                writes: 1,
+                checkable_writes: 1,
+                ..p
+            },
+            Body::LoadSp | Body::LoadUntaggedPage | Body::Literal => PerIteration { reads: 1, ..p },
+            Body::SpWriteback => PerIteration {
+                instructions: 2,
+                reads: 1,
+                writes: 1,
+                checkable_reads: 1,
+                checkable_writes: 1,
+                ..p
+            },
+            Body::Atomic => PerIteration {
+                reads: 1,
+                writes: 1,
+                checkable_reads: 1,
+                checkable_writes: 1,
+                ..p
+            },
+            Body::TcoToggle => PerIteration {
+                instructions: 4,
+                reads: 2,
+                checkable_reads: 1,
+                tco_writes: 2,
+                ..p
+            },
+            Body::Prefetch => p,
+            Body::TagStore => PerIteration {
+                granules_tagged: 1,
+                ..p
+            },
+        }
+    }
+}
+
+/// A traced phase: the controls written before it, the body repeated `n` times, and whether
+/// the workload's author expects its checkable accesses to be checked by the architecture
+/// and by an implementation that elides checks when TCF is NONE.
+pub struct TracedPhase {
+    pub name: &'static str,
+    pub sctlr: u64,
+    pub tcr: u64,
+    pub body: Body,
+    pub n: u64,
+    pub checked: bool,
+    pub elided_checked: bool,
+}
+
+/// Instructions of the loop around a body (`subs`, `b.ne`) and of the phase-end call that
+/// follows the loop (`movz`, `movk`, `mov`, `hvc`).
+pub const LOOP_OVERHEAD: u64 = 2;
+pub const END_CALL_INSTRUCTIONS: u64 = 4;
+
+const SYNC_ALL: u64 = SCTLR_MMU_ON | SCTLR_ATA | SCTLR_ATA0 | SCTLR_TCF_SYNC | SCTLR_TCF0_SYNC;
+const NONE_ALL: u64 = SCTLR_MMU_ON | SCTLR_ATA | SCTLR_ATA0;
+
+const fn traced(
+    name: &'static str,
+    sctlr: u64,
+    tcr: u64,
+    body: Body,
+    n: u64,
+    checked: bool,
+    elided_checked: bool,
+) -> TracedPhase {
+    TracedPhase {
+        name,
+        sctlr,
+        tcr,
+        body,
+        n,
+        checked,
+        elided_checked,
+    }
+}
+
+/// The trace program (`mtex.guest=trace`): every term of the predicate, with counts known in
+/// advance.
+pub const TRACE: &[TracedPhase] = &[
+    traced("t-load-sync", SYNC_ALL, TBI, Body::Load, 100, true, true),
+    traced(
+        "t-load-tcf-none",
+        NONE_ALL,
+        TBI,
+        Body::Load,
+        100,
+        true,
+        false,
+    ),
+    traced(
+        "t-load-no-ata",
+        SCTLR_MMU_ON | SCTLR_TCF_SYNC,
+        TBI,
+        Body::Load,
+        50,
+        false,
+        false,
+    ),
+    traced(
+        "t-load-no-tbi",
+        SYNC_ALL,
+        TCR_MMU,
+        Body::LoadTag0,
+        50,
+        false,
+        false,
+    ),
+    traced(
+        "t-load-tcma0",
+        SYNC_ALL,
+        TBI | TCR_TCMA0,
+        Body::LoadTag0,
+        50,
+        false,
+        false,
+    ),
+    traced("t-load-tag0", SYNC_ALL, TBI, Body::LoadTag0, 50, true, true),
+    traced("t-store-sync", SYNC_ALL, TBI, Body::Store, 70, true, true),
+    traced("t-sp", SYNC_ALL, TBI, Body::LoadSp, 40, true, true),
+    traced(
+        "t-sp-writeback",
+        SYNC_ALL,
+        TBI,
+        Body::SpWriteback,
+        40,
+        true,
+        true,
+    ),
+    traced(
+        "t-sp-regoffset",
+        SYNC_ALL,
+        TBI,
+        Body::LoadSpRegOffset,
+        40,
+        true,
+        true,
+    ),
+    traced("t-pair", SYNC_ALL, TBI, Body::Pair, 30, true, true),
+    traced("t-atomic", SYNC_ALL, TBI, Body::Atomic, 30, true, true),
+    traced(
+        "t-tco-toggle",
+        SYNC_ALL,
+        TBI,
+        Body::TcoToggle,
+        25,
+        true,
+        true,
+    ),
+    traced(
+        "t-untagged-page",
+        SYNC_ALL,
+        TBI,
+        Body::LoadUntaggedPage,
+        20,
+        true,
+        true,
+    ),
+    traced("t-literal", SYNC_ALL, TBI, Body::Literal, 20, true, true),
+    traced("t-prefetch", SYNC_ALL, TBI, Body::Prefetch, 20, true, true),
+    traced("t-tag-store", SYNC_ALL, TBI, Body::TagStore, 20, true, true),
+    traced("t-dc-zva", SYNC_ALL, TBI, Body::DcZva, 10, true, true),
+    traced("t-ldtr-sync", SYNC_ALL, TBI, Body::Ldtr, 30, true, true),
+    traced(
+        "t-ldtr-tcf0-none",
+        SCTLR_MMU_ON | SCTLR_ATA | SCTLR_ATA0 | SCTLR_TCF_SYNC,
+        TBI,
+        Body::Ldtr,
+        30,
+        true,
+        false,
+    ),
+    traced(
+        "t-ldtr-no-ata0",
+        SCTLR_MMU_ON | SCTLR_ATA | SCTLR_TCF_SYNC | SCTLR_TCF0_SYNC,
+        TBI,
+        Body::Ldtr,
+        30,
+        false,
+        false,
+    ),
+];

@@ -111,8 +111,10 @@ pub struct PhaseEnd {
 /// where the count is of guest events, included for EL2 instructions).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PhaseStats {
-    /// Guest exits to EL2 of any kind.
+    /// Guest exits to EL2, single-step exits excluded.
     pub exits: u64,
+    /// Single-step exits (traced phases).
+    pub step_exits: u64,
     /// Of those, exits with the guest's PSTATE.TCO set.
     pub exits_with_tco: u64,
     /// Trapped system-register writes.

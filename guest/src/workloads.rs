@@ -1,0 +1,99 @@
+//! The traced workloads: each is one asm block that opens a traced phase, repeats its body
+//! `n` times and closes the phase, so the hypervisor steps exactly these instructions and no
+//! compiler-generated code (see `mtex_abi::program::Body` for what each body does).
+
+use mtex_abi::hypercall::{PHASE_BEGIN, PHASE_TRACED, pack_bytes};
+use mtex_abi::program::Body;
+
+/// The pointers the bodies use (see `Body`).
+pub struct Pointers {
+    pub tagged: u64,
+    pub tag0: u64,
+    pub untagged: u64,
+    pub user: u64,
+    pub zva_block: u64,
+}
+
+macro_rules! workload {
+    ($(#[$doc:meta])* $fn:ident: $($body:literal),+) => {
+        $(#[$doc])*
+        fn $fn(id: u64, name: [u64; 4], p: &Pointers, n: u64) -> u64 {
+            let result: u64;
+            // SAFETY: the body accesses only the granules, pages and stack slots `Pointers`
+            // describe (owned by the guest for this purpose) and restores SP; the two HVCs
+            // are mtex calls that return with only x0 changed.
+            unsafe {
+                core::arch::asm!(
+                    ".arch_extension memtag",
+                    ".arch_extension lse",
+                    "hvc #0",
+                    "1:",
+                    $($body,)+
+                    "subs x10, x10, #1",
+                    "b.ne 1b",
+                    "movz x0, #0x0002",
+                    "movk x0, #0xc600, lsl #16",
+                    "mov x1, x15",
+                    "hvc #0",
+                    inout("x0") PHASE_BEGIN as u64 => result,
+                    inout("x1") id => _,
+                    in("x2") name[0],
+                    in("x3") name[1],
+                    in("x4") name[2],
+                    in("x5") name[3],
+                    in("x6") PHASE_TRACED,
+                    in("x7") p.user,
+                    in("x9") p.tagged,
+                    inout("x10") n => _,
+                    in("x11") p.untagged,
+                    out("x12") _,
+                    out("x13") _,
+                    in("x14") p.zva_block,
+                    in("x15") id,
+                    in("x16") 0u64,
+                    in("x17") p.tag0,
+                )
+            };
+            result
+        }
+    };
+}
+
+workload!(load: "ldr x12, [x9]");
+workload!(store: "str x12, [x9]");
+workload!(load_tag0: "ldr x12, [x17]");
+workload!(load_sp: "ldr x12, [sp]");
+workload!(sp_writeback: "str x12, [sp, #-16]!", "ldr x12, [sp], #16");
+workload!(load_sp_reg_offset: "ldr x12, [sp, x16]");
+workload!(pair: "ldp x12, x13, [x9]");
+workload!(atomic: "ldadd x12, x13, [x9]");
+workload!(tco_toggle: "msr tco, #1", "ldr x12, [x9]", "msr tco, #0", "ldr x12, [x9]");
+workload!(load_untagged_page: "ldr x12, [x11]");
+workload!(literal: "ldr x12, .");
+workload!(prefetch: "prfm pldl1keep, [x9]");
+workload!(tag_store: "stg x9, [x9]");
+workload!(dc_zva: "dc zva, x14");
+workload!(ldtr: "ldtr x12, [x7]");
+
+/// Runs `body` `n` times as traced phase `id`; returns the PHASE_END result.
+pub fn run(body: Body, id: u32, name: &str, p: &Pointers, n: u64) -> u64 {
+    let name: [u64; 4] = pack_bytes(name.as_bytes());
+    let f = match body {
+        Body::Load => load,
+        Body::Store => store,
+        Body::LoadTag0 => load_tag0,
+        Body::LoadSp => load_sp,
+        Body::SpWriteback => sp_writeback,
+        Body::LoadSpRegOffset => load_sp_reg_offset,
+        Body::Pair => pair,
+        Body::Atomic => atomic,
+        Body::TcoToggle => tco_toggle,
+        Body::LoadUntaggedPage => load_untagged_page,
+        Body::Literal => literal,
+        Body::Prefetch => prefetch,
+        Body::TagStore => tag_store,
+        Body::DcZva => dc_zva,
+        Body::Ldtr => ldtr,
+    };
+    f(id as u64, name, p, n)
+}

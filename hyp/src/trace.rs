@@ -1,0 +1,212 @@
+//! The trace counter's step engine: within a traced phase the guest runs one instruction per
+//! EL2 entry (software step: MDCR_EL2.TDE routes the step exception here, MDSCR_EL1.SS and
+//! SPSR_EL2.SS arm it). At every guest exit the instruction about to run is decoded and its
+//! access judged (`Pending`); at the next exit it is retired into the counts, unless the
+//! guest took an exception instead of completing it.
+
+use crate::context::GuestContext;
+use aarch64_cpu::registers::*;
+use mtex_abi::report::TcoSite;
+use mtex_dt::Region;
+use mtex_trace::counts::{Pending, TraceCounts};
+use mtex_trace::decode::{self, Insn};
+use mtex_trace::predicate::Controls;
+use tock_registers::interfaces::{Readable, Writeable};
+
+/// SPSR_EL2.SS: software step active for the instruction ERET returns to.
+const SPSR_SS: u64 = 1 << 21;
+/// MDCR_EL2.TDE: debug exceptions from EL1/EL0 go to EL2.
+const MDCR_TDE: u64 = 1 << 8;
+/// MDSCR_EL1.SS: software step enable.
+const MDSCR_SS: u64 = 1 << 0;
+/// Stage-1 MAIR attribute of Tagged Normal memory.
+const ATTR_TAGGED: u8 = 0xf0;
+/// ESR_ELx DFSC of a synchronous Tag Check Fault.
+const DFSC_TAG_CHECK: u64 = 0x11;
+/// Distinct TCO-writing sites kept per phase.
+const SITES: usize = 16;
+
+/// Clears the OS lock, which is set at reset and would block debug exceptions.
+pub fn init_debug() {
+    OSLAR_EL1.set(0);
+    // SAFETY: OSDLR_EL1 only controls the OS double lock (no aarch64-cpu accessor).
+    unsafe { core::arch::asm!("msr osdlr_el1, xzr", "isb") };
+}
+
+/// 16-byte granules in a DC ZVA/GVA block (DCZID_EL0.BS is log2 of the block in words).
+pub fn block_granules() -> u64 {
+    let dczid: u64;
+    // SAFETY: reading DCZID_EL0 has no side effects.
+    unsafe { core::arch::asm!("mrs {}, dczid_el0", out(reg) dczid) };
+    (4u64 << (dczid & 0xf)) / 16
+}
+
+/// Translates a guest VA through its stage 1 with AT (as EL0 or EL1 would access it) and
+/// returns (IPA, stage-1 memory attribute). PAR_EL1 is the guest's: it is restored.
+fn translate(va: u64, as_el0: bool) -> Option<(u64, u8)> {
+    let saved = PAR_EL1.get();
+    // SAFETY: AT only writes PAR_EL1, which is restored below; it does not access memory.
+    unsafe {
+        if as_el0 {
+            core::arch::asm!("at s1e0r, {}", "isb", in(reg) va);
+        } else {
+            core::arch::asm!("at s1e1r, {}", "isb", in(reg) va);
+        }
+    }
+    let par = PAR_EL1.get();
+    PAR_EL1.set(saved);
+    if par & 1 != 0 {
+        return None;
+    }
+    Some((
+        (par & 0x0000_ffff_ffff_f000) | (va & 0xfff),
+        (par >> 56) as u8,
+    ))
+}
+
+/// The guest's stack pointer: SP_EL1 in EL1h, SP_EL0 in EL1t and EL0 (SPSR_EL2.M[3:0]).
+fn guest_sp(spsr: u64) -> u64 {
+    if spsr & 0xf == 0b0101 {
+        SP_EL1.get()
+    } else {
+        SP_EL0.get()
+    }
+}
+
+pub struct Tracer {
+    pub counts: TraceCounts,
+    pending: Option<Pending>,
+    pending_tco: bool,
+    sites: [Option<TcoSite>; SITES],
+    phase: u32,
+    saved_mdscr: u64,
+    guest_ram: [Region; 2],
+    block_granules: u64,
+}
+
+impl Tracer {
+    /// Arms single-step for the phase `phase`. `guest_ram` is what the guest may own (the
+    /// instruction reader refuses anything else).
+    pub fn start(phase: u32, guest_ram: [Region; 2], block_granules: u64) -> Self {
+        let saved_mdscr = MDSCR_EL1.get();
+        MDSCR_EL1.set(saved_mdscr | MDSCR_SS);
+        MDCR_EL2.set(MDCR_EL2.get() | MDCR_TDE);
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        Self {
+            counts: TraceCounts::default(),
+            pending: None,
+            pending_tco: false,
+            sites: [None; SITES],
+            phase,
+            saved_mdscr,
+            guest_ram,
+            block_granules,
+        }
+    }
+
+    /// Disarms single-step; returns the counts and the TCO sites.
+    pub fn stop(self, ctx: &mut GuestContext) -> (TraceCounts, [Option<TcoSite>; SITES]) {
+        ctx.spsr &= !SPSR_SS;
+        MDCR_EL2.set(MDCR_EL2.get() & !MDCR_TDE);
+        MDSCR_EL1.set(self.saved_mdscr);
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        (self.counts, self.sites)
+    }
+
+    /// At a guest exit: retires the instruction that was about to run at the previous exit.
+    #[inline(always)]
+    pub fn retire(&mut self, ctx: &GuestContext) {
+        let Some(p) = self.pending.take() else { return };
+        let now = ctx.state();
+        if now.tco != self.pending_tco {
+            self.counts.tco_changes += 1;
+        }
+        // An exception taken to EL1 instead of completing `p` leaves ELR_EL1 at `p` and the
+        // guest at one of its vectors.
+        let at_vector = now.el == 1 && {
+            let off = now.pc.wrapping_sub(VBAR_EL1.get());
+            off < 0x800 && off & 0x7f == 0
+        };
+        if at_vector && ELR_EL1.get() == p.pc {
+            let esr = ESR_EL1.get();
+            let ec = esr >> 26;
+            if (ec == 0x24 || ec == 0x25) && esr & 0x3f == DFSC_TAG_CHECK {
+                // The access was made and its check failed: it counts as checked.
+                self.counts.tag_check_faults += 1;
+                self.counts.retire(&p);
+            }
+            return;
+        }
+        self.counts.retire(&p);
+        if let Insn::MsrTcoImm(_) | Insn::MsrTcoReg(_) = p.insn {
+            let value = match p.insn {
+                Insn::MsrTcoImm(v) => v,
+                Insn::MsrTcoReg(t) => ctx.reg(t) & crate::context::SPSR_TCO != 0,
+                _ => false,
+            };
+            self.note_tco_site(p.pc, value);
+        }
+    }
+
+    fn note_tco_site(&mut self, pc: u64, value: bool) {
+        for slot in self.sites.iter_mut() {
+            match slot {
+                Some(s) if s.pc == pc && s.value == value => {
+                    s.count += 1;
+                    return;
+                }
+                None => {
+                    *slot = Some(TcoSite {
+                        phase: self.phase,
+                        pc,
+                        value,
+                        count: 1,
+                    });
+                    return;
+                }
+                _ => {}
+            }
+        }
+        self.counts.tco_site_overflow += 1;
+    }
+
+    /// Before returning to the guest: decodes and judges the instruction at ELR, and arms
+    /// the step so the guest runs exactly that one.
+    #[inline(always)]
+    pub fn prepare(&mut self, ctx: &mut GuestContext, controls: &Controls) {
+        let st = ctx.state();
+        let word = self.fetch(st.pc, st.el == 0);
+        let insn = word.map_or(Insn::UnknownMem, decode::decode);
+        // SP matters only to SP-based forms the architecture checks (writeback or register
+        // offset); read the guest's SP for its current EL and SPSel only then.
+        let sp = match insn {
+            Insn::Mem(m) if m.base == 31 => guest_sp(ctx.spsr),
+            _ => 0,
+        };
+        self.pending = Some(Pending::new(
+            st.pc,
+            st.el,
+            st.tco,
+            insn,
+            controls,
+            &ctx.x,
+            sp,
+            self.block_granules,
+            |va, as_el0| translate(va, as_el0).is_some_and(|(_, attr)| attr == ATTR_TAGGED),
+        ));
+        self.pending_tco = st.tco;
+        ctx.spsr |= SPSR_SS;
+    }
+
+    /// Reads the guest instruction at `pc`, only from guest RAM.
+    fn fetch(&self, pc: u64, as_el0: bool) -> Option<u32> {
+        let (pa, _) = translate(pc, as_el0)?;
+        let in_ram = self
+            .guest_ram
+            .iter()
+            .any(|r| pa >= r.base && pa + 4 <= r.base + r.size);
+        // SAFETY: `pa` lies in guest RAM, which EL2 identity-maps as Normal memory; a 4-byte
+        // aligned read of an instruction word has no side effects.
+        in_ram.then(|| unsafe { core::ptr::read_volatile((pa & !3) as *const u32) })
+    }
+}
