@@ -8,7 +8,7 @@ use crate::context::GuestContext;
 use aarch64_cpu::registers::*;
 use mtex_abi::report::TcoSite;
 use mtex_dt::Region;
-use mtex_trace::counts::{Pending, TraceCounts};
+use mtex_trace::counts::{Effect, Pending, TraceCounts};
 use mtex_trace::decode::{self, Insn};
 use mtex_trace::predicate::Controls;
 use tock_registers::interfaces::{Readable, Writeable};
@@ -75,13 +75,30 @@ fn guest_sp(spsr: u64) -> u64 {
 
 pub struct Tracer {
     pub counts: TraceCounts,
-    pending: Option<Pending>,
+    /// The instruction about to run; valid when `armed`. Kept in place (not an Option that
+    /// is moved out and back) because this is the step path.
+    pending: Pending,
+    armed: bool,
     pending_tco: bool,
     sites: [Option<TcoSite>; SITES],
     phase: u32,
     saved_mdscr: u64,
     guest_ram: [Region; 2],
     block_granules: u64,
+    code_page: CodePage,
+}
+
+/// The last code page the step engine translated, so that a step needs no AT while the
+/// guest stays on one page of one address space. Keyed by everything that selects the
+/// translation: the page, EL0 or EL1, TTBR0/TTBR1 (which carry the ASID) and the MMU enable.
+/// A guest that rewrites a live code mapping in place without changing TTBR would be read
+/// through the stale entry; kernels do not do that to running code.
+#[derive(Clone, Copy, Default)]
+struct CodePage {
+    va_page: u64,
+    key: [u64; 3],
+    /// Physical page address; 0 means empty.
+    pa_page: u64,
 }
 
 impl Tracer {
@@ -94,13 +111,15 @@ impl Tracer {
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         Self {
             counts: TraceCounts::default(),
-            pending: None,
+            pending: Pending::default(),
+            armed: false,
             pending_tco: false,
             sites: [None; SITES],
             phase,
             saved_mdscr,
             guest_ram,
             block_granules,
+            code_page: CodePage::default(),
         }
     }
 
@@ -116,7 +135,11 @@ impl Tracer {
     /// At a guest exit: retires the instruction that was about to run at the previous exit.
     #[inline(always)]
     pub fn retire(&mut self, ctx: &GuestContext) {
-        let Some(p) = self.pending.take() else { return };
+        if !self.armed {
+            return;
+        }
+        self.armed = false;
+        let p = &self.pending;
         let now = ctx.state();
         if now.tco != self.pending_tco {
             self.counts.tco_changes += 1;
@@ -133,19 +156,18 @@ impl Tracer {
             if (ec == 0x24 || ec == 0x25) && esr & 0x3f == DFSC_TAG_CHECK {
                 // The access was made and its check failed: it counts as checked.
                 self.counts.tag_check_faults += 1;
-                self.counts.retire(&p);
+                self.counts.retire(p);
             }
             return;
         }
-        self.counts.retire(&p);
-        if let Insn::MsrTcoImm(_) | Insn::MsrTcoReg(_) = p.insn {
-            let value = match p.insn {
-                Insn::MsrTcoImm(v) => v,
-                Insn::MsrTcoReg(t) => ctx.reg(t) & crate::context::SPSR_TCO != 0,
-                _ => false,
-            };
-            self.note_tco_site(p.pc, value);
-        }
+        self.counts.retire(p);
+        let value = match p.effect {
+            Effect::TcoImm(v) => v,
+            Effect::TcoReg(t) => ctx.reg(t) & crate::context::SPSR_TCO != 0,
+            _ => return,
+        };
+        let pc = p.pc;
+        self.note_tco_site(pc, value);
     }
 
     fn note_tco_site(&mut self, pc: u64, value: bool) {
@@ -175,7 +197,7 @@ impl Tracer {
     #[inline(always)]
     pub fn prepare(&mut self, ctx: &mut GuestContext, controls: &Controls) {
         let st = ctx.state();
-        let word = self.fetch(st.pc, st.el == 0);
+        let word = self.fetch(st.pc, st.el == 0, controls.sctlr_el1);
         let insn = word.map_or(Insn::UnknownMem, decode::decode);
         // SP matters only to SP-based forms the architecture checks (writeback or register
         // offset); read the guest's SP for its current EL and SPSel only then.
@@ -183,7 +205,8 @@ impl Tracer {
             Insn::Mem(m) if m.base == 31 => guest_sp(ctx.spsr),
             _ => 0,
         };
-        self.pending = Some(Pending::new(
+        self.armed = true;
+        self.pending = Pending::new(
             st.pc,
             st.el,
             st.tco,
@@ -193,20 +216,47 @@ impl Tracer {
             sp,
             self.block_granules,
             |va, as_el0| translate(va, as_el0).is_some_and(|(_, attr)| attr == ATTR_TAGGED),
-        ));
+        );
         self.pending_tco = st.tco;
         ctx.spsr |= SPSR_SS;
     }
 
     /// Reads the guest instruction at `pc`, only from guest RAM.
-    fn fetch(&self, pc: u64, as_el0: bool) -> Option<u32> {
-        let (pa, _) = translate(pc, as_el0)?;
-        let in_ram = self
-            .guest_ram
-            .iter()
-            .any(|r| pa >= r.base && pa + 4 <= r.base + r.size);
-        // SAFETY: `pa` lies in guest RAM, which EL2 identity-maps as Normal memory; a 4-byte
-        // aligned read of an instruction word has no side effects.
-        in_ram.then(|| unsafe { core::ptr::read_volatile((pa & !3) as *const u32) })
+    #[inline(always)]
+    fn fetch(&mut self, pc: u64, as_el0: bool, sctlr: u64) -> Option<u32> {
+        // Field-by-field compares: an array compare or struct copy becomes a byte-wise
+        // memcmp/memcpy on this strict-alignment target.
+        let (t0, t1) = (TTBR0_EL1.get(), TTBR1_EL1.get());
+        let mode = (sctlr & 1) | (as_el0 as u64) << 1;
+        let va_page = pc & !0xfff;
+        let c = &self.code_page;
+        let hit = c.pa_page != 0
+            && c.va_page == va_page
+            && c.key[0] == t0
+            && c.key[1] == t1
+            && c.key[2] == mode;
+        let pa_page = if hit {
+            c.pa_page
+        } else {
+            let (pa, _) = translate(pc, as_el0)?;
+            let pa_page = pa & !0xfff;
+            let in_ram = self
+                .guest_ram
+                .iter()
+                .any(|r| pa_page >= r.base && pa_page + 0x1000 <= r.base + r.size);
+            if !in_ram {
+                return None;
+            }
+            self.code_page = CodePage {
+                va_page,
+                key: [t0, t1, mode],
+                pa_page,
+            };
+            pa_page
+        };
+        let pa = pa_page | (pc & 0xffc);
+        // SAFETY: `pa` lies in a page of guest RAM (checked when the page was cached), which
+        // EL2 identity-maps as Normal memory; reading an instruction word has no side effects.
+        Some(unsafe { core::ptr::read_volatile(pa as *const u32) })
     }
 }
