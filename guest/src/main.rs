@@ -7,6 +7,7 @@
 extern crate alloc;
 
 mod console;
+mod differential;
 mod entry;
 mod hvc;
 mod mmu;

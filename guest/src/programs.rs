@@ -21,6 +21,7 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         },
         GuestProgram::BenchTraps => bench_traps(fdt, opts.bench_n),
         GuestProgram::Trace => trace(fdt),
+        GuestProgram::Differential => crate::differential::run(fdt),
     }
 }
 
@@ -63,17 +64,17 @@ fn trace(fdt: &Fdt) -> u64 {
     0
 }
 
-fn install_idmap(fdt: &Fdt) {
+pub fn install_idmap(fdt: &Fdt) {
     let mem = fdt.memory().regions().next().expect("a /memory region");
     mmu::install_idmap(mem.starting_address as usize, mem.size.unwrap_or(0));
 }
 
-fn write_sctlr(v: u64) {
+pub fn write_sctlr(v: u64) {
     SCTLR_EL1.set(v);
     barrier::isb(barrier::SY);
 }
 
-fn write_tcr(v: u64) {
+pub fn write_tcr(v: u64) {
     TCR_EL1.set(v);
     barrier::isb(barrier::SY);
     // TBI and TCMA may be cached in TLB entries: drop them.

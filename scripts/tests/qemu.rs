@@ -300,3 +300,58 @@ fn trace_counts_every_term_of_the_predicate_exactly() {
     sites.sort();
     assert_eq!(sites, [(false, n), (true, n)]);
 }
+
+#[test]
+fn differential_qemu_faults_exactly_when_the_elided_view_checks() {
+    use mtex_abi::program::{DIFF_CASES, diff_case};
+    let cfg = RunConfig {
+        cmdline: "mtex.guest=differential mtex.watchdog_ms=120000".into(),
+        timeout: Duration::from_secs(300),
+        ..RunConfig::default()
+    };
+    let console = qemu::run(images(), &cfg).expect("running QEMU");
+    let r = report::parse(&console.text);
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    // The guest's own record of which cases took a tag-check fault.
+    let mut words = vec![None; DIFF_CASES.div_ceil(64)];
+    for line in r
+        .console
+        .iter()
+        .filter_map(|l| l.strip_prefix("diff-faults "))
+    {
+        let (w, bits) = line.split_once(' ').unwrap();
+        words[w.parse::<usize>().unwrap()] = Some(u64::from_str_radix(bits, 16).unwrap());
+    }
+    let faulted = |i: usize| words[i / 64].expect("bitmap word") >> (i % 64) & 1 == 1;
+    assert_eq!(r.phases.len(), DIFF_CASES);
+    let mut disagreements = Vec::new();
+    let (mut checked_cases, mut faults) = (0, 0);
+    for (i, p) in r.phases.iter().enumerate() {
+        assert_eq!(p.name, format!("d{i}"));
+        let t = p.trace.expect("traced");
+        let elided_checked = t.tcf_elided.total() > 0;
+        checked_cases += elided_checked as usize;
+        faults += faulted(i) as usize;
+        // The architectural view never counts fewer checks than an eliding implementation.
+        assert!(t.architectural.total() >= t.tcf_elided.total(), "case {i}");
+        if elided_checked != faulted(i) {
+            disagreements.push(format!(
+                "case {i}: {:?} — model says checked={elided_checked}, QEMU faulted={}",
+                diff_case(i),
+                faulted(i)
+            ));
+        }
+    }
+    assert!(
+        disagreements.is_empty(),
+        "{} of {DIFF_CASES} cases disagree:\n{}",
+        disagreements.len(),
+        disagreements.join("\n")
+    );
+    // Both outcomes occur often enough for the comparison to mean something.
+    assert!(
+        checked_cases > 100 && DIFF_CASES - checked_cases > 100,
+        "{checked_cases} checked"
+    );
+    assert_eq!(faults, checked_cases);
+}

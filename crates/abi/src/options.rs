@@ -91,16 +91,20 @@ pub enum GuestProgram {
     BenchTraps,
     /// Runs `program::TRACE`: traced phases whose tag-checked access counts are known.
     Trace,
+    /// Runs the `program::diff_case` cases, one traced phase each, and reports which of them
+    /// took a tag-check fault.
+    Differential,
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 6] = [
+    pub const ALL: [(&'static str, GuestProgram); 7] = [
         ("default", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
         ("touch-hyp", Self::TouchHyp),
         ("spin", Self::Spin),
         ("bench-traps", Self::BenchTraps),
         ("trace", Self::Trace),
+        ("differential", Self::Differential),
     ];
 
     pub fn name(self) -> &'static str {
@@ -133,7 +137,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (default, unknown-hvc, touch-hyp, spin, bench-traps, trace)",
+                    problem: "unknown program (default, unknown-hvc, touch-hyp, spin, bench-traps, trace, differential)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;

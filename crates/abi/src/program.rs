@@ -359,3 +359,150 @@ pub const TRACE: &[TracedPhase] = &[
         false,
     ),
 ];
+
+/// An access kind of the differential test against QEMU's own tag checking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiffKind {
+    Ldr,
+    Str,
+    Ldp,
+    StpPreIndex,
+    Ldadd,
+    LdrRegOffset,
+    Ld1,
+    Stur,
+    Ldar,
+    Ldtr,
+    Sttr,
+    Literal,
+    Prfm,
+}
+
+impl DiffKind {
+    pub const ALL: [DiffKind; 13] = [
+        DiffKind::Ldr,
+        DiffKind::Str,
+        DiffKind::Ldp,
+        DiffKind::StpPreIndex,
+        DiffKind::Ldadd,
+        DiffKind::LdrRegOffset,
+        DiffKind::Ld1,
+        DiffKind::Stur,
+        DiffKind::Ldar,
+        DiffKind::Ldtr,
+        DiffKind::Sttr,
+        DiffKind::Literal,
+        DiffKind::Prfm,
+    ];
+
+    /// LDTR/STTR: an unprivileged access, to the page EL0 may use.
+    pub const fn unprivileged(self) -> bool {
+        matches!(self, DiffKind::Ldtr | DiffKind::Sttr)
+    }
+}
+
+/// One case: the controls, PSTATE.TCO, the pointer's tag and the memory's tag (always
+/// different, so a checked access must fault under TCF/TCF0 = SYNC).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiffCase {
+    pub kind: DiffKind,
+    pub sctlr: u64,
+    pub tcr: u64,
+    pub tco: bool,
+    pub pointer_tag: u64,
+    pub memory_tag: u64,
+}
+
+/// Control configurations (ATA, TCF, ATA0, TCF0, TBI0, TCMA0, TCO drawn per configuration).
+const DIFF_CONFIGS: usize = 80;
+/// Number of differential cases.
+pub const DIFF_CASES: usize = DIFF_CONFIGS * DiffKind::ALL.len();
+
+/// A fixed, well-mixed 64-bit value for `n` (splitmix64's finaliser): the cases' controls are
+/// drawn from it so that checked and unchecked outcomes both occur often.
+const fn mix(n: u64) -> u64 {
+    let mut z = n.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Case `i` of the differential test (kinds vary fastest, so controls change every 13 cases).
+/// Each enabling control is on in 3 of 4 configurations, TCO is set in 1 of 4, TCMA0 in 1 of 2.
+pub fn diff_case(i: usize) -> DiffCase {
+    let kind = DiffKind::ALL[i % DiffKind::ALL.len()];
+    let cfg = (i / DiffKind::ALL.len()) as u64;
+    let r = mix(cfg);
+    let likely = |n: u32| (r >> (2 * n)) & 3 != 0; // on 3 times in 4
+    let mut sctlr = SCTLR_MMU_ON;
+    if likely(0) {
+        sctlr |= SCTLR_ATA;
+    }
+    if likely(1) {
+        sctlr |= SCTLR_TCF_SYNC;
+    }
+    if likely(2) {
+        sctlr |= SCTLR_ATA0;
+    }
+    if likely(3) {
+        sctlr |= SCTLR_TCF0_SYNC;
+    }
+    let tbi0 = likely(4);
+    let tcma0 = (r >> 10) & 1 == 1;
+    let tco = (r >> 11) & 3 == 0;
+    let mut tcr = TCR_MMU | TCR_TBI1;
+    if tbi0 {
+        tcr |= TCR_TBI0;
+    }
+    if tcma0 {
+        tcr |= TCR_TCMA0;
+    }
+    // Without TBI a tagged pointer does not translate: use tag 0 then. With TCMA0, every
+    // other case uses tag 0 to exercise match-all.
+    let pointer_tag = if !tbi0 || (tcma0 && i % 2 == 0) {
+        0
+    } else {
+        ((i * 7) % 15 + 1) as u64
+    };
+    let memory_tag = (pointer_tag + 1 + (i % 14) as u64) % 16;
+    DiffCase {
+        kind,
+        sctlr,
+        tcr,
+        tco,
+        pointer_tag,
+        memory_tag,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn differential_cases_always_mismatch_tags_and_cover_every_control() {
+        assert!(DIFF_CASES >= 1000);
+        let mut seen_tags = [[false; 16]; 16];
+        for i in 0..DIFF_CASES {
+            let c = diff_case(i);
+            assert_ne!(c.pointer_tag, c.memory_tag, "case {i}");
+            assert!(c.pointer_tag < 16 && c.memory_tag < 16);
+            if c.tcr & TCR_TBI0 == 0 {
+                assert_eq!(c.pointer_tag, 0, "untagged pointers without TBI");
+            }
+            seen_tags[c.pointer_tag as usize][c.memory_tag as usize] = true;
+        }
+        let pairs = seen_tags.iter().flatten().filter(|s| **s).count();
+        assert!(pairs > 100, "only {pairs} tag pairs");
+        for bit in [SCTLR_ATA, SCTLR_TCF_SYNC, SCTLR_ATA0, SCTLR_TCF0_SYNC] {
+            assert!((0..DIFF_CASES).any(|i| diff_case(i).sctlr & bit != 0));
+            assert!((0..DIFF_CASES).any(|i| diff_case(i).sctlr & bit == 0));
+        }
+        for bit in [TCR_TBI0, TCR_TCMA0] {
+            assert!((0..DIFF_CASES).any(|i| diff_case(i).tcr & bit != 0));
+            assert!((0..DIFF_CASES).any(|i| diff_case(i).tcr & bit == 0));
+        }
+        assert!((0..DIFF_CASES).any(|i| diff_case(i).tco));
+        assert!((0..DIFF_CASES).any(|i| !diff_case(i).tco));
+    }
+}
