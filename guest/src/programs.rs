@@ -21,6 +21,7 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         },
         GuestProgram::BenchTraps => bench_traps(fdt, opts.bench_n),
         GuestProgram::Trace => trace(fdt),
+        GuestProgram::BenchTrace => bench_trace(fdt, opts.bench_n),
         GuestProgram::Differential => crate::differential::run(fdt),
     }
 }
@@ -33,28 +34,45 @@ static mut ZVA_BLOCK: ZvaBlock = ZvaBlock([0; 2048]);
 static mut TAG0_GRANULE: Granule = Granule([0; 16]);
 static mut TAGGED_GRANULE: Granule = Granule([0; 16]);
 
-/// Runs `program::TRACE`: each phase's controls are written (trapped and logged), then its
-/// body runs as a traced phase.
-fn trace(fdt: &Fdt) -> u64 {
+/// The same tagged-load loop untraced, then traced.
+fn bench_trace(fdt: &Fdt, n: u64) -> u64 {
+    let p = trace_setup(fdt);
+    write_sctlr(program::SCTLR_MMU_ON | program::SCTLR_ATA | program::SCTLR_TCF_SYNC);
+    for (id, name, traced) in [(1, "untraced", false), (2, "traced", true)] {
+        if crate::workloads::run(program::Body::Load, id, name, &p, n, traced) != ret::SUCCESS {
+            return 6;
+        }
+    }
+    0
+}
+
+/// Identity map on, TBI and ATA set, and the tagged memory the workloads use.
+fn trace_setup(fdt: &Fdt) -> crate::workloads::Pointers {
     install_idmap(fdt);
     write_tcr(program::TCR_MMU | program::TCR_TBI0 | program::TCR_TBI1);
     write_sctlr(program::SCTLR_MMU_ON | program::SCTLR_ATA);
-    let block = mte::zva_block_bytes();
-    if block > 2048 {
-        println!("guest: DC ZVA block of {block} bytes is larger than the test block");
-        return 10;
-    }
-    let p = crate::workloads::Pointers {
+    let block = mte::zva_block_bytes().min(2048);
+    crate::workloads::Pointers {
         tagged: mte::tag_range((&raw mut TAGGED_GRANULE) as u64, 16, 3),
         tag0: (&raw mut TAG0_GRANULE) as u64,
         untagged: (&raw mut mmu::UNTAGGED_PAGE) as u64,
         user: mte::tag_range((&raw mut mmu::USER_PAGE) as u64, 16, 3),
         zva_block: mte::tag_range((&raw mut ZVA_BLOCK) as u64, block, 3),
-    };
+    }
+}
+
+/// Runs `program::TRACE`: each phase's controls are written (trapped and logged), then its
+/// body runs as a traced phase.
+fn trace(fdt: &Fdt) -> u64 {
+    if mte::zva_block_bytes() > 2048 {
+        println!("guest: the DC ZVA block is larger than the test block");
+        return 10;
+    }
+    let p = trace_setup(fdt);
     for (i, t) in program::TRACE.iter().enumerate() {
         write_tcr(t.tcr);
         write_sctlr(t.sctlr);
-        let r = crate::workloads::run(t.body, i as u32 + 1, t.name, &p, t.n);
+        let r = crate::workloads::run(t.body, i as u32 + 1, t.name, &p, t.n, true);
         if r != ret::SUCCESS {
             println!("guest: traced phase {} failed: {r:#x}", t.name);
             return 6;

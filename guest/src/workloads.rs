@@ -17,7 +17,7 @@ pub struct Pointers {
 macro_rules! workload {
     ($(#[$doc:meta])* $fn:ident: $($body:literal),+) => {
         $(#[$doc])*
-        fn $fn(id: u64, name: [u64; 4], p: &Pointers, n: u64) -> u64 {
+        fn $fn(id: u64, name: [u64; 4], p: &Pointers, n: u64, flags: u64) -> u64 {
             let result: u64;
             // SAFETY: the body accesses only the granules, pages and stack slots `Pointers`
             // describe (owned by the guest for this purpose) and restores SP; the two HVCs
@@ -41,7 +41,7 @@ macro_rules! workload {
                     in("x3") name[1],
                     in("x4") name[2],
                     in("x5") name[3],
-                    in("x6") PHASE_TRACED,
+                    in("x6") flags,
                     in("x7") p.user,
                     in("x9") p.tagged,
                     inout("x10") n => _,
@@ -75,8 +75,8 @@ workload!(tag_store: "stg x9, [x9]");
 workload!(dc_zva: "dc zva, x14");
 workload!(ldtr: "ldtr x12, [x7]");
 
-/// Runs `body` `n` times as traced phase `id`; returns the PHASE_END result.
-pub fn run(body: Body, id: u32, name: &str, p: &Pointers, n: u64) -> u64 {
+/// Runs `body` `n` times as phase `id`, traced or not; returns the PHASE_END result.
+pub fn run(body: Body, id: u32, name: &str, p: &Pointers, n: u64, traced: bool) -> u64 {
     let name: [u64; 4] = pack_bytes(name.as_bytes());
     let f = match body {
         Body::Load => load,
@@ -95,5 +95,6 @@ pub fn run(body: Body, id: u32, name: &str, p: &Pointers, n: u64) -> u64 {
         Body::DcZva => dc_zva,
         Body::Ldtr => ldtr,
     };
-    f(id as u64, name, p, n)
+    let flags = if traced { PHASE_TRACED } else { 0 };
+    f(id as u64, name, p, n, flags)
 }

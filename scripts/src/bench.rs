@@ -3,6 +3,7 @@
 use crate::images::Images;
 use crate::qemu::{self, RunConfig};
 use crate::report::{self, Report};
+
 use anyhow::{Context, Result, bail};
 use std::time::Duration;
 
@@ -48,5 +49,75 @@ pub fn traps(images: &Images, n: u64) -> Result<TrapFigures> {
         trap_path: ((t2 - r2) as f64 - (t1 - r1) as f64) / n as f64,
         with_reporting: (t2 as f64 - t1 as f64) / n as f64,
         wall: console.wall,
+    })
+}
+
+/// What tracing costs.
+pub struct TraceFigures {
+    /// EL2 instructions per stepped guest instruction over the trace program's workloads
+    /// (framing of report records excluded), under -icount shift=0.
+    pub el2_per_step: f64,
+    /// EL2 exits (steps and others) per traced guest instruction.
+    pub exits_per_instruction: f64,
+    pub traced_instructions: u64,
+    /// Wall-clock time of the traced phase over the same phase untraced (no -icount).
+    pub slowdown: f64,
+    /// Guest instructions stepped per second of wall-clock time.
+    pub steps_per_second: f64,
+    pub n: u64,
+}
+
+fn run_ok(images: &Images, cmdline: String, icount: bool) -> Result<Report> {
+    let cfg = RunConfig {
+        cmdline,
+        icount,
+        timeout: Duration::from_secs(300),
+        ..RunConfig::default()
+    };
+    let console = qemu::run(images, &cfg)?;
+    let r = report::parse(&console.text);
+    if !r.succeeded() {
+        bail!("bench run failed:\n{}", crate::render::text(&r));
+    }
+    Ok(r)
+}
+
+/// Runs the trace program under -icount for instruction figures, and `bench-trace` (n
+/// tagged loads untraced, then traced) without it for wall-clock figures.
+pub fn trace(images: &Images, n: u64) -> Result<TraceFigures> {
+    let r = run_ok(images, "mtex.guest=trace".into(), true)?;
+    let (mut el2, mut instructions, mut exits) = (0u64, 0u64, 0u64);
+    for p in &r.phases {
+        let (Some(s), Some(t)) = (p.stats, p.trace) else {
+            continue;
+        };
+        let (Some(total), Some(framing)) = (s.el2_instructions, s.el2_report_instructions) else {
+            bail!("the PMU did not count EL2 instructions");
+        };
+        el2 += total - framing;
+        instructions += t.instructions_el1 + t.instructions_el0;
+        exits += s.step_exits + s.exits;
+    }
+    let cmdline = format!("mtex.guest=bench-trace mtex.bench_n={n} mtex.watchdog_ms=600000");
+    let w = run_ok(images, cmdline, false)?;
+    let span = |name: &str| -> Result<u64> {
+        let p = w
+            .phase(name)
+            .with_context(|| format!("phase {name} missing"))?;
+        Ok(p.end_ts.context("phase not ended")? - p.begin_ts)
+    };
+    let (untraced, traced) = (span("untraced")?, span("traced")?);
+    let hz = w.boot.map_or(1_000_000_000, |b| b.counter_hz) as f64;
+    let stepped = w
+        .phase("traced")
+        .and_then(|p| p.trace)
+        .map_or(0, |t| t.instructions_el1 + t.instructions_el0);
+    Ok(TraceFigures {
+        el2_per_step: el2 as f64 / instructions as f64,
+        exits_per_instruction: exits as f64 / instructions as f64,
+        traced_instructions: instructions,
+        slowdown: traced as f64 / untraced.max(1) as f64,
+        steps_per_second: stepped as f64 / (traced as f64 / hz),
+        n,
     })
 }

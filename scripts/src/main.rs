@@ -58,6 +58,13 @@ enum BenchCmd {
         #[arg(long, default_value_t = 1000)]
         n: u64,
     },
+    /// What the trace counter costs: EL2 instructions per stepped instruction, exits per
+    /// instruction, wall-clock slowdown of a traced phase.
+    Trace {
+        /// Iterations of the wall-clock workload.
+        #[arg(long, default_value_t = 200_000)]
+        n: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -141,6 +148,37 @@ fn real_main() -> Result<ExitCode> {
                 f.with_reporting
             );
             println!("  wall time of the run: {:.2} s", f.wall.as_secs_f64());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Bench {
+            which: BenchCmd::Trace { n },
+        } => {
+            let images = images::build()?;
+            let f = bench::trace(&images, n)?;
+            println!(
+                "bench trace: the trace program's {} stepped instructions under -icount shift=0",
+                f.traced_instructions
+            );
+            println!(
+                "  EL2 instructions per stepped guest instruction: {:.1}",
+                f.el2_per_step
+            );
+            println!(
+                "  EL2 exits per traced guest instruction:          {:.3}",
+                f.exits_per_instruction
+            );
+            println!(
+                "bench trace: {} tagged loads, untraced then traced, without -icount",
+                f.n
+            );
+            println!(
+                "  wall-clock slowdown of the traced phase: {:.0}x",
+                f.slowdown
+            );
+            println!(
+                "  stepped guest instructions per second:   {:.0}",
+                f.steps_per_second
+            );
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -94,10 +94,13 @@ pub enum GuestProgram {
     /// Runs the `program::diff_case` cases, one traced phase each, and reports which of them
     /// took a tag-check fault.
     Differential,
+    /// The same workload (`mtex.bench_n` tagged loads) untraced, then traced, to measure what
+    /// tracing costs.
+    BenchTrace,
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 7] = [
+    pub const ALL: [(&'static str, GuestProgram); 8] = [
         ("default", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
         ("touch-hyp", Self::TouchHyp),
@@ -105,6 +108,7 @@ impl GuestProgram {
         ("bench-traps", Self::BenchTraps),
         ("trace", Self::Trace),
         ("differential", Self::Differential),
+        ("bench-trace", Self::BenchTrace),
     ];
 
     pub fn name(self) -> &'static str {
@@ -137,7 +141,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (default, unknown-hvc, touch-hyp, spin, bench-traps, trace, differential)",
+                    problem: "unknown program (default, unknown-hvc, touch-hyp, spin, bench-traps, trace, differential, bench-trace)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;
