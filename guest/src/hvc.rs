@@ -8,10 +8,11 @@ fn call(function: u32, args: &[u64]) -> u64 {
     smccc::hvc64(function, a)[0]
 }
 
-/// Opens phase `id` named `name`.
-pub fn phase_begin(id: u32, name: &str) -> u64 {
+/// Opens phase `id` named `name`; with `traced`, the hypervisor single-steps it.
+pub fn phase_begin(id: u32, name: &str, traced: bool) -> u64 {
     let r: [u64; 4] = hc::pack_bytes(name.as_bytes());
-    call(hc::PHASE_BEGIN, &[id as u64, r[0], r[1], r[2], r[3]])
+    let flags = if traced { hc::PHASE_TRACED } else { 0 };
+    call(hc::PHASE_BEGIN, &[id as u64, r[0], r[1], r[2], r[3], flags])
 }
 
 /// Closes phase `id`.

@@ -107,7 +107,7 @@ fn default(fdt: &Fdt) -> u64 {
     install_idmap(fdt);
     for (i, phase) in program::DEFAULT.iter().enumerate() {
         let id = i as u32 + 1;
-        if hvc::phase_begin(id, phase.name) != ret::SUCCESS {
+        if hvc::phase_begin(id, phase.name, true) != ret::SUCCESS {
             println!("guest: phase {} refused", phase.name);
             return 6;
         }
@@ -175,7 +175,7 @@ fn bench_traps(fdt: &Fdt, n: u64) -> u64 {
     write_tcr(program::TCR_MMU);
     write_sctlr(program::SCTLR_MMU_ON);
     for (id, name, count) in [(1, "bench-n", n), (2, "bench-2n", 2 * n)] {
-        hvc::phase_begin(id, name);
+        hvc::phase_begin(id, name, false);
         for _ in 0..count {
             write_sctlr(program::SCTLR_MMU_ON);
         }
