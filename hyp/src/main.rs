@@ -11,6 +11,7 @@ extern crate alloc;
 mod context;
 mod entry;
 mod exits;
+mod fast_step;
 mod global;
 mod guest_boot;
 mod heap;

@@ -71,12 +71,22 @@ impl Hyp {
         self.phase.as_ref().map_or(0, |p| p.id)
     }
 
+    /// The run's counters, with the single-step exits the fast path handled.
+    fn counters_now(&self) -> Counters {
+        // SAFETY: called with the hypervisor state borrowed (hypercall handlers).
+        let fast_steps = unsafe { crate::fast_step::fast() }.steps;
+        Counters {
+            step_exits: self.counters.step_exits + fast_steps,
+            ..self.counters
+        }
+    }
+
     /// Opens phase `id` at this point of the run.
     pub fn begin_phase(&mut self, id: u32) {
         let pmu_at_begin = self.pmu.as_ref().map(Pmu::read);
         self.phase = Some(OpenPhase {
             id,
-            at_begin: self.counters,
+            at_begin: self.counters_now(),
             pmu_at_begin,
             flush_at_begin: self.report.flush_instructions,
         });
@@ -90,7 +100,7 @@ impl Hyp {
             (Some(a), Some(b)) => Some(b[i].wrapping_sub(a[i])),
             _ => None,
         };
-        let c = self.counters;
+        let c = self.counters_now();
         Some((
             p.id,
             PhaseStats {

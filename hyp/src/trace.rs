@@ -5,6 +5,7 @@
 //! guest took an exception instead of completing it.
 
 use crate::context::GuestContext;
+use crate::fast_step::fast;
 use aarch64_cpu::registers::*;
 use mtex_abi::report::TcoSite;
 use mtex_dt::Region;
@@ -85,20 +86,6 @@ pub struct Tracer {
     saved_mdscr: u64,
     guest_ram: [Region; 2],
     block_granules: u64,
-    code_page: CodePage,
-}
-
-/// The last code page the step engine translated, so that a step needs no AT while the
-/// guest stays on one page of one address space. Keyed by everything that selects the
-/// translation: the page, EL0 or EL1, TTBR0/TTBR1 (which carry the ASID) and the MMU enable.
-/// A guest that rewrites a live code mapping in place without changing TTBR would be read
-/// through the stale entry; kernels do not do that to running code.
-#[derive(Clone, Copy, Default)]
-struct CodePage {
-    va_page: u64,
-    key: [u64; 3],
-    /// Physical page address; 0 means empty.
-    pa_page: u64,
 }
 
 impl Tracer {
@@ -109,6 +96,11 @@ impl Tracer {
         MDSCR_EL1.set(saved_mdscr | MDSCR_SS);
         MDCR_EL2.set(MDCR_EL2.get() | MDCR_TDE);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        // SAFETY: called from a hypercall handler, with the hypervisor state borrowed.
+        let f = unsafe { fast() };
+        f.pending_inert = 0;
+        f.inert_el0 = 0;
+        f.inert_el1 = 0;
         Self {
             counts: TraceCounts::default(),
             pending: Pending::default(),
@@ -119,12 +111,16 @@ impl Tracer {
             saved_mdscr,
             guest_ram,
             block_granules,
-            code_page: CodePage::default(),
         }
     }
 
     /// Disarms single-step; returns the counts and the TCO sites.
-    pub fn stop(self, ctx: &mut GuestContext) -> (TraceCounts, [Option<TcoSite>; SITES]) {
+    pub fn stop(mut self, ctx: &mut GuestContext) -> (TraceCounts, [Option<TcoSite>; SITES]) {
+        // SAFETY: called from a hypercall handler, with the hypervisor state borrowed.
+        let f = unsafe { fast() };
+        f.pending_inert = 0;
+        self.counts.instructions_el0 += f.inert_el0;
+        self.counts.instructions_el1 += f.inert_el1;
         ctx.spsr &= !SPSR_SS;
         MDCR_EL2.set(MDCR_EL2.get() & !MDCR_TDE);
         MDSCR_EL1.set(self.saved_mdscr);
@@ -139,6 +135,13 @@ impl Tracer {
             return;
         }
         self.armed = false;
+        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
+        let f = unsafe { fast() };
+        if f.pending_inert != 0 {
+            // The fast path may have moved on since `pending` was written: it keeps the PC.
+            f.pending_inert = 0;
+            self.pending.pc = f.pending_pc;
+        }
         let p = &self.pending;
         let now = ctx.state();
         if now.tco != self.pending_tco {
@@ -206,6 +209,13 @@ impl Tracer {
             _ => 0,
         };
         self.armed = true;
+        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
+        let f = unsafe { fast() };
+        if word.is_some_and(decode::is_inert) {
+            // Inert: the fast path may retire it (and those after it) on its own.
+            f.pending_inert = 1;
+            f.pending_pc = st.pc;
+        }
         self.pending = Pending::new(
             st.pc,
             st.el,
@@ -221,23 +231,25 @@ impl Tracer {
         ctx.spsr |= SPSR_SS;
     }
 
-    /// Reads the guest instruction at `pc`, only from guest RAM.
+    /// Reads the guest instruction at `pc`, only from guest RAM, through the code-page cache
+    /// the fast path shares. A guest that rewrites a live code mapping in place without
+    /// changing TTBR would be read through the stale entry; kernels do not do that to running
+    /// code.
     #[inline(always)]
     fn fetch(&mut self, pc: u64, as_el0: bool, sctlr: u64) -> Option<u32> {
+        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
+        let c = unsafe { fast() };
         // Field-by-field compares: an array compare or struct copy becomes a byte-wise
         // memcmp/memcpy on this strict-alignment target.
         let (t0, t1) = (TTBR0_EL1.get(), TTBR1_EL1.get());
         let mode = (sctlr & 1) | (as_el0 as u64) << 1;
         let va_page = pc & !0xfff;
-        let c = &self.code_page;
         let hit = c.pa_page != 0
             && c.va_page == va_page
-            && c.key[0] == t0
-            && c.key[1] == t1
-            && c.key[2] == mode;
-        let pa_page = if hit {
-            c.pa_page
-        } else {
+            && c.ttbr0 == t0
+            && c.ttbr1 == t1
+            && c.mode == mode;
+        if !hit {
             let (pa, _) = translate(pc, as_el0)?;
             let pa_page = pa & !0xfff;
             let in_ram = self
@@ -247,14 +259,13 @@ impl Tracer {
             if !in_ram {
                 return None;
             }
-            self.code_page = CodePage {
-                va_page,
-                key: [t0, t1, mode],
-                pa_page,
-            };
-            pa_page
-        };
-        let pa = pa_page | (pc & 0xffc);
+            c.va_page = va_page;
+            c.ttbr0 = t0;
+            c.ttbr1 = t1;
+            c.mode = mode;
+            c.pa_page = pa_page;
+        }
+        let pa = c.pa_page | (pc & 0xffc);
         // SAFETY: `pa` lies in a page of guest RAM (checked when the page was cached), which
         // EL2 identity-maps as Normal memory; reading an instruction word has no side effects.
         Some(unsafe { core::ptr::read_volatile(pa as *const u32) })

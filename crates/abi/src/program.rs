@@ -459,7 +459,7 @@ pub fn diff_case(i: usize) -> DiffCase {
     }
     // Without TBI a tagged pointer does not translate: use tag 0 then. With TCMA0, every
     // other case uses tag 0 to exercise match-all.
-    let pointer_tag = if !tbi0 || (tcma0 && i % 2 == 0) {
+    let pointer_tag = if !tbi0 || (tcma0 && i.is_multiple_of(2)) {
         0
     } else {
         ((i * 7) % 15 + 1) as u64
@@ -481,7 +481,7 @@ mod tests {
 
     #[test]
     fn differential_cases_always_mismatch_tags_and_cover_every_control() {
-        assert!(DIFF_CASES >= 1000);
+        const { assert!(DIFF_CASES >= 1000) };
         let mut seen_tags = [[false; 16]; 16];
         for i in 0..DIFF_CASES {
             let c = diff_case(i);

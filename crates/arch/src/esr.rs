@@ -197,7 +197,7 @@ mod tests {
     #[test]
     fn decodes_a_trapped_msr_sctlr_el1() {
         // `msr sctlr_el1, x3` trapped: op0=3 op1=0 CRn=1 CRm=0 op2=0, Rt=3, write, IL=1.
-        let iss = (3 << 20) | (0 << 17) | (0 << 14) | (1 << 10) | (3 << 5) | (0 << 1);
+        let iss = (3 << 20) | (1 << 10) | (3 << 5);
         let esr = Esr((0x18 << 26) | (1 << 25) | iss);
         let s = esr.sysreg_iss();
         assert!(esr.il());

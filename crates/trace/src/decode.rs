@@ -182,6 +182,18 @@ fn with_writeback(i: Insn, wb: bool) -> Insn {
     }
 }
 
+/// True for instructions that cannot access memory, change PSTATE.TCO or the MTE controls,
+/// change the exception level, or trap: data processing (immediate and register) and the
+/// direct branches (B, BL, B.cond, CBZ/CBNZ, TBZ/TBNZ). The step engine's assembly fast path
+/// retires these with a count only (hyp/src/fast_step.rs implements the same masks).
+pub const fn is_inert(insn: u32) -> bool {
+    insn & 0x1c00_0000 == 0x1000_0000 // data processing, immediate
+        || insn & 0x0e00_0000 == 0x0a00_0000 // data processing, register
+        || insn & 0x7c00_0000 == 0x1400_0000 // B, BL
+        || insn & 0x7c00_0000 == 0x3400_0000 // CBZ, CBNZ, TBZ, TBNZ
+        || (insn >> 24 == 0x54 && insn & 0x10 == 0) // B.cond
+}
+
 /// Decodes one instruction.
 pub fn decode(insn: u32) -> Insn {
     // Loads and stores: op0 = x1x0 (bits 28:25 with bit 27 = 1, bit 25 = 0).
@@ -541,6 +553,44 @@ fn decode_tags(insn: u32, n: u8) -> Insn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// What the fast path retires without decoding is never anything the decoder cares
+        /// about.
+        #[test]
+        fn inert_instructions_decode_to_other(w: u32) {
+            if is_inert(w) {
+                proptest::prop_assert_eq!(decode(w), Insn::Other);
+            }
+        }
+    }
+
+    #[test]
+    fn inert_examples() {
+        // add x1, x2, x3; movz x0, #2; subs x10, x10, #1; b.ne .-8; b .; cbz x1, .; tbz w1, #3, .
+        for w in [
+            0x8b03_0041u32,
+            0xd280_0040,
+            0xf100_054a,
+            0x54ff_ffc1,
+            0x1400_0000,
+            0xb400_0001,
+            0x3618_0001,
+        ] {
+            assert!(is_inert(w), "{w:#x}");
+        }
+        // ldr x1, [x2]; hvc #0; msr tco, #1; eret; ret; svc #0
+        for w in [
+            0xf940_0041u32,
+            0xd400_0002,
+            0xd503_419f,
+            0xd69f_03e0,
+            0xd65f_03c0,
+            0xd400_0001,
+        ] {
+            assert!(!is_inert(w), "{w:#x}");
+        }
+    }
 
     #[test]
     fn tco_encodings_from_design_notes() {
