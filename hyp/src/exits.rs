@@ -20,8 +20,8 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         let esr = Esr(ESR_EL2.get());
         let step = kind == SYNC && esr.ec() == ExceptionClass::SoftwareStepLower;
         count_exit(hyp, ctx, step);
-        if let Some(t) = hyp.tracer.as_mut() {
-            t.retire(ctx);
+        if hyp.tracer.active() {
+            hyp.tracer.retire(ctx);
         }
         match kind {
             SYNC => sync_exit(hyp, ctx, esr),
@@ -29,8 +29,8 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
             _ => unhandled(hyp, ctx),
         }
         // The handler may have opened or closed a traced phase.
-        if let Some(t) = hyp.tracer.as_mut() {
-            t.prepare(ctx, &hyp.controls);
+        if hyp.tracer.active() {
+            hyp.tracer.prepare(ctx, &hyp.controls);
         }
     })
 }
@@ -49,7 +49,7 @@ fn count_exit(hyp: &mut Hyp, ctx: &GuestContext, step: bool) {
 fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     match esr.ec() {
         // The step itself is all: retire/prepare around this match do the work.
-        ExceptionClass::SoftwareStepLower if hyp.tracer.is_some() => {}
+        ExceptionClass::SoftwareStepLower if hyp.tracer.active() => {}
         ExceptionClass::SysRegTrap => crate::sysreg_trap::handle(hyp, ctx, esr),
         ExceptionClass::Hvc64 => crate::hypercall::handle(hyp, ctx),
         ExceptionClass::Smc64 => crate::psci::handle_guest_smc(hyp, ctx),

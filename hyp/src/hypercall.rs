@@ -2,7 +2,6 @@
 
 use crate::context::GuestContext;
 use crate::state::Hyp;
-use crate::trace::Tracer;
 use aarch64_cpu::registers::CNTPCT_EL0;
 use mtex_abi::Record;
 use mtex_abi::hypercall::{self as hc, ret};
@@ -57,7 +56,7 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     // exits and not the cost of announcing it.
     hyp.begin_phase(id);
     if flags & hc::PHASE_TRACED != 0 {
-        hyp.tracer = Some(Tracer::start(id, hyp.guest_ram, hyp.block_granules));
+        hyp.tracer.start(id);
     }
     ret::SUCCESS
 }
@@ -70,8 +69,8 @@ fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
     let Some((id, stats)) = hyp.end_phase() else {
         return ret::INVALID_PARAMETERS;
     };
-    if let Some(tracer) = hyp.tracer.take() {
-        let (counts, sites) = tracer.stop(ctx);
+    if hyp.tracer.active() {
+        let (counts, sites) = hyp.tracer.stop(ctx);
         for site in sites.into_iter().flatten() {
             hyp.report.send(&Record::TcoSite(site));
         }

@@ -34,10 +34,8 @@ pub struct Hyp {
     pub watchdog_ms: u64,
     /// The guest's MTE controls as last written (read back after each emulated write).
     pub controls: Controls,
-    /// The step engine, while a traced phase is open.
-    pub tracer: Option<Tracer>,
-    pub guest_ram: [Region; 2],
-    pub block_granules: u64,
+    /// The step engine (active while a traced phase is open).
+    pub tracer: Tracer,
 }
 
 impl Hyp {
@@ -59,9 +57,7 @@ impl Hyp {
                 tcr_el1: mtex_abi::program::TCR_EL1_AT_ENTRY,
                 hcr_ata: true,
             },
-            tracer: None,
-            guest_ram,
-            block_granules,
+            tracer: Tracer::new(guest_ram, block_granules),
         }
     }
 

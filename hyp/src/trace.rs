@@ -9,7 +9,7 @@ use crate::fast_step::fast;
 use aarch64_cpu::registers::*;
 use mtex_abi::report::TcoSite;
 use mtex_dt::Region;
-use mtex_trace::counts::{Effect, Pending, TraceCounts};
+use mtex_trace::counts::{Effect, Pending, Tally, TraceCounts};
 use mtex_trace::decode::{self, Insn};
 use mtex_trace::predicate::Controls;
 use tock_registers::interfaces::{Readable, Writeable};
@@ -75,7 +75,8 @@ fn guest_sp(spsr: u64) -> u64 {
 }
 
 pub struct Tracer {
-    pub counts: TraceCounts,
+    active: bool,
+    tally: Tally,
     /// The instruction about to run; valid when `armed`. Kept in place (not an Option that
     /// is moved out and back) because this is the step path.
     pending: Pending,
@@ -89,11 +90,33 @@ pub struct Tracer {
 }
 
 impl Tracer {
-    /// Arms single-step for the phase `phase`. `guest_ram` is what the guest may own (the
-    /// instruction reader refuses anything else).
-    pub fn start(phase: u32, guest_ram: [Region; 2], block_granules: u64) -> Self {
-        let saved_mdscr = MDSCR_EL1.get();
-        MDSCR_EL1.set(saved_mdscr | MDSCR_SS);
+    /// An idle step engine for a guest whose RAM is `guest_ram` (the instruction reader
+    /// refuses anything else).
+    pub fn new(guest_ram: [Region; 2], block_granules: u64) -> Self {
+        Self {
+            active: false,
+            tally: Tally::default(),
+            pending: Pending::default(),
+            armed: false,
+            pending_tco: false,
+            sites: [None; SITES],
+            phase: 0,
+            saved_mdscr: 0,
+            guest_ram,
+            block_granules,
+        }
+    }
+
+    /// True while a traced phase is open.
+    #[inline(always)]
+    pub fn active(&self) -> bool {
+        self.active
+    }
+
+    /// Arms single-step for the phase `phase`. Resets in place: the tally is not copied.
+    pub fn start(&mut self, phase: u32) {
+        self.saved_mdscr = MDSCR_EL1.get();
+        MDSCR_EL1.set(self.saved_mdscr | MDSCR_SS);
         MDCR_EL2.set(MDCR_EL2.get() | MDCR_TDE);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         // SAFETY: called from a hypercall handler, with the hypervisor state borrowed.
@@ -101,31 +124,28 @@ impl Tracer {
         f.pending_inert = 0;
         f.inert_el0 = 0;
         f.inert_el1 = 0;
-        Self {
-            counts: TraceCounts::default(),
-            pending: Pending::default(),
-            armed: false,
-            pending_tco: false,
-            sites: [None; SITES],
-            phase,
-            saved_mdscr,
-            guest_ram,
-            block_granules,
-        }
+        self.tally.reset();
+        self.armed = false;
+        self.sites = [None; SITES];
+        self.phase = phase;
+        self.active = true;
     }
 
     /// Disarms single-step; returns the counts and the TCO sites.
-    pub fn stop(mut self, ctx: &mut GuestContext) -> (TraceCounts, [Option<TcoSite>; SITES]) {
+    pub fn stop(&mut self, ctx: &mut GuestContext) -> (TraceCounts, [Option<TcoSite>; SITES]) {
         // SAFETY: called from a hypercall handler, with the hypervisor state borrowed.
         let f = unsafe { fast() };
         f.pending_inert = 0;
-        self.counts.instructions_el0 += f.inert_el0;
-        self.counts.instructions_el1 += f.inert_el1;
+        let counts = self.tally.counts_mut();
+        counts.instructions_el0 += f.inert_el0;
+        counts.instructions_el1 += f.inert_el1;
         ctx.spsr &= !SPSR_SS;
         MDCR_EL2.set(MDCR_EL2.get() & !MDCR_TDE);
         MDSCR_EL1.set(self.saved_mdscr);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-        (self.counts, self.sites)
+        self.active = false;
+        self.armed = false;
+        (self.tally.finish(), self.sites)
     }
 
     /// At a guest exit: retires the instruction that was about to run at the previous exit.
@@ -145,7 +165,7 @@ impl Tracer {
         let p = &self.pending;
         let now = ctx.state();
         if now.tco != self.pending_tco {
-            self.counts.tco_changes += 1;
+            self.tally.counts_mut().tco_changes += 1;
         }
         // An exception taken to EL1 instead of completing `p` leaves ELR_EL1 at `p` and the
         // guest at one of its vectors.
@@ -158,12 +178,12 @@ impl Tracer {
             let ec = esr >> 26;
             if (ec == 0x24 || ec == 0x25) && esr & 0x3f == DFSC_TAG_CHECK {
                 // The access was made and its check failed: it counts as checked.
-                self.counts.tag_check_faults += 1;
-                self.counts.retire(p);
+                self.tally.counts_mut().tag_check_faults += 1;
+                self.tally.retire(p);
             }
             return;
         }
-        self.counts.retire(p);
+        self.tally.retire(p);
         let value = match p.effect {
             Effect::TcoImm(v) => v,
             Effect::TcoReg(t) => ctx.reg(t) & crate::context::SPSR_TCO != 0,
@@ -192,7 +212,7 @@ impl Tracer {
                 _ => {}
             }
         }
-        self.counts.tco_site_overflow += 1;
+        self.tally.counts_mut().tco_site_overflow += 1;
     }
 
     /// Before returning to the guest: decodes and judges the instruction at ELR, and arms

@@ -59,6 +59,9 @@ pub struct TraceFigures {
     pub el2_per_step: f64,
     /// EL2 exits (steps and others) per traced guest instruction.
     pub exits_per_instruction: f64,
+    /// EL2 instructions per stepped instruction in a long traced loop of tagged loads (the
+    /// steady state: phase set-up and reporting amortised away), under -icount shift=0.
+    pub el2_per_step_steady: f64,
     pub traced_instructions: u64,
     /// Wall-clock time of the traced phase over the same phase untraced (no -icount).
     pub slowdown: f64,
@@ -99,6 +102,14 @@ pub fn trace(images: &Images, n: u64) -> Result<TraceFigures> {
         exits += s.step_exits + s.exits;
     }
     let cmdline = format!("mtex.guest=bench-trace mtex.bench_n={n} mtex.watchdog_ms=600000");
+    let steady = run_ok(images, cmdline.clone(), true)?;
+    let traced_phase = steady.phase("traced").context("phase traced missing")?;
+    let (Some(s), Some(t)) = (traced_phase.stats, traced_phase.trace) else {
+        bail!("traced phase without figures");
+    };
+    let el2_per_step_steady = (s.el2_instructions.unwrap_or(0)
+        - s.el2_report_instructions.unwrap_or(0)) as f64
+        / (t.instructions_el1 + t.instructions_el0) as f64;
     let w = run_ok(images, cmdline, false)?;
     let span = |name: &str| -> Result<u64> {
         let p = w
@@ -115,6 +126,7 @@ pub fn trace(images: &Images, n: u64) -> Result<TraceFigures> {
     Ok(TraceFigures {
         el2_per_step: el2 as f64 / instructions as f64,
         exits_per_instruction: exits as f64 / instructions as f64,
+        el2_per_step_steady,
         traced_instructions: instructions,
         slowdown: traced as f64 / untraced.max(1) as f64,
         steps_per_second: stepped as f64 / (traced as f64 / hz),

@@ -168,6 +168,10 @@ fn real_main() -> Result<ExitCode> {
                 f.exits_per_instruction
             );
             println!(
+                "  EL2 instructions per step in a long loop of {} tagged loads: {:.1}",
+                f.n, f.el2_per_step_steady
+            );
+            println!(
                 "bench trace: {} tagged loads, untraced then traced, without -icount",
                 f.n
             );

@@ -114,7 +114,7 @@ pub struct TraceCounts {
 /// One direction of an access judged under every view, as bits (the step path stores and
 /// reads this on every instruction, so it is kept to a byte).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Judged(u8);
+pub struct Judged(pub u8);
 
 impl Judged {
     const PRESENT: u8 = 1 << 0;
@@ -273,49 +273,113 @@ impl Pending {
     }
 }
 
-impl TraceCounts {
+/// How one direction of an access was judged, as one of ten states: absent, present but
+/// unchecked, or checked with each combination of the three other views. (The other views
+/// only ever remove checks from the architectural one, so these are all that occur.)
+const fn state(j: Judged) -> usize {
+    if j.0 & Judged::PRESENT == 0 {
+        0
+    } else if j.0 & Judged::ARCH == 0 {
+        1
+    } else {
+        2 + ((j.0 >> 2) & 7) as usize
+    }
+}
+
+/// The judgement of a state (inverse of [`state`]).
+const fn judged_of(state: usize) -> Judged {
+    match state {
+        0 => Judged(0),
+        1 => Judged(Judged::PRESENT),
+        s => Judged(Judged::PRESENT | Judged::ARCH | (((s - 2) as u8) << 2)),
+    }
+}
+
+const STATES: usize = 10;
+
+/// Adds up retired instructions. Accesses go into a histogram keyed by (EL, read state,
+/// write state) — one increment on the step path instead of one per view — and are spread
+/// into the per-view counts by [`Tally::finish`].
+#[derive(Clone, Default)]
+pub struct Tally {
+    counts: TraceCounts,
+    accesses: [[[u64; STATES]; STATES]; 2],
+}
+
+impl Tally {
     /// Adds an instruction that executed.
     #[inline]
     pub fn retire(&mut self, p: &Pending) {
+        let c = &mut self.counts;
         if p.el == 0 {
-            self.instructions_el0 += 1;
+            c.instructions_el0 += 1;
         } else {
-            self.instructions_el1 += 1;
+            c.instructions_el1 += 1;
         }
         match p.effect {
             Effect::None => {}
-            Effect::Access => self.retire_access(p),
-            Effect::TagStore(g) => {
-                self.tag_store_insns += 1;
-                self.granules_tagged += g as u64;
+            Effect::Access => {
+                self.accesses[(p.el != 0) as usize][state(p.read)][state(p.write)] += 1;
             }
-            Effect::TcoImm(_) | Effect::TcoReg(_) => self.tco_writes += 1,
-            Effect::TfsrRead => self.tfsr_reads += 1,
-            Effect::Dsb => self.dsb += 1,
-            Effect::Dmb => self.dmb += 1,
-            Effect::Isb => self.isb += 1,
-            Effect::UnknownMem => self.unknown_mem += 1,
+            Effect::TagStore(g) => {
+                c.tag_store_insns += 1;
+                c.granules_tagged += g as u64;
+            }
+            Effect::TcoImm(_) | Effect::TcoReg(_) => c.tco_writes += 1,
+            Effect::TfsrRead => c.tfsr_reads += 1,
+            Effect::Dsb => c.dsb += 1,
+            Effect::Dmb => c.dmb += 1,
+            Effect::Isb => c.isb += 1,
+            Effect::UnknownMem => c.unknown_mem += 1,
         }
     }
 
-    fn retire_access(&mut self, p: &Pending) {
-        let (r, w) = (p.read, p.write);
-        let views = [
-            (&mut self.accesses, Judged::PRESENT),
-            (&mut self.architectural, Judged::ARCH),
-            (&mut self.tcf_elided, Judged::ELIDED),
-            (&mut self.if_tcma1, Judged::TCMA1),
-            (&mut self.if_kernel_tco, Judged::KERNEL_TCO),
-        ];
-        for (counter, bit) in views {
-            if p.el == 0 {
-                counter.rd_u += r.bit(bit);
-                counter.wr_u += w.bit(bit);
-            } else {
-                counter.rd_k += r.bit(bit);
-                counter.wr_k += w.bit(bit);
+    /// The counts that are not per access (instructions, TCO, faults...), to add to.
+    pub fn counts_mut(&mut self) -> &mut TraceCounts {
+        &mut self.counts
+    }
+
+    /// Starts again from zero, in place (no copy of the histogram).
+    pub fn reset(&mut self) {
+        self.counts = TraceCounts::default();
+        for by_read in self.accesses.iter_mut().flatten() {
+            by_read.fill(0);
+        }
+    }
+
+    /// Everything counted, the accesses spread into their views.
+    pub fn finish(&self) -> TraceCounts {
+        let mut c = self.counts;
+        let cells = self.accesses.iter().enumerate().flat_map(|(el, by_read)| {
+            by_read.iter().enumerate().flat_map(move |(r, by_write)| {
+                by_write
+                    .iter()
+                    .enumerate()
+                    .map(move |(w, &n)| (el == 1, r, w, n))
+            })
+        });
+        for (el1, r, w, n) in cells {
+            if n == 0 {
+                continue;
+            }
+            let (r, w) = (judged_of(r), judged_of(w));
+            for (counter, bit) in [
+                (&mut c.accesses, Judged::PRESENT),
+                (&mut c.architectural, Judged::ARCH),
+                (&mut c.tcf_elided, Judged::ELIDED),
+                (&mut c.if_tcma1, Judged::TCMA1),
+                (&mut c.if_kernel_tco, Judged::KERNEL_TCO),
+            ] {
+                if el1 {
+                    counter.rd_k += n * r.bit(bit);
+                    counter.wr_k += n * w.bit(bit);
+                } else {
+                    counter.rd_u += n * r.bit(bit);
+                    counter.wr_u += n * w.bit(bit);
+                }
             }
         }
+        c
     }
 }
 
@@ -336,6 +400,42 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// The histogram spreads every access into exactly the views its judgement says,
+        /// at the EL that executed it.
+        #[test]
+        fn tally_spreads_judgements_into_views(
+            items in proptest::collection::vec((0u8..2, 0u8..32, 0u8..32), 0..50)
+        ) {
+            let mut t = Tally::default();
+            let mut expect = TraceCounts::default();
+            for &(el, r, w) in &items {
+                // Only judgements the views can produce: checked ones carry ARCH.
+                let valid = |j: u8| if j & 2 == 0 { j & 1 } else { j | 1 };
+                let (r, w) = (Judged(valid(r) | 1), Judged(valid(w)));
+                t.retire(&Pending { pc: 0, effect: Effect::Access, el, read: r, write: w });
+                if el == 0 { expect.instructions_el0 += 1 } else { expect.instructions_el1 += 1 }
+                let (vr, vw) = (r.views(), w.views());
+                for (counter, in_r, in_w) in [
+                    (&mut expect.accesses, r.present(), w.present()),
+                    (&mut expect.architectural, vr.architectural, vw.architectural),
+                    (&mut expect.tcf_elided, vr.tcf_elided, vw.tcf_elided),
+                    (&mut expect.if_tcma1, vr.if_tcma1, vw.if_tcma1),
+                    (&mut expect.if_kernel_tco, vr.if_kernel_tco, vw.if_kernel_tco),
+                ] {
+                    if el == 0 {
+                        counter.rd_u += in_r as u64;
+                        counter.wr_u += in_w as u64;
+                    } else {
+                        counter.rd_k += in_r as u64;
+                        counter.wr_k += in_w as u64;
+                    }
+                }
+            }
+            prop_assert_eq!(t.finish(), expect);
+        }
+    }
+
     #[test]
     fn an_atomic_counts_one_read_and_one_write() {
         let c = Controls {
@@ -346,17 +446,20 @@ mod tests {
         let x = [0x0300_0000_4100_0000u64; 31];
         let insn = crate::decode::decode(0xf8210043); // ldadd x1, x3, [x2]
         let p = Pending::new(0, 1, false, insn, &c, &x, 0, 4, |_, _| true);
-        let mut t = TraceCounts::default();
+        let mut t = Tally::default();
         t.retire(&p);
+        let t = t.finish();
         assert_eq!((t.architectural.rd_k, t.architectural.wr_k), (1, 1));
+        assert_eq!((t.accesses.rd_k, t.accesses.wr_k), (1, 1));
         assert_eq!(t.instructions_el1, 1);
         // Under store-only checking only the write half is checked.
         let so = Controls {
             sctlr_el1: c.sctlr_el1 | 1 << 59,
             ..c
         };
-        let mut t = TraceCounts::default();
+        let mut t = Tally::default();
         t.retire(&Pending::new(0, 1, false, insn, &so, &x, 0, 4, |_, _| true));
+        let t = t.finish();
         assert_eq!((t.architectural.rd_k, t.architectural.wr_k), (0, 1));
     }
 }
