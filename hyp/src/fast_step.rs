@@ -73,11 +73,12 @@ pub unsafe fn fast() -> &'static mut FastStep {
 global_asm!(
     ".global mtex_fast_step",
     "mtex_fast_step:",
-    "stp x4, x5, [sp, #32]",
     "adrp x0, MTEX_FAST",
     "add x0, x0, :lo12:MTEX_FAST",
     "ldr x1, [x0, #0]",
-    "cbz x1, 8f",
+    // Not tracing an inert instruction (every exit outside traced phases): leave at once.
+    "cbz x1, 9f",
+    "stp x4, x5, [sp, #32]",
     "mrs x1, esr_el2",
     "lsr x1, x1, #26",
     "cmp x1, #0x32",
@@ -151,7 +152,7 @@ global_asm!(
     "eret",
     // Anything else: the full path, as if the vector had gone there directly.
     "8: ldp x4, x5, [sp, #32]",
-    "ldp x2, x3, [sp, #16]",
+    "9: ldp x2, x3, [sp, #16]",
     "mov x0, #0",
     "b mtex_save_and_dispatch",
     size = const crate::context::CONTEXT_SIZE,

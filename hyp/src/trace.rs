@@ -149,7 +149,8 @@ impl Tracer {
     }
 
     /// At a guest exit: retires the instruction that was about to run at the previous exit.
-    #[inline(always)]
+    /// Out of line, so the other exits' path keeps a small frame.
+    #[inline(never)]
     pub fn retire(&mut self, ctx: &GuestContext) {
         if !self.armed {
             return;
@@ -217,7 +218,7 @@ impl Tracer {
 
     /// Before returning to the guest: decodes and judges the instruction at ELR, and arms
     /// the step so the guest runs exactly that one.
-    #[inline(always)]
+    #[inline(never)]
     pub fn prepare(&mut self, ctx: &mut GuestContext, controls: &Controls) {
         let st = ctx.state();
         let word = self.fetch(st.pc, st.el == 0, controls.sctlr_el1);
