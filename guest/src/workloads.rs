@@ -74,6 +74,9 @@ workload!(prefetch: "prfm pldl1keep, [x9]");
 workload!(tag_store: "stg x9, [x9]");
 workload!(dc_zva: "dc zva, x14");
 workload!(ldtr: "ldtr x12, [x7]");
+workload!(inert_stretch: "ldr x12, [x9]", "add x13, x13, #1", "add x13, x13, #1",
+    "add x13, x13, #1", "add x13, x13, #1", "add x13, x13, #1", "add x13, x13, #1",
+    "add x13, x13, #1", "add x13, x13, #1");
 
 /// Runs `body` `n` times as phase `id`, traced or not; returns the PHASE_END result.
 pub fn run(body: Body, id: u32, name: &str, p: &Pointers, n: u64, traced: bool) -> u64 {
@@ -94,6 +97,7 @@ pub fn run(body: Body, id: u32, name: &str, p: &Pointers, n: u64, traced: bool) 
         Body::TagStore => tag_store,
         Body::DcZva => dc_zva,
         Body::Ldtr => ldtr,
+        Body::InertStretch => inert_stretch,
     };
     let flags = if traced { PHASE_TRACED } else { 0 };
     f(id as u64, name, p, n, flags)

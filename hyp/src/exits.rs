@@ -18,7 +18,11 @@ const IRQ: u64 = 1;
 pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
     HYP.with(|hyp| {
         let esr = Esr(ESR_EL2.get());
-        let step = kind == SYNC && esr.ec() == ExceptionClass::SoftwareStepLower;
+        let step = kind == SYNC
+            && matches!(
+                esr.ec(),
+                ExceptionClass::SoftwareStepLower | ExceptionClass::BreakpointLower
+            );
         count_exit(hyp, ctx, step);
         if hyp.tracer.active() {
             hyp.tracer.retire(ctx);
@@ -49,7 +53,8 @@ fn count_exit(hyp: &mut Hyp, ctx: &GuestContext, step: bool) {
 fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     match esr.ec() {
         // The step itself is all: retire/prepare around this match do the work.
-        ExceptionClass::SoftwareStepLower if hyp.tracer.active() => {}
+        ExceptionClass::SoftwareStepLower | ExceptionClass::BreakpointLower
+            if hyp.tracer.active() => {}
         ExceptionClass::SysRegTrap => crate::sysreg_trap::handle(hyp, ctx, esr),
         ExceptionClass::Hvc64 => crate::hypercall::handle(hyp, ctx),
         ExceptionClass::Smc64 => crate::psci::handle_guest_smc(hyp, ctx),

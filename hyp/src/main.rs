@@ -121,6 +121,7 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         opts.watchdog_ms,
         guest_ram,
         trace::block_granules(),
+        opts.runs,
     ));
     guest_boot::enter(entry, guest_dtb)
 }

@@ -45,6 +45,7 @@ impl Hyp {
         watchdog_ms: u64,
         guest_ram: [Region; 2],
         block_granules: u64,
+        runs: bool,
     ) -> Self {
         Self {
             report,
@@ -57,7 +58,7 @@ impl Hyp {
                 tcr_el1: mtex_abi::program::TCR_EL1_AT_ENTRY,
                 hcr_ata: true,
             },
-            tracer: Tracer::new(guest_ram, block_granules),
+            tracer: Tracer::new(guest_ram, block_granules, runs),
         }
     }
 

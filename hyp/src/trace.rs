@@ -12,6 +12,7 @@ use mtex_dt::Region;
 use mtex_trace::counts::{Effect, Pending, Tally, TraceCounts};
 use mtex_trace::decode::{self, Insn};
 use mtex_trace::predicate::Controls;
+use mtex_trace::run::{MAX_LEAVES, Plan};
 use tock_registers::interfaces::{Readable, Writeable};
 
 /// SPSR_EL2.SS: software step active for the instruction ERET returns to.
@@ -26,6 +27,49 @@ const ATTR_TAGGED: u8 = 0xf0;
 const DFSC_TAG_CHECK: u64 = 0x11;
 /// Distinct TCO-writing sites kept per phase.
 const SITES: usize = 16;
+/// MDSCR_EL1.MDE: breakpoint exceptions enabled.
+const MDSCR_MDE: u64 = 1 << 15;
+/// DBGBCR<n>_EL1: enabled, all byte lanes, EL1 and EL0 (PMC = 0b11), address match.
+const BCR_ENABLED: u64 = (0b1111 << 5) | (0b11 << 1) | 1;
+/// Shortest run worth its two exits' set-up: below this, stepping (mostly through the fast
+/// path) costs fewer EL2 instructions.
+const RUN_MIN_DEPTH: u32 = 6;
+/// Breakpoints a run uses: one per exit, plus the EL1 synchronous vectors (current EL, lower
+/// EL) so that a fault inside the run cannot slip by untraced.
+const RUN_BREAKPOINTS: usize = MAX_LEAVES + 2;
+
+/// Breakpoints the CPU has (ID_AA64DFR0_EL1.BRPs + 1).
+pub fn breakpoints() -> usize {
+    ((ID_AA64DFR0_EL1.get() >> 12) & 0xf) as usize + 1
+}
+
+/// Sets breakpoint `n` (value and control). aarch64-cpu has no accessors for the numbered
+/// debug registers, and MSR needs the register number in the instruction.
+fn set_breakpoint(n: usize, addr: u64, control: u64) {
+    macro_rules! bp {
+        ($bvr:literal, $bcr:literal) => {
+            // SAFETY: DBGBVR/DBGBCR only configure debug events, routed to EL2 (TDE); the
+            // guest does not use hardware breakpoints.
+            unsafe {
+                core::arch::asm!(
+                    concat!("msr ", $bvr, ", {a}"),
+                    concat!("msr ", $bcr, ", {c}"),
+                    a = in(reg) addr,
+                    c = in(reg) control,
+                )
+            }
+        };
+    }
+    match n {
+        0 => bp!("dbgbvr0_el1", "dbgbcr0_el1"),
+        1 => bp!("dbgbvr1_el1", "dbgbcr1_el1"),
+        2 => bp!("dbgbvr2_el1", "dbgbcr2_el1"),
+        3 => bp!("dbgbvr3_el1", "dbgbcr3_el1"),
+        4 => bp!("dbgbvr4_el1", "dbgbcr4_el1"),
+        5 => bp!("dbgbvr5_el1", "dbgbcr5_el1"),
+        _ => {}
+    }
+}
 
 /// Clears the OS lock, which is set at reset and would block debug exceptions.
 pub fn init_debug() {
@@ -76,6 +120,15 @@ fn guest_sp(spsr: u64) -> u64 {
 
 pub struct Tracer {
     active: bool,
+    /// Runs were asked for (`mtex.runs=1`) and the CPU has the breakpoints they need.
+    runs_enabled: bool,
+    /// The run in progress (valid while `run_armed`), kept in place.
+    run: Plan,
+    run_armed: bool,
+    run_el: u8,
+    /// Start addresses (xor TTBR0) from which no run is worth making, direct-mapped: loops
+    /// come back to the same places, and planning is costlier than looking here.
+    no_run: [u64; 64],
     tally: Tally,
     /// The instruction about to run; valid when `armed`. Kept in place (not an Option that
     /// is moved out and back) because this is the step path.
@@ -92,9 +145,14 @@ pub struct Tracer {
 impl Tracer {
     /// An idle step engine for a guest whose RAM is `guest_ram` (the instruction reader
     /// refuses anything else).
-    pub fn new(guest_ram: [Region; 2], block_granules: u64) -> Self {
+    pub fn new(guest_ram: [Region; 2], block_granules: u64, runs: bool) -> Self {
         Self {
             active: false,
+            runs_enabled: runs && breakpoints() >= RUN_BREAKPOINTS,
+            run: Plan::default(),
+            run_armed: false,
+            run_el: 0,
+            no_run: [u64::MAX; 64],
             tally: Tally::default(),
             pending: Pending::default(),
             armed: false,
@@ -126,6 +184,7 @@ impl Tracer {
         f.inert_el1 = 0;
         self.tally.reset();
         self.armed = false;
+        self.run_armed = false;
         self.sites = [None; SITES];
         self.phase = phase;
         self.active = true;
@@ -140,6 +199,9 @@ impl Tracer {
         counts.instructions_el0 += f.inert_el0;
         counts.instructions_el1 += f.inert_el1;
         ctx.spsr &= !SPSR_SS;
+        if self.run_armed {
+            self.disarm_run();
+        }
         MDCR_EL2.set(MDCR_EL2.get() & !MDCR_TDE);
         MDSCR_EL1.set(self.saved_mdscr);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
@@ -152,6 +214,10 @@ impl Tracer {
     /// Out of line, so the other exits' path keeps a small frame.
     #[inline(never)]
     pub fn retire(&mut self, ctx: &GuestContext) {
+        if self.run_armed {
+            self.retire_run(ctx);
+            return;
+        }
         if !self.armed {
             return;
         }
@@ -194,6 +260,73 @@ impl Tracer {
         self.note_tco_site(pc, value);
     }
 
+    /// A run ended: count the instructions it executed, known from where the guest stopped
+    /// (a planned exit; inside the run, if an interrupt stopped it; or, at an EL1 vector, the
+    /// instruction that faulted, which did not complete).
+    fn retire_run(&mut self, ctx: &GuestContext) {
+        self.disarm_run();
+        let now = ctx.state();
+        let vbar = VBAR_EL1.get();
+        let at_sync_vector = now.el == 1 && (now.pc == vbar + 0x200 || now.pc == vbar + 0x400);
+        let stopped_at = if at_sync_vector {
+            ELR_EL1.get()
+        } else {
+            now.pc
+        };
+        let counts = self.tally.counts_mut();
+        match self.run.depth_of(stopped_at) {
+            Some(n) if self.run_el == 0 => counts.instructions_el0 += n as u64,
+            Some(n) => counts.instructions_el1 += n as u64,
+            None => counts.runs_lost += 1,
+        }
+    }
+
+    fn disarm_run(&mut self) {
+        self.run_armed = false;
+        for n in 0..RUN_BREAKPOINTS {
+            set_breakpoint(n, 0, 0);
+        }
+        MDSCR_EL1.set(self.saved_mdscr | MDSCR_SS);
+    }
+
+    /// Tries to let the guest run from `pc` (an inert instruction) to the next instruction
+    /// that matters; true if a run is armed.
+    fn arm_run(&mut self, ctx: &mut GuestContext, pc: u64, el: u8) -> bool {
+        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
+        let c = unsafe { fast() };
+        let (va_page, pa_page) = (c.va_page, c.pa_page);
+        // Plan within the code page already translated for `pc`.
+        let fetch = |a: u64| {
+            // SAFETY: the page is guest RAM (checked when it was cached), identity-mapped at
+            // EL2; reading instruction words has no side effects.
+            (a & !0xfff == va_page)
+                .then(|| unsafe { core::ptr::read_volatile((pa_page | (a & 0xffc)) as *const u32) })
+        };
+        let key = pc ^ c.ttbr0;
+        let slot = ((pc >> 2) & 63) as usize;
+        if self.no_run[slot] == key {
+            return false;
+        }
+        if !self.run.build(pc, fetch) || self.run.min_leaf_depth() < RUN_MIN_DEPTH {
+            self.no_run[slot] = key;
+            return false;
+        }
+        for (n, (addr, _)) in self.run.leaves[..self.run.n_leaves].iter().enumerate() {
+            set_breakpoint(n, *addr, BCR_ENABLED);
+        }
+        let vbar = VBAR_EL1.get();
+        set_breakpoint(MAX_LEAVES, vbar + 0x200, BCR_ENABLED);
+        set_breakpoint(MAX_LEAVES + 1, vbar + 0x400, BCR_ENABLED);
+        // Stepping off (with MDSCR_EL1.SS set the guest would step at once), breakpoints on.
+        MDSCR_EL1.set((self.saved_mdscr & !MDSCR_SS) | MDSCR_MDE);
+        ctx.spsr &= !SPSR_SS;
+        c.pending_inert = 0;
+        self.run_armed = true;
+        self.run_el = el;
+        self.tally.counts_mut().runs += 1;
+        true
+    }
+
     fn note_tco_site(&mut self, pc: u64, value: bool) {
         for slot in self.sites.iter_mut() {
             match slot {
@@ -229,14 +362,18 @@ impl Tracer {
             Insn::Mem(m) if m.base == 31 => guest_sp(ctx.spsr),
             _ => 0,
         };
-        self.armed = true;
-        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-        let f = unsafe { fast() };
         if word.is_some_and(decode::is_inert) {
+            if self.runs_enabled && self.arm_run(ctx, st.pc, st.el) {
+                self.armed = false;
+                return;
+            }
+            // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
+            let f = unsafe { fast() };
             // Inert: the fast path may retire it (and those after it) on its own.
             f.pending_inert = 1;
             f.pending_pc = st.pc;
         }
+        self.armed = true;
         self.pending = Pending::new(
             st.pc,
             st.el,

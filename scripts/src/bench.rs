@@ -59,6 +59,11 @@ pub struct TraceFigures {
     pub el2_per_step: f64,
     /// EL2 exits (steps and others) per traced guest instruction.
     pub exits_per_instruction: f64,
+    /// The same two figures with breakpoint runs (`mtex.runs=1`), over the trace program and
+    /// over the default program (compiled code).
+    pub with_runs_trace: (f64, f64),
+    pub default_program: (f64, f64),
+    pub default_program_with_runs: (f64, f64),
     /// EL2 instructions per stepped instruction in a long traced loop of tagged loads (the
     /// steady state: phase set-up and reporting amortised away), under -icount shift=0.
     pub el2_per_step_steady: f64,
@@ -85,10 +90,10 @@ fn run_ok(images: &Images, cmdline: String, icount: bool) -> Result<Report> {
     Ok(r)
 }
 
-/// Runs the trace program under -icount for instruction figures, and `bench-trace` (n
-/// tagged loads untraced, then traced) without it for wall-clock figures.
-pub fn trace(images: &Images, n: u64) -> Result<TraceFigures> {
-    let r = run_ok(images, "mtex.guest=trace".into(), true)?;
+/// (EL2 instructions per traced instruction, exits per traced instruction, traced
+/// instructions) over the traced phases of a run under -icount.
+fn per_instruction(images: &Images, cmdline: &str) -> Result<(f64, f64, u64)> {
+    let r = run_ok(images, cmdline.into(), true)?;
     let (mut el2, mut instructions, mut exits) = (0u64, 0u64, 0u64);
     for p in &r.phases {
         let (Some(s), Some(t)) = (p.stats, p.trace) else {
@@ -101,6 +106,19 @@ pub fn trace(images: &Images, n: u64) -> Result<TraceFigures> {
         instructions += t.instructions_el1 + t.instructions_el0;
         exits += s.step_exits + s.exits;
     }
+    let n = instructions.max(1) as f64;
+    Ok((el2 as f64 / n, exits as f64 / n, instructions))
+}
+
+/// Runs the trace and default programs under -icount for instruction figures (with and
+/// without breakpoint runs), and `bench-trace` (n tagged loads untraced, then traced)
+/// without it for wall-clock figures.
+pub fn trace(images: &Images, n: u64) -> Result<TraceFigures> {
+    let (el2_per_step, exits_per_instruction, instructions) =
+        per_instruction(images, "mtex.guest=trace")?;
+    let with_runs_trace = per_instruction(images, "mtex.guest=trace mtex.runs=1")?;
+    let default_program = per_instruction(images, "mtex.guest=default")?;
+    let default_program_with_runs = per_instruction(images, "mtex.guest=default mtex.runs=1")?;
     let cmdline = format!("mtex.guest=bench-trace mtex.bench_n={n} mtex.watchdog_ms=600000");
     let steady = run_ok(images, cmdline.clone(), true)?;
     let traced_phase = steady.phase("traced").context("phase traced missing")?;
@@ -124,8 +142,11 @@ pub fn trace(images: &Images, n: u64) -> Result<TraceFigures> {
         .and_then(|p| p.trace)
         .map_or(0, |t| t.instructions_el1 + t.instructions_el0);
     Ok(TraceFigures {
-        el2_per_step: el2 as f64 / instructions as f64,
-        exits_per_instruction: exits as f64 / instructions as f64,
+        el2_per_step,
+        exits_per_instruction,
+        with_runs_trace: (with_runs_trace.0, with_runs_trace.1),
+        default_program: (default_program.0, default_program.1),
+        default_program_with_runs: (default_program_with_runs.0, default_program_with_runs.1),
         el2_per_step_steady,
         traced_instructions: instructions,
         slowdown: traced as f64 / untraced.max(1) as f64,

@@ -171,6 +171,13 @@ fn real_main() -> Result<ExitCode> {
                 "  EL2 instructions per step in a long loop of {} tagged loads: {:.1}",
                 f.n, f.el2_per_step_steady
             );
+            for (what, (el2, exits)) in [
+                ("trace program, with runs (mtex.runs=1)", f.with_runs_trace),
+                ("default program (compiled code)", f.default_program),
+                ("default program, with runs", f.default_program_with_runs),
+            ] {
+                println!("  {what}: {el2:.1} EL2 instructions, {exits:.3} exits per instruction");
+            }
             println!(
                 "bench trace: {} tagged loads, untraced then traced, without -icount",
                 f.n

@@ -215,10 +215,11 @@ fn a_bad_option_that_reaches_the_hypervisor_fails_the_boot_naming_it() {
     assert!(r.phases.is_empty());
 }
 
-#[test]
-fn trace_counts_every_term_of_the_predicate_exactly() {
+/// Boots the trace program (with or without breakpoint runs) and checks every count against
+/// the workloads' own arithmetic.
+fn check_trace_program(runs: bool) {
     use mtex_trace::counts::ByEl;
-    let (r, _) = boot("mtex.guest=trace");
+    let (r, _) = boot(&format!("mtex.guest=trace mtex.runs={}", runs as u8));
     assert!(r.succeeded(), "{}", mtex::render::text(&r));
     assert_eq!(r.phases.len(), program::TRACE.len());
     for (p, def) in r.phases.iter().zip(program::TRACE) {
@@ -264,16 +265,11 @@ fn trace_counts_every_term_of_the_predicate_exactly() {
             (instructions, 0),
             "{what}: instructions"
         );
-        // The PMU, counting EL1 instructions independently, agrees with the step count.
+        // The PMU, counting EL1 instructions independently, agrees with the trace.
         assert_eq!(
             p.stats.unwrap().el1_instructions,
             Some(instructions),
             "{what}: PMU"
-        );
-        assert_eq!(
-            p.stats.unwrap().step_exits,
-            instructions - 1,
-            "{what}: steps"
         );
         assert_eq!(t.tco_writes, per.tco_writes * n, "{what}: TCO writes");
         assert_eq!(t.tco_changes, per.tco_writes * n, "{what}: TCO changes");
@@ -282,8 +278,22 @@ fn trace_counts_every_term_of_the_predicate_exactly() {
             per.granules_tagged * n,
             "{what}: granules"
         );
-        assert_eq!(t.tag_check_faults, 0, "{what}: faults");
-        assert_eq!(t.unknown_mem, 0, "{what}: unknown");
+        assert_eq!(
+            (t.tag_check_faults, t.unknown_mem, t.runs_lost),
+            (0, 0, 0),
+            "{what}"
+        );
+        // Exits: one per instruction but the last (an HVC exit) when stepping. With runs, the
+        // inert stretch is one run per iteration: a step after its load, a breakpoint after
+        // the run.
+        let exits = p.stats.unwrap().step_exits;
+        match (runs, def.body) {
+            (false, _) => assert_eq!((exits, t.runs), (instructions - 1, 0), "{what}: exits"),
+            (true, program::Body::InertStretch) => {
+                assert_eq!((exits, t.runs), (2 * n, n), "{what}: exits with runs")
+            }
+            (true, _) => assert!(exits < instructions, "{what}: exits"),
+        }
     }
     // TCO sites: the toggle writes #1 and #0 at two PCs, n times each.
     let toggle = r.phase("t-tco-toggle").unwrap();
@@ -299,6 +309,42 @@ fn trace_counts_every_term_of_the_predicate_exactly() {
         .collect();
     sites.sort();
     assert_eq!(sites, [(false, n), (true, n)]);
+}
+
+#[test]
+fn trace_counts_every_term_of_the_predicate_exactly() {
+    check_trace_program(false);
+}
+
+#[test]
+fn trace_counts_are_the_same_with_breakpoint_runs() {
+    check_trace_program(true);
+}
+
+#[test]
+fn runs_change_exits_not_counts_on_compiled_code() {
+    let (stepped, _) = boot("mtex.guest=default mtex.runs=0");
+    let (ran, _) = boot("mtex.guest=default mtex.runs=1");
+    assert!(stepped.succeeded() && ran.succeeded());
+    let (mut exits_stepped, mut exits_ran, mut runs) = (0, 0, 0);
+    for (a, b) in stepped.phases.iter().zip(&ran.phases) {
+        let (ta, tb) = (a.trace.unwrap(), b.trace.unwrap());
+        // Everything counted is identical; only how the hypervisor got there differs.
+        let same = mtex_trace::counts::TraceCounts { runs: 0, ..tb };
+        assert_eq!(ta, same, "phase {}", a.name);
+        assert_eq!(
+            b.stats.unwrap().el1_instructions,
+            Some(tb.instructions_el1),
+            "{}",
+            b.name
+        );
+        assert_eq!(tb.runs_lost, 0);
+        exits_stepped += a.stats.unwrap().step_exits;
+        exits_ran += b.stats.unwrap().step_exits;
+        runs += tb.runs;
+    }
+    assert!(runs > 0, "compiled code has stretches long enough for runs");
+    assert!(exits_ran < exits_stepped, "{exits_ran} !< {exits_stepped}");
 }
 
 #[test]

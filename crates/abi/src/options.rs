@@ -48,6 +48,9 @@ pub struct HypOptions {
     pub watchdog_ms: u64,
     /// `mtex.traps`: `auto` or `tvm`.
     pub traps: TrapChoice,
+    /// `mtex.runs`: `1` lets traced phases run stretches of inert instructions at full speed
+    /// between hardware breakpoints (fewer exits, same counts); `0` (default) steps them.
+    pub runs: bool,
 }
 
 impl HypOptions {
@@ -71,7 +74,21 @@ impl HypOptions {
                 });
             }
         };
-        Ok(Self { watchdog_ms, traps })
+        let runs = match value(cmdline, "runs") {
+            None | Some("0") => false,
+            Some("1") => true,
+            Some(_) => {
+                return Err(OptionError {
+                    key: "runs",
+                    problem: "expected 0 or 1",
+                });
+            }
+        };
+        Ok(Self {
+            watchdog_ms,
+            traps,
+            runs,
+        })
     }
 }
 
@@ -203,6 +220,8 @@ mod tests {
             HypOptions::parse("mtex.traps=maybe").unwrap_err().key,
             "traps"
         );
+        assert_eq!(HypOptions::parse("mtex.runs=yes").unwrap_err().key, "runs");
+        assert!(HypOptions::parse("mtex.runs=1").unwrap().runs);
         assert_eq!(
             GuestOptions::parse("mtex.guest=nope").unwrap_err().key,
             "guest"

@@ -140,6 +140,9 @@ pub enum Body {
     DcZva,
     /// `ldtr x12, [user]`: unprivileged load at EL1.
     Ldtr,
+    /// `ldr x12, [tagged]` then eight `add x13, x13, #1`: a stretch of inert instructions
+    /// long enough for a run (`mtex.runs=1`).
+    InertStretch,
 }
 
 /// What one iteration of a body does, as the workload's own arithmetic.
@@ -202,6 +205,12 @@ impl Body {
                 reads: 2,
                 checkable_reads: 1,
                 tco_writes: 2,
+                ..p
+            },
+            Body::InertStretch => PerIteration {
+                instructions: 9,
+                reads: 1,
+                checkable_reads: 1,
                 ..p
             },
             Body::Prefetch => p,
@@ -357,6 +366,15 @@ pub const TRACE: &[TracedPhase] = &[
         30,
         false,
         false,
+    ),
+    traced(
+        "t-inert-stretch",
+        SYNC_ALL,
+        TBI,
+        Body::InertStretch,
+        30,
+        true,
+        true,
     ),
 ];
 

@@ -24,6 +24,8 @@ pub enum ExceptionClass {
     DataAbortLower,
     /// 0x25: data abort at EL2 itself.
     DataAbortSame,
+    /// 0x30: hardware breakpoint from a lower EL.
+    BreakpointLower,
     /// 0x32: software step from a lower EL.
     SoftwareStepLower,
     /// 0x3c: BRK instruction.
@@ -46,6 +48,7 @@ impl ExceptionClass {
             0x21 => Self::InstructionAbortSame,
             0x24 => Self::DataAbortLower,
             0x25 => Self::DataAbortSame,
+            0x30 => Self::BreakpointLower,
             0x32 => Self::SoftwareStepLower,
             0x3c => Self::Brk64,
             other => Self::Other(other & 0x3f),
@@ -65,6 +68,7 @@ impl ExceptionClass {
             Self::InstructionAbortSame => "instruction abort at EL2",
             Self::DataAbortLower => "data abort from lower EL",
             Self::DataAbortSame => "data abort at EL2",
+            Self::BreakpointLower => "breakpoint",
             Self::SoftwareStepLower => "software step",
             Self::Brk64 => "BRK",
             Self::Other(_) => "unhandled exception class",

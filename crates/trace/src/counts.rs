@@ -109,6 +109,11 @@ pub struct TraceCounts {
     pub unknown_mem: u64,
     /// TCO writes not listed in a TcoSite record (the per-phase site table was full).
     pub tco_site_overflow: u64,
+    /// Stretches of inert instructions run at full speed between two breakpoints instead of
+    /// being stepped, and runs that ended somewhere the plan did not know (their
+    /// instructions could not be counted: reported, never guessed).
+    pub runs: u64,
+    pub runs_lost: u64,
 }
 
 /// One direction of an access judged under every view, as bits (the step path stores and

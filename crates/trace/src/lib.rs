@@ -11,3 +11,4 @@
 pub mod counts;
 pub mod decode;
 pub mod predicate;
+pub mod run;
