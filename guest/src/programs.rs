@@ -22,6 +22,17 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         GuestProgram::BenchTraps => bench_traps(fdt, opts.bench_n),
         GuestProgram::Trace => trace(fdt),
         GuestProgram::BenchTrace => bench_trace(fdt, opts.bench_n),
+        GuestProgram::ExclusiveLoop => {
+            let p = trace_setup(fdt);
+            crate::workloads::run(
+                program::Body::ExclusiveIncrement,
+                1,
+                "exclusive",
+                &p,
+                1,
+                true,
+            )
+        }
         GuestProgram::Differential => crate::differential::run(fdt),
     }
 }

@@ -74,6 +74,8 @@ workload!(prefetch: "prfm pldl1keep, [x9]");
 workload!(tag_store: "stg x9, [x9]");
 workload!(dc_zva: "dc zva, x14");
 workload!(ldtr: "ldtr x12, [x7]");
+workload!(exclusive_increment: "3: ldaxr x12, [x9]", "add x12, x12, #1",
+    "stlxr w13, x12, [x9]", "cbnz w13, 3b");
 workload!(inert_stretch: "ldr x12, [x9]", "add x13, x13, #1", "add x13, x13, #1",
     "add x13, x13, #1", "add x13, x13, #1", "add x13, x13, #1", "add x13, x13, #1",
     "add x13, x13, #1", "add x13, x13, #1");
@@ -98,6 +100,7 @@ pub fn run(body: Body, id: u32, name: &str, p: &Pointers, n: u64, traced: bool) 
         Body::DcZva => dc_zva,
         Body::Ldtr => ldtr,
         Body::InertStretch => inert_stretch,
+        Body::ExclusiveIncrement => exclusive_increment,
     };
     let flags = if traced { PHASE_TRACED } else { 0 };
     f(id as u64, name, p, n, flags)

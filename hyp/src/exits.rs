@@ -24,7 +24,10 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
                 ExceptionClass::SoftwareStepLower | ExceptionClass::BreakpointLower
             );
         count_exit(hyp, ctx, step);
-        if hyp.tracer.active() {
+        // An interrupt taken before the stepped instruction ran (SPSR_EL2.SS still set)
+        // leaves it pending; anything else means it completed, trapped or faulted.
+        let not_yet_run = kind != SYNC && ctx.spsr & (1 << 21) != 0;
+        if hyp.tracer.active() && !not_yet_run {
             hyp.tracer.retire(ctx);
         }
         match kind {

@@ -97,6 +97,12 @@ global_asm!(
     "ldr x3, [x0, #32]",
     "cmp x2, x3",
     "b.ne 8f",
+    // At one of the guest's vectors, the instruction may have taken an exception instead of
+    // completing: the full path decides.
+    "mrs x3, vbar_el1",
+    "sub x3, x1, x3",
+    "cmp x3, #0x800",
+    "b.lo 8f",
     "mrs x2, spsr_el2",
     "mrs x3, sctlr_el1",
     "and x3, x3, #1",

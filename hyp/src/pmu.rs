@@ -67,8 +67,12 @@ impl Pmu {
     }
 
     fn counter(&self, i: u64) -> u64 {
+        // PMSELR_EL0 is the guest's: put it back.
+        let guest_selection = sysreg_read!("pmselr_el0");
         self.select(i);
-        sysreg_read!("pmxevcntr_el0")
+        let v = sysreg_read!("pmxevcntr_el0");
+        sysreg_write!("pmselr_el0", guest_selection);
+        v
     }
 
     /// Instructions so far at EL2.

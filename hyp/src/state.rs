@@ -44,7 +44,7 @@ impl Hyp {
         pmu: Option<Pmu>,
         watchdog_ms: u64,
         guest_ram: [Region; 2],
-        block_granules: u64,
+        block_granules: mtex_trace::counts::BlockGranules,
         runs: bool,
     ) -> Self {
         Self {

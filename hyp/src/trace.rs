@@ -9,7 +9,7 @@ use crate::fast_step::fast;
 use aarch64_cpu::registers::*;
 use mtex_abi::report::TcoSite;
 use mtex_dt::Region;
-use mtex_trace::counts::{Effect, Pending, Tally, TraceCounts};
+use mtex_trace::counts::{BlockGranules, Effect, Pending, Tally, TraceCounts};
 use mtex_trace::decode::{self, Insn};
 use mtex_trace::predicate::Controls;
 use mtex_trace::run::{MAX_LEAVES, Plan};
@@ -17,6 +17,11 @@ use tock_registers::interfaces::{Readable, Writeable};
 
 /// SPSR_EL2.SS: software step active for the instruction ERET returns to.
 const SPSR_SS: u64 = 1 << 21;
+/// SPSR_EL2.UAO: LDTR/STTR at EL1 are privileged.
+const SPSR_UAO: u64 = 1 << 23;
+/// Store-exclusives stepped in a row at one address before the engine gives up: stepping
+/// clears the exclusive monitor (every ERET does), so such a retry loop never ends.
+const EXCLUSIVE_RETRIES: u32 = 16;
 /// MDCR_EL2.TDE: debug exceptions from EL1/EL0 go to EL2.
 const MDCR_TDE: u64 = 1 << 8;
 /// MDSCR_EL1.SS: software step enable.
@@ -78,12 +83,19 @@ pub fn init_debug() {
     unsafe { core::arch::asm!("msr osdlr_el1, xzr", "isb") };
 }
 
-/// 16-byte granules in a DC ZVA/GVA block (DCZID_EL0.BS is log2 of the block in words).
-pub fn block_granules() -> u64 {
-    let dczid: u64;
-    // SAFETY: reading DCZID_EL0 has no side effects.
-    unsafe { core::arch::asm!("mrs {}, dczid_el0", out(reg) dczid) };
-    (4u64 << (dczid & 0xf)) / 16
+/// 16-byte granules in a DC GVA/GZVA block (DCZID_EL0.BS) and in an STGM/STZGM block
+/// (GMID_EL1.BS); each BS is log2 of the block size in words.
+pub fn block_granules() -> BlockGranules {
+    let (dczid, gmid): (u64, u64);
+    // SAFETY: reading DCZID_EL0 and GMID_EL1 (MTE is present) has no side effects.
+    // GMID_EL1 is S3_1_C0_C0_4 (the assembler only knows its name with +mte).
+    unsafe {
+        core::arch::asm!("mrs {}, dczid_el0", "mrs {}, s3_1_c0_c0_4", out(reg) dczid, out(reg) gmid)
+    };
+    BlockGranules {
+        dc: (4u64 << (dczid & 0xf)) / 16,
+        gm: (4u64 << (gmid & 0xf)) / 16,
+    }
 }
 
 /// Translates a guest VA through its stage 1 with AT (as EL0 or EL1 would access it) and
@@ -120,6 +132,8 @@ fn guest_sp(spsr: u64) -> u64 {
 
 pub struct Tracer {
     active: bool,
+    exclusive_pc: u64,
+    exclusive_retries: u32,
     /// Runs were asked for (`mtex.runs=1`) and the CPU has the breakpoints they need.
     runs_enabled: bool,
     /// The run in progress (valid while `run_armed`), kept in place.
@@ -139,15 +153,17 @@ pub struct Tracer {
     phase: u32,
     saved_mdscr: u64,
     guest_ram: [Region; 2],
-    block_granules: u64,
+    block_granules: BlockGranules,
 }
 
 impl Tracer {
     /// An idle step engine for a guest whose RAM is `guest_ram` (the instruction reader
     /// refuses anything else).
-    pub fn new(guest_ram: [Region; 2], block_granules: u64, runs: bool) -> Self {
+    pub fn new(guest_ram: [Region; 2], block_granules: BlockGranules, runs: bool) -> Self {
         Self {
             active: false,
+            exclusive_pc: 0,
+            exclusive_retries: 0,
             runs_enabled: runs && breakpoints() >= RUN_BREAKPOINTS,
             run: Plan::default(),
             run_armed: false,
@@ -162,6 +178,28 @@ impl Tracer {
             saved_mdscr: 0,
             guest_ram,
             block_granules,
+        }
+    }
+
+    /// Notes a store-exclusive about to be stepped; a retry loop that cannot progress under
+    /// stepping ends the run with a record that says so, instead of spinning to the watchdog.
+    fn note_store_exclusive(&mut self, ctx: &GuestContext, pc: u64, insn: &Insn) {
+        let Insn::Mem(m) = insn else { return };
+        if !(m.exclusive && m.dir == mtex_trace::decode::Dir::Write) {
+            return;
+        }
+        if self.exclusive_pc == pc {
+            self.exclusive_retries += 1;
+        } else {
+            (self.exclusive_pc, self.exclusive_retries) = (pc, 1);
+        }
+        if self.exclusive_retries > EXCLUSIVE_RETRIES {
+            crate::report::die(mtex_abi::report::ExitReason::TraceUnsupported {
+                at: ctx.state(),
+                reason: mtex_abi::report::Message::truncated(
+                    "LDXR/STXR loop: stepping clears the exclusive monitor; use LSE atomics",
+                ),
+            });
         }
     }
 
@@ -244,9 +282,9 @@ impl Tracer {
             let esr = ESR_EL1.get();
             let ec = esr >> 26;
             if (ec == 0x24 || ec == 0x25) && esr & 0x3f == DFSC_TAG_CHECK {
-                // The access was made and its check failed: it counts as checked.
-                self.tally.counts_mut().tag_check_faults += 1;
-                self.tally.retire(p);
+                // The access was made and its check failed: it counts as checked, and as a
+                // fault; the instruction did not complete.
+                self.tally.retire_faulted_access(p);
             }
             return;
         }
@@ -292,6 +330,10 @@ impl Tracer {
     /// Tries to let the guest run from `pc` (an inert instruction) to the next instruction
     /// that matters; true if a run is armed.
     fn arm_run(&mut self, ctx: &mut GuestContext, pc: u64, el: u8) -> bool {
+        // In EL1t an exception goes to VBAR_EL1 + 0x000, which has no breakpoint: step.
+        if ctx.spsr & 0xf == 0b0100 {
+            return false;
+        }
         // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
         let c = unsafe { fast() };
         let (va_page, pa_page) = (c.va_page, c.pa_page);
@@ -374,10 +416,11 @@ impl Tracer {
             f.pending_pc = st.pc;
         }
         self.armed = true;
+        self.note_store_exclusive(ctx, st.pc, &insn);
         self.pending = Pending::new(
             st.pc,
             st.el,
-            st.tco,
+            (st.tco, ctx.spsr & SPSR_UAO != 0),
             insn,
             controls,
             &ctx.x,
@@ -408,7 +451,9 @@ impl Tracer {
             && c.ttbr1 == t1
             && c.mode == mode;
         if !hit {
-            let (pa, _) = translate(pc, as_el0)?;
+            // AT S1E1R even for EL0 code: execute-only user pages are not EL0-readable, but
+            // EL1 can read them (AT ignores PAN).
+            let (pa, _) = translate(pc, false)?;
             let pa_page = pa & !0xfff;
             let in_ram = self
                 .guest_ram

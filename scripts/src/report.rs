@@ -241,6 +241,9 @@ pub fn describe_exit(e: &ExitReason) -> String {
             "hypervisor exception: vector {vector} ESR_EL2={esr:#x} ELR_EL2={elr:#x} FAR_EL2={far:#x}"
         ),
         ExitReason::HypPanic { message } => format!("hypervisor panic: {message}"),
+        ExitReason::TraceUnsupported { at, reason } => {
+            format!("trace stopped at pc {:#x} (EL{}): {reason}", at.pc, at.el)
+        }
         ExitReason::BootFailed { reason } => format!("boot failed: {reason}"),
     }
 }

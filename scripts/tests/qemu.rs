@@ -401,3 +401,18 @@ fn differential_qemu_faults_exactly_when_the_elided_view_checks() {
     );
     assert_eq!(faults, checked_cases);
 }
+
+#[test]
+fn an_exclusive_loop_under_trace_ends_with_a_named_reason_not_a_hang() {
+    let (r, wall) = boot("mtex.guest=exclusive-loop");
+    assert!(!r.succeeded());
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    match r.summary.unwrap().exit {
+        ExitReason::TraceUnsupported { at, reason } => {
+            assert_eq!(at.el, 1);
+            assert!(reason.as_str().contains("LDXR/STXR"), "{reason}");
+        }
+        other => panic!("unexpected exit {other:?}"),
+    }
+    assert!(wall < Duration::from_secs(10));
+}

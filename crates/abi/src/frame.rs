@@ -176,6 +176,8 @@ mod tests {
                 }
             ),
             any_text().prop_map(|message| ExitReason::HypPanic { message }),
+            (any_state(), any_text())
+                .prop_map(|(at, reason)| ExitReason::TraceUnsupported { at, reason }),
             any_text().prop_map(|reason| ExitReason::BootFailed { reason }),
         ]
     }

@@ -114,10 +114,12 @@ pub enum GuestProgram {
     /// The same workload (`mtex.bench_n` tagged loads) untraced, then traced, to measure what
     /// tracing costs.
     BenchTrace,
+    /// An LDXR/STXR loop in a traced phase, which single-stepping cannot carry through.
+    ExclusiveLoop,
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 8] = [
+    pub const ALL: [(&'static str, GuestProgram); 9] = [
         ("default", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
         ("touch-hyp", Self::TouchHyp),
@@ -126,6 +128,7 @@ impl GuestProgram {
         ("trace", Self::Trace),
         ("differential", Self::Differential),
         ("bench-trace", Self::BenchTrace),
+        ("exclusive-loop", Self::ExclusiveLoop),
     ];
 
     pub fn name(self) -> &'static str {
@@ -158,7 +161,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (default, unknown-hvc, touch-hyp, spin, bench-traps, trace, differential, bench-trace)",
+                    problem: "unknown program (default, trace, differential, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;

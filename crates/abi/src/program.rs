@@ -143,6 +143,9 @@ pub enum Body {
     /// `ldr x12, [tagged]` then eight `add x13, x13, #1`: a stretch of inert instructions
     /// long enough for a run (`mtex.runs=1`).
     InertStretch,
+    /// An LDAXR/STLXR increment loop: cannot complete under single-step (not in `TRACE`;
+    /// the `exclusive-loop` program shows how the trace counter refuses it).
+    ExclusiveIncrement,
 }
 
 /// What one iteration of a body does, as the workload's own arithmetic.
@@ -211,6 +214,14 @@ impl Body {
                 instructions: 9,
                 reads: 1,
                 checkable_reads: 1,
+                ..p
+            },
+            Body::ExclusiveIncrement => PerIteration {
+                instructions: 4,
+                reads: 1,
+                writes: 1,
+                checkable_reads: 1,
+                checkable_writes: 1,
                 ..p
             },
             Body::Prefetch => p,

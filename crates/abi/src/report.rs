@@ -185,6 +185,9 @@ pub enum ExitReason {
     },
     /// The guest ran past its budget.
     Watchdog { budget_ms: u64, at: GuestState },
+    /// The trace counter met guest code it cannot trace exactly (e.g. an exclusive-monitor
+    /// retry loop under single-step) and ended the run rather than spin or guess.
+    TraceUnsupported { at: GuestState, reason: Message },
     /// An exception was taken at EL2 itself: a hypervisor bug.
     HypException {
         vector: u8,

@@ -177,6 +177,15 @@ pub enum Effect {
     UnknownMem,
 }
 
+/// Granules stored by the block tag-store instructions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockGranules {
+    /// DC GVA/GZVA: the DCZID_EL0 block.
+    pub dc: u64,
+    /// STGM/STZGM: the GMID_EL1 block.
+    pub gm: u64,
+}
+
 /// A decoded instruction about to execute, with its access already judged. Small and
 /// word-aligned: it is written on every step.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -193,20 +202,21 @@ pub struct Pending {
 }
 
 impl Pending {
-    /// Judges `insn` at `pc` in `el` with PSTATE.TCO `tco`. `page_tagged(va, as_el0)` says
-    /// whether the page at `va` is Tagged (the hypervisor asks the MMU). `block_granules`
-    /// is the size of a DC GVA/GZVA/STGM block in granules.
+    /// Judges `insn` at `pc` in `el` with PSTATE.TCO `tco` and PSTATE.UAO `uao` (which
+    /// makes LDTR/STTR at EL1 privileged). `page_tagged(va, as_el0)` says whether the page at
+    /// `va` is Tagged (the hypervisor asks the MMU). `blocks` gives the granules of the DC
+    /// GVA/GZVA block (DCZID_EL0) and of the STGM/STZGM block (GMID_EL1).
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub fn new(
         pc: u64,
         el: u8,
-        tco: bool,
+        (tco, uao): (bool, bool),
         insn: Insn,
         c: &Controls,
         x: &[u64; 31],
         sp: u64,
-        block_granules: u64,
+        blocks: BlockGranules,
         page_tagged: impl FnOnce(u64, bool) -> bool,
     ) -> Self {
         let mut p = Self {
@@ -217,12 +227,11 @@ impl Pending {
         p.effect = match insn {
             Insn::Mem(m) => match m.kind {
                 MemKind::TagStore { granules } => Effect::TagStore(granules as u32),
-                MemKind::DcTagBlock { .. } | MemKind::TagStoreBlock => {
-                    Effect::TagStore(block_granules as u32)
-                }
+                MemKind::DcTagBlock { .. } => Effect::TagStore(blocks.dc as u32),
+                MemKind::TagStoreBlock => Effect::TagStore(blocks.gm as u32),
                 MemKind::Prefetch | MemKind::TagLoad => Effect::None,
                 MemKind::Data | MemKind::DcZva | MemKind::Literal => {
-                    p.judge_mem(&m, tco, c, x, sp, page_tagged);
+                    p.judge_mem(&m, tco, uao, c, x, sp, page_tagged);
                     Effect::Access
                 }
             },
@@ -238,10 +247,12 @@ impl Pending {
         p
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn judge_mem(
         &mut self,
         m: &MemOp,
         tco: bool,
+        uao: bool,
         c: &Controls,
         x: &[u64; 31],
         sp: u64,
@@ -260,7 +271,8 @@ impl Pending {
             return;
         }
         let va = m.address(x, sp);
-        let access_el = if m.unprivileged { 0 } else { self.el };
+        // AArch64.IsUnprivAccessPriv: with PSTATE.UAO set, LDTR/STTR at EL1 are privileged.
+        let access_el = if m.unprivileged && !uao { 0 } else { self.el };
         let a = Access {
             el: access_el,
             tco,
@@ -336,6 +348,16 @@ impl Tally {
             Effect::Dmb => c.dmb += 1,
             Effect::Isb => c.isb += 1,
             Effect::UnknownMem => c.unknown_mem += 1,
+        }
+    }
+
+    /// Adds the access of an instruction that did not complete because its tag check
+    /// failed: the access was made and checked; the instruction is not counted as executed
+    /// (the PMU does not count it either, and a handler may run it again).
+    pub fn retire_faulted_access(&mut self, p: &Pending) {
+        self.counts.tag_check_faults += 1;
+        if p.effect == Effect::Access {
+            self.accesses[(p.el != 0) as usize][state(p.read)][state(p.write)] += 1;
         }
     }
 
@@ -450,7 +472,17 @@ mod tests {
         };
         let x = [0x0300_0000_4100_0000u64; 31];
         let insn = crate::decode::decode(0xf8210043); // ldadd x1, x3, [x2]
-        let p = Pending::new(0, 1, false, insn, &c, &x, 0, 4, |_, _| true);
+        let p = Pending::new(
+            0,
+            1,
+            (false, false),
+            insn,
+            &c,
+            &x,
+            0,
+            BlockGranules::default(),
+            |_, _| true,
+        );
         let mut t = Tally::default();
         t.retire(&p);
         let t = t.finish();
@@ -463,7 +495,17 @@ mod tests {
             ..c
         };
         let mut t = Tally::default();
-        t.retire(&Pending::new(0, 1, false, insn, &so, &x, 0, 4, |_, _| true));
+        t.retire(&Pending::new(
+            0,
+            1,
+            (false, false),
+            insn,
+            &so,
+            &x,
+            0,
+            BlockGranules::default(),
+            |_, _| true,
+        ));
         let t = t.finish();
         assert_eq!((t.architectural.rd_k, t.architectural.wr_k), (0, 1));
     }

@@ -75,6 +75,9 @@ pub struct MemOp {
     pub unprivileged: bool,
     /// Pre- or post-index: the base register is written back.
     pub writeback: bool,
+    /// A load- or store-exclusive (LDXR/STXR family), which single-stepping cannot carry
+    /// through: every step's ERET clears the exclusive monitor.
+    pub exclusive: bool,
 }
 
 impl MemOp {
@@ -172,6 +175,7 @@ fn mem(kind: MemKind, dir: Dir, size: u16, base: u8, offset: Offset) -> Insn {
         offset,
         unprivileged: false,
         writeback: false,
+        exclusive: false,
     })
 }
 
@@ -203,6 +207,12 @@ pub fn decode(insn: u32) -> Insn {
     // System instructions: 1101 0101 00...
     if insn & 0xffc0_0000 == 0xd500_0000 {
         return decode_system(insn);
+    }
+    // SVE (op0 = 0010) memory groups (bit 31 set) and SME (bit 31 set, op0 = 0000) access
+    // memory too: not modelled, so reported rather than passed as "no access".
+    let op0 = bits(insn, 28, 25);
+    if bits(insn, 31, 31) == 1 && (op0 == 0b0010 || op0 == 0b0000) {
+        return Insn::UnknownMem;
     }
     Insn::Other
 }
@@ -472,12 +482,19 @@ fn decode_exclusive_ordered(insn: u32, n: u8) -> Insn {
     let o1 = bits(insn, 21, 21);
     let rw = if load { Dir::Read } else { Dir::Write };
     let at = Offset::Imm(0);
+    let exclusive = |i: Insn| match i {
+        Insn::Mem(m) => Insn::Mem(MemOp {
+            exclusive: true,
+            ..m
+        }),
+        other => other,
+    };
     match (o2, o1) {
-        (0, 0) => mem(MemKind::Data, rw, 1 << size, n, at),
-        (0, 1) if size >= 2 => mem(MemKind::Data, rw, 2 << size, n, at), // LDXP/STXP
-        (0, 1) => mem(MemKind::Data, Dir::ReadWrite, 8 << size, n, at),  // CASP (size 0x)
-        (1, 0) => mem(MemKind::Data, rw, 1 << size, n, at),              // LDAR/STLR
-        _ => mem(MemKind::Data, Dir::ReadWrite, 1 << size, n, at),       // CAS
+        (0, 0) => exclusive(mem(MemKind::Data, rw, 1 << size, n, at)),
+        (0, 1) if size >= 2 => exclusive(mem(MemKind::Data, rw, 2 << size, n, at)), // LDXP/STXP
+        (0, 1) => mem(MemKind::Data, Dir::ReadWrite, 8 << size, n, at), // CASP (size 0x)
+        (1, 0) => mem(MemKind::Data, rw, 1 << size, n, at),             // LDAR/STLR
+        _ => mem(MemKind::Data, Dir::ReadWrite, 1 << size, n, at),      // CAS
     }
 }
 
@@ -617,6 +634,7 @@ mod tests {
             },
             unprivileged: false,
             writeback: false,
+            exclusive: false,
         };
         assert_eq!(m.address(&x, 0), 0x1000 - 16);
         let sp = MemOp {

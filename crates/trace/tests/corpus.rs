@@ -41,7 +41,11 @@ fn describe(i: Insn) -> String {
             };
             let unpriv = if m.unprivileged { " unpriv" } else { "" };
             let wb = if m.writeback { " wb" } else { "" };
-            format!("{kind} {dir} {} {form} base:{}{unpriv}{wb}", m.size, m.base)
+            let ex = if m.exclusive { " excl" } else { "" };
+            format!(
+                "{kind} {dir} {} {form} base:{}{unpriv}{wb}{ex}",
+                m.size, m.base
+            )
         }
         Insn::MsrTcoImm(b) => format!("msr-tco #{}", b as u8),
         Insn::MsrTcoReg(t) => format!("msr-tco x{t}"),
@@ -86,7 +90,7 @@ fn decoder_matches_the_assembled_corpus() {
     let text: String = cases.iter().map(|(i, _)| format!("{i}\n")).collect();
     std::fs::write(&asm, text).unwrap();
     let status = Command::new("aarch64-linux-gnu-as")
-        .args(["-march=armv8.8-a+memtag+ls64", "-o"])
+        .args(["-march=armv8.8-a+memtag+ls64+sve+sme", "-o"])
         .arg(&obj)
         .arg(&asm)
         .status()

@@ -1,7 +1,7 @@
 # The decoder's corpus: one instruction per line, assembled by binutils (aarch64-linux-gnu-as),
 # then decoded; the expectation after "//" is what the Arm ARM says the instruction does:
-#   <kind> <dir> <bytes> <address form> base:<n> [unpriv] [wb]   for memory instructions
-# (wb: pre/post-index writeback, which makes an SP-based access checked)
+#   <kind> <dir> <bytes> <address form> base:<n> [unpriv] [wb] [excl]   for memory instructions
+# (wb: pre/post-index writeback, which makes an SP-based access checked; excl: exclusive)
 # kinds: data literal prefetch zva gva gzva tagstore<granules> tagblock tagload
 # forms: imm:<offset>  post  reg:<m>:<extend>:<shift>      (base 31 is SP; literals use the PC)
 # --- general-purpose loads and stores, immediate forms
@@ -70,13 +70,13 @@ ldp q1, q3, [x2, #32]              // data r 32 imm:32 base:2
 stp d1, d3, [x2, #16]              // data w 16 imm:16 base:2
 ldp s1, s3, [x2, #8]               // data r 8 imm:8 base:2
 # --- exclusives, acquire/release
-ldxr x1, [x2]                      // data r 8 imm:0 base:2
-stxr w4, x1, [x2]                  // data w 8 imm:0 base:2
-ldaxr w1, [x2]                     // data r 4 imm:0 base:2
-stlxr w4, w1, [x2]                 // data w 4 imm:0 base:2
-ldxrb w1, [x2]                     // data r 1 imm:0 base:2
-ldxp x1, x3, [x2]                  // data r 16 imm:0 base:2
-stxp w4, w1, w3, [x2]              // data w 8 imm:0 base:2
+ldxr x1, [x2]                      // data r 8 imm:0 base:2 excl
+stxr w4, x1, [x2]                  // data w 8 imm:0 base:2 excl
+ldaxr w1, [x2]                     // data r 4 imm:0 base:2 excl
+stlxr w4, w1, [x2]                 // data w 4 imm:0 base:2 excl
+ldxrb w1, [x2]                     // data r 1 imm:0 base:2 excl
+ldxp x1, x3, [x2]                  // data r 16 imm:0 base:2 excl
+stxp w4, w1, w3, [x2]              // data w 8 imm:0 base:2 excl
 ldar x1, [x2]                      // data r 8 imm:0 base:2
 stlr w1, [x2]                      // data w 4 imm:0 base:2
 ldarb w1, [x2]                     // data r 1 imm:0 base:2
@@ -168,3 +168,8 @@ cpyfp [x0]!, [x1]!, x2!            // unknown-mem
 cpyfm [x0]!, [x1]!, x2!            // unknown-mem
 cpyfe [x0]!, [x1]!, x2!            // unknown-mem
 ld64b x0, [x1]                     // unknown-mem
+ld1b {z0.b}, p0/z, [x0]            // unknown-mem
+st1d {z0.d}, p0, [x0, #1, mul vl]  // unknown-mem
+ldr z0, [x0]                       // unknown-mem
+ld1w {za0h.s[w12, 0]}, p0/z, [x0]  // unknown-mem
+add z0.b, z0.b, z1.b               // other
