@@ -42,6 +42,8 @@ const RUN_MIN_DEPTH: u32 = 6;
 /// Breakpoints a run uses: one per exit, plus the EL1 synchronous vectors (current EL, lower
 /// EL) so that a fault inside the run cannot slip by untraced.
 const RUN_BREAKPOINTS: usize = MAX_LEAVES + 2;
+/// Cached run plans.
+const PLAN_SLOTS: usize = 8;
 
 /// Breakpoints the CPU has (ID_AA64DFR0_EL1.BRPs + 1).
 pub fn breakpoints() -> usize {
@@ -136,8 +138,12 @@ pub struct Tracer {
     exclusive_retries: u32,
     /// Runs were asked for (`mtex.runs=1`) and the CPU has the breakpoints they need.
     runs_enabled: bool,
-    /// The run in progress (valid while `run_armed`), kept in place.
-    run: Plan,
+    /// Planned runs, direct-mapped by start address, with the exact key each was planned
+    /// under (start, TTBR0, TTBR1): a loop re-enters the same runs, and planning costs more
+    /// than looking here. The run in progress is `plans[run_slot]` while `run_armed`.
+    plans: [Plan; PLAN_SLOTS],
+    plan_keys: [[u64; 3]; PLAN_SLOTS],
+    run_slot: usize,
     run_armed: bool,
     run_el: u8,
     /// Start addresses (xor TTBR0) from which no run is worth making, direct-mapped: loops
@@ -165,7 +171,9 @@ impl Tracer {
             exclusive_pc: 0,
             exclusive_retries: 0,
             runs_enabled: runs && breakpoints() >= RUN_BREAKPOINTS,
-            run: Plan::default(),
+            plans: [Plan::default(); PLAN_SLOTS],
+            plan_keys: [[u64::MAX; 3]; PLAN_SLOTS],
+            run_slot: 0,
             run_armed: false,
             run_el: 0,
             no_run: [u64::MAX; 64],
@@ -312,7 +320,7 @@ impl Tracer {
             now.pc
         };
         let counts = self.tally.counts_mut();
-        match self.run.depth_of(stopped_at) {
+        match self.plans[self.run_slot].depth_of(stopped_at) {
             Some(n) if self.run_el == 0 => counts.instructions_el0 += n as u64,
             Some(n) => counts.instructions_el1 += n as u64,
             None => counts.runs_lost += 1,
@@ -349,11 +357,23 @@ impl Tracer {
         if self.no_run[slot] == key {
             return false;
         }
-        if !self.run.build(pc, fetch) || self.run.min_leaf_depth() < RUN_MIN_DEPTH {
-            self.no_run[slot] = key;
-            return false;
+        let exact = [pc, c.ttbr0, c.ttbr1];
+        let ps = ((pc >> 2) as usize) % PLAN_SLOTS;
+        let k = &self.plan_keys[ps];
+        if !(k[0] == exact[0] && k[1] == exact[1] && k[2] == exact[2]) {
+            self.plan_keys[ps] = [u64::MAX; 3];
+            let plan = &mut self.plans[ps];
+            if !plan.build(pc, fetch) || plan.min_leaf_depth() < RUN_MIN_DEPTH {
+                self.no_run[slot] = key;
+                return false;
+            }
+            self.plan_keys[ps] = exact;
         }
-        for (n, (addr, _)) in self.run.leaves[..self.run.n_leaves].iter().enumerate() {
+        self.run_slot = ps;
+        for (n, (addr, _)) in self.plans[ps].leaves[..self.plans[ps].n_leaves]
+            .iter()
+            .enumerate()
+        {
             set_breakpoint(n, *addr, BCR_ENABLED);
         }
         let vbar = VBAR_EL1.get();
