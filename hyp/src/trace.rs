@@ -312,6 +312,10 @@ impl Tracer {
     fn retire_run(&mut self, ctx: &GuestContext) {
         self.disarm_run();
         let now = ctx.state();
+        // Inert instructions keep TCO; an exception taken inside the run sets it.
+        if now.tco != self.pending_tco {
+            self.tally.counts_mut().tco_changes += 1;
+        }
         let vbar = VBAR_EL1.get();
         let at_sync_vector = now.el == 1 && (now.pc == vbar + 0x200 || now.pc == vbar + 0x400);
         let stopped_at = if at_sync_vector {
@@ -385,6 +389,7 @@ impl Tracer {
         c.pending_inert = 0;
         self.run_armed = true;
         self.run_el = el;
+        self.pending_tco = ctx.spsr & crate::context::SPSR_TCO != 0;
         self.tally.counts_mut().runs += 1;
         true
     }
