@@ -104,6 +104,14 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     }));
 
     reporter.set_pmu(pmu);
+    match opts.selftest {
+        Some(options::SelfTest::HypFault) => {
+            // SAFETY: deliberately undefined: the EL2 vector must turn it into a record.
+            unsafe { core::arch::asm!("udf #0x5e1f") };
+        }
+        Some(options::SelfTest::HypPanic) => panic!("self-test panic"),
+        None => {}
+    }
     let hyp = region;
     let guest_ram = [
         mtex_dt::Region {

@@ -416,3 +416,30 @@ fn an_exclusive_loop_under_trace_ends_with_a_named_reason_not_a_hang() {
     }
     assert!(wall < Duration::from_secs(10));
 }
+
+#[test]
+fn an_exception_at_el2_ends_the_run_with_its_syndrome() {
+    let (r, wall) = boot("mtex.selftest=hyp-fault");
+    assert!(!r.succeeded());
+    match r.summary.unwrap().exit {
+        ExitReason::HypException {
+            vector, esr, elr, ..
+        } => {
+            assert_eq!(vector, 4, "current EL with SP_ELx, synchronous");
+            assert_eq!(esr >> 26, 0, "EC 0: unknown reason (UDF)");
+            assert!(elr >= r.boot.unwrap().hyp_start && elr < r.boot.unwrap().hyp_end);
+        }
+        other => panic!("unexpected exit {other:?}"),
+    }
+    assert!(wall < Duration::from_secs(10));
+}
+
+#[test]
+fn a_hypervisor_panic_ends_the_run_with_its_message() {
+    let (r, _) = boot("mtex.selftest=hyp-panic");
+    match r.summary.unwrap().exit {
+        ExitReason::HypPanic { message } => assert!(message.as_str().contains("self-test panic")),
+        other => panic!("unexpected exit {other:?}"),
+    }
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+}

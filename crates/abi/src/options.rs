@@ -51,6 +51,16 @@ pub struct HypOptions {
     /// `mtex.runs`: `1` lets traced phases run stretches of inert instructions at full speed
     /// between hardware breakpoints (fewer exits, same counts); `0` (default) steps them.
     pub runs: bool,
+    /// `mtex.selftest`: make the hypervisor fail on purpose after boot, to test that such
+    /// failures end the run with a record: `hyp-fault` (an exception at EL2) or `hyp-panic`.
+    pub selftest: Option<SelfTest>,
+}
+
+/// A deliberate hypervisor failure (`mtex.selftest`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SelfTest {
+    HypFault,
+    HypPanic,
 }
 
 impl HypOptions {
@@ -84,10 +94,22 @@ impl HypOptions {
                 });
             }
         };
+        let selftest = match value(cmdline, "selftest") {
+            None => None,
+            Some("hyp-fault") => Some(SelfTest::HypFault),
+            Some("hyp-panic") => Some(SelfTest::HypPanic),
+            Some(_) => {
+                return Err(OptionError {
+                    key: "selftest",
+                    problem: "expected hyp-fault or hyp-panic",
+                });
+            }
+        };
         Ok(Self {
             watchdog_ms,
             traps,
             runs,
+            selftest,
         })
     }
 }
