@@ -79,11 +79,24 @@ global_asm!(
     "eret",
     "9: mov x0, #4",
     "b {fault}",
-    ".irp i, 5,6,7,8,9,10,11,12,13,14,15",
+    ".irp i, 5,6,7",
+    "guest_vector \\i",
+    ".endr",
+    // Lower EL, synchronous: an SVC from the EL0 code of el0.rs returns to its caller.
+    ".balign 0x80",
+    "mrs x9, esr_el1",
+    "lsr x9, x9, #26",
+    "cmp x9, #0x15",
+    "b.ne 9f",
+    "b {el0_return}",
+    "9: mov x0, #8",
+    "b {fault}",
+    ".irp i, 9,10,11,12,13,14,15",
     "guest_vector \\i",
     ".endr",
     fault = sym guest_fault,
     magic = const crate::differential::DIFF_MAGIC,
+    el0_return = sym crate::el0::el0_return,
 );
 
 extern "C" fn guest_fault(vector: u64) -> ! {

@@ -8,6 +8,7 @@ extern crate alloc;
 
 mod console;
 mod differential;
+mod el0;
 mod entry;
 mod hvc;
 mod mmu;

@@ -48,6 +48,20 @@ const UNTAGGED_RAM: El1Attributes = El1Attributes::VALID
     .union(El1Attributes::INNER_SHAREABLE)
     .union(El1Attributes::ACCESSED);
 
+/// EL0 code: EL0 may execute and read it, EL1 may read it but not execute it.
+const USER_CODE: El1Attributes = El1Attributes::VALID
+    .union(El1Attributes::ATTRIBUTE_INDEX_1)
+    .union(El1Attributes::INNER_SHAREABLE)
+    .union(El1Attributes::ACCESSED)
+    .union(El1Attributes::USER)
+    .union(El1Attributes::READ_ONLY)
+    .union(El1Attributes::PXN);
+
+unsafe extern "C" {
+    static __user_text_start: u8;
+    static __user_text_end: u8;
+}
+
 fn page_region(p: *mut Page) -> MemoryRegion {
     let a = p as usize;
     MemoryRegion::new(a, a + 4096)
@@ -64,6 +78,13 @@ pub fn install_idmap(base: usize, size: usize) {
         .expect("map the user page");
     map.map_range(&page_region(&raw mut UNTAGGED_PAGE), UNTAGGED_RAM)
         .expect("map the untagged page");
+    // Only the addresses of the linker symbols are used.
+    let (ut_start, ut_end) = (
+        &raw const __user_text_start as usize,
+        &raw const __user_text_end as usize,
+    );
+    map.map_range(&MemoryRegion::new(ut_start, ut_end), USER_CODE)
+        .expect("map the EL0 code page");
     MAIR_EL1.set(MAIR);
     let map = Box::leak(Box::new(map));
     // SAFETY: the MMU is still off, so installing TTBR0_EL1 changes nothing yet; the map

@@ -22,6 +22,18 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         GuestProgram::BenchTraps => bench_traps(fdt, opts.bench_n),
         GuestProgram::Trace => trace(fdt),
         GuestProgram::BenchTrace => bench_trace(fdt, opts.bench_n),
+        GuestProgram::El0 => {
+            let p = trace_setup(fdt);
+            write_sctlr(
+                program::SCTLR_MMU_ON
+                    | program::SCTLR_ATA
+                    | program::SCTLR_ATA0
+                    | program::SCTLR_TCF_SYNC
+                    | program::SCTLR_TCF0_SYNC,
+            );
+            let user_sp = (&raw mut mmu::USER_PAGE) as u64 + 4096;
+            crate::el0::traced_loads(1, "el0-loads", p.user, opts.bench_n, user_sp)
+        }
         GuestProgram::ExclusiveLoop => {
             let p = trace_setup(fdt);
             crate::workloads::run(

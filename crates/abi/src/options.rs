@@ -138,10 +138,13 @@ pub enum GuestProgram {
     BenchTrace,
     /// An LDXR/STXR loop in a traced phase, which single-stepping cannot carry through.
     ExclusiveLoop,
+    /// A traced phase that enters EL0 (ERET), loads `mtex.bench_n` times there through a
+    /// tagged pointer, and comes back by SVC.
+    El0,
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 9] = [
+    pub const ALL: [(&'static str, GuestProgram); 10] = [
         ("default", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
         ("touch-hyp", Self::TouchHyp),
@@ -151,6 +154,7 @@ impl GuestProgram {
         ("differential", Self::Differential),
         ("bench-trace", Self::BenchTrace),
         ("exclusive-loop", Self::ExclusiveLoop),
+        ("el0", Self::El0),
     ];
 
     pub fn name(self) -> &'static str {
@@ -183,7 +187,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (default, trace, differential, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop)",
+                    problem: "unknown program (default, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;
