@@ -454,18 +454,41 @@ fn the_step_engine_follows_the_guest_into_el0_and_back() {
     let t = p.trace.unwrap();
     // EL0 (guest/src/el0.rs, mtex_user_loads): n × (ldr, subs, b.ne) and the SVC.
     assert_eq!(t.instructions_el0, 3 * n + 1);
-    assert_eq!(p.stats.unwrap().el0_instructions, Some(3 * n + 1), "PMU at EL0");
+    assert_eq!(
+        p.stats.unwrap().el0_instructions,
+        Some(3 * n + 1),
+        "PMU at EL0"
+    );
     // EL1: 5 around the call, 14 in el0_call (up to its ERET), 5 in the vector, 12 in
     // el0_return, 4 for the phase-end call.
     assert_eq!(t.instructions_el1, 5 + 14 + 5 + 12 + 4);
     // EL0's loads are checked (ATA0, TCF0 SYNC, tag 3 on both sides) and counted under :u.
     // EL1 stores 7 registers with TCO clear (checked) and loads them back after the SVC,
     // whose exception entry set TCO (unchecked), then clears TCO.
-    let expect = ByEl { rd_u: n, wr_u: 0, rd_k: 0, wr_k: 7 };
+    let expect = ByEl {
+        rd_u: n,
+        wr_u: 0,
+        rd_k: 0,
+        wr_k: 7,
+    };
     assert_eq!(t.architectural, expect);
     assert_eq!(t.tcf_elided, expect);
-    assert_eq!(t.accesses, ByEl { rd_u: n, wr_u: 0, rd_k: 7, wr_k: 7 });
-    assert_eq!(t.if_kernel_tco, ByEl { rd_u: n, ..ByEl::default() });
+    assert_eq!(
+        t.accesses,
+        ByEl {
+            rd_u: n,
+            wr_u: 0,
+            rd_k: 7,
+            wr_k: 7
+        }
+    );
+    assert_eq!(
+        t.if_kernel_tco,
+        ByEl {
+            rd_u: n,
+            ..ByEl::default()
+        }
+    );
     // TCO: set by the exception entry, cleared by the one MSR.
     assert_eq!((t.tco_writes, t.tco_changes), (1, 2));
     assert_eq!(p.tco_sites.len(), 1);
