@@ -2,6 +2,20 @@
 
 use mtex_abi::hypercall as hc;
 
+/// PHASE_END's function ID in the two halves a `movz`/`movk` pair takes.
+pub const PHASE_END_LO: u32 = hc::PHASE_END & 0xffff;
+pub const PHASE_END_HI: u32 = hc::PHASE_END >> 16;
+
+/// The four instructions that close phase `x15` from inside an asm block (so a traced phase
+/// ends without any compiler-generated code): the caller passes
+/// `end_lo = const PHASE_END_LO, end_hi = const PHASE_END_HI`.
+macro_rules! phase_end_call {
+    () => {
+        "movz x0, #{end_lo}\nmovk x0, #{end_hi}, lsl #16\nmov x1, x15\nhvc #0"
+    };
+}
+pub(crate) use phase_end_call;
+
 fn call(function: u32, args: &[u64]) -> u64 {
     let mut a = [0u64; 17];
     a[..args.len()].copy_from_slice(args);

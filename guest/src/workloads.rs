@@ -31,10 +31,9 @@ macro_rules! workload {
                     $($body,)+
                     "subs x10, x10, #1",
                     "b.ne 1b",
-                    "movz x0, #0x0002",
-                    "movk x0, #0xc600, lsl #16",
-                    "mov x1, x15",
-                    "hvc #0",
+                    crate::hvc::phase_end_call!(),
+                    end_lo = const crate::hvc::PHASE_END_LO,
+                    end_hi = const crate::hvc::PHASE_END_HI,
                     inout("x0") PHASE_BEGIN as u64 => result,
                     inout("x1") id => _,
                     in("x2") name[0],

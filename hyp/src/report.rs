@@ -14,6 +14,7 @@ use mtex_abi::report::{ConsoleText, ExitReason, Message, Summary, SysregWrite};
 use mtex_abi::{Record, ShortStr};
 use mtex_platform::Platform;
 use safe_mmio::UniqueMmioPointer;
+use tock_registers::interfaces::Readable;
 
 /// Sequence number of the next record. Global so that the panic path continues the count.
 static NEXT_SEQ: AtomicU32 = AtomicU32::new(0);
@@ -149,8 +150,6 @@ fn finish_on(uart: &mut Uart<'static>, exit: ExitReason) -> ! {
     send_on(uart, &Record::Summary(summary));
     crate::psci::system_off()
 }
-
-use tock_registers::interfaces::Readable;
 
 /// Ends the run from anywhere (the panic handler, an EL2 exception), queued records first.
 pub fn die(exit: ExitReason) -> ! {
