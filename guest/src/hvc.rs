@@ -29,6 +29,19 @@ pub fn phase_begin(id: u32, name: &str, traced: bool) -> u64 {
     call(hc::PHASE_BEGIN, &[id as u64, r[0], r[1], r[2], r[3], flags])
 }
 
+/// Opens traced phase `id` for one (policy, workload) run of the kernel scenario.
+pub fn phase_begin_run(id: u32, name: &str, params: &mtex_abi::scenario::PhaseParams) -> u64 {
+    let r: [u64; 4] = hc::pack_bytes(name.as_bytes());
+    let p = params.to_regs();
+    let flags = hc::PHASE_TRACED | hc::PHASE_PARAMS;
+    call(
+        hc::PHASE_BEGIN,
+        &[
+            id as u64, r[0], r[1], r[2], r[3], flags, p[0], p[1], p[2], p[3],
+        ],
+    )
+}
+
 /// Closes phase `id`.
 pub fn phase_end(id: u32) -> u64 {
     call(hc::PHASE_END, &[id as u64])

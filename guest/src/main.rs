@@ -11,6 +11,7 @@ mod differential;
 mod el0;
 mod entry;
 mod hvc;
+mod kernel;
 mod mmu;
 mod mte;
 mod programs;

@@ -13,6 +13,15 @@ use tock_registers::interfaces::Writeable;
 /// Runs the program and returns the exit status.
 pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
     match opts.program {
+        GuestProgram::Kernel => {
+            match mtex_abi::scenario::Scenario::parse(fdt.chosen().bootargs().unwrap_or("")) {
+                Ok(s) => crate::kernel::run(fdt, s),
+                Err(e) => {
+                    println!("guest: {}", mtex_abi::options::describe(e));
+                    2
+                }
+            }
+        }
         GuestProgram::Default => default(fdt),
         GuestProgram::UnknownHvc => unknown_hvc(),
         GuestProgram::TouchHyp => touch_hyp(fdt),

@@ -8,6 +8,7 @@ use mtex_abi::hypercall::{self as hc, ret};
 use mtex_abi::report::{
     Conduit, ExitReason, PhaseBegin, PhaseEnd, PhaseName, PhaseTrace, UnknownCall,
 };
+use mtex_abi::scenario::PhaseParams;
 use tock_registers::interfaces::Readable;
 
 #[inline(never)]
@@ -40,15 +41,24 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     if id == 0
         || ctx.x[1] > u32::MAX as u64
         || hyp.phase.is_some()
-        || flags & !hc::PHASE_TRACED != 0
+        || flags & !(hc::PHASE_TRACED | hc::PHASE_PARAMS) != 0
     {
         return ret::INVALID_PARAMETERS;
     }
+    let params = if flags & hc::PHASE_PARAMS != 0 {
+        match PhaseParams::from_regs([ctx.x[7], ctx.x[8], ctx.x[9], ctx.x[10]]) {
+            Some(p) => Some(p),
+            None => return ret::INVALID_PARAMETERS,
+        }
+    } else {
+        None
+    };
     let regs = [ctx.x[2], ctx.x[3], ctx.x[4], ctx.x[5]];
     let bytes: [u8; hc::PHASE_NAME_BYTES] = hc::unpack_bytes(&regs);
     hyp.report.send(&Record::PhaseBegin(PhaseBegin {
         id,
         name: PhaseName::from_bytes_lossy(&bytes),
+        params,
         ts: CNTPCT_EL0.get(),
         at: ctx.state(),
     }));

@@ -21,8 +21,10 @@ struct Cli {
 enum Cmd {
     /// Build the images, boot QEMU, print the report.
     Run {
-        /// Guest program: default, unknown-hvc, touch-hyp, spin, bench-traps.
-        #[arg(long, default_value = "default")]
+        /// Guest program: kernel (the scenario: policies x workloads), controls, trace,
+        /// differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace,
+        /// exclusive-loop.
+        #[arg(long, default_value = "kernel")]
         guest: String,
         /// More `mtex.<key>=<value>` options (e.g. --opt watchdog_ms=500 --opt traps=tvm).
         #[arg(long = "opt", value_name = "KEY=VALUE")]
@@ -30,9 +32,9 @@ enum Cmd {
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
-        /// Host time limit in seconds.
-        #[arg(long, default_value_t = 60)]
-        timeout: u64,
+        /// Host time limit in seconds (default 60; 900 for the kernel scenario).
+        #[arg(long)]
+        timeout: Option<u64>,
         /// Run without -icount (faster, no instruction counts, not deterministic).
         #[arg(long)]
         no_icount: bool,
@@ -88,6 +90,7 @@ fn real_main() -> Result<ExitCode> {
             raw,
         } => {
             let line = qemu::cmdline(&guest, &opts)?;
+            let timeout = timeout.unwrap_or(if guest == "kernel" { 900 } else { 60 });
             let images = images::build()?;
             let cfg = qemu::RunConfig {
                 cmdline: line,

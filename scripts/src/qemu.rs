@@ -3,6 +3,7 @@
 use crate::images::{Images, mtex_platform_guest_addr};
 use anyhow::{Context, Result, bail};
 use mtex_abi::options::{GuestOptions, HypOptions, describe};
+use mtex_abi::scenario::Scenario;
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -131,6 +132,9 @@ pub fn run(images: &Images, cfg: &RunConfig) -> Result<Console> {
 /// The command line handed to hypervisor and guest for guest program `guest` and extra
 /// `KEY=VALUE` options, checked with the same parsers they use, before any boot: a bad
 /// option is an error naming its field.
+/// The guest budget of a kernel scenario run unless `--opt watchdog_ms=` says otherwise.
+pub const KERNEL_WATCHDOG_MS: u64 = 600_000;
+
 pub fn cmdline(guest: &str, opts: &[String]) -> Result<String> {
     let mut words = vec![format!("mtex.guest={guest}")];
     for o in opts {
@@ -139,7 +143,14 @@ pub fn cmdline(guest: &str, opts: &[String]) -> Result<String> {
         }
         words.push(format!("mtex.{o}"));
     }
+    // The kernel scenario traces every run: give it a budget to match unless one was given.
+    if guest == "kernel" && !opts.iter().any(|o| o.starts_with("watchdog_ms=")) {
+        words.push(format!("mtex.watchdog_ms={KERNEL_WATCHDOG_MS}"));
+    }
     let line = words.join(" ");
+    if guest == "kernel" {
+        Scenario::parse(&line).map_err(|e| anyhow::anyhow!("{}", describe(e)))?;
+    }
     HypOptions::parse(&line).map_err(|e| anyhow::anyhow!("{}", describe(e)))?;
     GuestOptions::parse(&line).map_err(|e| anyhow::anyhow!("{}", describe(e)))?;
     Ok(line)
@@ -155,6 +166,10 @@ mod tests {
         assert!(e.to_string().contains("mtex.watchdog_ms"), "{e}");
         let e = cmdline("nonsense", &[]).unwrap_err();
         assert!(e.to_string().contains("mtex.guest"), "{e}");
+        let e = cmdline("kernel", &["policies=kasan".into()]).unwrap_err();
+        assert!(e.to_string().contains("mtex.policies"), "{e}");
+        let e = cmdline("kernel", &["workloads=getpid:iters=x".into()]).unwrap_err();
+        assert!(e.to_string().contains("mtex.workloads"), "{e}");
         let e = cmdline("default", &["traps".into()]).unwrap_err();
         assert!(e.to_string().contains("KEY=VALUE"), "{e}");
         assert_eq!(

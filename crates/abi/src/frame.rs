@@ -211,8 +211,15 @@ mod tests {
                     watchdog_ms: a,
                     pmu_instructions: pmu,
                 })),
-            (any::<u32>(), any_text(), any::<u64>(), any_state())
-                .prop_map(|(id, name, ts, at)| Record::PhaseBegin(PhaseBegin { id, name, ts, at })),
+            (any::<u32>(), any_text(), any::<u64>(), any_state()).prop_map(|(id, name, ts, at)| {
+                Record::PhaseBegin(PhaseBegin {
+                    id,
+                    name,
+                    params: None,
+                    ts,
+                    at,
+                })
+            }),
             (
                 any::<u32>(),
                 any::<u64>(),

@@ -20,7 +20,8 @@ pub const fn function_id(n: u16) -> u32 {
 pub const VERSION: u32 = function_id(0);
 /// `x1 = phase id (non-zero), x2..x5 = name (32 bytes), x6 = flags` → SUCCESS, or
 /// INVALID_PARAMETERS if the id is 0, a flag is unknown, or a phase is already open (phases
-/// do not nest). With [`PHASE_TRACED`] the hypervisor single-steps the phase.
+/// do not nest). With [`PHASE_TRACED`] the hypervisor single-steps the phase. With
+/// [`PHASE_PARAMS`], x7..x10 carry the run's [`crate::scenario::PhaseParams`].
 pub const PHASE_BEGIN: u32 = function_id(1);
 /// `x1 = phase id` → SUCCESS, or INVALID_PARAMETERS if that phase is not the open one.
 pub const PHASE_END: u32 = function_id(2);
@@ -31,9 +32,11 @@ pub const EXIT: u32 = function_id(4);
 
 /// PHASE_BEGIN flag: single-step the phase and count every tag-checked access.
 pub const PHASE_TRACED: u64 = 1 << 0;
+/// PHASE_BEGIN flag: x7..x10 hold the phase's scenario parameters (policy, workload, sizes).
+pub const PHASE_PARAMS: u64 = 1 << 1;
 
 /// Version of this ABI, major in bits 31:16, minor in 15:0.
-pub const ABI_VERSION: u64 = 1 << 16;
+pub const ABI_VERSION: u64 = 1 << 16 | 1;
 
 /// Bytes of a phase name carried in x2..x5.
 pub const PHASE_NAME_BYTES: usize = 32;

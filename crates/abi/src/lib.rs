@@ -4,12 +4,15 @@
 //! - [`report`]: the records the hypervisor sends to the host;
 //! - [`frame`]: how a record travels inside ordinary console text.
 #![no_std]
+#[cfg(test)]
+extern crate std;
 
 pub mod frame;
 pub mod hypercall;
 pub mod options;
 pub mod program;
 pub mod report;
+pub mod scenario;
 pub mod text;
 
 pub use report::Record;

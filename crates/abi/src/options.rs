@@ -117,6 +117,9 @@ impl HypOptions {
 /// What the guest runs (`mtex.guest`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GuestProgram {
+    /// The guest kernel runs the scenario (`mtex.policies`, `mtex.workloads`, `mtex.tcf0`):
+    /// every policy × workload as a traced phase.
+    Kernel,
     /// Walks through the MTE configurations in named phases.
     Default,
     /// Issues a hypercall the hypervisor does not know, then exits with its result.
@@ -144,8 +147,9 @@ pub enum GuestProgram {
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 10] = [
-        ("default", Self::Default),
+    pub const ALL: [(&'static str, GuestProgram); 11] = [
+        ("kernel", Self::Kernel),
+        ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
         ("touch-hyp", Self::TouchHyp),
         ("spin", Self::Spin),
@@ -180,14 +184,14 @@ pub struct GuestOptions {
 impl GuestOptions {
     pub fn parse(cmdline: &str) -> Result<Self, OptionError> {
         let program = match value(cmdline, "guest") {
-            None => GuestProgram::Default,
+            None => GuestProgram::Kernel,
             Some(v) => GuestProgram::ALL
                 .iter()
                 .find(|(n, _)| *n == v)
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (default, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop)",
+                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;
@@ -231,7 +235,7 @@ mod tests {
         assert_eq!(d.watchdog_ms, HypOptions::DEFAULT_WATCHDOG_MS);
         assert_eq!(
             GuestOptions::parse("").unwrap().program,
-            GuestProgram::Default
+            GuestProgram::Kernel
         );
     }
 

@@ -94,6 +94,8 @@ pub struct Boot {
 pub struct PhaseBegin {
     pub id: u32,
     pub name: PhaseName,
+    /// The (policy, workload) run this phase measures, when the guest said so.
+    pub params: Option<crate::scenario::PhaseParams>,
     /// Counter value (CNTPCT_EL0).
     pub ts: u64,
     pub at: GuestState,

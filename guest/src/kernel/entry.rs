@@ -1,0 +1,175 @@
+//! Exception entry and return, shaped like Linux's entry.S and entry-common.c: the vector
+//! saves a pt_regs frame on the task's kernel stack, `el0_sync` runs
+//! enter_from_user_mode → the syscall → exit_to_user_mode, and `ret_to_user` restores the
+//! frame and ERETs. The MTE work of entry and exit is the policy's (mte_policy.rs).
+
+use super::{mte_policy, syscalls};
+use core::arch::global_asm;
+use core::mem::offset_of;
+
+/// The user registers saved on kernel entry.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct PtRegs {
+    pub x: [u64; 31],
+    pub sp: u64,
+    pub pc: u64,
+    pub pstate: u64,
+}
+
+const _: () = assert!(offset_of!(PtRegs, sp) == 248);
+const _: () = assert!(offset_of!(PtRegs, pc) == 256);
+const _: () = assert!(size_of::<PtRegs>() == 272);
+
+impl PtRegs {
+    /// A fresh EL0 context: EL0t, nothing masked, at `pc` with SP_EL0 = `sp`.
+    pub fn user(pc: u64, sp: u64) -> Self {
+        Self {
+            x: [0; 31],
+            sp,
+            pc,
+            pstate: 0,
+        }
+    }
+}
+
+global_asm!(
+    // kernel_entry 0: the whole user frame on the kernel stack (SP-based stores: never
+    // tag checked).
+    ".macro kernel_entry_el0",
+    "sub sp, sp, #272",
+    "stp x0, x1, [sp, #0]",
+    "stp x2, x3, [sp, #16]",
+    "stp x4, x5, [sp, #32]",
+    "stp x6, x7, [sp, #48]",
+    "stp x8, x9, [sp, #64]",
+    "stp x10, x11, [sp, #80]",
+    "stp x12, x13, [sp, #96]",
+    "stp x14, x15, [sp, #112]",
+    "stp x16, x17, [sp, #128]",
+    "stp x18, x19, [sp, #144]",
+    "stp x20, x21, [sp, #160]",
+    "stp x22, x23, [sp, #176]",
+    "stp x24, x25, [sp, #192]",
+    "stp x26, x27, [sp, #208]",
+    "stp x28, x29, [sp, #224]",
+    "mrs x21, sp_el0",
+    "stp x30, x21, [sp, #240]",
+    "mrs x22, elr_el1",
+    "mrs x23, spsr_el1",
+    "stp x22, x23, [sp, #256]",
+    ".endm",
+    ".macro kvector handler",
+    ".balign 0x80",
+    "b \\handler",
+    ".endm",
+    ".section .text.kvectors, \"ax\"",
+    ".balign 0x800",
+    ".global mtex_kernel_vectors",
+    "mtex_kernel_vectors:",
+    // Current EL with SP0, then with SPx: a kernel fault.
+    ".irp i, 0,1,2,3,4,5,6,7",
+    "kvector mtex_kernel_fault_vector",
+    ".endr",
+    // Lower EL, AArch64: synchronous (SVC, aborts), then IRQ/FIQ/SError.
+    "kvector mtex_el0_sync",
+    ".irp i, 9,10,11",
+    "kvector mtex_kernel_fault_vector",
+    ".endr",
+    ".irp i, 12,13,14,15",
+    "kvector mtex_kernel_fault_vector",
+    ".endr",
+    ".text",
+    "mtex_el0_sync:",
+    "kernel_entry_el0",
+    "mov x0, sp",
+    "bl {el0_sync}",
+    ".global mtex_ret_to_user",
+    "mtex_ret_to_user:",
+    "ldp x22, x23, [sp, #256]",
+    "ldp x30, x21, [sp, #240]",
+    "msr elr_el1, x22",
+    "msr spsr_el1, x23",
+    "msr sp_el0, x21",
+    "ldp x0, x1, [sp, #0]",
+    "ldp x2, x3, [sp, #16]",
+    "ldp x4, x5, [sp, #32]",
+    "ldp x6, x7, [sp, #48]",
+    "ldp x8, x9, [sp, #64]",
+    "ldp x10, x11, [sp, #80]",
+    "ldp x12, x13, [sp, #96]",
+    "ldp x14, x15, [sp, #112]",
+    "ldp x16, x17, [sp, #128]",
+    "ldp x18, x19, [sp, #144]",
+    "ldp x20, x21, [sp, #160]",
+    "ldp x22, x23, [sp, #176]",
+    "ldp x24, x25, [sp, #192]",
+    "ldp x26, x27, [sp, #208]",
+    "ldp x28, x29, [sp, #224]",
+    "add sp, sp, #272",
+    "eret",
+    "mtex_kernel_fault_vector:",
+    "mov x0, sp",
+    "b {fault}",
+    el0_sync = sym el0_sync,
+    fault = sym kernel_fault,
+);
+
+unsafe extern "C" {
+    fn mtex_ret_to_user();
+    pub static mtex_kernel_vectors: u8;
+}
+
+/// A new task's first instructions (cpu_switch_to returns here, SP at its pt_regs):
+/// schedule_tail, then the exit-to-user work and the return to EL0.
+#[unsafe(naked)]
+pub unsafe extern "C" fn ret_from_fork() {
+    core::arch::naked_asm!(
+        "bl {tail}",
+        "b {ret}",
+        tail = sym schedule_tail,
+        ret = sym mtex_ret_to_user,
+    )
+}
+
+extern "C" fn schedule_tail() {
+    mte_policy::exit_to_user_mode();
+}
+
+/// el0_sync: the one dispatch on ESR_EL1.EC for exceptions from EL0.
+extern "C" fn el0_sync(regs: &mut PtRegs) {
+    let esr: u64;
+    // SAFETY: reading ESR_EL1 has no side effects.
+    unsafe { core::arch::asm!("mrs {}, esr_el1", out(reg) esr) };
+    match esr >> 26 {
+        0x15 => {
+            // el0_svc: enter_from_user_mode, invoke_syscall, exit_to_user_mode.
+            mte_policy::enter_from_user_mode();
+            syscalls::invoke(regs);
+            mte_policy::exit_to_user_mode();
+        }
+        ec => {
+            let far: u64;
+            // SAFETY: reading FAR_EL1 has no side effects.
+            unsafe { core::arch::asm!("mrs {}, far_el1", out(reg) far) };
+            super::die(format_args!(
+                "user fault: EC {ec:#x} ESR {esr:#x} FAR {far:#x} PC {:#x} (task {})",
+                regs.pc,
+                super::task::current().pid
+            ));
+        }
+    }
+}
+
+extern "C" fn kernel_fault(_sp: u64) -> ! {
+    let (esr, elr, far): (u64, u64, u64);
+    // SAFETY: reading the syndrome registers has no side effects.
+    unsafe {
+        core::arch::asm!("mrs {}, esr_el1", "mrs {}, elr_el1", "mrs {}, far_el1",
+            out(reg) esr, out(reg) elr, out(reg) far)
+    };
+    super::die(format_args!(
+        "kernel fault: EC {:#x} ESR {esr:#x} ELR {elr:#x} FAR {far:#x}",
+        esr >> 26
+    ));
+}

@@ -1,0 +1,224 @@
+//! The guest kernel: a small arm64 kernel shaped like Linux where MTE policy acts. It boots
+//! into the upper half (linear map in TTBR1), runs EL0 processes in their own address spaces
+//! (TTBR0 + ASID), takes system calls through SVC with entry/exit paths like entry-common,
+//! schedules with a context switch like Linux's (mte_thread_switch), copies to and from user
+//! memory with LDTR/STTR, and allocates pages, objects, kernel stacks and page tables with a
+//! KASAN-HW-tags-like tagging mode.
+//!
+//! It runs the scenario (`mtex_abi::scenario`): for each policy, each workload, as one traced
+//! phase the workload's user program opens and closes with the PHASE system call.
+
+mod boot;
+mod cell;
+mod entry;
+mod kasan;
+mod layout;
+mod mm;
+mod mte_policy;
+mod page_alloc;
+mod syscalls;
+mod task;
+mod uaccess;
+mod user;
+
+use crate::{hvc, println};
+use cell::KCell;
+use fdt::Fdt;
+use mtex_abi::hypercall::ret;
+use mtex_abi::scenario::{PhaseParams, Policy, Scenario, Workload};
+use user::Program;
+
+/// Where the scenario is: the run in progress and its phase.
+struct Run {
+    scenario: Option<Scenario>,
+    ram: (u64, u64),
+    boot_ttbr0: u64,
+    id: u32,
+    params: Option<PhaseParams>,
+    policy: Policy,
+    phase_open: bool,
+    phase_done: bool,
+    stats: page_alloc::Stats,
+    switches: u64,
+}
+
+static RUN: KCell<Run> = KCell::new(Run {
+    scenario: None,
+    ram: (0, 0),
+    boot_ttbr0: 0,
+    id: 0,
+    params: None,
+    policy: Policy::BASELINE,
+    phase_open: false,
+    phase_done: false,
+    stats: page_alloc::Stats {
+        stack_bytes: 0,
+        pgtable_bytes: 0,
+    },
+    switches: 0,
+});
+
+/// The policy of the run in progress.
+pub fn policy() -> Policy {
+    RUN.get().policy
+}
+
+fn boot_ttbr0() -> u64 {
+    RUN.get().boot_ttbr0
+}
+
+/// Boots the kernel and runs `scenario`; never returns (the run ends by EXIT).
+pub fn run(fdt: &Fdt, scenario: Scenario) -> ! {
+    let Some(mem) = fdt.memory().regions().next() else {
+        println!("kernel: no /memory region");
+        hvc::exit(2)
+    };
+    let (base, size) = (mem.starting_address as u64, mem.size.unwrap_or(0) as u64);
+    if size < layout::POOL_OFFSET + layout::POOL_SIZE {
+        println!(
+            "kernel: needs {} MiB of RAM",
+            (layout::POOL_OFFSET + layout::POOL_SIZE) >> 20
+        );
+        hvc::exit(2)
+    }
+    let r = RUN.get();
+    r.scenario = Some(scenario);
+    r.ram = (base, size);
+    crate::programs::install_idmap(fdt);
+    // SAFETY: reading TTBR0_EL1 has no side effects.
+    r.boot_ttbr0 = unsafe {
+        let v: u64;
+        core::arch::asm!("mrs {}, ttbr0_el1", out(reg) v);
+        v
+    };
+    boot::enter_upper_half(base, size, kernel_main)
+}
+
+/// Runs in the upper half, on the boot stack's alias.
+extern "C" fn kernel_main(_: u64) -> ! {
+    let r = RUN.get();
+    let (base, _) = r.ram;
+    boot::install_vectors();
+    // SAFETY: the pool lies in RAM the guest owns, past everything the image and the boot
+    // tables use (POOL_OFFSET), and nothing else allocates from it.
+    unsafe {
+        page_alloc::init(
+            layout::untagged(layout::kva(base + layout::POOL_OFFSET)),
+            layout::POOL_SIZE,
+            layout::SLAB_SIZE,
+        )
+    };
+    task::init_boot_task();
+    let scenario = r.scenario.expect("scenario");
+    for (i, params) in scenario.runs().enumerate() {
+        run_one(i as u32 + 1, params);
+    }
+    println!("kernel: scenario done");
+    hvc::exit(0)
+}
+
+/// One (policy, workload) run: apply the policy, set up the workload's kernel objects and
+/// processes, schedule them until all have exited and been reaped, tear down.
+fn run_one(id: u32, params: PhaseParams) {
+    let r = RUN.get();
+    r.id = id;
+    r.params = Some(params);
+    r.policy = params.policy;
+    r.phase_open = false;
+    r.phase_done = false;
+    mte_policy::apply(params.policy);
+    let p = params.params;
+    let (size, iters, tasks) = (p.size as u64, p.iters as u64, p.tasks as u64);
+    let queued = if params.workload == Workload::FutexHash {
+        tasks
+    } else {
+        0
+    };
+    let pipe_cap = if params.workload == Workload::Memcached {
+        size + 16
+    } else {
+        16
+    };
+    let kbuf = match params.workload {
+        Workload::UaccessHeavy | Workload::KbufProbe => size,
+        _ => 16,
+    };
+    syscalls::setup(queued, pipe_cap, kbuf);
+    let su = mte_policy::sctlr_user(r.scenario.expect("scenario").tcf0);
+    // glibc asks for tags 1..15 (PR_MTE_TAG_MASK 0xfffe): GCR_EL1 excludes tag 0.
+    let excl = 1;
+    let spawn = |prog, args| task::spawn(user::entry(prog), args, su, excl);
+    match params.workload {
+        Workload::Getpid => spawn(Program::Getpid, [iters, 0, 0, 0]),
+        Workload::FutexHash => spawn(Program::Futex, [iters, size, 0, 0]),
+        Workload::Memcached => {
+            spawn(Program::McServer, [size, 0, 0, 0]);
+            spawn(Program::McClient, [iters, size, 0, 0])
+        }
+        Workload::ThreadCreate => spawn(Program::Threads, [iters, 0, tasks, 0]),
+        Workload::ForkPgtable => spawn(Program::Fork, [iters, size, 0, 0]),
+        Workload::UaccessHeavy => spawn(Program::Uaccess, [iters, size, 0, 0]),
+        Workload::KbufProbe => spawn(Program::Kbuf, [iters, size, 0, 0]),
+    };
+    // init: reap, and run the others until none is left.
+    loop {
+        while task::reap_zombie_child().is_some() {}
+        if !task::others_alive() {
+            break;
+        }
+        if !task::others_runnable() {
+            die(format_args!("every task is blocked"));
+        }
+        task::schedule();
+    }
+    syscalls::teardown();
+    let r = RUN.get();
+    if !r.phase_done {
+        die(format_args!(
+            "run {id}: the workload never closed its phase"
+        ));
+    }
+    println!(
+        "kernel: run {id} {} under {}: stacks {} B, page tables {} B, context switches {}",
+        params.workload.name(),
+        params.policy.name(),
+        r.stats.stack_bytes,
+        r.stats.pgtable_bytes,
+        r.switches
+    );
+}
+
+/// The PHASE system call: opens or closes the run's traced phase.
+fn phase_mark(begin: bool) -> u64 {
+    let r = RUN.get();
+    let Some(params) = r.params else {
+        return u64::MAX;
+    };
+    if begin && !r.phase_open && !r.phase_done {
+        page_alloc::take_stats();
+        r.switches = task::SCHED.get().switches;
+        r.phase_open = true;
+        if hvc::phase_begin_run(r.id, params.workload.name(), &params) != ret::SUCCESS {
+            die(format_args!("the hypervisor refused phase {}", r.id));
+        }
+        0
+    } else if !begin && r.phase_open {
+        let result = hvc::phase_end(r.id);
+        r.phase_open = false;
+        r.phase_done = true;
+        r.stats = page_alloc::take_stats();
+        r.switches = task::SCHED.get().switches - r.switches;
+        if result != ret::SUCCESS {
+            die(format_args!("the hypervisor refused to end phase {}", r.id));
+        }
+        0
+    } else {
+        u64::MAX
+    }
+}
+
+/// Something the policy does not explain happened: say what, end the run with status 5.
+pub fn die(what: core::fmt::Arguments) -> ! {
+    println!("kernel: {what}");
+    hvc::exit(5)
+}

@@ -1,0 +1,183 @@
+//! Where the kernel's MTE policy acts, one function per Linux hook: kernel entry
+//! (mte_disable_tco_entry, mte_set_kernel_gcr, check_mte_async_tcf), exit
+//! (mte_check_tfsr_exit, mte_set_user_gcr, clear_mte_async_tcf), context switch
+//! (mte_thread_switch), and the seed's user_access_begin/end.
+
+use super::kasan::GCR_KERNEL;
+use super::layout::TCR_KERNEL;
+use super::task::{Task, current};
+use crate::programs::{write_sctlr, write_tcr};
+use core::arch::asm;
+use mtex_abi::program as p;
+use mtex_abi::scenario::{Policy, Tcf, TcoPolicy};
+
+/// SCTLR_EL1.TCF0 (bits 39:38).
+pub const SCTLR_TCF0_SHIFT: u64 = 38;
+const SCTLR_TCF0_MASK: u64 = 3 << SCTLR_TCF0_SHIFT;
+/// TFSR_EL1.TF1: an asynchronous tag-check fault at EL1 was recorded.
+const TFSR_TF1: u64 = 1 << 1;
+
+pub fn sctlr_user(tcf0: Tcf) -> u64 {
+    (tcf0 as u64) << SCTLR_TCF0_SHIFT
+}
+
+fn task_tcf0(t: &Task) -> Tcf {
+    Tcf::from_bits(t.sctlr_user >> SCTLR_TCF0_SHIFT)
+}
+
+/// Boot-time MTE setup for a run: TCR_EL1 (TCMA1 as the policy says), SCTLR_EL1 (MMU, ATA,
+/// ATA0, the kernel's TCF, init's TCF0 = none), the kernel's GCR_EL1.
+pub fn apply(policy: Policy) {
+    let tcr = TCR_KERNEL | if policy.tcma1_set() { p::TCR_TCMA1 } else { 0 };
+    write_tcr(tcr);
+    let sctlr = p::SCTLR_MMU_ON | p::SCTLR_ATA | p::SCTLR_ATA0 | (policy.kasan as u64) << 40;
+    write_sctlr(sctlr);
+    // SAFETY: GCR_EL1 only steers IRG's choice of tags.
+    unsafe { asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) GCR_KERNEL) };
+    // Start with no asynchronous fault on record.
+    // SAFETY: clears the fault status registers.
+    unsafe {
+        asm!(
+            ".arch_extension memtag",
+            "msr tfsr_el1, xzr",
+            "msr tfsre0_el1, xzr",
+            "isb"
+        )
+    };
+}
+
+fn set_tco(on: bool) {
+    // SAFETY: TCO only changes whether tag checks happen.
+    unsafe {
+        if on {
+            asm!(".arch_extension memtag", "msr tco, #1");
+        } else {
+            asm!(".arch_extension memtag", "msr tco, #0");
+        }
+    }
+}
+
+/// mte_disable_tco_entry (v6.18) or, under `uaccess-tco`, the patch's
+/// set_kernel_mte_policy: re-enable checking that exception entry turned off.
+fn disable_tco_entry(t: &Task) {
+    let policy = super::policy();
+    let clear = match policy.tco {
+        TcoPolicy::Entry => policy.kasan != Tcf::None || task_tcf0(t).reports_sync(),
+        TcoPolicy::Uaccess => policy.kasan != Tcf::None,
+    };
+    if clear {
+        set_tco(false);
+    }
+}
+
+/// mte_check_tfsr_el1: an asynchronous kernel tag-check fault would be recorded here.
+fn check_tfsr_el1() {
+    let tfsr: u64;
+    // SAFETY: reading TFSR_EL1 has no side effects.
+    unsafe { asm!(".arch_extension memtag", "mrs {}, tfsr_el1", out(reg) tfsr) };
+    if tfsr & TFSR_TF1 != 0 {
+        super::die(format_args!(
+            "asynchronous kernel tag-check fault (TFSR_EL1 {tfsr:#x})"
+        ));
+    }
+}
+
+/// enter_from_user_mode plus kernel_entry's MTE steps.
+pub fn enter_from_user_mode() {
+    let t = current();
+    let policy = super::policy();
+    if task_tcf0(t) as u64 & 2 != 0 {
+        // check_mte_async_tcf: a user async fault shows in TFSRE0_EL1.
+        let tfsre0: u64;
+        // SAFETY: reading TFSRE0_EL1 has no side effects.
+        unsafe { asm!(".arch_extension memtag", "mrs {}, tfsre0_el1", out(reg) tfsre0) };
+        if tfsre0 & 1 != 0 {
+            super::die(format_args!(
+                "asynchronous user tag-check fault (task {})",
+                t.pid
+            ));
+        }
+    }
+    if policy.kasan != Tcf::None {
+        // mte_set_kernel_gcr
+        // SAFETY: GCR_EL1 only steers IRG.
+        unsafe { asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) GCR_KERNEL) };
+    }
+    disable_tco_entry(t);
+}
+
+/// exit_to_user_mode's MTE steps: mte_check_tfsr_exit, mte_set_user_gcr,
+/// clear_mte_async_tcf.
+pub fn exit_to_user_mode() {
+    let t = current();
+    let policy = super::policy();
+    if policy.checks_tfsr() {
+        // Asynchronous faults are synchronised into TFSR_EL1 on entry, but exit needs the
+        // explicit barriers.
+        // SAFETY: barriers only.
+        unsafe { asm!("dsb nsh", "isb") };
+        check_tfsr_el1();
+    }
+    if policy.kasan != Tcf::None {
+        // SAFETY: GCR_EL1 only steers IRG.
+        unsafe { asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) t.gcr_user_excl) };
+    }
+    if task_tcf0(t) as u64 & 2 != 0 {
+        // SAFETY: clears the user fault status after the stores that precede it.
+        unsafe { asm!(".arch_extension memtag", "dsb ish", "msr tfsre0_el1, xzr") };
+    }
+}
+
+/// mte_thread_switch (with __switch_to's SCTLR_EL1 update).
+pub fn thread_switch(prev: &Task, next: &Task) {
+    let policy = super::policy();
+    if prev.sctlr_user != next.sctlr_user {
+        // update_sctlr_el1: only the user bits change; the ISB makes TCF0 apply to the
+        // kernel's uaccess at once.
+        let old: u64;
+        // SAFETY: reading SCTLR_EL1 has no side effects.
+        unsafe { asm!("mrs {}, sctlr_el1", out(reg) old) };
+        write_sctlr((old & !SCTLR_TCF0_MASK) | next.sctlr_user);
+    }
+    if policy.kasan == Tcf::None {
+        // mte_update_gcr_excl: with KASAN, entry and exit set GCR_EL1 instead.
+        let gcr: u64;
+        // SAFETY: reading GCR_EL1 has no side effects.
+        unsafe { asm!(".arch_extension memtag", "mrs {}, gcr_el1", out(reg) gcr) };
+        if gcr != next.gcr_user_excl {
+            // SAFETY: GCR_EL1 only steers IRG.
+            unsafe {
+                asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) next.gcr_user_excl)
+            };
+        }
+    }
+    disable_tco_entry(next);
+    if policy.checks_tfsr() {
+        // SAFETY: a barrier.
+        unsafe { asm!("isb") };
+        check_tfsr_el1();
+    }
+}
+
+/// The seed's user_access_begin: clear TCO for the section when only the user task wants
+/// checking (with KASAN, TCO is already clear).
+pub fn user_access_begin() {
+    if uaccess_toggles_tco() {
+        set_tco(false);
+    }
+}
+
+/// user_access_end: set TCO again, under the same condition, so TCO is never rewritten with
+/// the value it has.
+pub fn user_access_end() {
+    if uaccess_toggles_tco() {
+        set_tco(true);
+    }
+}
+
+fn uaccess_toggles_tco() -> bool {
+    let policy = super::policy();
+    policy.tco == TcoPolicy::Uaccess
+        && policy.kasan == Tcf::None
+        && task_tcf0(current()).reports_sync()
+}

@@ -1,0 +1,363 @@
+//! Tasks, the scheduler and the context switch, shaped like Linux's: `schedule()` picks the
+//! next runnable task, `switch_to` runs `mte_thread_switch` (per-task SCTLR_EL1.TCF0, GCR_EL1,
+//! TCO, the TFSR_EL1 check) and the address-space switch, then `cpu_switch_to` swaps the
+//! callee-saved registers and kernel stacks.
+
+use super::cell::KCell;
+use super::entry::PtRegs;
+use super::layout::THREAD_SIZE;
+use super::mm::Mm;
+use super::{mte_policy, page_alloc};
+use core::arch::naked_asm;
+use core::mem::offset_of;
+
+/// What `cpu_switch_to` saves: x19..x28, fp, lr, sp.
+#[repr(C)]
+#[derive(Default)]
+pub struct CpuContext {
+    pub x19_x28: [u64; 10],
+    pub fp: u64,
+    pub lr: u64,
+    pub sp: u64,
+}
+
+const _: () = assert!(offset_of!(CpuContext, fp) == 80);
+const _: () = assert!(offset_of!(CpuContext, lr) == 88);
+const _: () = assert!(offset_of!(CpuContext, sp) == 96);
+const _: () = assert!(offset_of!(Task, ctx) == 0);
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum State {
+    Runnable,
+    /// Sleeping on a wait channel.
+    Blocked(u64),
+    /// Exited, not yet reaped by its parent.
+    Zombie,
+}
+
+#[repr(C)]
+pub struct Task {
+    pub ctx: CpuContext,
+    pub pid: u64,
+    pub state: State,
+    /// Kernel stack base (tagged pointer).
+    pub kstack: u64,
+    pub mm: *mut Mm,
+    /// SCTLR_EL1 bits this task wants at EL0 (TCF0), as Linux's thread.sctlr_user.
+    pub sctlr_user: u64,
+    /// GCR_EL1.Exclude for user IRG, from the prctl tag mask.
+    pub gcr_user_excl: u64,
+    pub parent: *mut Task,
+    pub exit_code: u64,
+}
+
+pub const MAX_TASKS: usize = 64;
+
+pub struct Sched {
+    pub tasks: [*mut Task; MAX_TASKS],
+    pub current: *mut Task,
+    next_pid: u64,
+    /// Where the round-robin scan resumes.
+    cursor: usize,
+    pub switches: u64,
+    /// What TTBR0_EL1 holds.
+    pub ttbr0: u64,
+}
+
+pub static SCHED: KCell<Sched> = KCell::new(Sched {
+    tasks: [core::ptr::null_mut(); MAX_TASKS],
+    current: core::ptr::null_mut(),
+    next_pid: 0,
+    cursor: 0,
+    switches: 0,
+    ttbr0: 0,
+});
+
+pub fn current() -> &'static mut Task {
+    // SAFETY: `current` is set at boot (init) and always points at a live task.
+    unsafe { &mut *SCHED.get().current }
+}
+
+/// Allocates a task with a kernel stack; not yet runnable.
+fn alloc_task(mm: *mut Mm, sctlr_user: u64, gcr_user_excl: u64, parent: *mut Task) -> *mut Task {
+    let t = page_alloc::kzalloc(size_of::<Task>() as u64) as *mut Task;
+    let s = SCHED.get();
+    s.next_pid += 1;
+    let task = Task {
+        ctx: CpuContext::default(),
+        pid: s.next_pid,
+        state: State::Runnable,
+        kstack: page_alloc::alloc_stack(),
+        mm,
+        sctlr_user,
+        gcr_user_excl,
+        parent,
+        exit_code: 0,
+    };
+    // SAFETY: a fresh kzalloc object of the task's size and alignment.
+    unsafe { t.write(task) };
+    t
+}
+
+/// The boot context becomes task 0 (init), a kernel thread with the boot address space.
+pub fn init_boot_task() {
+    let t = page_alloc::kzalloc(size_of::<Task>() as u64) as *mut Task;
+    // SAFETY: a fresh kzalloc object; init never runs at EL0 and keeps the boot stack.
+    unsafe {
+        t.write(Task {
+            ctx: CpuContext::default(),
+            pid: 0,
+            state: State::Runnable,
+            kstack: 0,
+            mm: core::ptr::null_mut(),
+            sctlr_user: 0,
+            gcr_user_excl: 0,
+            parent: core::ptr::null_mut(),
+            exit_code: 0,
+        })
+    };
+    let s = SCHED.get();
+    s.tasks[0] = t;
+    s.current = t;
+    s.ttbr0 = super::boot_ttbr0();
+}
+
+/// Makes `t` runnable: its first switch-in goes through `ret_from_fork` to EL0 with `regs`.
+fn start(t: *mut Task, regs: &PtRegs) {
+    // SAFETY: `t` is a fresh task this function owns until it is queued.
+    let task = unsafe { &mut *t };
+    let top = task.kstack + THREAD_SIZE - size_of::<PtRegs>() as u64;
+    // SAFETY: the pt_regs frame lies at the top of the task's own new kernel stack.
+    unsafe { (top as *mut PtRegs).write(*regs) };
+    task.ctx.sp = top;
+    task.ctx.lr = super::entry::ret_from_fork as *const () as u64;
+    let s = SCHED.get();
+    let slot = s
+        .tasks
+        .iter_mut()
+        .find(|p| p.is_null())
+        .expect("too many tasks");
+    *slot = t;
+}
+
+/// A new process running `entry` at EL0 with `args` in x0..x3.
+pub fn spawn(entry: u64, args: [u64; 4], sctlr_user: u64, gcr_user_excl: u64) -> *mut Task {
+    let mm = Mm::new_process();
+    let init = SCHED.get().tasks[0];
+    let t = alloc_task(mm, sctlr_user, gcr_user_excl, init);
+    let mut regs = PtRegs::user(entry, super::layout::USER_STACK_TOP);
+    regs.x[..4].copy_from_slice(&args);
+    start(t, &regs);
+    t
+}
+
+/// clone(): a thread of the current process.
+pub fn clone_thread(entry: u64, sp: u64, arg: u64) -> u64 {
+    let cur = current();
+    // SAFETY: a user task's mm is live while it runs.
+    unsafe { (*cur.mm).users += 1 };
+    let t = alloc_task(cur.mm, cur.sctlr_user, cur.gcr_user_excl, cur as *mut Task);
+    let mut regs = PtRegs::user(entry, sp);
+    regs.x[0] = arg;
+    start(t, &regs);
+    // SAFETY: just created.
+    unsafe { (*t).pid }
+}
+
+/// fork(): a process with a copy of the current one's page tables and registers (x0 = 0).
+pub fn fork(parent_regs: &PtRegs) -> u64 {
+    let cur = current();
+    // SAFETY: a user task's mm is live while it runs.
+    let mm = unsafe { (*cur.mm).fork() };
+    let t = alloc_task(mm, cur.sctlr_user, cur.gcr_user_excl, cur as *mut Task);
+    let mut regs = *parent_regs;
+    regs.x[0] = 0;
+    start(t, &regs);
+    // SAFETY: just created.
+    unsafe { (*t).pid }
+}
+
+/// exit(): the task becomes a zombie, its parent is woken, and it never runs again.
+pub fn exit(code: u64) -> ! {
+    let cur = current();
+    cur.exit_code = code;
+    cur.state = State::Zombie;
+    wake_up(wait_chan_child(cur.parent));
+    schedule();
+    unreachable!("a zombie was scheduled");
+}
+
+fn wait_chan_child(parent: *mut Task) -> u64 {
+    parent as u64 | 1
+}
+
+/// Reaps one zombie child of the current task: (it has children, the pid reaped).
+fn reap_one() -> (bool, Option<u64>) {
+    let me = current() as *mut Task;
+    let s = SCHED.get();
+    let mut any = false;
+    for i in 1..MAX_TASKS {
+        let t = s.tasks[i];
+        // SAFETY: queued tasks are live until reaped here.
+        if t.is_null() || unsafe { (*t).parent } != me {
+            continue;
+        }
+        any = true;
+        // SAFETY: as above.
+        if unsafe { (*t).state } == State::Zombie {
+            s.tasks[i] = core::ptr::null_mut();
+            // SAFETY: a zombie never runs again; its stack and mm are no longer in use (it
+            // switched away for the last time, and TTBR0 holds another address space).
+            return (true, Some(unsafe { reap(t) }));
+        }
+    }
+    (any, None)
+}
+
+/// wait(): reaps one zombie child, sleeping until there is one; returns its pid, or None
+/// when the task has no children.
+pub fn wait_child() -> Option<u64> {
+    let me = current() as *mut Task;
+    loop {
+        match reap_one() {
+            (_, Some(pid)) => return Some(pid),
+            (false, None) => return None,
+            (true, None) => sleep_on(wait_chan_child(me)),
+        }
+    }
+}
+
+/// Reaps a zombie child without sleeping (init's loop).
+pub fn reap_zombie_child() -> Option<u64> {
+    reap_one().1
+}
+
+/// True when a task other than init can run.
+pub fn others_runnable() -> bool {
+    SCHED.get().tasks[1..]
+        .iter()
+        // SAFETY: queued tasks are live.
+        .any(|&t| !t.is_null() && unsafe { (*t).state } == State::Runnable)
+}
+
+/// Frees a zombie: kernel stack, address space (last user), task.
+///
+/// # Safety
+/// `t` must be a zombie that has switched away for good.
+unsafe fn reap(t: *mut Task) -> u64 {
+    // SAFETY: the caller guarantees `t` is dead.
+    let task = unsafe { &mut *t };
+    let pid = task.pid;
+    page_alloc::free_stack(task.kstack);
+    // SAFETY: no CPU runs this mm as the zombie's; a live thread sibling keeps a reference.
+    unsafe { Mm::put(task.mm) };
+    page_alloc::kfree(t as u64, size_of::<Task>() as u64);
+    pid
+}
+
+/// Sleeps until [`wake_up`] on `chan`.
+pub fn sleep_on(chan: u64) {
+    current().state = State::Blocked(chan);
+    schedule();
+}
+
+pub fn wake_up(chan: u64) {
+    for &t in SCHED.get().tasks.iter() {
+        // SAFETY: queued tasks are live.
+        if !t.is_null() && unsafe { (*t).state } == State::Blocked(chan) {
+            // SAFETY: as above.
+            unsafe { (*t).state = State::Runnable };
+        }
+    }
+}
+
+/// True when a task other than init is queued.
+pub fn others_alive() -> bool {
+    SCHED.get().tasks[1..].iter().any(|t| !t.is_null())
+}
+
+/// Runs the next runnable task other than the current one, round robin over user tasks;
+/// init (task 0) runs only when no other task can. Returns when the current task is
+/// scheduled again.
+pub fn schedule() {
+    let s = SCHED.get();
+    let prev = s.current;
+    let mut next = core::ptr::null_mut();
+    for k in 1..=MAX_TASKS {
+        let i = (s.cursor + k) % MAX_TASKS;
+        let t = s.tasks[i];
+        // SAFETY: queued tasks are live.
+        if i != 0 && !t.is_null() && unsafe { (*t).state } == State::Runnable {
+            next = t;
+            s.cursor = i;
+            break;
+        }
+    }
+    if next.is_null() {
+        next = s.tasks[0];
+    }
+    if next == prev {
+        return;
+    }
+    s.switches += 1;
+    // SAFETY: both are live tasks; `prev` is the one running.
+    unsafe { switch_to(prev, next) };
+}
+
+/// Linux's __switch_to: the MTE state of the next task, a DSB, the address space, then the
+/// register switch.
+///
+/// # Safety
+/// `prev` must be the running task and `next` a live task that is not running.
+unsafe fn switch_to(prev: *mut Task, next: *mut Task) {
+    // SAFETY: the caller passes live tasks.
+    let (p, n) = unsafe { (&mut *prev, &mut *next) };
+    // __switch_to's dsb(ish): completes the previous task's stores (and TFSR's indirect
+    // writes) before the switch.
+    // SAFETY: a barrier.
+    unsafe { core::arch::asm!("dsb ish") };
+    mte_policy::thread_switch(p, n);
+    // check_and_switch_context: init (no mm) gets the boot tables back, so that a user
+    // address space it frees is never live.
+    let ttbr0 = if n.mm.is_null() {
+        super::boot_ttbr0()
+    } else {
+        // SAFETY: the next task's mm is live; it maps the image the kernel's TTBR0 did.
+        unsafe { (*n.mm).ttbr0() }
+    };
+    let s = SCHED.get();
+    if ttbr0 != s.ttbr0 {
+        s.ttbr0 = ttbr0;
+        // SAFETY: switching the user half; the kernel runs from TTBR1.
+        unsafe { core::arch::asm!("msr ttbr0_el1, {}", "isb", in(reg) ttbr0) };
+    }
+    SCHED.get().current = next;
+    // SAFETY: `prev` is running on the stack being saved; `next` was saved by an earlier
+    // cpu_switch_to or set up by `start`.
+    unsafe { cpu_switch_to(&raw mut p.ctx, &raw mut n.ctx) };
+}
+
+/// Saves the callee-saved registers, fp, lr and sp into `prev` and loads them from `next`;
+/// returns into `next`.
+#[unsafe(naked)]
+unsafe extern "C" fn cpu_switch_to(prev: *mut CpuContext, next: *mut CpuContext) {
+    naked_asm!(
+        "mov x10, sp",
+        "stp x19, x20, [x0, #0]",
+        "stp x21, x22, [x0, #16]",
+        "stp x23, x24, [x0, #32]",
+        "stp x25, x26, [x0, #48]",
+        "stp x27, x28, [x0, #64]",
+        "stp x29, x30, [x0, #80]",
+        "str x10, [x0, #96]",
+        "ldp x19, x20, [x1, #0]",
+        "ldp x21, x22, [x1, #16]",
+        "ldp x23, x24, [x1, #32]",
+        "ldp x25, x26, [x1, #48]",
+        "ldp x27, x28, [x1, #64]",
+        "ldp x29, x30, [x1, #80]",
+        "ldr x10, [x1, #96]",
+        "mov sp, x10",
+        "ret",
+    )
+}
