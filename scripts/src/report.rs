@@ -35,6 +35,8 @@ pub struct Write {
 pub struct Phase {
     pub id: u32,
     pub name: String,
+    /// The (policy, workload) run of the kernel scenario this phase measured.
+    pub params: Option<mtex_abi::scenario::PhaseParams>,
     pub begin_ts: u64,
     pub begin: GuestState,
     pub end_ts: Option<u64>,
@@ -148,6 +150,7 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
         Record::PhaseBegin(p) => r.phases.push(Phase {
             id: p.id,
             name: p.name.as_str().to_string(),
+            params: p.params,
             begin_ts: p.ts,
             begin: p.at,
             end_ts: None,

@@ -239,7 +239,7 @@ impl Workload {
     pub fn defaults(self) -> WorkloadParams {
         let (iters, size, tasks) = match self {
             // size: futexes in the user's array; tasks: waiters queued per hash bucket.
-            Workload::FutexHash => (32, 16, 4),
+            Workload::FutexHash => (32, 16, 16),
             // size: value bytes; tasks: the client and the server.
             Workload::Memcached => (22, 64, 2),
             Workload::Getpid => (32, 0, 1),

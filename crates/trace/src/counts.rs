@@ -88,6 +88,9 @@ pub struct TraceCounts {
     pub if_kernel_tco: ByEl,
     /// Every data access instruction, checked or not (same unit).
     pub accesses: ByEl,
+    /// The kernel's accesses to user memory with LDTR/STTR (judged as EL0's, counted under
+    /// `:k` above as the PMU counts them, by the EL that executes them).
+    pub uaccess: UaccessCounts,
     /// Instructions executed, by EL.
     pub instructions_el0: u64,
     pub instructions_el1: u64,
@@ -114,6 +117,18 @@ pub struct TraceCounts {
     /// instructions could not be counted: reported, never guessed).
     pub runs: u64,
     pub runs_lost: u64,
+}
+
+/// Unprivileged (LDTR/STTR) accesses made at EL1: all of them, and those checked in the
+/// architectural and TCF-elided views.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UaccessCounts {
+    pub rd: u64,
+    pub wr: u64,
+    pub arch_rd: u64,
+    pub arch_wr: u64,
+    pub elided_rd: u64,
+    pub elided_wr: u64,
 }
 
 /// One direction of an access judged under every view, as bits (the step path stores and
@@ -199,6 +214,8 @@ pub struct Pending {
     /// checking (an atomic's read half is a load).
     pub read: Judged,
     pub write: Judged,
+    /// An LDTR/STTR at EL1 that accesses as EL0 (the kernel's uaccess).
+    pub unprivileged: bool,
 }
 
 impl Pending {
@@ -273,6 +290,7 @@ impl Pending {
         let va = m.address(x, sp);
         // AArch64.IsUnprivAccessPriv: with PSTATE.UAO set, LDTR/STTR at EL1 are privileged.
         let access_el = if m.unprivileged && !uao { 0 } else { self.el };
+        self.unprivileged = access_el != self.el;
         let a = Access {
             el: access_el,
             tco,
@@ -314,13 +332,26 @@ const fn judged_of(state: usize) -> Judged {
 
 const STATES: usize = 10;
 
+/// The histogram class of an access: 0 EL0, 1 EL1, 2 EL1 unprivileged.
+#[inline]
+fn class(p: &Pending) -> usize {
+    if p.el == 0 {
+        0
+    } else if p.unprivileged {
+        2
+    } else {
+        1
+    }
+}
+
 /// Adds up retired instructions. Accesses go into a histogram keyed by (EL, read state,
 /// write state) — one increment on the step path instead of one per view — and are spread
 /// into the per-view counts by [`Tally::finish`].
 #[derive(Clone, Default)]
 pub struct Tally {
     counts: TraceCounts,
-    accesses: [[[u64; STATES]; STATES]; 2],
+    /// By class: EL0, EL1, EL1 unprivileged (uaccess).
+    accesses: [[[u64; STATES]; STATES]; 3],
 }
 
 impl Tally {
@@ -336,7 +367,7 @@ impl Tally {
         match p.effect {
             Effect::None => {}
             Effect::Access => {
-                self.accesses[(p.el != 0) as usize][state(p.read)][state(p.write)] += 1;
+                self.accesses[class(p)][state(p.read)][state(p.write)] += 1;
             }
             Effect::TagStore(g) => {
                 c.tag_store_insns += 1;
@@ -357,7 +388,7 @@ impl Tally {
     pub fn retire_faulted_access(&mut self, p: &Pending) {
         self.counts.tag_check_faults += 1;
         if p.effect == Effect::Access {
-            self.accesses[(p.el != 0) as usize][state(p.read)][state(p.write)] += 1;
+            self.accesses[class(p)][state(p.read)][state(p.write)] += 1;
         }
     }
 
@@ -382,14 +413,24 @@ impl Tally {
                 by_write
                     .iter()
                     .enumerate()
-                    .map(move |(w, &n)| (el == 1, r, w, n))
+                    .map(move |(w, &n)| (el, r, w, n))
             })
         });
-        for (el1, r, w, n) in cells {
+        for (class, r, w, n) in cells {
             if n == 0 {
                 continue;
             }
+            let el1 = class != 0;
             let (r, w) = (judged_of(r), judged_of(w));
+            if class == 2 {
+                let u = &mut c.uaccess;
+                u.rd += n * r.bit(Judged::PRESENT);
+                u.wr += n * w.bit(Judged::PRESENT);
+                u.arch_rd += n * r.bit(Judged::ARCH);
+                u.arch_wr += n * w.bit(Judged::ARCH);
+                u.elided_rd += n * r.bit(Judged::ELIDED);
+                u.elided_wr += n * w.bit(Judged::ELIDED);
+            }
             for (counter, bit) in [
                 (&mut c.accesses, Judged::PRESENT),
                 (&mut c.architectural, Judged::ARCH),
@@ -432,17 +473,27 @@ mod tests {
         /// at the EL that executed it.
         #[test]
         fn tally_spreads_judgements_into_views(
-            items in proptest::collection::vec((0u8..2, 0u8..32, 0u8..32), 0..50)
+            items in proptest::collection::vec((0u8..2, 0u8..32, 0u8..32, any::<bool>()), 0..50)
         ) {
             let mut t = Tally::default();
             let mut expect = TraceCounts::default();
-            for &(el, r, w) in &items {
+            for &(el, r, w, unpriv) in &items {
+                let unprivileged = unpriv && el == 1;
                 // Only judgements the views can produce: checked ones carry ARCH.
                 let valid = |j: u8| if j & 2 == 0 { j & 1 } else { j | 1 };
                 let (r, w) = (Judged(valid(r) | 1), Judged(valid(w)));
-                t.retire(&Pending { pc: 0, effect: Effect::Access, el, read: r, write: w });
+                t.retire(&Pending { pc: 0, effect: Effect::Access, el, read: r, write: w, unprivileged });
                 if el == 0 { expect.instructions_el0 += 1 } else { expect.instructions_el1 += 1 }
                 let (vr, vw) = (r.views(), w.views());
+                if unprivileged {
+                    let u = &mut expect.uaccess;
+                    u.rd += r.present() as u64;
+                    u.wr += w.present() as u64;
+                    u.arch_rd += vr.architectural as u64;
+                    u.arch_wr += vw.architectural as u64;
+                    u.elided_rd += vr.tcf_elided as u64;
+                    u.elided_wr += vw.tcf_elided as u64;
+                }
                 for (counter, in_r, in_w) in [
                     (&mut expect.accesses, r.present(), w.present()),
                     (&mut expect.architectural, vr.architectural, vw.architectural),

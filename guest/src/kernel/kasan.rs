@@ -23,15 +23,6 @@ pub const fn with_tag(p: u64, tag: u64) -> u64 {
     (p & !(0xf << 56)) | (tag << 56)
 }
 
-/// The allocation tag of the granule at `p`, as a pointer (LDG): how a page's tag is found
-/// again from its address, as Linux keeps it in page->flags.
-pub fn load_tag(p: u64) -> u64 {
-    let mut out = p;
-    // SAFETY: LDG reads an allocation tag of mapped, Tagged kernel memory; no data is read.
-    unsafe { asm!(".arch_extension memtag", "ldg {o}, [{p}]", o = inout(reg) out, p = in(reg) p) };
-    out
-}
-
 /// Sets the allocation tag of `[p, p + len)` to `p`'s tag: one STG per granule.
 ///
 /// # Safety

@@ -11,8 +11,8 @@ use aarch64_paging::descriptor::PhysicalAddress;
 use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, PageTable, Translation, VaRange};
 use core::ptr::NonNull;
 
-/// Table pages through the kernel allocator. A table's pointer is found again from its
-/// physical address with LDG when tables are tagged (Linux keeps the tag in page->flags).
+/// Table pages through the kernel allocator, reached through match-all pointers from their
+/// physical addresses, as Linux's __va(phys).
 pub struct KTranslation;
 
 impl Translation<El1Attributes> for KTranslation {
@@ -29,14 +29,7 @@ impl Translation<El1Attributes> for KTranslation {
     }
 
     fn physical_to_virtual(&self, pa: PhysicalAddress) -> NonNull<PageTable<El1Attributes>> {
-        let p = kva(pa.0 as u64);
-        let tagged = page_alloc::stack_gfp() == Gfp::Kasan
-            && super::policy().kasan != mtex_abi::scenario::Tcf::None;
-        let p = if tagged {
-            kasan::load_tag(p)
-        } else {
-            untagged(p)
-        };
+        let p = untagged(kva(pa.0 as u64));
         NonNull::new(p as *mut PageTable<El1Attributes>).expect("non-null table")
     }
 }

@@ -54,6 +54,8 @@ static RUN: KCell<Run> = KCell::new(Run {
     stats: page_alloc::Stats {
         stack_bytes: 0,
         pgtable_bytes: 0,
+        stack_freed: 0,
+        pgtable_freed: 0,
     },
     switches: 0,
 });
@@ -178,12 +180,13 @@ fn run_one(id: u32, params: PhaseParams) {
             "run {id}: the workload never closed its phase"
         ));
     }
+    // One line per run, short enough for one console record; the tests read it.
     println!(
-        "kernel: run {id} {} under {}: stacks {} B, page tables {} B, context switches {}",
-        params.workload.name(),
-        params.policy.name(),
+        "kernel: run {id}: stacks +{} -{} B, page tables +{} -{} B, switches {}",
         r.stats.stack_bytes,
+        r.stats.stack_freed,
         r.stats.pgtable_bytes,
+        r.stats.pgtable_freed,
         r.switches
     );
 }

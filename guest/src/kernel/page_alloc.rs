@@ -20,11 +20,13 @@ pub enum Gfp {
     SkipKasan,
 }
 
-/// What was allocated for kernel stacks and page tables since the last [`take_stats`].
+/// Kernel stack and page-table bytes allocated and freed since the last [`take_stats`].
 #[derive(Clone, Copy, Default)]
 pub struct Stats {
     pub stack_bytes: u64,
     pub pgtable_bytes: u64,
+    pub stack_freed: u64,
+    pub pgtable_freed: u64,
 }
 
 struct Allocators {
@@ -39,6 +41,8 @@ static ALLOC: KCell<Allocators> = KCell::new(Allocators {
     stats: Stats {
         stack_bytes: 0,
         pgtable_bytes: 0,
+        stack_freed: 0,
+        pgtable_freed: 0,
     },
 });
 
@@ -95,13 +99,16 @@ pub fn free_pages(p: u64, order: u32, gfp: Gfp) {
     unsafe { ALLOC.get().pages.dealloc(nn, layout) };
 }
 
-/// A kernel stack (THREAD_SIZE bytes); tagged unless the policy skips stacks.
+/// A kernel stack (THREAD_SIZE bytes): its memory is tagged unless the policy skips
+/// stacks, but it is always used through a match-all pointer (the seed: "stacks and page
+/// tables are always accessed with the match-all tag").
 pub fn alloc_stack() -> u64 {
     ALLOC.get().stats.stack_bytes += 4096 << THREAD_ORDER;
-    alloc_pages(THREAD_ORDER, stack_gfp())
+    untagged(alloc_pages(THREAD_ORDER, stack_gfp()))
 }
 
 pub fn free_stack(p: u64) {
+    ALLOC.get().stats.stack_freed += 4096 << THREAD_ORDER;
     free_pages(p, THREAD_ORDER, stack_gfp())
 }
 
@@ -114,16 +121,18 @@ pub fn stack_gfp() -> Gfp {
     }
 }
 
-/// A zeroed page-table page.
+/// A zeroed page-table page (zeroed through its tagged address, as clear_page through
+/// page_address), returned as the match-all pointer __va(phys) gives.
 pub fn alloc_pgtable() -> u64 {
     ALLOC.get().stats.pgtable_bytes += 4096;
     let p = alloc_pages(0, stack_gfp());
     // SAFETY: the page was just allocated; `p` carries its tag.
     unsafe { kasan::zero(p, 4096) };
-    p
+    untagged(p)
 }
 
 pub fn free_pgtable(p: u64) {
+    ALLOC.get().stats.pgtable_freed += 4096;
     free_pages(p, 0, stack_gfp())
 }
 
