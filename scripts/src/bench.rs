@@ -117,8 +117,8 @@ pub fn trace(images: &Images, n: u64) -> Result<TraceFigures> {
     let (el2_per_step, exits_per_instruction, instructions) =
         per_instruction(images, "mtex.guest=trace")?;
     let with_runs_trace = per_instruction(images, "mtex.guest=trace mtex.runs=1")?;
-    let default_program = per_instruction(images, "mtex.guest=default")?;
-    let default_program_with_runs = per_instruction(images, "mtex.guest=default mtex.runs=1")?;
+    let default_program = per_instruction(images, "mtex.guest=controls")?;
+    let default_program_with_runs = per_instruction(images, "mtex.guest=controls mtex.runs=1")?;
     let cmdline = format!("mtex.guest=bench-trace mtex.bench_n={n} mtex.watchdog_ms=600000");
     let steady = run_ok(images, cmdline.clone(), true)?;
     let traced_phase = steady.phase("traced").context("phase traced missing")?;

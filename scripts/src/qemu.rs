@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn bad_options_are_rejected_naming_the_field() {
-        let e = cmdline("default", &["watchdog_ms=soon".into()]).unwrap_err();
+        let e = cmdline("controls", &["watchdog_ms=soon".into()]).unwrap_err();
         assert!(e.to_string().contains("mtex.watchdog_ms"), "{e}");
         let e = cmdline("nonsense", &[]).unwrap_err();
         assert!(e.to_string().contains("mtex.guest"), "{e}");
@@ -170,7 +170,7 @@ mod tests {
         assert!(e.to_string().contains("mtex.policies"), "{e}");
         let e = cmdline("kernel", &["workloads=getpid:iters=x".into()]).unwrap_err();
         assert!(e.to_string().contains("mtex.workloads"), "{e}");
-        let e = cmdline("default", &["traps".into()]).unwrap_err();
+        let e = cmdline("controls", &["traps".into()]).unwrap_err();
         assert!(e.to_string().contains("KEY=VALUE"), "{e}");
         assert_eq!(
             cmdline("spin", &["watchdog_ms=200".into()]).unwrap(),

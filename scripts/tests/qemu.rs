@@ -68,7 +68,7 @@ fn mte_writes(r: &Report) -> Vec<(String, &'static str, u64, u64)> {
 
 #[test]
 fn default_run_reports_exactly_the_writes_the_guest_made() {
-    let (r, _) = boot("mtex.guest=default");
+    let (r, _) = boot("mtex.guest=controls");
     assert!(r.succeeded(), "{}", mtex::render::text(&r));
     assert_eq!(r.boot.unwrap().trap_mode, TrapMode::FineGrained);
     // Under FEAT_FGT only SCTLR_EL1 and TCR_EL1 trap.
@@ -124,14 +124,14 @@ fn default_run_reports_exactly_the_writes_the_guest_made() {
 
 #[test]
 fn two_runs_give_identical_reports() {
-    let (a, _) = boot("mtex.guest=default");
-    let (b, _) = boot("mtex.guest=default");
+    let (a, _) = boot("mtex.guest=controls");
+    let (b, _) = boot("mtex.guest=controls");
     assert_eq!(a, b);
 }
 
 #[test]
 fn tvm_fallback_traps_and_emulates_every_vm_control_write() {
-    let (r, _) = boot("mtex.guest=default mtex.traps=tvm");
+    let (r, _) = boot("mtex.guest=controls mtex.traps=tvm");
     assert!(r.succeeded(), "{}", mtex::render::text(&r));
     assert_eq!(r.boot.unwrap().trap_mode, TrapMode::Tvm);
     // The MTE controls are reported exactly as with FEAT_FGT...
@@ -323,8 +323,8 @@ fn trace_counts_are_the_same_with_breakpoint_runs() {
 
 #[test]
 fn runs_change_exits_not_counts_on_compiled_code() {
-    let (stepped, _) = boot("mtex.guest=default mtex.runs=0");
-    let (ran, _) = boot("mtex.guest=default mtex.runs=1");
+    let (stepped, _) = boot("mtex.guest=controls mtex.runs=0");
+    let (ran, _) = boot("mtex.guest=controls mtex.runs=1");
     assert!(stepped.succeeded() && ran.succeeded());
     let (mut exits_stepped, mut exits_ran, mut runs) = (0, 0, 0);
     for (a, b) in stepped.phases.iter().zip(&ran.phases) {

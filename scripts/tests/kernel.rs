@@ -1,0 +1,304 @@
+//! QEMU tests of the guest kernel's policies and workloads (the seeds' matrix), under
+//! `-icount shift=0`. Every expectation comes from what the workload does — its user
+//! program's loop (guest/src/kernel/user.rs), its system calls, the sizes it allocates —
+//! never from a figure of an earlier run or of the seeds.
+
+use mtex::images::{self, Images};
+use mtex::qemu::{self, RunConfig};
+use mtex::report::{self, Phase, Report};
+use mtex_abi::scenario::{Scenario, Workload};
+use mtex_trace::counts::TraceCounts;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+fn images() -> &'static Images {
+    static IMAGES: OnceLock<Images> = OnceLock::new();
+    IMAGES.get_or_init(|| images::build().expect("building the images"))
+}
+
+/// Boots the kernel scenario given by `opts` (`mtex.` words) and returns its report, after
+/// checking that the run succeeded with no problem and no tag-check fault.
+fn scenario(opts: &str, timeout_s: u64) -> Report {
+    let cmdline = format!("mtex.guest=kernel mtex.watchdog_ms=600000 {opts}");
+    let cfg = RunConfig {
+        cmdline,
+        timeout: Duration::from_secs(timeout_s),
+        ..RunConfig::default()
+    };
+    let console = qemu::run(images(), &cfg).expect("running QEMU");
+    assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
+    let r = report::parse(&console.text);
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    let expected_runs = Scenario::parse(opts).unwrap().runs().count();
+    assert_eq!(r.phases.len(), expected_runs, "one phase per run");
+    for p in &r.phases {
+        let t = trace(p);
+        assert_eq!(t.tag_check_faults, 0, "{}", p.name);
+        assert_eq!((t.unknown_mem, t.runs_lost), (0, 0), "{}", p.name);
+    }
+    r
+}
+
+fn trace(p: &Phase) -> TraceCounts {
+    p.trace
+        .unwrap_or_else(|| panic!("phase {} was not traced", p.name))
+}
+
+/// The phase of `workload` (with `size`, when given) under `policy`.
+fn phase<'a>(r: &'a Report, workload: Workload, size: Option<u32>, policy: &str) -> &'a Phase {
+    r.phases
+        .iter()
+        .find(|p| {
+            let q = p.params.expect("phase parameters");
+            q.workload == workload
+                && q.policy.name().as_str() == policy
+                && size.is_none_or(|s| q.params.size == s)
+        })
+        .unwrap_or_else(|| panic!("no {workload:?} phase under {policy}"))
+}
+
+fn iters(p: &Phase) -> u64 {
+    p.params.unwrap().params.iters as u64
+}
+
+fn checked_k(t: &TraceCounts) -> u64 {
+    t.architectural.rd_k + t.architectural.wr_k
+}
+
+/// The guest kernel's account of run `id`: (stack bytes allocated, freed, page-table bytes
+/// allocated, freed) from its console line.
+fn allocations(r: &Report, id: u32) -> (u64, u64, u64, u64) {
+    let prefix = format!("kernel: run {id}: ");
+    let line = r
+        .console
+        .iter()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no console line for run {id}"));
+    let n: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    (n[0], n[1], n[2], n[3])
+}
+
+/// Kernel stack size (Linux's THREAD_SIZE with 4 KiB pages) and the page-table pages of a
+/// fresh address space (root, first-GiB L2, L3 for code, stack and heap, the image's L2),
+/// plus one L3 per 2 MiB mapped — the guest kernel's layout (guest/src/kernel/layout.rs).
+const THREAD_SIZE: u64 = 16 << 10;
+const MM_TABLE_PAGES: u64 = 6;
+
+#[test]
+fn futex_hash_tcma1_removes_the_kernels_checks_not_the_users() {
+    let r = scenario(
+        "mtex.policies=entry-tco,tcma1 mtex.workloads=futex-hash",
+        120,
+    );
+    let base = phase(&r, Workload::FutexHash, None, "entry-tco");
+    let fix = phase(&r, Workload::FutexHash, None, "tcma1");
+    let (b, f) = (trace(base), trace(fix));
+    let n = iters(base);
+    // The user loop: per iteration LDR of the futex word, then LDR + STR of the counter,
+    // all through its IRG-tagged heap pointer, TCF0 sync: checked, under both policies.
+    for t in [&b, &f] {
+        assert_eq!(t.architectural.rd_u, 2 * n);
+        assert_eq!(t.architectural.wr_u, n);
+    }
+    // With TCMA1 every kernel pointer (tag 0xF) is match-all: what stays checked at EL1 is
+    // the one LDTR of the futex word per call (an EL0 access, TCF0 sync, TCO clear).
+    assert_eq!(f.uaccess.arch_rd, n);
+    assert_eq!(checked_k(&f), n);
+    // Without it, the kernel's own accesses with TCO cleared on entry are checked too.
+    assert!(
+        checked_k(&f) * 100 <= checked_k(&b) * 3,
+        "EL1 checked accesses fell from {} to {}: less than 97%",
+        checked_k(&b),
+        checked_k(&f)
+    );
+    // The trace of the baseline already answered "what would TCMA1 save?".
+    assert_eq!(b.if_tcma1.rd_k + b.if_tcma1.wr_k, checked_k(&f));
+    // Arm-like cores and QEMU elide kernel checks with TCF NONE: only the uaccess remains.
+    assert_eq!(b.tcf_elided.rd_k + b.tcf_elided.wr_k, n);
+}
+
+#[test]
+fn tco_writes_follow_the_policy_and_copy_paths_escape_uaccess_sections() {
+    let r = scenario(
+        "mtex.policies=entry-tco,uaccess-tco mtex.workloads=getpid,futex-hash,uaccess-heavy,memcached",
+        180,
+    );
+    // entry-tco with TCF0 sync: one MSR TCO per kernel entry. A phase holds its workload's
+    // system calls and the entry of the PHASE call that closes it.
+    let entries = |w: Workload, per_iter: u64| {
+        let p = phase(&r, w, None, "entry-tco");
+        (trace(p).tco_writes, per_iter * iters(p) + 1)
+    };
+    let (got, want) = entries(Workload::Getpid, 1);
+    assert_eq!(got, want, "getpid");
+    let (got, want) = entries(Workload::FutexHash, 1);
+    assert_eq!(got, want, "futex-hash");
+    let (got, want) = entries(Workload::UaccessHeavy, 2);
+    assert_eq!(got, want, "uaccess-heavy: write + read per iteration");
+
+    // uaccess-tco: never at entry; twice per user_access_begin/end section (futex_wait has
+    // one); none on the copy paths, which open no section.
+    let ua = |w| trace(phase(&r, w, None, "uaccess-tco"));
+    assert_eq!(ua(Workload::Getpid).tco_writes, 0);
+    let futex = phase(&r, Workload::FutexHash, None, "uaccess-tco");
+    assert_eq!(trace(futex).tco_writes, 2 * iters(futex));
+    assert_eq!(ua(Workload::UaccessHeavy).tco_writes, 0);
+    // The section's LDTR is checked under both policies.
+    assert_eq!(trace(futex).uaccess.arch_rd, iters(futex));
+
+    // copy_from_user / copy_to_user: one LDTR / STTR per 8 bytes. Checked under entry-tco,
+    // made but unchecked under uaccess-tco (TCO still set from the exception entry).
+    let p = phase(&r, Workload::UaccessHeavy, None, "entry-tco");
+    let words = iters(p) * p.params.unwrap().params.size as u64 / 8;
+    let (e, u) = (trace(p).uaccess, ua(Workload::UaccessHeavy).uaccess);
+    assert_eq!(
+        (e.rd, e.wr, e.arch_rd, e.arch_wr),
+        (words, words, words, words)
+    );
+    assert_eq!((u.rd, u.wr, u.arch_rd, u.arch_wr), (words, words, 0, 0));
+
+    // memcached: request i is a set when i % 11 == 0. Client: set = STP + v/8 STR, write
+    // (16 + v), read 16; get = STP, write 16, read (16 + v), v/8 LDR. Server: set = LDP,
+    // v/8 LDR + STR, STP, write 16; get = LDP, v/8 LDR + STR, STP, write (16 + v).
+    let p = phase(&r, Workload::Memcached, None, "entry-tco");
+    let q = p.params.unwrap().params;
+    let (n, w) = (q.iters as u64, q.size as u64 / 8);
+    let sets = n.div_ceil(11);
+    let gets = n - sets;
+    let rd_u = gets * w + sets * (1 + w) + gets * (1 + w);
+    let wr_u = sets * (1 + w) + gets + sets * (w + 1) + gets * (w + 1);
+    let copied = sets * (2 + w + 2) + gets * (2 + 2 + w);
+    for policy in ["entry-tco", "uaccess-tco"] {
+        let t = trace(phase(&r, Workload::Memcached, None, policy));
+        assert_eq!(
+            (t.architectural.rd_u, t.architectural.wr_u),
+            (rd_u, wr_u),
+            "{policy}"
+        );
+        assert_eq!((t.uaccess.rd, t.uaccess.wr), (copied, copied), "{policy}");
+    }
+    let e = trace(p).uaccess;
+    assert_eq!((e.arch_rd, e.arch_wr), (copied, copied));
+    let u = trace(phase(&r, Workload::Memcached, None, "uaccess-tco")).uaccess;
+    assert_eq!((u.arch_rd, u.arch_wr), (0, 0));
+
+    // With TCF0 async, v6.18 leaves TCO set on entry: no write at all.
+    let r = scenario(
+        "mtex.policies=entry-tco mtex.workloads=getpid mtex.tcf0=async",
+        60,
+    );
+    assert_eq!(trace(&r.phases[0]).tco_writes, 0);
+}
+
+#[test]
+fn tfsr_sync_skip_drops_the_tfsr_reads_and_barriers_in_sync_mode_only() {
+    let r = scenario(
+        "mtex.policies=kasan-sync,kasan-sync+tfsr-sync-skip,kasan-async,kasan-async+tfsr-sync-skip mtex.workloads=getpid",
+        120,
+    );
+    for (policy, skipped) in [
+        ("kasan-sync", false),
+        ("kasan-sync+tfsr-sync-skip", true),
+        ("kasan-async", false),
+        ("kasan-async+tfsr-sync-skip", false),
+    ] {
+        let p = phase(&r, Workload::Getpid, None, policy);
+        let t = trace(p);
+        // Exits to user in the phase: the opening PHASE call's and every getpid's. Each
+        // checks TFSR_EL1 after DSB NSH + ISB; getpid has no other barrier.
+        let exits = iters(p) + 1;
+        let want = if skipped { 0 } else { exits };
+        assert_eq!((t.tfsr_reads, t.dsb, t.isb), (want, want, want), "{policy}");
+    }
+}
+
+#[test]
+fn skipping_stack_and_page_table_tags_saves_one_store_per_granule() {
+    let r = scenario(
+        "mtex.policies=kasan-sync,kasan-sync+skip-tag-stacks-pgtables mtex.workloads=thread-create,fork-pgtable",
+        120,
+    );
+    for w in [Workload::ThreadCreate, Workload::ForkPgtable] {
+        let tagged = phase(&r, w, None, "kasan-sync");
+        let skipped = phase(&r, w, None, "kasan-sync+skip-tag-stacks-pgtables");
+        let q = tagged.params.unwrap().params;
+        let n = q.iters as u64;
+        // What the workload allocates (and frees again) in its phase.
+        let (stacks, tables) = match w {
+            Workload::ThreadCreate => (n * q.tasks as u64 * THREAD_SIZE, 0),
+            _ => (
+                n * THREAD_SIZE,
+                n * (MM_TABLE_PAGES + q.size as u64 / 2) * 4096,
+            ),
+        };
+        for p in [tagged, skipped] {
+            assert_eq!(
+                allocations(&r, p.id),
+                (stacks, stacks, tables, tables),
+                "{w:?}: the kernel's own account"
+            );
+        }
+        // KASAN sets a tag on every granule at allocation and poisons it at free; the
+        // policy skips both for stacks and page tables, and nothing else changes.
+        let (a, b) = (trace(tagged), trace(skipped));
+        assert_eq!(
+            a.granules_tagged - b.granules_tagged,
+            2 * (stacks + tables) / 16,
+            "{w:?}"
+        );
+        assert_eq!(
+            a.tag_store_insns - b.tag_store_insns,
+            2 * (stacks + tables) / 16
+        );
+    }
+}
+
+#[test]
+fn kbuf_probe_kernel_checks_grow_with_n_and_vanish_when_tcf_is_elided() {
+    let (small, large) = (256u32, 1024u32);
+    let r = scenario(
+        &format!(
+            "mtex.policies=entry-tco,kasan-sync mtex.workloads=kbuf-probe:size={small},kbuf-probe:size={large}"
+        ),
+        120,
+    );
+    for policy in ["entry-tco", "kasan-sync"] {
+        let (a, b) = (
+            phase(&r, Workload::KbufProbe, Some(small), policy),
+            phase(&r, Workload::KbufProbe, Some(large), policy),
+        );
+        // One LDR per 8 bytes of the kernel buffer, per call.
+        let extra = iters(a) * (large - small) as u64 / 8;
+        let (ta, tb) = (trace(a), trace(b));
+        assert_eq!(
+            tb.architectural.rd_k - ta.architectural.rd_k,
+            extra,
+            "{policy}"
+        );
+        assert_eq!(tb.accesses.rd_k - ta.accesses.rd_k, extra, "{policy}");
+        if policy == "entry-tco" {
+            // The kernel's TCF is NONE: an Arm-like core checks none of them.
+            assert_eq!(tb.tcf_elided.rd_k + tb.tcf_elided.wr_k, 0);
+            assert_eq!(ta.tcf_elided.rd_k + ta.tcf_elided.wr_k, 0);
+        } else {
+            // KASAN sync: the buffer's tagged pointer is checked by every core.
+            assert_eq!(tb.tcf_elided.rd_k - ta.tcf_elided.rd_k, extra);
+        }
+    }
+}
+
+#[test]
+fn the_default_matrix_runs_every_workload_under_every_policy_without_a_fault() {
+    // The scenario `./scripts/run` shows. `scenario` checks: success, one traced phase per
+    // (policy, workload), no tag-check fault, nothing the decoder could not model.
+    let r = scenario("", 600);
+    let s = Scenario::parse("").unwrap();
+    for (p, want) in r.phases.iter().zip(s.runs()) {
+        assert_eq!(p.params, Some(want));
+    }
+}
