@@ -1,9 +1,15 @@
 //! The readable report: phases, then every trapped write with its decoded MTE fields.
 
-use crate::report::{Report, describe_exit};
-use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
+use crate::report::{Phase, Report, describe_exit};
+use comfy_table::{CellAlignment, Table, presets::UTF8_BORDERS_ONLY};
 use mtex_abi::report::TrapMode;
+use mtex_abi::scenario::{PhaseParams, Tcf, Workload, WorkloadParams};
+use mtex_trace::counts::TraceCounts;
 use std::fmt::Write as _;
+
+/// Above this many trapped writes, only the first [`WRITES_SAMPLE`] are listed.
+const MAX_WRITES_LISTED: usize = 40;
+const WRITES_SAMPLE: usize = 20;
 
 fn opt(v: Option<u64>) -> String {
     v.map_or("-".into(), |v| v.to_string())
@@ -43,39 +49,31 @@ pub fn text(r: &Report) -> String {
             let _ = writeln!(out, "  {l}");
         }
     }
-    if !r.phases.is_empty() {
-        let mut t = Table::new();
-        t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
-            "phase",
-            "exits",
-            "exits with TCO",
-            "trapped writes",
-            "EL2 instr",
-            "EL1 instr",
-            "EL0 instr",
-            "TCO at end",
-        ]);
-        for p in &r.phases {
-            let s = p.stats;
-            t.add_row(vec![
-                format!("{} {}", p.id, p.name),
-                opt(s.map(|s| s.exits)),
-                opt(s.map(|s| s.exits_with_tco)),
-                opt(s.map(|s| s.sysreg_writes)),
-                opt(s.and_then(|s| s.el2_instructions)),
-                opt(s.and_then(|s| s.el1_instructions)),
-                opt(s.and_then(|s| s.el0_instructions)),
-                p.end
-                    .map_or("(not ended)".into(), |e| (e.tco as u8).to_string()),
-            ]);
-        }
-        let _ = writeln!(out, "\nPhases\n{t}");
+    let matrix = matrix_table(r);
+    // The scenario's traced phases are in the matrix; the generic tables keep the rest (all
+    // phases, for a report without a scenario).
+    let rest: Vec<&Phase> = if matrix.is_empty() {
+        r.phases.iter().collect()
+    } else {
+        r.phases.iter().filter(|p| !in_matrix(p)).collect()
+    };
+    if !rest.is_empty() {
+        let _ = writeln!(out, "\nPhases\n{}", phases_table(&rest));
     }
-    let traces = trace_table(r);
+    if !matrix.is_empty() {
+        let _ = write!(out, "\n{matrix}");
+    }
+    let traces = trace_table_of(&rest, matrix.is_empty());
     if !traces.is_empty() {
         let _ = write!(out, "\n{traces}");
     }
     if !r.writes.is_empty() {
+        // The scenario traps hundreds of writes: a sample here, all of them in the JSON.
+        let shown = if r.writes.len() > MAX_WRITES_LISTED {
+            WRITES_SAMPLE
+        } else {
+            r.writes.len()
+        };
         let mut t = Table::new();
         t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
             "seq",
@@ -87,7 +85,7 @@ pub fn text(r: &Report) -> String {
             "EL",
             "TCO",
         ]);
-        for w in &r.writes {
+        for w in r.writes.iter().take(shown) {
             let changes = w
                 .changes
                 .iter()
@@ -110,6 +108,13 @@ pub fn text(r: &Report) -> String {
             ]);
         }
         let _ = writeln!(out, "\nTrapped writes\n{t}");
+        if shown < r.writes.len() {
+            let _ = writeln!(
+                out,
+                "  ... {} more trapped writes (all of them are in --json)",
+                r.writes.len() - shown
+            );
+        }
     }
     for c in &r.unknown_calls {
         let _ = writeln!(
@@ -138,10 +143,45 @@ pub fn text(r: &Report) -> String {
     out
 }
 
+/// The generic phase table: exits, trapped writes and PMU instruction counts.
+fn phases_table(phases: &[&Phase]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+        "phase",
+        "exits",
+        "exits with TCO",
+        "trapped writes",
+        "EL2 instr",
+        "EL1 instr",
+        "EL0 instr",
+        "TCO at end",
+    ]);
+    for p in phases {
+        let s = p.stats;
+        t.add_row(vec![
+            format!("{} {}", p.id, p.name),
+            opt(s.map(|s| s.exits)),
+            opt(s.map(|s| s.exits_with_tco)),
+            opt(s.map(|s| s.sysreg_writes)),
+            opt(s.and_then(|s| s.el2_instructions)),
+            opt(s.and_then(|s| s.el1_instructions)),
+            opt(s.and_then(|s| s.el0_instructions)),
+            p.end
+                .map_or("(not ended)".into(), |e| (e.tco as u8).to_string()),
+        ]);
+    }
+    t
+}
+
 /// The trace counter's figures, one row per traced phase: the architectural and TCF-elided
 /// views side by side with perf's event names, then the counterfactual kernel counts.
 pub fn trace_table(r: &Report) -> String {
-    let traced: Vec<_> = r.phases.iter().filter(|p| p.trace.is_some()).collect();
+    trace_table_of(&r.phases.iter().collect::<Vec<_>>(), true)
+}
+
+/// [`trace_table`] of these phases, with or without the TCO write sites.
+fn trace_table_of(phases: &[&Phase], tco_sites: bool) -> String {
+    let traced: Vec<_> = phases.iter().filter(|p| p.trace.is_some()).collect();
     if traced.is_empty() {
         return String::new();
     }
@@ -194,7 +234,7 @@ pub fn trace_table(r: &Report) -> String {
             format!("{} / {}", t.dsb, t.isb),
             t.tag_check_faults.to_string(),
         ]);
-        for s in &p.tco_sites {
+        for s in p.tco_sites.iter().filter(|_| tco_sites) {
             let _ = writeln!(
                 notes,
                 "  {}: MSR TCO, #{} at {:#x}, {} times",
@@ -212,4 +252,227 @@ pub fn trace_table(r: &Report) -> String {
     format!(
         "Tag-checked accesses (trace; arch = architectural, AmpereOne-like; elided = only when TCF is not NONE, Arm cores and QEMU)\n{table}\n{notes}"
     )
+}
+
+/// A phase of the kernel scenario that was traced: a row of the policy matrix.
+fn in_matrix(p: &Phase) -> bool {
+    p.params.is_some() && p.trace.is_some()
+}
+
+/// `futex-hash i=32 s=16 t=16`: the workload and the parameters that mean something for it.
+fn workload_label(pp: &PhaseParams) -> String {
+    let (size, tasks) = pp.workload.units();
+    let mut s = format!("{} i={}", pp.workload.name(), pp.params.iters);
+    if size != "-" {
+        let _ = write!(s, " s={}", pp.params.size);
+    }
+    if tasks != "-" {
+        let _ = write!(s, " t={}", pp.params.tasks);
+    }
+    s
+}
+
+/// The change from `base` to `n`, as perf prints it: `-97.5%`, `+0.0%`; `n/a` from zero.
+fn change(base: u64, n: u64) -> String {
+    if base == 0 {
+        return if n == 0 { "+0.0%".into() } else { "n/a".into() };
+    }
+    let pct = (n as f64 - base as f64) * 100.0 / base as f64;
+    format!("{pct:+.1}%")
+}
+
+/// The kernel scenario's traced phases as a policy matrix: one row per (workload, policy),
+/// the rows of a workload together (workloads in the order they first ran, policies in phase
+/// order), each compared with the workload's first policy. Empty when there are none.
+pub fn matrix_table(r: &Report) -> String {
+    let rows: Vec<(&Phase, PhaseParams, TraceCounts)> = r
+        .phases
+        .iter()
+        .filter_map(|p| Some((p, p.params?, p.trace?)))
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    // A workload named twice with different parameters is two workloads here.
+    let key = |pp: &PhaseParams| (pp.workload, pp.params);
+    let mut groups: Vec<(Workload, WorkloadParams)> = Vec::new();
+    for (_, pp, _) in &rows {
+        if !groups.contains(&key(pp)) {
+            groups.push(key(pp));
+        }
+    }
+    let mut table = Table::new();
+    table.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+        "workload",
+        "policy",
+        "checked\nrd:k",
+        "checked\nwr:k",
+        "checked\nrd:u",
+        "checked\nwr:u",
+        "uaccess checked\nrd / wr",
+        "elided\n:k",
+        ":k vs\nfirst",
+        "if TCMA1\n:k",
+        "TCO\nwrites",
+        "TFSR\nreads",
+        "DSB / ISB",
+        "tag\ngranules",
+        "trapped\nwrites",
+        "instr\nEL1 / EL0",
+        "faults",
+    ]);
+    // Figures right-aligned, as perf stat prints them.
+    for c in table.column_iter_mut().skip(2) {
+        c.set_cell_alignment(CellAlignment::Right);
+    }
+    let mut notes = String::new();
+    for g in &groups {
+        let mut base = None;
+        for (p, pp, t) in rows.iter().filter(|(_, pp, _)| key(pp) == *g) {
+            let (a, e) = (t.architectural, t.tcf_elided);
+            let k = a.rd_k + a.wr_k;
+            let first = base.is_none();
+            let b = *base.get_or_insert(k);
+            let vs_first = if first { "=".into() } else { change(b, k) };
+            let mut policy = pp.policy.name().as_str().to_string();
+            if pp.tcf0 != Tcf::Sync {
+                let _ = write!(policy, " tcf0={}", pp.tcf0.name());
+            }
+            table.add_row(vec![
+                if first {
+                    workload_label(pp)
+                } else {
+                    String::new()
+                },
+                policy,
+                a.rd_k.to_string(),
+                a.wr_k.to_string(),
+                a.rd_u.to_string(),
+                a.wr_u.to_string(),
+                format!("{} / {}", t.uaccess.arch_rd, t.uaccess.arch_wr),
+                (e.rd_k + e.wr_k).to_string(),
+                vs_first,
+                (t.if_tcma1.rd_k + t.if_tcma1.wr_k).to_string(),
+                t.tco_writes.to_string(),
+                t.tfsr_reads.to_string(),
+                format!("{} / {}", t.dsb, t.isb),
+                t.granules_tagged.to_string(),
+                opt(p.stats.map(|s| s.sysreg_writes)),
+                format!("{} / {}", t.instructions_el1, t.instructions_el0),
+                t.tag_check_faults.to_string(),
+            ]);
+            if t.unknown_mem > 0 || t.tco_site_overflow > 0 {
+                let _ = writeln!(
+                    notes,
+                    "  {} {}: NOTE {} load/store encodings not modelled; {} TCO writes beyond the site table",
+                    p.id, p.name, t.unknown_mem, t.tco_site_overflow
+                );
+            }
+        }
+    }
+    format!(
+        "Policy matrix (trace counter, exact)\n{table}\n  \
+         checked = architecturally Tag Checked (AmpereOne-like: TCF does not matter); \
+         elided = only when the EL's TCF is not NONE (Arm cores, QEMU);\n  \
+         uaccess = the kernel's LDTR/STTR to user memory (judged as EL0's, also counted in :k as perf does); \
+         \"vs first\" = checked :k against the first policy listed for the workload;\n  \
+         i/s/t = the workload's iterations / size / tasks.\n{notes}"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Write;
+    use mtex_abi::report::{GuestState, PhaseStats};
+    use mtex_abi::scenario::Policy;
+
+    fn phase(id: u32, policy: &str, k: (u64, u64), params: bool) -> Phase {
+        let mut t = TraceCounts::default();
+        (t.architectural.rd_k, t.architectural.wr_k) = k;
+        t.uaccess.arch_rd = 7;
+        t.tfsr_reads = 3;
+        Phase {
+            id,
+            name: format!("run{id}"),
+            params: params.then(|| PhaseParams {
+                workload: Workload::FutexHash,
+                policy: Policy::parse(policy).unwrap(),
+                tcf0: Tcf::Sync,
+                params: WorkloadParams {
+                    iters: 32,
+                    size: 16,
+                    tasks: 16,
+                },
+            }),
+            begin_ts: 0,
+            begin: GuestState::default(),
+            end_ts: Some(1),
+            end: Some(GuestState::default()),
+            stats: Some(PhaseStats {
+                sysreg_writes: 4,
+                ..PhaseStats::default()
+            }),
+            trace: Some(t),
+            tco_sites: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn matrix_compares_policies_of_a_workload_with_the_first() {
+        let r = Report {
+            phases: vec![
+                phase(1, "entry-tco", (150, 50), true),
+                phase(2, "tcma1", (4, 1), true),
+            ],
+            ..Report::default()
+        };
+        let m = matrix_table(&r);
+        assert!(m.contains("futex-hash i=32 s=16 t=16"), "{m}");
+        assert!(m.contains("entry-tco"), "{m}");
+        assert!(m.contains("tcma1"), "{m}");
+        assert!(m.contains("-97.5%"), "{m}");
+        let all = text(&r);
+        assert!(
+            all.contains("Policy matrix (trace counter, exact)"),
+            "{all}"
+        );
+        assert!(!all.contains("\nPhases\n"), "{all}");
+        assert!(!all.contains("Tag-checked accesses"), "{all}");
+        // Without scenario parameters: the generic tables, no matrix.
+        let plain = Report {
+            phases: vec![phase(1, "entry-tco", (150, 50), false)],
+            ..Report::default()
+        };
+        assert!(matrix_table(&plain).is_empty());
+        let all = text(&plain);
+        assert!(all.contains("\nPhases\n") && all.contains("Tag-checked accesses"));
+        assert_eq!(change(0, 0), "+0.0%");
+        assert_eq!(change(0, 5), "n/a");
+        assert_eq!(change(10, 10), "+0.0%");
+    }
+
+    #[test]
+    fn long_write_lists_are_cut_to_a_sample() {
+        let w = |seq| Write {
+            seq,
+            register: "SCTLR_EL1",
+            old: 0,
+            new: 1,
+            changes: Vec::new(),
+            at: GuestState::default(),
+            ts: 0,
+            phase: None,
+        };
+        let r = Report {
+            writes: (0..45).map(w).collect(),
+            ..Report::default()
+        };
+        assert!(text(&r).contains("  ... 25 more trapped writes (all of them are in --json)"));
+        let r = Report {
+            writes: (0..40).map(w).collect(),
+            ..Report::default()
+        };
+        assert!(!text(&r).contains("more trapped writes"));
+    }
 }

@@ -187,7 +187,7 @@ impl Policy {
         let only_baseline = on[1..].iter().all(|b| !b);
         for (i, t) in TOKENS.iter().enumerate() {
             if on[i] && (i != 0 || only_baseline) {
-                if s.len() > 0 {
+                if !s.is_empty() {
                     s.push_str_truncating("+");
                 }
                 s.push_str_truncating(t);
@@ -284,11 +284,11 @@ impl WorkloadParams {
         }
         let size_ok = match w {
             Workload::FutexHash => (1..=256).contains(&self.size),
-            Workload::Memcached => self.size % 8 == 0 && (8..=1024).contains(&self.size),
+            Workload::Memcached => self.size.is_multiple_of(8) && (8..=1024).contains(&self.size),
             Workload::Getpid | Workload::ThreadCreate => true,
             Workload::ForkPgtable => (1..=16).contains(&self.size),
             Workload::UaccessHeavy | Workload::KbufProbe => {
-                self.size % 8 == 0 && (8..=16384).contains(&self.size)
+                self.size.is_multiple_of(8) && (8..=16384).contains(&self.size)
             }
         };
         if !size_ok {

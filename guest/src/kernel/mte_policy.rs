@@ -29,9 +29,17 @@ fn task_tcf0(t: &Task) -> Tcf {
 /// ATA0, the kernel's TCF, init's TCF0 = none), the kernel's GCR_EL1.
 pub fn apply(policy: Policy) {
     let tcr = TCR_KERNEL | if policy.tcma1_set() { p::TCR_TCMA1 } else { 0 };
-    write_tcr(tcr);
     let sctlr = p::SCTLR_MMU_ON | p::SCTLR_ATA | p::SCTLR_ATA0 | (policy.kasan as u64) << 40;
-    write_sctlr(sctlr);
+    let (old_tcr, old_sctlr): (u64, u64);
+    // SAFETY: reading TCR_EL1 and SCTLR_EL1 has no side effects.
+    unsafe { asm!("mrs {}, tcr_el1", "mrs {}, sctlr_el1", out(reg) old_tcr, out(reg) old_sctlr) };
+    // Only what changes is written (and trapped, and reported).
+    if tcr != old_tcr {
+        write_tcr(tcr);
+    }
+    if sctlr != old_sctlr {
+        write_sctlr(sctlr);
+    }
     // SAFETY: GCR_EL1 only steers IRG's choice of tags.
     unsafe { asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) GCR_KERNEL) };
     // Start with no asynchronous fault on record.

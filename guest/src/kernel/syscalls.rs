@@ -181,22 +181,34 @@ fn futex_wait(uaddr: u64, val: u32) -> u64 {
     if uval != val || found { EAGAIN } else { 0 }
 }
 
-fn pipe(fd: u64) -> Option<&'static mut Pipe> {
+/// The pipe behind `fd`. A raw pointer: the other end changes it while this task sleeps,
+/// so it is never held as a reference across `schedule()`.
+fn pipe(fd: u64) -> Option<*mut Pipe> {
     let w = WORK.get();
     match fd {
-        // SAFETY: the pipes are this run's.
-        1 | 2 => Some(unsafe { &mut *(w.pipes[fd as usize - 1] as *mut Pipe) }),
+        1 | 2 => Some(w.pipes[fd as usize - 1] as *mut Pipe),
         _ => None,
     }
 }
 
-fn chan(p: &Pipe, data: bool) -> u64 {
-    p as *const Pipe as u64 | data as u64
+/// The pipe's current length, read afresh (another task may have changed it).
+fn pipe_len(p: *mut Pipe) -> u64 {
+    // SAFETY: the pipe is this run's and live; the read is not cached across sleeps.
+    unsafe { core::ptr::read_volatile(&raw const (*p).len) }
+}
+
+fn set_pipe_len(p: *mut Pipe, len: u64) {
+    // SAFETY: as pipe_len.
+    unsafe { core::ptr::write_volatile(&raw mut (*p).len, len) }
+}
+
+fn chan(p: *mut Pipe, data: bool) -> u64 {
+    p as u64 | data as u64
 }
 
 fn write(fd: u64, ubuf: u64, len: u64) -> u64 {
     let w = WORK.get();
-    if !access_ok(ubuf, len) || len == 0 || len % 8 != 0 {
+    if !access_ok(ubuf, len) || len == 0 || !len.is_multiple_of(8) {
         return EINVAL;
     }
     if fd == 0 {
@@ -212,19 +224,19 @@ fn write(fd: u64, ubuf: u64, len: u64) -> u64 {
     if len > cap {
         return EINVAL;
     }
-    while p.len != 0 {
+    while pipe_len(p) != 0 {
         sleep_on(chan(p, false));
     }
     // SAFETY: access_ok; the pipe buffer holds `cap` bytes.
-    unsafe { uaccess::copy_from_user(p.buf, ubuf, len) };
-    p.len = len;
+    unsafe { uaccess::copy_from_user((*p).buf, ubuf, len) };
+    set_pipe_len(p, len);
     wake_up(chan(p, true));
     len
 }
 
 fn read(fd: u64, ubuf: u64, len: u64) -> u64 {
     let w = WORK.get();
-    if !access_ok(ubuf, len) || len == 0 || len % 8 != 0 {
+    if !access_ok(ubuf, len) || len == 0 || !len.is_multiple_of(8) {
         return EINVAL;
     }
     if fd == 0 {
@@ -236,13 +248,13 @@ fn read(fd: u64, ubuf: u64, len: u64) -> u64 {
         return len;
     }
     let Some(p) = pipe(fd) else { return EINVAL };
-    while p.len == 0 {
+    while pipe_len(p) == 0 {
         sleep_on(chan(p, true));
     }
-    let n = p.len.min(len);
+    let n = pipe_len(p).min(len);
     // SAFETY: access_ok; `n` bytes are in the pipe buffer.
-    unsafe { uaccess::copy_to_user(ubuf, p.buf, n) };
-    p.len = 0;
+    unsafe { uaccess::copy_to_user(ubuf, (*p).buf, n) };
+    set_pipe_len(p, 0);
     wake_up(chan(p, false));
     n
 }
@@ -251,7 +263,7 @@ fn read(fd: u64, ubuf: u64, len: u64) -> u64 {
 /// accesses are checked).
 fn kbuf_probe(n: u64) -> u64 {
     let w = WORK.get();
-    if n == 0 || n % 8 != 0 || n > w.kbuf_len {
+    if n == 0 || !n.is_multiple_of(8) || n > w.kbuf_len {
         return EINVAL;
     }
     let sum: u64;
@@ -275,7 +287,7 @@ fn kbuf_probe(n: u64) -> u64 {
 
 /// mmap(MAP_POPULATE) of `len` bytes at USER_MAP_VA: pages allocated and mapped now.
 fn mmap(len: u64) -> u64 {
-    if len == 0 || len % (2 << 20) != 0 || len > 16 << 20 {
+    if len == 0 || !len.is_multiple_of(2 << 20) || len > 16 << 20 {
         return EINVAL;
     }
     // SAFETY: the current task's mm is live.
