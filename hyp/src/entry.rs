@@ -33,6 +33,15 @@ pub unsafe extern "C" fn _start() -> ! {
     )
 }
 
+/// Guest time. Under `-icount` the counter advances with every instruction, the
+/// hypervisor's included, so a single-stepped guest would see its clock run hundreds of
+/// times faster than its own execution (and its timer tick would starve it). Every exit
+/// therefore reads CNTPCT_EL0 on entry (vector or fast path) and before its ERET, and adds
+/// the difference to CNTVOFF_EL2: the guest's virtual counter, and its timer, advance with
+/// its own execution. This many EL2 instructions of each exit fall outside that window (the
+/// vector's first ones, the last restores and the ERET) and are added as a constant.
+pub const EL2_TIME_OUTSIDE_WINDOW: u64 = 14;
+
 // The vector table (Arm ARM D1.3.1): 16 entries of 0x80 bytes. Exceptions from the guest
 // (lower EL, AArch64) save the full context and go to `exits::dispatch`; anything taken at
 // EL2 itself, or from AArch32, is a bug and goes to `exits::hyp_exception`.
@@ -46,6 +55,10 @@ global_asm!(
     ".balign 0x80",
     "sub sp, sp, #{size}",
     "stp x0, x1, [sp, #0]",
+    "adrp x0, MTEX_FAST",
+    "add x0, x0, :lo12:MTEX_FAST",
+    "mrs x1, cntpct_el0",
+    "str x1, [x0, #{exit_ts}]",
     "mov x0, #\\kind",
     "b mtex_save_and_dispatch",
     ".endm",
@@ -106,6 +119,16 @@ global_asm!(
     "ldp x24, x25, [sp, #192]",
     "ldp x26, x27, [sp, #208]",
     "ldp x28, x29, [sp, #224]",
+    // Guest time: the EL2 time of this exit is taken out of the guest's virtual counter.
+    "adrp x0, MTEX_FAST",
+    "add x0, x0, :lo12:MTEX_FAST",
+    "ldr x1, [x0, #{exit_ts}]",
+    "mrs x0, cntpct_el0",
+    "sub x1, x0, x1",
+    "add x1, x1, #{leak}",
+    "mrs x0, cntvoff_el2",
+    "add x0, x0, x1",
+    "msr cntvoff_el2, x0",
     "ldp x0, x1, [sp, #0]",
     "add sp, sp, #{size}",
     "eret",
@@ -122,6 +145,8 @@ global_asm!(
     "b .",
     size = const CONTEXT_SIZE,
     spsr = const SPSR_OFFSET,
+    exit_ts = const core::mem::offset_of!(crate::fast_step::FastStep, exit_ts),
+    leak = const EL2_TIME_OUTSIDE_WINDOW,
     dispatch = sym crate::exits::dispatch,
     fatal = sym crate::exits::hyp_exception,
 );

@@ -30,6 +30,8 @@ pub struct FastStep {
     /// Inert instructions it retired, by EL (reset per traced phase).
     pub inert_el0: u64,
     pub inert_el1: u64,
+    /// CNTPCT_EL0 when the current exit entered EL2 (see `entry.rs`, guest time).
+    pub exit_ts: u64,
 }
 
 const _: () = assert!(offset_of!(FastStep, pending_inert) == 0);
@@ -42,6 +44,7 @@ const _: () = assert!(offset_of!(FastStep, pa_page) == 48);
 const _: () = assert!(offset_of!(FastStep, steps) == 56);
 const _: () = assert!(offset_of!(FastStep, inert_el0) == 64);
 const _: () = assert!(offset_of!(FastStep, inert_el1) == 72);
+const _: () = assert!(offset_of!(FastStep, exit_ts) == 80);
 
 #[unsafe(no_mangle)]
 static mut MTEX_FAST: FastStep = FastStep {
@@ -55,6 +58,7 @@ static mut MTEX_FAST: FastStep = FastStep {
     steps: 0,
     inert_el0: 0,
     inert_el1: 0,
+    exit_ts: 0,
 };
 
 /// Access to the shared state.
@@ -75,6 +79,8 @@ global_asm!(
     "mtex_fast_step:",
     "adrp x0, MTEX_FAST",
     "add x0, x0, :lo12:MTEX_FAST",
+    "mrs x1, cntpct_el0",
+    "str x1, [x0, #80]",
     "ldr x1, [x0, #0]",
     // Not tracing an inert instruction (every exit outside traced phases): leave at once.
     "cbz x1, 9f",
@@ -151,6 +157,14 @@ global_asm!(
     "str x1, [x0, #8]",
     "orr x2, x2, #(1 << 21)",
     "msr spsr_el2, x2",
+    // Guest time: the EL2 time of this exit is taken out of the guest's virtual counter.
+    "ldr x1, [x0, #80]",
+    "mrs x3, cntpct_el0",
+    "sub x1, x3, x1",
+    "add x1, x1, #{leak}",
+    "mrs x3, cntvoff_el2",
+    "add x3, x3, x1",
+    "msr cntvoff_el2, x3",
     "ldp x4, x5, [sp, #32]",
     "ldp x2, x3, [sp, #16]",
     "ldp x0, x1, [sp, #0]",
@@ -162,4 +176,5 @@ global_asm!(
     "mov x0, #0",
     "b mtex_save_and_dispatch",
     size = const crate::context::CONTEXT_SIZE,
+    leak = const crate::entry::EL2_TIME_OUTSIDE_WINDOW,
 );

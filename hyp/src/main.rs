@@ -23,6 +23,7 @@ mod report;
 mod state;
 mod sysreg_trap;
 mod trace;
+mod vtimer;
 mod watchdog;
 
 use mtex_abi::options::{self, HypOptions};

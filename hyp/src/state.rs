@@ -16,6 +16,8 @@ pub struct Counters {
     pub step_exits: u64,
     pub exits_with_tco: u64,
     pub sysreg_writes: u64,
+    /// Virtual interrupts injected (the guest's timer).
+    pub virqs: u64,
 }
 
 /// The phase the guest has open.
@@ -105,6 +107,7 @@ impl Hyp {
                 step_exits: c.step_exits - p.at_begin.step_exits,
                 exits_with_tco: c.exits_with_tco - p.at_begin.exits_with_tco,
                 sysreg_writes: c.sysreg_writes - p.at_begin.sysreg_writes,
+                virqs: c.virqs - p.at_begin.virqs,
                 el2_instructions: delta(0),
                 el1_instructions: delta(1),
                 el0_instructions: delta(2),

@@ -160,6 +160,10 @@ pub struct Tracer {
     saved_mdscr: u64,
     guest_ram: [Region; 2],
     block_granules: BlockGranules,
+    /// A virtual interrupt was injected and the guest has not acknowledged it yet: it may be
+    /// taken before any instruction, so neither the fast path nor a run may assume the next
+    /// instruction completes.
+    virq_pending: bool,
 }
 
 impl Tracer {
@@ -186,7 +190,13 @@ impl Tracer {
             saved_mdscr: 0,
             guest_ram,
             block_granules,
+            virq_pending: false,
         }
+    }
+
+    /// The hypervisor made a virtual interrupt pending for the guest.
+    pub fn note_virq(&mut self) {
+        self.virq_pending = true;
     }
 
     /// Notes a store-exclusive about to be stepped; a retry loop that cannot progress under
@@ -280,11 +290,15 @@ impl Tracer {
         if now.tco != self.pending_tco {
             self.tally.counts_mut().tco_changes += 1;
         }
-        // An exception taken to EL1 instead of completing `p` leaves ELR_EL1 at `p` and the
-        // guest at one of its vectors.
+        // A step that lands on an EL1 vector saw an exception taken (a kernel entry). One taken
+        // instead of completing `p` leaves ELR_EL1 at `p`.
         let at_vector = now.el == 1 && {
             let off = now.pc.wrapping_sub(VBAR_EL1.get());
-            off < 0x800 && off & 0x7f == 0
+            let hit = off < 0x800 && off & 0x7f == 0;
+            if hit {
+                self.tally.counts_mut().entries.note(off);
+            }
+            hit
         };
         if at_vector && ELR_EL1.get() == p.pc {
             let esr = ESR_EL1.get();
@@ -319,6 +333,7 @@ impl Tracer {
         let vbar = VBAR_EL1.get();
         let at_sync_vector = now.el == 1 && (now.pc == vbar + 0x200 || now.pc == vbar + 0x400);
         let stopped_at = if at_sync_vector {
+            self.tally.counts_mut().entries.note(now.pc - vbar);
             ELR_EL1.get()
         } else {
             now.pc
@@ -429,7 +444,10 @@ impl Tracer {
             Insn::Mem(m) if m.base == 31 => guest_sp(ctx.spsr),
             _ => 0,
         };
-        if word.is_some_and(decode::is_inert) {
+        if self.virq_pending && !crate::vtimer::virq_still_pending() {
+            self.virq_pending = false;
+        }
+        if word.is_some_and(decode::is_inert) && !self.virq_pending {
             if self.runs_enabled && self.arm_run(ctx, st.pc, st.el) {
                 self.armed = false;
                 return;

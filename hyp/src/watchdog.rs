@@ -20,7 +20,8 @@ pub fn counter_hz() -> u64 {
     CNTFRQ_EL0.get()
 }
 
-/// Starts the GIC for EL2 and arms the timer `ms` milliseconds of counter time from now.
+/// Starts the GIC for EL2 (the watchdog's timer, and the guest's virtual timer, which is
+/// forwarded to it) and arms the watchdog `ms` milliseconds of counter time from now.
 pub fn arm(ms: u64) {
     GicCpuInterface::enable_system_register_el2(true);
     // SAFETY: GICD/GICR are the platform's GIC frames, identity-mapped as device memory at
@@ -39,6 +40,12 @@ pub fn arm(ms: u64) {
         .expect("timer priority");
     gic.enable_interrupt(timer, Some(0), true)
         .expect("timer enable");
+    let vtimer = IntId::ppi(Board::GUEST_VTIMER_INTID - 16);
+    gic.set_interrupt_priority(vtimer, Some(0), 0xa0)
+        .expect("guest timer priority");
+    gic.enable_interrupt(vtimer, Some(0), true)
+        .expect("guest timer enable");
+    crate::vtimer::init();
     GicCpuInterface::set_priority_mask(0xff);
 
     let deadline = CNTPCT_EL0.get() + ms.saturating_mul(counter_hz()) / 1000;
@@ -47,7 +54,7 @@ pub fn arm(ms: u64) {
     CNTHP_CTL_EL2.write(CNTHP_CTL_EL2::ENABLE::SET + CNTHP_CTL_EL2::IMASK::CLEAR);
 }
 
-/// A physical IRQ while the guest ran: the watchdog is the only one the hypervisor enables.
+/// A physical IRQ while the guest ran: the watchdog, or the guest's timer to forward.
 #[inline(never)]
 pub fn irq_exit(hyp: &mut Hyp, ctx: &mut GuestContext) {
     match GicCpuInterface::get_and_acknowledge_interrupt(InterruptGroup::Group1) {
@@ -56,6 +63,10 @@ pub fn irq_exit(hyp: &mut Hyp, ctx: &mut GuestContext) {
                 budget_ms: hyp.watchdog_ms,
                 at: ctx.state(),
             })
+        }
+        Some(id) if id == IntId::ppi(Board::GUEST_VTIMER_INTID - 16) => {
+            crate::vtimer::forward(hyp);
+            GicCpuInterface::end_interrupt(id, InterruptGroup::Group1)
         }
         Some(id) => GicCpuInterface::end_interrupt(id, InterruptGroup::Group1),
         None => {}

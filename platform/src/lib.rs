@@ -32,6 +32,8 @@ pub trait Platform {
     const GUEST_IMAGE_ADDR: usize;
     /// PPI of the EL2 physical timer (CNTHP), the hypervisor's watchdog.
     const HYP_TIMER_INTID: u32;
+    /// PPI of the EL1 virtual timer (CNTV), the guest's tick, forwarded to it.
+    const GUEST_VTIMER_INTID: u32;
     /// How to call PSCI.
     const PSCI_CONDUIT: PsciConduit;
     /// AmpereOne erratum AC04_CPU_23: HCR_EL2 writes need a DSB before and an ISB after.

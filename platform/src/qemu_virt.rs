@@ -16,6 +16,8 @@ impl Platform for QemuVirt {
     const GUEST_IMAGE_ADDR: usize = 0x4100_0000;
     /// virt.c: ARCH_TIMER_NS_EL2_IRQ = 10, a PPI (16 + 10).
     const HYP_TIMER_INTID: u32 = 26;
+    /// virt.c: ARCH_TIMER_VIRT_IRQ = 11, a PPI (16 + 11).
+    const GUEST_VTIMER_INTID: u32 = 27;
     /// No EL3 under `virtualization=on` without `secure=on`: QEMU answers SMCs itself.
     const PSCI_CONDUIT: PsciConduit = PsciConduit::Smc;
     const HCR_WRITE_NEEDS_BARRIERS: bool = false;

@@ -313,6 +313,7 @@ pub fn matrix_table(r: &Report) -> String {
         "elided\n:k",
         ":k vs\nfirst",
         "if TCMA1\n:k",
+        "kernel entries\nsvc / irq",
         "TCO\nwrites",
         "TFSR\nreads",
         "DSB / ISB",
@@ -353,6 +354,11 @@ pub fn matrix_table(r: &Report) -> String {
                 (e.rd_k + e.wr_k).to_string(),
                 vs_first,
                 (t.if_tcma1.rd_k + t.if_tcma1.wr_k).to_string(),
+                format!(
+                    "{} / {}",
+                    t.entries.sync_el0 + t.entries.sync_el1,
+                    t.entries.irq_el0 + t.entries.irq_el1
+                ),
                 t.tco_writes.to_string(),
                 t.tfsr_reads.to_string(),
                 format!("{} / {}", t.dsb, t.isb),
@@ -376,6 +382,7 @@ pub fn matrix_table(r: &Report) -> String {
          elided = only when the EL's TCF is not NONE (Arm cores, QEMU);\n  \
          uaccess = the kernel's LDTR/STTR to user memory (judged as EL0's, also counted in :k as perf does); \
          \"vs first\" = checked :k against the first policy listed for the workload;\n  \
+         kernel entries = exceptions taken to EL1 (system calls and faults / timer interrupts);\n  \
          i/s/t = the workload's iterations / size / tasks.\n{notes}"
     )
 }
@@ -411,6 +418,7 @@ mod tests {
             end: Some(GuestState::default()),
             stats: Some(PhaseStats {
                 sysreg_writes: 4,
+                virqs: 0,
                 ..PhaseStats::default()
             }),
             trace: Some(t),

@@ -238,6 +238,7 @@ mod tests {
                         step_exits: c[2] / 3,
                         exits_with_tco: c[1],
                         sysreg_writes: c[2],
+                        virqs: 0,
                         el2_instructions: a,
                         el1_instructions: b,
                         el0_instructions: d,

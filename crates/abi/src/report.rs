@@ -14,6 +14,10 @@ pub type ConsoleText = ShortStr<96>;
 pub type Message = ShortStr<96>;
 
 /// One report record.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "records are Copy and built without an allocator at EL2; the large one (the trace counts) goes once per phase"
+)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Record {
     /// First record of a run: how the hypervisor found the machine.
@@ -121,6 +125,8 @@ pub struct PhaseStats {
     pub exits_with_tco: u64,
     /// Trapped system-register writes.
     pub sysreg_writes: u64,
+    /// Virtual interrupts the hypervisor injected (the guest's timer ticks).
+    pub virqs: u64,
     /// Instructions executed at EL2 / EL1 / EL0 (PMU event 0x08), when the PMU counts them.
     pub el2_instructions: Option<u64>,
     pub el1_instructions: Option<u64>,

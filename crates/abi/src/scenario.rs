@@ -9,7 +9,8 @@
 //! - `mtex.workloads=getpid,futex-hash:iters=32,kbuf-probe:size=512,...` — a workload with
 //!   optional `:iters=`, `:size=`, `:tasks=`;
 //! - `mtex.tcf0=none|sync|async|asymm` — the user tasks' mode, as prctl(PR_SET_TAGGED_ADDR_CTRL)
-//!   sets it (default sync, as glibc.mem.tagging=3 asks).
+//!   sets it (default sync, as glibc.mem.tagging=3 asks);
+//! - `mtex.hz=N` — the kernel's timer tick (default 250; 0 = none).
 
 use crate::options::{OptionError, value};
 use serde::{Deserialize, Serialize};
@@ -364,7 +365,12 @@ pub struct Scenario {
     pub policies: [Option<Policy>; MAX_POLICIES],
     pub workloads: [Option<(Workload, WorkloadParams)>; MAX_WORKLOADS],
     pub tcf0: Tcf,
+    /// The kernel's timer tick rate (`mtex.hz`, like CONFIG_HZ; 0 = no tick).
+    pub hz: u32,
 }
+
+/// The default tick rate, Linux's common CONFIG_HZ=250.
+pub const DEFAULT_HZ: u32 = 250;
 
 /// The seeds' matrix.
 pub const DEFAULT_POLICIES: &str = "entry-tco,uaccess-tco,tcma1,kasan-sync,kasan-sync+tfsr-sync-skip,kasan-async,kasan-async+tfsr-sync-skip,kasan-sync+skip-tag-stacks-pgtables";
@@ -381,6 +387,7 @@ impl Scenario {
             policies: [None; MAX_POLICIES],
             workloads: [None; MAX_WORKLOADS],
             tcf0: Tcf::Sync,
+            hz: DEFAULT_HZ,
         };
         let policies = value(cmdline, "policies").unwrap_or(DEFAULT_POLICIES);
         for (i, p) in policies.split(',').enumerate() {
@@ -402,6 +409,13 @@ impl Scenario {
                 .find(|(n, _)| *n == v)
                 .map(|(_, t)| *t)
                 .ok_or(err("tcf0", "expected none, sync, async or asymm"))?;
+        }
+        if let Some(v) = value(cmdline, "hz") {
+            s.hz = v
+                .parse()
+                .ok()
+                .filter(|&hz| hz <= 100_000)
+                .ok_or(err("hz", "expected a tick rate from 0 (no tick) to 100000"))?;
         }
         Ok(s)
     }
@@ -457,6 +471,8 @@ mod tests {
         let s = Scenario::parse("").unwrap();
         assert_eq!(s.runs().count(), 8 * 7);
         assert_eq!(s.tcf0, Tcf::Sync);
+        assert_eq!(s.hz, DEFAULT_HZ);
+        assert_eq!(Scenario::parse("mtex.hz=0").unwrap().hz, 0);
         let first = s.runs().next().unwrap();
         assert_eq!(first.workload, Workload::FutexHash);
         assert_eq!(first.policy, Policy::BASELINE);
@@ -494,6 +510,8 @@ mod tests {
             ("mtex.workloads=getpid:speed=2", "workloads"),
             ("mtex.workloads=nope", "workloads"),
             ("mtex.tcf0=on", "tcf0"),
+            ("mtex.hz=fast", "hz"),
+            ("mtex.hz=1000000", "hz"),
         ] {
             assert_eq!(Scenario::parse(line).unwrap_err().key, key, "{line}");
         }

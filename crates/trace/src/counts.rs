@@ -91,6 +91,8 @@ pub struct TraceCounts {
     /// The kernel's accesses to user memory with LDTR/STTR (judged as EL0's, counted under
     /// `:k` above as the PMU counts them, by the EL that executes them).
     pub uaccess: UaccessCounts,
+    /// Exceptions the guest took to EL1 (kernel entries), by kind.
+    pub entries: EntryCounts,
     /// Instructions executed, by EL.
     pub instructions_el0: u64,
     pub instructions_el1: u64,
@@ -117,6 +119,38 @@ pub struct TraceCounts {
     /// instructions could not be counted: reported, never guessed).
     pub runs: u64,
     pub runs_lost: u64,
+}
+
+/// Kernel entries: exceptions taken to EL1, told apart by the vector a step lands on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryCounts {
+    /// Synchronous from EL0 (SVC, aborts), and IRQ from EL0.
+    pub sync_el0: u64,
+    pub irq_el0: u64,
+    /// Synchronous from EL1 (faults), and IRQ from EL1.
+    pub sync_el1: u64,
+    pub irq_el1: u64,
+    /// FIQ and SError, and AArch32 vectors (never expected).
+    pub other: u64,
+}
+
+impl EntryCounts {
+    /// Counts the exception whose vector is at `offset` from VBAR_EL1 (a multiple of 0x80
+    /// below 0x800).
+    pub fn note(&mut self, offset: u64) {
+        match offset {
+            0x000 | 0x200 => self.sync_el1 += 1,
+            0x080 | 0x280 => self.irq_el1 += 1,
+            0x400 => self.sync_el0 += 1,
+            0x480 => self.irq_el0 += 1,
+            _ => self.other += 1,
+        }
+    }
+
+    /// Every kernel entry.
+    pub fn total(&self) -> u64 {
+        self.sync_el0 + self.irq_el0 + self.sync_el1 + self.irq_el1 + self.other
+    }
 }
 
 /// Unprivileged (LDTR/STTR) accesses made at EL1: all of them, and those checked in the
@@ -466,6 +500,21 @@ mod tests {
             let a = Access { el, tco, va, write, form_checkable: form, tagged_page: page };
             prop_assert_eq!(judge(&c, &a, exec_el), judge_by_definition(&c, &a, exec_el));
         }
+    }
+
+    #[test]
+    fn entries_are_told_apart_by_vector() {
+        let mut e = EntryCounts::default();
+        for off in [
+            0x400, 0x400, 0x480, 0x200, 0x280, 0x080, 0x000, 0x100, 0x600,
+        ] {
+            e.note(off);
+        }
+        assert_eq!(
+            (e.sync_el0, e.irq_el0, e.sync_el1, e.irq_el1, e.other),
+            (2, 1, 2, 2, 2)
+        );
+        assert_eq!(e.total(), 9);
     }
 
     proptest! {

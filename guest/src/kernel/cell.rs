@@ -1,6 +1,8 @@
-//! Kernel globals. The guest kernel runs on one CPU with interrupts masked, and a context
-//! switch happens only inside `schedule()`, so a global is never accessed concurrently; this
-//! cell states that once instead of at every use.
+//! Kernel globals. The guest kernel runs on one CPU, a context switch happens only inside
+//! `schedule()` (with interrupts masked), and the timer interrupt handler — the only code
+//! that can run in the middle of other kernel code — only reads globals through
+//! [`KCell::ptr`]; so no global is ever accessed concurrently. This cell states that once
+//! instead of at every use.
 
 use core::cell::UnsafeCell;
 
@@ -12,6 +14,12 @@ unsafe impl<T> Sync for KCell<T> {}
 impl<T> KCell<T> {
     pub const fn new(v: T) -> Self {
         Self(UnsafeCell::new(v))
+    }
+
+    /// The place, for the interrupt handler: it reads fields through it (never forming a
+    /// reference, so it cannot alias one the interrupted code holds) and writes nothing.
+    pub fn ptr(&self) -> *mut T {
+        self.0.get()
     }
 
     /// The value. Callers keep the borrow short and never hold it across `schedule()`.

@@ -3,7 +3,7 @@
 //! enter_from_user_mode → the syscall → exit_to_user_mode, and `ret_to_user` restores the
 //! frame and ERETs. The MTE work of entry and exit is the policy's (mte_policy.rs).
 
-use super::{mte_policy, syscalls};
+use super::{irq, mte_policy, syscalls};
 use core::arch::global_asm;
 use core::mem::offset_of;
 
@@ -63,23 +63,83 @@ global_asm!(
     ".balign 0x80",
     "b \\handler",
     ".endm",
+    // kernel_entry 1: an interrupt in the kernel; the frame goes on the current stack.
+    ".macro kernel_entry_el1",
+    "sub sp, sp, #272",
+    "stp x0, x1, [sp, #0]",
+    "stp x2, x3, [sp, #16]",
+    "stp x4, x5, [sp, #32]",
+    "stp x6, x7, [sp, #48]",
+    "stp x8, x9, [sp, #64]",
+    "stp x10, x11, [sp, #80]",
+    "stp x12, x13, [sp, #96]",
+    "stp x14, x15, [sp, #112]",
+    "stp x16, x17, [sp, #128]",
+    "stp x18, x19, [sp, #144]",
+    "stp x20, x21, [sp, #160]",
+    "stp x22, x23, [sp, #176]",
+    "stp x24, x25, [sp, #192]",
+    "stp x26, x27, [sp, #208]",
+    "stp x28, x29, [sp, #224]",
+    "str x30, [sp, #240]",
+    "mrs x22, elr_el1",
+    "mrs x23, spsr_el1",
+    "stp x22, x23, [sp, #256]",
+    ".endm",
     ".section .text.kvectors, \"ax\"",
     ".balign 0x800",
     ".global mtex_kernel_vectors",
     "mtex_kernel_vectors:",
-    // Current EL with SP0, then with SPx: a kernel fault.
-    ".irp i, 0,1,2,3,4,5,6,7",
+    // Current EL with SP0: never used (the kernel runs on SP_EL1).
+    ".irp i, 0,1,2,3",
     "kvector mtex_kernel_fault_vector",
     ".endr",
-    // Lower EL, AArch64: synchronous (SVC, aborts), then IRQ/FIQ/SError.
+    // Current EL with SPx: synchronous is a kernel fault; IRQ is the tick.
+    "kvector mtex_kernel_fault_vector",
+    "kvector mtex_el1_irq",
+    ".irp i, 6,7",
+    "kvector mtex_kernel_fault_vector",
+    ".endr",
+    // Lower EL, AArch64: synchronous (SVC, aborts), IRQ, then FIQ/SError.
     "kvector mtex_el0_sync",
-    ".irp i, 9,10,11",
+    "kvector mtex_el0_irq",
+    ".irp i, 10,11",
     "kvector mtex_kernel_fault_vector",
     ".endr",
     ".irp i, 12,13,14,15",
     "kvector mtex_kernel_fault_vector",
     ".endr",
     ".text",
+    "mtex_el1_irq:",
+    "kernel_entry_el1",
+    "mov x0, sp",
+    "bl {el1_irq}",
+    "ldp x22, x23, [sp, #256]",
+    "msr elr_el1, x22",
+    "msr spsr_el1, x23",
+    "ldp x0, x1, [sp, #0]",
+    "ldp x2, x3, [sp, #16]",
+    "ldp x4, x5, [sp, #32]",
+    "ldp x6, x7, [sp, #48]",
+    "ldp x8, x9, [sp, #64]",
+    "ldp x10, x11, [sp, #80]",
+    "ldp x12, x13, [sp, #96]",
+    "ldp x14, x15, [sp, #112]",
+    "ldp x16, x17, [sp, #128]",
+    "ldp x18, x19, [sp, #144]",
+    "ldp x20, x21, [sp, #160]",
+    "ldp x22, x23, [sp, #176]",
+    "ldp x24, x25, [sp, #192]",
+    "ldp x26, x27, [sp, #208]",
+    "ldp x28, x29, [sp, #224]",
+    "ldr x30, [sp, #240]",
+    "add sp, sp, #272",
+    "eret",
+    "mtex_el0_irq:",
+    "kernel_entry_el0",
+    "mov x0, sp",
+    "bl {el0_irq}",
+    "b mtex_ret_to_user",
     "mtex_el0_sync:",
     "kernel_entry_el0",
     "mov x0, sp",
@@ -112,6 +172,8 @@ global_asm!(
     "mov x0, sp",
     "b {fault}",
     el0_sync = sym el0_sync,
+    el0_irq = sym el0_interrupt,
+    el1_irq = sym el1_interrupt,
     fault = sym kernel_fault,
 );
 
@@ -133,7 +195,31 @@ pub unsafe extern "C" fn ret_from_fork() {
 }
 
 extern "C" fn schedule_tail() {
+    exit_to_user_mode();
+}
+
+/// exit_to_user_mode: the work loop (a pending reschedule), then the MTE steps. IRQs are
+/// masked.
+fn exit_to_user_mode() {
+    while irq::take_need_resched() {
+        super::task::schedule();
+    }
     mte_policy::exit_to_user_mode();
+}
+
+/// el0_interrupt: an IRQ while user code ran.
+extern "C" fn el0_interrupt(_regs: &mut PtRegs) {
+    mte_policy::enter_from_user_mode();
+    irq::handle();
+    exit_to_user_mode();
+}
+
+/// el1_interrupt: an IRQ in the kernel (IRQs are unmasked during system calls):
+/// enter_from_kernel_mode, the handler, exit_to_kernel_mode. No preemption in the kernel.
+extern "C" fn el1_interrupt(_regs: &mut PtRegs) {
+    mte_policy::enter_from_kernel_mode();
+    irq::handle();
+    mte_policy::exit_to_kernel_mode();
 }
 
 /// el0_sync: the one dispatch on ESR_EL1.EC for exceptions from EL0.
@@ -143,10 +229,13 @@ extern "C" fn el0_sync(regs: &mut PtRegs) {
     unsafe { core::arch::asm!("mrs {}, esr_el1", out(reg) esr) };
     match esr >> 26 {
         0x15 => {
-            // el0_svc: enter_from_user_mode, invoke_syscall, exit_to_user_mode.
+            // el0_svc: enter_from_user_mode, IRQs on (DAIF_PROCCTX), invoke_syscall, IRQs
+            // off (local_daif_mask), exit_to_user_mode.
             mte_policy::enter_from_user_mode();
+            irq::enable();
             syscalls::invoke(regs);
-            mte_policy::exit_to_user_mode();
+            irq::disable();
+            exit_to_user_mode();
         }
         ec => {
             let far: u64;

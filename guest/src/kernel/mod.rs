@@ -11,6 +11,7 @@
 mod boot;
 mod cell;
 mod entry;
+mod irq;
 mod kasan;
 mod layout;
 mod mm;
@@ -40,6 +41,7 @@ struct Run {
     phase_done: bool,
     stats: page_alloc::Stats,
     switches: u64,
+    ticks: u64,
 }
 
 static RUN: KCell<Run> = KCell::new(Run {
@@ -58,11 +60,14 @@ static RUN: KCell<Run> = KCell::new(Run {
         pgtable_freed: 0,
     },
     switches: 0,
+    ticks: 0,
 });
 
-/// The policy of the run in progress.
+/// The policy of the run in progress (read through the raw place: the interrupt handler
+/// calls this too).
 pub fn policy() -> Policy {
-    RUN.get().policy
+    // SAFETY: a Copy field read; RUN is only written by init with interrupts masked.
+    unsafe { (*RUN.ptr()).policy }
 }
 
 fn boot_ttbr0() -> u64 {
@@ -112,6 +117,8 @@ extern "C" fn kernel_main(_: u64) -> ! {
     };
     task::init_boot_task();
     let scenario = r.scenario.expect("scenario");
+    irq::init(scenario.hz);
+    println!("kernel: tick {} Hz", scenario.hz);
     for (i, params) in scenario.runs().enumerate() {
         run_one(i as u32 + 1, params);
     }
@@ -182,12 +189,13 @@ fn run_one(id: u32, params: PhaseParams) {
     }
     // One line per run, short enough for one console record; the tests read it.
     println!(
-        "kernel: run {id}: stacks +{} -{} B, page tables +{} -{} B, switches {}",
+        "kernel: run {id}: stacks +{} -{} B, page tables +{} -{} B, switches {}, ticks {}",
         r.stats.stack_bytes,
         r.stats.stack_freed,
         r.stats.pgtable_bytes,
         r.stats.pgtable_freed,
-        r.switches
+        r.switches,
+        r.ticks
     );
 }
 
@@ -200,6 +208,7 @@ fn phase_mark(begin: bool) -> u64 {
     if begin && !r.phase_open && !r.phase_done {
         page_alloc::take_stats();
         r.switches = task::SCHED.get().switches;
+        r.ticks = irq::TICKS.load(core::sync::atomic::Ordering::Relaxed);
         r.phase_open = true;
         if hvc::phase_begin_run(r.id, params.workload.name(), &params) != ret::SUCCESS {
             die(format_args!("the hypervisor refused phase {}", r.id));
@@ -211,6 +220,7 @@ fn phase_mark(begin: bool) -> u64 {
         r.phase_done = true;
         r.stats = page_alloc::take_stats();
         r.switches = task::SCHED.get().switches - r.switches;
+        r.ticks = irq::TICKS.load(core::sync::atomic::Ordering::Relaxed) - r.ticks;
         if result != ret::SUCCESS {
             die(format_args!("the hypervisor refused to end phase {}", r.id));
         }

@@ -114,6 +114,24 @@ pub fn enter_from_user_mode() {
     disable_tco_entry(t);
 }
 
+/// enter_from_kernel_mode's MTE steps: mte_check_tfsr_entry (no barrier: asynchronous
+/// faults are synchronised into TFSR_EL1 by the exception entry), mte_disable_tco_entry.
+pub fn enter_from_kernel_mode() {
+    if super::policy().checks_tfsr() {
+        check_tfsr_el1();
+    }
+    disable_tco_entry(current());
+}
+
+/// exit_to_kernel_mode's MTE step: mte_check_tfsr_exit.
+pub fn exit_to_kernel_mode() {
+    if super::policy().checks_tfsr() {
+        // SAFETY: barriers only.
+        unsafe { asm!("dsb nsh", "isb") };
+        check_tfsr_el1();
+    }
+}
+
 /// exit_to_user_mode's MTE steps: mte_check_tfsr_exit, mte_set_user_gcr,
 /// clear_mte_async_tcf.
 pub fn exit_to_user_mode() {

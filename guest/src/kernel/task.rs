@@ -74,8 +74,9 @@ pub static SCHED: KCell<Sched> = KCell::new(Sched {
 });
 
 pub fn current() -> &'static mut Task {
-    // SAFETY: `current` is set at boot (init) and always points at a live task.
-    unsafe { &mut *SCHED.get().current }
+    // SAFETY: `current` is set at boot (init) and always points at a live task; the field is
+    // read through the raw place (the interrupt handler calls this too).
+    unsafe { &mut *(*SCHED.ptr()).current }
 }
 
 /// Allocates a task with a kernel stack; not yet runnable.
@@ -280,6 +281,13 @@ pub fn others_alive() -> bool {
 /// init (task 0) runs only when no other task can. Returns when the current task is
 /// scheduled again.
 pub fn schedule() {
+    // __schedule runs with interrupts off.
+    let irqs = super::irq::save();
+    pick_and_switch();
+    super::irq::restore(irqs);
+}
+
+fn pick_and_switch() {
     let s = SCHED.get();
     let prev = s.current;
     let mut next = core::ptr::null_mut();

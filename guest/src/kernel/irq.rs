@@ -1,0 +1,78 @@
+//! The timer tick: the EL1 virtual timer, delivered by the hypervisor as a virtual interrupt
+//! through the GICv3 CPU interface (arm-gic). The handler only re-arms the timer and asks
+//! for a reschedule, which happens on the way back to user space (exit_to_user_mode), as
+//! with Linux's PREEMPT_NONE.
+
+use aarch64_cpu::registers::{CNTFRQ_EL0, CNTV_CTL_EL0, CNTV_TVAL_EL0};
+use arm_gic::gicv3::GicCpuInterface;
+use arm_gic::{IntId, InterruptGroup};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use tock_registers::interfaces::{Readable, Writeable};
+
+/// virt's (and SBSA's) EL1 virtual timer PPI.
+const VTIMER: IntId = IntId::ppi(11);
+
+static PERIOD: AtomicU64 = AtomicU64::new(0);
+static NEED_RESCHED: AtomicBool = AtomicBool::new(false);
+pub static TICKS: AtomicU64 = AtomicU64::new(0);
+
+/// Enables the CPU interface for group 1 and starts a tick of `hz` (none if 0).
+pub fn init(hz: u32) {
+    if hz == 0 {
+        return;
+    }
+    GicCpuInterface::enable_system_register_el1();
+    GicCpuInterface::set_priority_mask(0xff);
+    GicCpuInterface::enable_group1(true);
+    PERIOD.store(CNTFRQ_EL0.get() / hz as u64, Ordering::Relaxed);
+    rearm();
+}
+
+fn rearm() {
+    CNTV_TVAL_EL0.set(PERIOD.load(Ordering::Relaxed));
+    CNTV_CTL_EL0.write(CNTV_CTL_EL0::ENABLE::SET + CNTV_CTL_EL0::IMASK::CLEAR);
+}
+
+/// handle_arch_irq: acknowledge, handle the tick, end.
+pub fn handle() {
+    let Some(id) = GicCpuInterface::get_and_acknowledge_interrupt(InterruptGroup::Group1) else {
+        return;
+    };
+    if id == VTIMER {
+        TICKS.fetch_add(1, Ordering::Relaxed);
+        NEED_RESCHED.store(true, Ordering::Relaxed);
+        rearm();
+    }
+    GicCpuInterface::end_interrupt(id, InterruptGroup::Group1);
+}
+
+/// Takes the reschedule request (TIF_NEED_RESCHED).
+pub fn take_need_resched() -> bool {
+    NEED_RESCHED.swap(false, Ordering::Relaxed)
+}
+
+/// local_irq_enable / local_irq_disable.
+pub fn enable() {
+    // SAFETY: unmasks IRQs; the handler is safe to run anywhere IRQs are enabled.
+    unsafe { core::arch::asm!("msr daifclr, #2") };
+}
+
+pub fn disable() {
+    // SAFETY: masks IRQs.
+    unsafe { core::arch::asm!("msr daifset, #2") };
+}
+
+/// Masks IRQs, returning whether they were unmasked (local_irq_save).
+pub fn save() -> bool {
+    let daif: u64;
+    // SAFETY: reads and sets the interrupt mask.
+    unsafe { core::arch::asm!("mrs {}, daif", "msr daifset, #2", out(reg) daif) };
+    daif & (1 << 7) == 0
+}
+
+/// local_irq_restore.
+pub fn restore(enabled: bool) {
+    if enabled {
+        enable();
+    }
+}

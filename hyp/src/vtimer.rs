@@ -1,0 +1,56 @@
+//! The guest's timer: the EL1 virtual timer's interrupt (a PPI) arrives at EL2 (HCR_EL2.IMO)
+//! and is forwarded to the guest as a virtual interrupt through a GICv3 list register, which
+//! the guest acknowledges and ends through its virtual CPU interface (ICC_* registers at EL1
+//! are the ICV_* ones when IMO is set).
+//!
+//! The timer's output is level-sensitive: before ending the physical interrupt the
+//! hypervisor masks it at the source (CNTV_CTL_EL0.IMASK), and the guest's handler, which
+//! re-arms the timer by writing CNTV_CTL_EL0, unmasks it again — the scheme small
+//! hypervisors use instead of hardware-linked (HW = 1) list registers.
+
+use crate::Board;
+use crate::state::Hyp;
+use mtex_platform::Platform;
+
+/// ICH_LR<n>_EL2 fields: State (63:62) pending = 0b01, Group (60), Priority (55:48),
+/// vINTID (31:0).
+const LR_PENDING: u64 = 1 << 62;
+const LR_STATE_MASK: u64 = 3 << 62;
+const LR_GROUP1: u64 = 1 << 60;
+const LR_PRIORITY: u64 = 0xa0 << 48;
+/// CNTV_CTL_EL0.IMASK.
+const CNTV_IMASK: u64 = 1 << 1;
+
+/// Enables the virtual CPU interface (ICH_HCR_EL2.En), so list registers are delivered.
+pub fn init() {
+    // SAFETY: ICH_HCR_EL2 only controls the guest's virtual CPU interface.
+    unsafe { core::arch::asm!("msr ich_hcr_el2, {}", "isb", in(reg) 1u64) };
+}
+
+/// The guest's virtual timer fired: mask it at the source and make it pending in LR0.
+pub fn forward(hyp: &mut Hyp) {
+    // SAFETY: with E2H = 0, CNTV_CTL_EL0 at EL2 is the guest's virtual timer control; only
+    // its interrupt mask changes. LR0 is written only when it is free: the guest ends the
+    // previous timer interrupt before it re-arms the timer.
+    unsafe {
+        let ctl: u64;
+        core::arch::asm!("mrs {}, cntv_ctl_el0", out(reg) ctl);
+        core::arch::asm!("msr cntv_ctl_el0, {}", "isb", in(reg) ctl | CNTV_IMASK);
+        let lr: u64;
+        core::arch::asm!("mrs {}, ich_lr0_el2", out(reg) lr);
+        if lr & LR_STATE_MASK == 0 {
+            let v = LR_PENDING | LR_GROUP1 | LR_PRIORITY | Board::GUEST_VTIMER_INTID as u64;
+            core::arch::asm!("msr ich_lr0_el2, {}", "isb", in(reg) v);
+        }
+    }
+    hyp.counters.virqs += 1;
+    hyp.tracer.note_virq();
+}
+
+/// LR0 still holds an interrupt the guest has not acknowledged.
+pub fn virq_still_pending() -> bool {
+    let lr: u64;
+    // SAFETY: reading ICH_LR0_EL2 has no side effects.
+    unsafe { core::arch::asm!("mrs {}, ich_lr0_el2", out(reg) lr) };
+    lr & LR_STATE_MASK == LR_PENDING
+}
