@@ -40,7 +40,7 @@ pub unsafe extern "C" fn _start() -> ! {
 /// the difference to CNTVOFF_EL2: the guest's virtual counter, and its timer, advance with
 /// its own execution. This many EL2 instructions of each exit fall outside that window (the
 /// vector's first ones, the last restores and the ERET) and are added as a constant.
-pub const EL2_TIME_OUTSIDE_WINDOW: u64 = 14;
+pub const EL2_TIME_OUTSIDE_WINDOW: u64 = 15;
 
 // The vector table (Arm ARM D1.3.1): 16 entries of 0x80 bytes. Exceptions from the guest
 // (lower EL, AArch64) save the full context and go to `exits::dispatch`; anything taken at
