@@ -10,7 +10,9 @@ use core::fmt::Write;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, Ordering};
 use mtex_abi::frame;
-use mtex_abi::report::{ConsoleText, ExitReason, Message, Summary, SysregWrite};
+use mtex_abi::report::{
+    CONSOLE_LINE_BYTES, ConsoleText, ExitReason, Message, Summary, SysregWrite,
+};
 use mtex_abi::{Record, ShortStr};
 use mtex_platform::Platform;
 use safe_mmio::UniqueMmioPointer;
@@ -47,7 +49,7 @@ pub struct Reporter {
     uart: Uart<'static>,
     queue: [Option<SysregWrite>; QUEUE],
     queued: usize,
-    line: [u8; 96],
+    line: [u8; CONSOLE_LINE_BYTES],
     line_len: usize,
     /// Counts EL2 instructions spent framing queued writes, so that phase figures can tell
     /// the trap path from the reporting cost.
@@ -64,7 +66,7 @@ impl Reporter {
             uart,
             queue: [None; QUEUE],
             queued: 0,
-            line: [0; 96],
+            line: [0; CONSOLE_LINE_BYTES],
             line_len: 0,
             pmu: None,
             flush_instructions: 0,

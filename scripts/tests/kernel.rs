@@ -69,6 +69,13 @@ fn checked_k(t: &TraceCounts) -> u64 {
 /// The guest kernel's account of run `id`: (stack bytes allocated, freed, page-table bytes
 /// allocated, freed) from its console line.
 fn allocations(r: &Report, id: u32) -> (u64, u64, u64, u64) {
+    let n = console_numbers(r, id);
+    (n[0], n[1], n[2], n[3])
+}
+
+/// The numbers of the kernel's line about run `id`: stack bytes allocated and freed, page
+/// table bytes allocated and freed (in the phase), context switches, ticks, page faults.
+fn console_numbers(r: &Report, id: u32) -> Vec<u64> {
     let prefix = format!("kernel: run {id}: ");
     let line = r
         .console
@@ -80,7 +87,8 @@ fn allocations(r: &Report, id: u32) -> (u64, u64, u64, u64) {
         .filter(|s| !s.is_empty())
         .map(|s| s.parse().unwrap())
         .collect();
-    (n[0], n[1], n[2], n[3])
+    assert_eq!(n.len(), 7, "{line}");
+    n
 }
 
 /// Kernel stack size (Linux's THREAD_SIZE with 4 KiB pages) and the page-table pages of a
@@ -309,6 +317,10 @@ fn skipping_stack_and_page_table_tags_saves_one_store_per_granule() {
                 (stacks, stacks, tables, tables),
                 "{w:?}: the kernel's own account"
             );
+            if w == Workload::ForkPgtable {
+                // The mapping was faulted in by one store per 4 KiB page.
+                assert_eq!(console_numbers(&r, p.id)[6], q.size as u64 * 256);
+            }
         }
         // KASAN sets a tag on every granule at allocation and poisons it at free; the
         // policy skips both for stacks and page tables, and nothing else changes.

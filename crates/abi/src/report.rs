@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 /// A phase name as the guest gave it.
 pub type PhaseName = ShortStr<{ crate::hypercall::PHASE_NAME_BYTES }>;
 /// One line of guest console output (longer lines are split).
-pub type ConsoleText = ShortStr<96>;
+pub type ConsoleText = ShortStr<CONSOLE_LINE_BYTES>;
+/// Longest console line carried in one record.
+pub const CONSOLE_LINE_BYTES: usize = 160;
 /// A short diagnostic message.
 pub type Message = ShortStr<96>;
 

@@ -237,6 +237,26 @@ extern "C" fn el0_sync(regs: &mut PtRegs) {
             irq::disable();
             exit_to_user_mode();
         }
+        0x24 if is_translation_fault(esr) => {
+            // el0_da: enter_from_user_mode, IRQs on, do_page_fault, IRQs off,
+            // exit_to_user_mode.
+            let far: u64;
+            // SAFETY: reading FAR_EL1 has no side effects.
+            unsafe { core::arch::asm!("mrs {}, far_el1", out(reg) far) };
+            mte_policy::enter_from_user_mode();
+            irq::enable();
+            // SAFETY: a user task's mm is live while it runs.
+            let mapped = unsafe { (*super::task::current().mm).fault_in(far) };
+            irq::disable();
+            if !mapped {
+                super::die(format_args!(
+                    "user fault outside any mapping: FAR {far:#x} PC {:#x}",
+                    regs.pc
+                ));
+            }
+            super::FAULTS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+            exit_to_user_mode();
+        }
         ec => {
             let far: u64;
             // SAFETY: reading FAR_EL1 has no side effects.
@@ -248,6 +268,11 @@ extern "C" fn el0_sync(regs: &mut PtRegs) {
             ));
         }
     }
+}
+
+/// A data abort's DFSC says translation fault (level 0..3).
+fn is_translation_fault(esr: u64) -> bool {
+    esr & 0x3c == 0x04
 }
 
 extern "C" fn kernel_fault(_sp: u64) -> ! {

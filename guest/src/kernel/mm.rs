@@ -167,14 +167,59 @@ impl Mm {
         *slot = Some(Region { va, pa, len, owned });
     }
 
-    /// Maps `len` bytes of fresh, zeroed user pages at `va`.
+    /// Maps `len` bytes of fresh user pages at `va`, zeroed with their tags cleared (what
+    /// Linux does for PROT_MTE anonymous memory).
     pub fn map_new(&mut self, va: u64, len: u64) {
         let order = (len / 4096).next_power_of_two().trailing_zeros();
         let p = page_alloc::alloc_pages(order, Gfp::SkipKasan);
-        // SAFETY: just allocated; a match-all pointer.
-        unsafe { kasan::zero(p, 4096 << order) };
+        clear_user_page(p, 4096 << order);
         self.map_fixed(va, pa_of(p), len, USER_DATA, true);
         barrier();
+    }
+
+    /// mmap without populating: `len` bytes at `va` are reserved (and backed), and each page
+    /// is mapped by the page-fault handler when the task first touches it.
+    pub fn map_lazy(&mut self, va: u64, len: u64) {
+        let order = (len / 4096).next_power_of_two().trailing_zeros();
+        let p = page_alloc::alloc_pages(order, Gfp::SkipKasan);
+        let slot = self
+            .regions
+            .iter_mut()
+            .find(|r| r.is_none())
+            .expect("too many regions");
+        *slot = Some(Region {
+            va,
+            pa: pa_of(p),
+            len,
+            owned: true,
+        });
+    }
+
+    /// do_page_fault for a translation fault at `far`: maps the page of a lazy region
+    /// (zeroed, tags cleared). False when `far` is in no region.
+    pub fn fault_in(&mut self, far: u64) -> bool {
+        let page = far & !0xfff & !(0xff << 56);
+        let Some(r) = self
+            .regions
+            .iter()
+            .flatten()
+            .find(|r| (r.va..r.va + r.len).contains(&page))
+            .copied()
+        else {
+            return false;
+        };
+        let pa = r.pa + (page - r.va);
+        clear_user_page(untagged(kva(pa)), 4096);
+        self.map
+            .map_range(
+                &MemoryRegion::new(page as usize, (page + 4096) as usize),
+                PhysicalAddress(pa as usize),
+                USER_DATA,
+                Constraints::NO_BLOCK_MAPPINGS,
+            )
+            .expect("map the faulting page");
+        barrier();
+        true
     }
 
     /// fork's copy of the page tables: every region mapped again, its pages shared.
@@ -222,6 +267,16 @@ impl Mm {
         page_alloc::kfree(mm as u64, size_of::<Mm>() as u64);
         // SAFETY: TLB maintenance for an ASID nothing uses any more.
         unsafe { core::arch::asm!("dsb ishst", "tlbi aside1, {}", "dsb ish", in(reg) asid << 48) };
+    }
+}
+
+/// Zeroes user memory and sets its allocation tags to 0 (the kernel's pointer `p` is
+/// match-all; the STGs go through a tag-0 copy of it).
+fn clear_user_page(p: u64, len: u64) {
+    // SAFETY: freshly allocated user memory the caller owns; Tagged RAM.
+    unsafe {
+        kasan::set_tags(kasan::with_tag(p, 0), len);
+        kasan::zero(p, len);
     }
 }
 

@@ -63,6 +63,9 @@ static RUN: KCell<Run> = KCell::new(Run {
     ticks: 0,
 });
 
+/// Page faults handled (user pages mapped at first touch).
+pub static FAULTS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
 /// The policy of the run in progress (read through the raw place: the interrupt handler
 /// calls this too).
 pub fn policy() -> Policy {
@@ -189,13 +192,14 @@ fn run_one(id: u32, params: PhaseParams) {
     }
     // One line per run, short enough for one console record; the tests read it.
     println!(
-        "kernel: run {id}: stacks +{} -{} B, page tables +{} -{} B, switches {}, ticks {}",
+        "kernel: run {id}: stack +{} -{}, pgtable +{} -{} bytes, {} switches, {} ticks, {} faults",
         r.stats.stack_bytes,
         r.stats.stack_freed,
         r.stats.pgtable_bytes,
         r.stats.pgtable_freed,
         r.switches,
-        r.ticks
+        r.ticks,
+        FAULTS.swap(0, core::sync::atomic::Ordering::Relaxed)
     );
 }
 

@@ -285,12 +285,13 @@ fn kbuf_probe(n: u64) -> u64 {
     sum
 }
 
-/// mmap(MAP_POPULATE) of `len` bytes at USER_MAP_VA: pages allocated and mapped now.
+/// mmap of `len` bytes at USER_MAP_VA: reserved now, each page mapped at its first touch
+/// (the page-fault handler).
 fn mmap(len: u64) -> u64 {
     if len == 0 || !len.is_multiple_of(2 << 20) || len > 16 << 20 {
         return EINVAL;
     }
     // SAFETY: the current task's mm is live.
-    unsafe { (*current().mm).map_new(USER_MAP_VA, len) };
+    unsafe { (*current().mm).map_lazy(USER_MAP_VA, len) };
     USER_MAP_VA
 }

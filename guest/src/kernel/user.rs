@@ -210,13 +210,19 @@ global_asm!(
     "phase 0",
     "exit0",
     "17: exit0",
-    // fork-pgtable: x0 = iterations, x1 = MiB to map (populated) before the phase. Each
-    // iteration forks; the child exits at once, the parent waits. No user memory access.
+    // fork-pgtable: x0 = iterations, x1 = MiB to map and fault in (one store per page)
+    // before the phase. Each iteration forks; the child exits at once, the parent waits. No
+    // user memory access in the phase.
     ".global mtex_user_fork",
     "mtex_user_fork:",
     "mov x19, x0",
-    "lsl x0, x1, #20",
+    "lsl x20, x1, #20",
+    "mov x0, x20",
     "sys {mmap}",
+    "22: str xzr, [x0]",
+    "add x0, x0, #4096",
+    "subs x20, x20, #4096",
+    "b.ne 22b",
     "phase 1",
     "18: sys {fork}",
     "cbz x0, 19f",
