@@ -63,6 +63,9 @@ static RUN: KCell<Run> = KCell::new(Run {
     ticks: 0,
 });
 
+/// GCR_EL1.Exclude of a task that has not set a tag mask: every tag excluded (IRG gives 0).
+const GCR_EXCLUDE_ALL: u64 = 0xffff;
+
 /// Page faults handled (user pages mapped at first touch).
 pub static FAULTS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
@@ -156,10 +159,18 @@ fn run_one(id: u32, params: PhaseParams) {
         _ => 16,
     };
     syscalls::setup(queued, pipe_cap, kbuf);
-    let su = mte_policy::sctlr_user(r.scenario.expect("scenario").tcf0);
-    // glibc asks for tags 1..15 (PR_MTE_TAG_MASK 0xfffe): GCR_EL1 excludes tag 0.
-    let excl = 1;
-    let spawn = |prog, args| task::spawn(user::entry(prog), args, su, excl);
+    // A process starts as Linux starts one: TCF0 NONE, every tag excluded. Its first act is
+    // the prctl(PR_SET_TAGGED_ADDR_CTRL) glibc makes at start-up, with the scenario's TCF0
+    // (x4) and glibc's tag mask.
+    let tcf0 = params.tcf0 as u64;
+    let spawn = |prog, a: [u64; 4]| {
+        task::spawn(
+            user::entry(prog),
+            [a[0], a[1], a[2], a[3], tcf0],
+            0,
+            GCR_EXCLUDE_ALL,
+        )
+    };
     match params.workload {
         Workload::Getpid => spawn(Program::Getpid, [iters, 0, 0, 0]),
         Workload::FutexHash => spawn(Program::Futex, [iters, size, 0, 0]),

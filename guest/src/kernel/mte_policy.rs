@@ -154,6 +154,24 @@ pub fn exit_to_user_mode() {
     }
 }
 
+/// prctl(PR_SET_TAGGED_ADDR_CTRL): the task's TCF0 and tag mask, applied at once
+/// (mte_update_sctlr_user + update_sctlr_el1, mte_update_gcr_excl).
+pub fn set_tagged_addr_ctrl(t: &mut Task, tcf0: Tcf, include: u64) {
+    t.sctlr_user = sctlr_user(tcf0);
+    t.gcr_user_excl = !include & 0xffff;
+    let old: u64;
+    // SAFETY: reading SCTLR_EL1 has no side effects.
+    unsafe { asm!("mrs {}, sctlr_el1", out(reg) old) };
+    let new = (old & !SCTLR_TCF0_MASK) | t.sctlr_user;
+    if new != old {
+        write_sctlr(new);
+    }
+    if super::policy().kasan == Tcf::None {
+        // SAFETY: GCR_EL1 only steers IRG.
+        unsafe { asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) t.gcr_user_excl) };
+    }
+}
+
 /// mte_thread_switch (with __switch_to's SCTLR_EL1 update).
 pub fn thread_switch(prev: &Task, next: &Task) {
     let policy = super::policy();

@@ -29,8 +29,11 @@ pub mod nr {
     pub const WAIT: u64 = 8;
     /// x0 = bytes of the kernel buffer to read → their sum.
     pub const KBUF_PROBE: u64 = 9;
-    /// x0 = bytes to map (populated) at USER_MAP_VA.
+    /// x0 = bytes to map at USER_MAP_VA (faulted in at first touch).
     pub const MMAP: u64 = 10;
+    /// prctl(PR_SET_TAGGED_ADDR_CTRL): x0 = TCF0 (0 none, 1 sync, 2 async, 3 asymm),
+    /// x1 = tags IRG may generate (PR_MTE_TAG_MASK).
+    pub const PRCTL_TAGGED_ADDR: u64 = 11;
 }
 
 const EINVAL: u64 = -22i64 as u64;
@@ -146,6 +149,18 @@ pub fn invoke(regs: &mut PtRegs) {
         nr::WAIT => task::wait_child().unwrap_or(ECHILD),
         nr::KBUF_PROBE => kbuf_probe(a[0]),
         nr::MMAP => mmap(a[0]),
+        nr::PRCTL_TAGGED_ADDR => {
+            if a[0] > 3 || a[1] > 0xffff {
+                EINVAL
+            } else {
+                super::mte_policy::set_tagged_addr_ctrl(
+                    current(),
+                    mtex_abi::scenario::Tcf::from_bits(a[0]),
+                    a[1],
+                );
+                0
+            }
+        }
         _ => ENOSYS,
     };
 }

@@ -141,13 +141,13 @@ fn start(t: *mut Task, regs: &PtRegs) {
     *slot = t;
 }
 
-/// A new process running `entry` at EL0 with `args` in x0..x3.
-pub fn spawn(entry: u64, args: [u64; 4], sctlr_user: u64, gcr_user_excl: u64) -> *mut Task {
+/// A new process running `entry` at EL0 with `args` in x0..x4.
+pub fn spawn(entry: u64, args: [u64; 5], sctlr_user: u64, gcr_user_excl: u64) -> *mut Task {
     let mm = Mm::new_process();
     let init = SCHED.get().tasks[0];
     let t = alloc_task(mm, sctlr_user, gcr_user_excl, init);
     let mut regs = PtRegs::user(entry, super::layout::USER_STACK_TOP);
-    regs.x[..4].copy_from_slice(&args);
+    regs.x[..5].copy_from_slice(&args);
     start(t, &regs);
     t
 }

@@ -2,7 +2,8 @@
 //! process at USER_CODE_VA. Written in assembly so that each one's own memory accesses are
 //! exactly the ones its comment lists (tests derive their expectations from them).
 //!
-//! Every program takes its parameters in x0..x3, tags the heap it uses the way glibc does
+//! Every program takes its parameters in x0..x3 and its MTE mode in x4, starts with the
+//! prctl glibc makes, tags the heap it uses the way glibc does
 //! with glibc.mem.tagging=3 (IRG for a random tag, STG per granule), brackets its measured
 //! loop with the PHASE system call, and exits.
 
@@ -31,6 +32,18 @@ global_asm!(
     "mov x8, #\\n",
     "svc #0",
     ".endm",
+    // glibc's start-up with glibc.mem.tagging: prctl(PR_SET_TAGGED_ADDR_CTRL) with the mode
+    // in x4 and tags 1..15; x0 and x1 (the program's arguments) are kept.
+    ".macro mte_prctl",
+    "mov x13, x0",
+    "mov x14, x1",
+    "mov x0, x4",
+    "mov x1, #0xfffe",
+    "mov x8, #{prctl}",
+    "svc #0",
+    "mov x0, x13",
+    "mov x1, x14",
+    ".endm",
     ".macro exit0",
     "mov x0, #0",
     "mov x8, #{exit}",
@@ -39,6 +52,7 @@ global_asm!(
     // getpid: x0 = iterations. No user memory access.
     ".global mtex_user_getpid",
     "mtex_user_getpid:",
+    "mte_prctl",
     "mov x19, x0",
     "phase 1",
     "2: sys {getpid}",
@@ -51,6 +65,7 @@ global_asm!(
     // reads and 1 checked write at EL0.
     ".global mtex_user_futex",
     "mtex_user_futex:",
+    "mte_prctl",
     "mov x19, x0",
     "mov x20, x1",
     "lsl x22, x20, #2",
@@ -81,6 +96,7 @@ global_asm!(
     // A get: STP header, WRITE of 16 bytes, READ of 16 + value bytes, value/8 LDRs.
     ".global mtex_user_mc_client",
     "mtex_user_mc_client:",
+    "mte_prctl",
     "mov x19, x0",
     "mov x20, x1",
     "add x0, x20, #16",
@@ -142,6 +158,7 @@ global_asm!(
     // from the slot, STP header, WRITE 16 + value.
     ".global mtex_user_mc_server",
     "mtex_user_mc_server:",
+    "mte_prctl",
     "mov x20, x0",
     "add x0, x20, #16",
     "lsl x0, x0, #1",
@@ -191,6 +208,7 @@ global_asm!(
     // (which exit at once) and waits for them all. No user memory access.
     ".global mtex_user_threads",
     "mtex_user_threads:",
+    "mte_prctl",
     "mov x19, x0",
     "mov x20, x2",
     "phase 1",
@@ -215,6 +233,7 @@ global_asm!(
     // user memory access in the phase.
     ".global mtex_user_fork",
     "mtex_user_fork:",
+    "mte_prctl",
     "mov x19, x0",
     "lsl x20, x1, #20",
     "mov x0, x20",
@@ -236,6 +255,7 @@ global_asm!(
     // READ (copy_to_user) of the buffer. No user memory access of its own in the loop.
     ".global mtex_user_uaccess",
     "mtex_user_uaccess:",
+    "mte_prctl",
     "mov x19, x0",
     "mov x20, x1",
     "mov x0, x20",
@@ -257,6 +277,7 @@ global_asm!(
     // kbuf-probe: x0 = iterations, x1 = bytes the kernel reads per call.
     ".global mtex_user_kbuf",
     "mtex_user_kbuf:",
+    "mte_prctl",
     "mov x19, x0",
     "mov x20, x1",
     "phase 1",
@@ -279,6 +300,7 @@ global_asm!(
     mmap = const nr::MMAP,
     fork = const nr::FORK,
     kbuf = const nr::KBUF_PROBE,
+    prctl = const nr::PRCTL_TAGGED_ADDR,
 );
 
 unsafe extern "C" {
