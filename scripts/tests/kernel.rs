@@ -382,3 +382,21 @@ fn the_default_matrix_runs_every_workload_under_every_policy_without_a_fault() {
         assert_eq!(p.params, Some(want));
     }
 }
+
+#[test]
+fn breakpoint_runs_change_exits_not_counts_on_the_kernel() {
+    let opts = "mtex.policies=entry-tco,kasan-sync mtex.workloads=getpid,memcached,thread-create";
+    let stepped = scenario(&format!("{opts} mtex.runs=0"), 180);
+    let ran = scenario(&format!("{opts} mtex.runs=1"), 180);
+    for (a, b) in stepped.phases.iter().zip(&ran.phases) {
+        let (ta, tb) = (trace(a), trace(b));
+        assert!(tb.runs > 0, "{}: no run was made", b.name);
+        let same = |t: TraceCounts| TraceCounts {
+            runs: 0,
+            runs_lost: 0,
+            ..t
+        };
+        assert_eq!(same(ta), same(tb), "{}", a.name);
+        assert!(b.stats.unwrap().step_exits < a.stats.unwrap().step_exits);
+    }
+}
