@@ -133,7 +133,7 @@ fn futex_hash_tcma1_removes_the_kernels_checks_not_the_users() {
 #[test]
 fn tco_writes_follow_the_policy_and_copy_paths_escape_uaccess_sections() {
     let r = scenario(
-        "mtex.policies=entry-tco,uaccess-tco mtex.workloads=getpid,futex-hash,uaccess-heavy,memcached",
+        "mtex.policies=entry-tco,uaccess-tco mtex.workloads=getpid,futex-hash,uaccess-heavy,memcached,getpid:tcf0=async",
         180,
     );
     // entry-tco with TCF0 sync: one MSR TCO per kernel entry. A phase holds its workload's
@@ -201,7 +201,18 @@ fn tco_writes_follow_the_policy_and_copy_paths_escape_uaccess_sections() {
     let u = trace(phase(&r, Workload::Memcached, None, "uaccess-tco")).uaccess;
     assert_eq!((u.arch_rd, u.arch_wr), (0, 0));
 
-    // With TCF0 async, v6.18 leaves TCO set on entry: no write at all.
+    // With TCF0 async (here one workload's own mode), v6.18 leaves TCO set on entry: no
+    // write at all.
+    let async_getpid = r
+        .phases
+        .iter()
+        .find(|p| p.params.unwrap().tcf0 == mtex_abi::scenario::Tcf::Async)
+        .unwrap();
+    assert_eq!(
+        async_getpid.params.unwrap().policy.name().as_str(),
+        "entry-tco"
+    );
+    assert_eq!(trace(async_getpid).tco_writes, 0);
     let r = scenario(
         "mtex.policies=entry-tco mtex.workloads=getpid mtex.tcf0=async",
         60,

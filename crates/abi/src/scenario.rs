@@ -7,7 +7,7 @@
 //! - `mtex.policies=entry-tco,uaccess-tco,tcma1,kasan-sync+tfsr-sync-skip,...` — a policy is
 //!   one or more tokens joined by `+`;
 //! - `mtex.workloads=getpid,futex-hash:iters=32,kbuf-probe:size=512,...` — a workload with
-//!   optional `:iters=`, `:size=`, `:tasks=`;
+//!   optional `:iters=`, `:size=`, `:tasks=`, and `:tcf0=` (its own user mode);
 //! - `mtex.tcf0=none|sync|async|asymm` — the user tasks' mode, as prctl(PR_SET_TAGGED_ADDR_CTRL)
 //!   sets it (default sync, as glibc.mem.tagging=3 asks);
 //! - `mtex.hz=N` — the kernel's timer tick (default 250; 0 = none).
@@ -363,7 +363,8 @@ pub const MAX_WORKLOADS: usize = 12;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scenario {
     pub policies: [Option<Policy>; MAX_POLICIES],
-    pub workloads: [Option<(Workload, WorkloadParams)>; MAX_WORKLOADS],
+    /// Each workload with its parameters and, if given (`:tcf0=`), its own user mode.
+    pub workloads: [Option<(Workload, WorkloadParams, Option<Tcf>)>; MAX_WORKLOADS],
     pub tcf0: Tcf,
     /// The kernel's timer tick rate (`mtex.hz`, like CONFIG_HZ; 0 = no tick).
     pub hz: u32,
@@ -404,11 +405,7 @@ impl Scenario {
             s.workloads[i] = Some(parse_workload(spec).map_err(|e| err("workloads", e))?);
         }
         if let Some(v) = value(cmdline, "tcf0") {
-            s.tcf0 = Tcf::ALL
-                .iter()
-                .find(|(n, _)| *n == v)
-                .map(|(_, t)| *t)
-                .ok_or(err("tcf0", "expected none, sync, async or asymm"))?;
+            s.tcf0 = parse_tcf(v).ok_or(err("tcf0", "expected none, sync, async or asymm"))?;
         }
         if let Some(v) = value(cmdline, "hz") {
             s.hz = v
@@ -426,17 +423,21 @@ impl Scenario {
             self.workloads
                 .iter()
                 .flatten()
-                .map(move |&(workload, params)| PhaseParams {
+                .map(move |&(workload, params, tcf0)| PhaseParams {
                     workload,
                     policy,
-                    tcf0: self.tcf0,
+                    tcf0: tcf0.unwrap_or(self.tcf0),
                     params,
                 })
         })
     }
 }
 
-fn parse_workload(spec: &str) -> Result<(Workload, WorkloadParams), &'static str> {
+fn parse_tcf(v: &str) -> Option<Tcf> {
+    Tcf::ALL.iter().find(|(n, _)| *n == v).map(|(_, t)| *t)
+}
+
+fn parse_workload(spec: &str) -> Result<(Workload, WorkloadParams, Option<Tcf>), &'static str> {
     let mut parts = spec.split(':');
     let name = parts.next().unwrap_or("");
     let w = Workload::ALL
@@ -447,18 +448,23 @@ fn parse_workload(spec: &str) -> Result<(Workload, WorkloadParams), &'static str
             "unknown workload (futex-hash, memcached, getpid, thread-create, fork-pgtable, uaccess-heavy, kbuf-probe)",
         )?;
     let mut p = w.defaults();
+    let mut tcf0 = None;
     for kv in parts {
         let (k, v) = kv.split_once('=').ok_or("expected key=value after ':'")?;
+        if k == "tcf0" {
+            tcf0 = Some(parse_tcf(v).ok_or("tcf0: expected none, sync, async or asymm")?);
+            continue;
+        }
         let v: u32 = v.parse().map_err(|_| "expected a decimal integer")?;
         match k {
             "iters" => p.iters = v,
             "size" => p.size = v,
             "tasks" => p.tasks = v,
-            _ => return Err("unknown workload parameter (iters, size, tasks)"),
+            _ => return Err("unknown workload parameter (iters, size, tasks, tcf0)"),
         }
     }
     p.check(w)?;
-    Ok((w, p))
+    Ok((w, p, tcf0))
 }
 
 #[cfg(test)]
@@ -508,6 +514,7 @@ mod tests {
             ("mtex.workloads=kbuf-probe:size=7", "workloads"),
             ("mtex.workloads=thread-create:tasks=99", "workloads"),
             ("mtex.workloads=getpid:speed=2", "workloads"),
+            ("mtex.workloads=getpid:tcf0=on", "workloads"),
             ("mtex.workloads=nope", "workloads"),
             ("mtex.tcf0=on", "tcf0"),
             ("mtex.hz=fast", "hz"),
@@ -525,6 +532,10 @@ mod tests {
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].params.size, 512);
         assert_eq!(r[0].params.iters, 3);
+        assert_eq!(r[0].tcf0, Tcf::Sync);
+        let s = Scenario::parse("mtex.tcf0=none mtex.workloads=getpid,getpid:tcf0=asymm").unwrap();
+        let modes: std::vec::Vec<_> = s.runs().map(|r| r.tcf0).collect();
+        assert_eq!(modes[..2], [Tcf::None, Tcf::Asymm]);
     }
 
     proptest! {
@@ -543,7 +554,7 @@ mod tests {
         #[test]
         fn every_default_workload_parses_with_its_defaults(i in 0u64..7) {
             let w = Workload::from_index(i).unwrap();
-            prop_assert_eq!(parse_workload(w.name()), Ok((w, w.defaults())));
+            prop_assert_eq!(parse_workload(w.name()), Ok((w, w.defaults(), None)));
         }
     }
 }
