@@ -21,8 +21,32 @@ static ALLOCATOR: LockedHeap<32> = LockedHeap::empty();
 
 pub fn init_heap() {
     let start = (&raw mut HEAP_MEMORY) as usize;
+    // Page tables are built here with the MMU (and so the caches) off, then walked
+    // cacheably: no line of the heap may be in a cache, before (a dirty one would later be
+    // written back over a table) or after (the walker would read a stale one). Linux's
+    // head.S does the same around its early tables.
+    invalidate_heap();
     // SAFETY: HEAP_MEMORY is used by nothing but the allocator, and this runs once.
     unsafe { ALLOCATOR.lock().init(start, HEAP_SIZE) };
+}
+
+/// Removes the heap's lines from the data caches, to the point of coherency (DC IVAC, which
+/// EL1 under stage 2 performs as clean-and-invalidate). Used while the MMU is off.
+pub fn invalidate_heap() {
+    let start = (&raw mut HEAP_MEMORY) as u64;
+    let ctr: u64;
+    // SAFETY: reading CTR_EL0 has no side effects.
+    unsafe { core::arch::asm!("mrs {}, ctr_el0", out(reg) ctr) };
+    // CTR_EL0.DminLine: log2 of the smallest data cache line, in words.
+    let line = 4u64 << ((ctr >> 16) & 0xf);
+    let mut a = start & !(line - 1);
+    while a < start + HEAP_SIZE as u64 {
+        // SAFETY: cache maintenance of the guest's own heap; no data changes meaning.
+        unsafe { core::arch::asm!("dc ivac, {}", in(reg) a) };
+        a += line;
+    }
+    // SAFETY: a barrier.
+    unsafe { core::arch::asm!("dsb sy") };
 }
 
 use mtex_abi::program::MAIR_EL1 as MAIR;
@@ -90,4 +114,6 @@ pub fn install_idmap(base: usize, size: usize) {
     // SAFETY: the MMU is still off, so installing TTBR0_EL1 changes nothing yet; the map
     // covers all of RAM (code, data, stack, heap, device tree) and is leaked.
     unsafe { map.activate() };
+    // No line the walker could read stale (see init_heap).
+    invalidate_heap();
 }

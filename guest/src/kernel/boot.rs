@@ -35,6 +35,8 @@ pub fn enter_upper_half(base: u64, size: u64, then: extern "C" fn(u64) -> !) -> 
     Box::leak(Box::new(map));
     // SAFETY: the MMU is off; TTBR1 takes effect when it is turned on below.
     unsafe { core::arch::asm!("msr ttbr1_el1, {}", "isb", in(reg) root) };
+    // The tables were written with the caches off: no stale line may hide them.
+    crate::mmu::invalidate_heap();
     write_tcr(TCR_KERNEL);
     write_sctlr(p::SCTLR_MMU_ON | p::SCTLR_ATA | p::SCTLR_ATA0);
     // SAFETY: RAM is mapped at both addresses with the same contents; after the jump the
