@@ -30,18 +30,37 @@ pub fn init_heap() {
     unsafe { ALLOCATOR.lock().init(start, HEAP_SIZE) };
 }
 
-/// Removes the heap's lines from the data caches, to the point of coherency (DC IVAC, which
-/// EL1 under stage 2 performs as clean-and-invalidate). Used while the MMU is off.
+/// Removes the heap's lines from the data caches (see [`dcache_inval_poc`]).
 pub fn invalidate_heap() {
     let start = (&raw mut HEAP_MEMORY) as u64;
+    dcache_inval_poc(start, start + HEAP_SIZE as u64);
+}
+
+unsafe extern "C" {
+    static __data_start: u8;
+    static __bss_end: u8;
+}
+
+/// Removes the lines of the image's writable data (.data and .bss, the heap included) from
+/// the data caches (see [`dcache_inval_poc`]).
+pub fn invalidate_image_data() {
+    // Only the symbols' addresses are used.
+    let (s, e) = (&raw const __data_start as u64, &raw const __bss_end as u64);
+    dcache_inval_poc(s, e);
+}
+
+/// Removes the lines of `[start, end)` from the data caches, to the point of coherency
+/// (DC IVAC, which EL1 under stage 2 performs as clean-and-invalidate). Used while the MMU
+/// is off, on memory written only with the caches off.
+pub fn dcache_inval_poc(start: u64, end: u64) {
     let ctr: u64;
     // SAFETY: reading CTR_EL0 has no side effects.
     unsafe { core::arch::asm!("mrs {}, ctr_el0", out(reg) ctr) };
     // CTR_EL0.DminLine: log2 of the smallest data cache line, in words.
     let line = 4u64 << ((ctr >> 16) & 0xf);
     let mut a = start & !(line - 1);
-    while a < start + HEAP_SIZE as u64 {
-        // SAFETY: cache maintenance of the guest's own heap; no data changes meaning.
+    while a < end {
+        // SAFETY: cache maintenance of the guest's own memory; no data changes meaning.
         unsafe { core::arch::asm!("dc ivac, {}", in(reg) a) };
         a += line;
     }
@@ -52,6 +71,7 @@ pub fn invalidate_heap() {
 use mtex_abi::program::MAIR_EL1 as MAIR;
 
 const TAGGED_RAM: El1Attributes = El1Attributes::VALID
+    .union(El1Attributes::NON_GLOBAL)
     .union(El1Attributes::ATTRIBUTE_INDEX_0)
     .union(El1Attributes::INNER_SHAREABLE)
     .union(El1Attributes::ACCESSED);
@@ -68,12 +88,14 @@ const USER_RAM: El1Attributes = TAGGED_RAM
     .union(El1Attributes::USER)
     .union(El1Attributes::UXN);
 const UNTAGGED_RAM: El1Attributes = El1Attributes::VALID
+    .union(El1Attributes::NON_GLOBAL)
     .union(El1Attributes::ATTRIBUTE_INDEX_1)
     .union(El1Attributes::INNER_SHAREABLE)
     .union(El1Attributes::ACCESSED);
 
 /// EL0 code: EL0 may execute and read it, EL1 may read it but not execute it.
 const USER_CODE: El1Attributes = El1Attributes::VALID
+    .union(El1Attributes::NON_GLOBAL)
     .union(El1Attributes::ATTRIBUTE_INDEX_1)
     .union(El1Attributes::INNER_SHAREABLE)
     .union(El1Attributes::ACCESSED)

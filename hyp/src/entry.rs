@@ -38,9 +38,14 @@ pub unsafe extern "C" fn _start() -> ! {
 /// times faster than its own execution (and its timer tick would starve it). Every exit
 /// therefore reads CNTPCT_EL0 on entry (vector or fast path) and before its ERET, and adds
 /// the difference to CNTVOFF_EL2: the guest's virtual counter, and its timer, advance with
-/// its own execution. This many EL2 instructions of each exit fall outside that window (the
-/// vector's first ones, the last restores and the ERET) and are added as a constant.
-pub const EL2_TIME_OUTSIDE_WINDOW: u64 = 15;
+/// its own execution. The EL2 instructions of an exit outside that window are accounted as
+/// constants: those before the entry read are subtracted from the timestamp it stores
+/// (4 on the IRQ/other vectors, 6 on the synchronous one through the fast path), those
+/// after the exit read are added to the difference (8 on the full path, 10 on the fast one).
+pub const EL2_BEFORE_ENTRY_READ_VECTOR: u64 = 4;
+pub const EL2_BEFORE_ENTRY_READ_SYNC: u64 = 6;
+pub const EL2_AFTER_EXIT_READ_FULL: u64 = 8;
+pub const EL2_AFTER_EXIT_READ_FAST: u64 = 10;
 
 // The vector table (Arm ARM D1.3.1): 16 entries of 0x80 bytes. Exceptions from the guest
 // (lower EL, AArch64) save the full context and go to `exits::dispatch`; anything taken at
@@ -58,6 +63,7 @@ global_asm!(
     "adrp x0, MTEX_FAST",
     "add x0, x0, :lo12:MTEX_FAST",
     "mrs x1, cntpct_el0",
+    "sub x1, x1, #{before_vector}",
     "str x1, [x0, #{exit_ts}]",
     "mov x0, #\\kind",
     "b mtex_save_and_dispatch",
@@ -125,7 +131,7 @@ global_asm!(
     "ldr x1, [x0, #{exit_ts}]",
     "mrs x0, cntpct_el0",
     "sub x1, x0, x1",
-    "add x1, x1, #{leak}",
+    "add x1, x1, #{after_full}",
     "mrs x0, cntvoff_el2",
     "add x0, x0, x1",
     "msr cntvoff_el2, x0",
@@ -146,7 +152,8 @@ global_asm!(
     size = const CONTEXT_SIZE,
     spsr = const SPSR_OFFSET,
     exit_ts = const core::mem::offset_of!(crate::fast_step::FastStep, exit_ts),
-    leak = const EL2_TIME_OUTSIDE_WINDOW,
+    before_vector = const EL2_BEFORE_ENTRY_READ_VECTOR,
+    after_full = const EL2_AFTER_EXIT_READ_FULL,
     dispatch = sym crate::exits::dispatch,
     fatal = sym crate::exits::hyp_exception,
 );
@@ -174,7 +181,13 @@ pub unsafe extern "C" fn enter_guest(ctx: *const GuestContext) -> ! {
         "cmp x2, #{size}",
         "b.ne 1b",
         "mov sp, x1",
+        // The guest's clock starts now: no EL2 time to take out yet.
+        "adrp x0, MTEX_FAST",
+        "add x0, x0, :lo12:MTEX_FAST",
+        "mrs x1, cntpct_el0",
+        "str x1, [x0, #{exit_ts}]",
         "b mtex_restore_and_eret",
         size = const CONTEXT_SIZE,
+        exit_ts = const core::mem::offset_of!(crate::fast_step::FastStep, exit_ts),
     )
 }

@@ -80,6 +80,7 @@ global_asm!(
     "adrp x0, MTEX_FAST",
     "add x0, x0, :lo12:MTEX_FAST",
     "mrs x1, cntpct_el0",
+    "sub x1, x1, #{before_sync}",
     "str x1, [x0, #80]",
     "ldr x1, [x0, #0]",
     // Not tracing an inert instruction (every exit outside traced phases): leave at once.
@@ -161,7 +162,7 @@ global_asm!(
     "ldr x1, [x0, #80]",
     "mrs x3, cntpct_el0",
     "sub x1, x3, x1",
-    "add x1, x1, #{leak}",
+    "add x1, x1, #{after_fast}",
     "mrs x3, cntvoff_el2",
     "add x3, x3, x1",
     "msr cntvoff_el2, x3",
@@ -176,5 +177,6 @@ global_asm!(
     "mov x0, #0",
     "b mtex_save_and_dispatch",
     size = const crate::context::CONTEXT_SIZE,
-    leak = const crate::entry::EL2_TIME_OUTSIDE_WINDOW,
+    before_sync = const crate::entry::EL2_BEFORE_ENTRY_READ_SYNC,
+    after_fast = const crate::entry::EL2_AFTER_EXIT_READ_FAST,
 );

@@ -15,6 +15,7 @@ use mtex_platform::Platform;
 /// ICH_LR<n>_EL2 fields: State (63:62) pending = 0b01, Group (60), Priority (55:48),
 /// vINTID (31:0).
 const LR_PENDING: u64 = 1 << 62;
+const LR_ACTIVE: u64 = 2 << 62;
 const LR_STATE_MASK: u64 = 3 << 62;
 const LR_GROUP1: u64 = 1 << 60;
 const LR_PRIORITY: u64 = 0xa0 << 48;
@@ -30,27 +31,32 @@ pub fn init() {
 /// The guest's virtual timer fired: mask it at the source and make it pending in LR0.
 pub fn forward(hyp: &mut Hyp) {
     // SAFETY: with E2H = 0, CNTV_CTL_EL0 at EL2 is the guest's virtual timer control; only
-    // its interrupt mask changes. LR0 is written only when it is free: the guest ends the
-    // previous timer interrupt before it re-arms the timer.
+    // its interrupt mask changes. LR0 holds only the timer's interrupt: free, it becomes
+    // pending; still active (the guest re-armed the timer before its EOI and it fired
+    // again), pending and active, so the tick is not lost; already pending, it stays so.
     unsafe {
         let ctl: u64;
         core::arch::asm!("mrs {}, cntv_ctl_el0", out(reg) ctl);
         core::arch::asm!("msr cntv_ctl_el0, {}", "isb", in(reg) ctl | CNTV_IMASK);
         let lr: u64;
         core::arch::asm!("mrs {}, ich_lr0_el2", out(reg) lr);
-        if lr & LR_STATE_MASK == 0 {
-            let v = LR_PENDING | LR_GROUP1 | LR_PRIORITY | Board::GUEST_VTIMER_INTID as u64;
-            core::arch::asm!("msr ich_lr0_el2, {}", "isb", in(reg) v);
-        }
+        let state = match lr & LR_STATE_MASK {
+            0 => LR_PENDING,
+            LR_ACTIVE => LR_PENDING | LR_ACTIVE,
+            other => other,
+        };
+        let v = state | LR_GROUP1 | LR_PRIORITY | Board::GUEST_VTIMER_INTID as u64;
+        core::arch::asm!("msr ich_lr0_el2, {}", "isb", in(reg) v);
     }
     hyp.counters.virqs += 1;
     hyp.tracer.note_virq();
 }
 
-/// LR0 still holds an interrupt the guest has not acknowledged.
+/// LR0 still holds an interrupt the guest has not acknowledged (pending, or pending and
+/// active).
 pub fn virq_still_pending() -> bool {
     let lr: u64;
     // SAFETY: reading ICH_LR0_EL2 has no side effects.
     unsafe { core::arch::asm!("mrs {}, ich_lr0_el2", out(reg) lr) };
-    lr & LR_STATE_MASK == LR_PENDING
+    lr & LR_PENDING != 0
 }

@@ -247,18 +247,20 @@ fn tfsr_sync_skip_drops_the_tfsr_reads_and_barriers_in_sync_mode_only() {
     }
 }
 
-/// The TFSR_EL1 reads, DSBs and ISBs a phase of a single-task workload must show when the
-/// kernel checks TFSR_EL1 (not `skipped`): every exit to user space (one per system call in
-/// the phase — the opening PHASE call's exit is in it, the closing one's is not — and one
-/// per interrupt from EL0) checks it after DSB NSH + ISB; an interrupt in the kernel checks
-/// it on entry (no barrier) and on exit (with both).
+/// The TFSR_EL1 reads, DSBs and ISBs a phase of a single-task workload must show. Every
+/// entry from EL0 has kernel_entry's ISB (MTE is present). When the kernel checks TFSR_EL1
+/// (not `skipped`), every exit to user space (one per system call in the phase — the
+/// opening PHASE call's exit is in it, the closing one's is not — and one per interrupt from
+/// EL0) checks it after DSB NSH + ISB, and an interrupt in the kernel checks it on entry (no
+/// barrier) and on exit (with both).
 fn tfsr_checks(t: &TraceCounts, skipped: bool) -> (u64, u64, u64) {
-    if skipped {
-        return (0, 0, 0);
-    }
     let e = t.entries;
+    let entry_isbs = e.sync_el0 + e.irq_el0;
+    if skipped {
+        return (0, 0, entry_isbs);
+    }
     let exits = e.sync_el0 + e.irq_el0 + e.irq_el1;
-    (exits + e.irq_el1, exits, exits)
+    (exits + e.irq_el1, exits, exits + entry_isbs)
 }
 
 #[test]

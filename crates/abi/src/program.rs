@@ -10,6 +10,9 @@ pub const TCR_EL1_AT_ENTRY: u64 = 0;
 
 /// SCTLR_EL1 with the MMU (M), data cache (C) and instruction cache (I) on.
 pub const SCTLR_MMU_ON: u64 = SCTLR_EL1_AT_ENTRY | (1 << 0) | (1 << 2) | (1 << 12);
+/// SCTLR_EL1.ITFSB: exception entry synchronises asynchronous tag-check faults into
+/// TFSR_EL1/TFSRE0_EL1 (Linux sets it with MTE).
+pub const SCTLR_ITFSB: u64 = 1 << 37;
 /// SCTLR_EL1.ATA: EL1 may use allocation tags.
 pub const SCTLR_ATA: u64 = 1 << 43;
 /// SCTLR_EL1.TCF values (bits 41:40).

@@ -12,6 +12,10 @@ use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, VaRange};
 use alloc::boxed::Box;
 use mtex_abi::program as p;
 
+/// SCTLR_EL1 of the kernel with the MMU on: caches, ATA and ATA0 (tags at EL1 and EL0), and
+/// ITFSB, as Linux's INIT_SCTLR_EL1_MMU_ON with MTE. The policy adds the kernel's TCF.
+pub const SCTLR_KERNEL: u64 = p::SCTLR_MMU_ON | p::SCTLR_ATA | p::SCTLR_ATA0 | p::SCTLR_ITFSB;
+
 /// Kernel RAM: Tagged Normal (MAIR index 0), EL1 only, executable at EL1.
 const KERNEL_RAM: El1Attributes = El1Attributes::VALID
     .union(El1Attributes::ATTRIBUTE_INDEX_0)
@@ -35,10 +39,11 @@ pub fn enter_upper_half(base: u64, size: u64, then: extern "C" fn(u64) -> !) -> 
     Box::leak(Box::new(map));
     // SAFETY: the MMU is off; TTBR1 takes effect when it is turned on below.
     unsafe { core::arch::asm!("msr ttbr1_el1, {}", "isb", in(reg) root) };
-    // The tables were written with the caches off: no stale line may hide them.
-    crate::mmu::invalidate_heap();
+    // Everything written with the caches off (the tables on the heap, the kernel's globals
+    // in .data and .bss) is read cacheably from now on: no stale line may hide it.
+    crate::mmu::invalidate_image_data();
     write_tcr(TCR_KERNEL);
-    write_sctlr(p::SCTLR_MMU_ON | p::SCTLR_ATA | p::SCTLR_ATA0);
+    write_sctlr(SCTLR_KERNEL);
     // SAFETY: RAM is mapped at both addresses with the same contents; after the jump the
     // stack and PC are the upper-half aliases of the ones in use, and `then` never returns.
     unsafe {

@@ -51,8 +51,11 @@ const USER_CODE: El1Attributes = NORMAL
     .union(El1Attributes::READ_ONLY)
     .union(El1Attributes::PXN);
 /// The guest image at its link address, for the kernel only.
+/// Non-global, like every TTBR0 mapping: the boot tables map the same addresses with other
+/// attributes, and two global entries for one address would conflict in the TLB.
 const KERNEL_IMAGE: El1Attributes = NORMAL
     .union(El1Attributes::ATTRIBUTE_INDEX_0)
+    .union(El1Attributes::NON_GLOBAL)
     .union(El1Attributes::UXN);
 
 /// A user region the address space owns (frees on drop) or shares (fork's child).
@@ -74,13 +77,25 @@ pub struct Mm {
     pub users: u64,
 }
 
-static NEXT_ASID: super::cell::KCell<u64> = super::cell::KCell::new(1);
+/// ASIDs in use (bit n: ASID n). ASID 0 is the boot tables'.
+static ASIDS: super::cell::KCell<[u64; 4]> = super::cell::KCell::new([1, 0, 0, 0]);
 
+/// A free ASID. With at most a few dozen live address spaces, 255 never run out; if they
+/// did, the kernel stops with a message rather than share one.
 fn next_asid() -> u64 {
-    let a = NEXT_ASID.get();
-    let asid = *a;
-    *a = if asid == 255 { 1 } else { asid + 1 };
-    asid
+    let a = ASIDS.get();
+    for (w, word) in a.iter_mut().enumerate() {
+        if *word != u64::MAX {
+            let bit = (!*word).trailing_zeros() as u64;
+            *word |= 1 << bit;
+            return w as u64 * 64 + bit;
+        }
+    }
+    super::die(format_args!("out of ASIDs"))
+}
+
+fn free_asid(asid: u64) {
+    ASIDS.get()[(asid / 64) as usize] &= !(1 << (asid % 64));
 }
 
 unsafe extern "C" {
@@ -267,6 +282,7 @@ impl Mm {
         page_alloc::kfree(mm as u64, size_of::<Mm>() as u64);
         // SAFETY: TLB maintenance for an ASID nothing uses any more.
         unsafe { core::arch::asm!("dsb ishst", "tlbi aside1, {}", "dsb ish", in(reg) asid << 48) };
+        free_asid(asid);
     }
 }
 

@@ -21,15 +21,15 @@ pub fn sctlr_user(tcf0: Tcf) -> u64 {
     (tcf0 as u64) << SCTLR_TCF0_SHIFT
 }
 
-fn task_tcf0(t: &Task) -> Tcf {
-    Tcf::from_bits(t.sctlr_user >> SCTLR_TCF0_SHIFT)
+fn tcf0_of(sctlr_user: u64) -> Tcf {
+    Tcf::from_bits(sctlr_user >> SCTLR_TCF0_SHIFT)
 }
 
 /// Boot-time MTE setup for a run: TCR_EL1 (TCMA1 as the policy says), SCTLR_EL1 (MMU, ATA,
 /// ATA0, the kernel's TCF, init's TCF0 = none), the kernel's GCR_EL1.
 pub fn apply(policy: Policy) {
     let tcr = TCR_KERNEL | if policy.tcma1_set() { p::TCR_TCMA1 } else { 0 };
-    let sctlr = p::SCTLR_MMU_ON | p::SCTLR_ATA | p::SCTLR_ATA0 | (policy.kasan as u64) << 40;
+    let sctlr = super::boot::SCTLR_KERNEL | (policy.kasan as u64) << 40;
     let (old_tcr, old_sctlr): (u64, u64);
     // SAFETY: reading TCR_EL1 and SCTLR_EL1 has no side effects.
     unsafe { asm!("mrs {}, tcr_el1", "mrs {}, sctlr_el1", out(reg) old_tcr, out(reg) old_sctlr) };
@@ -67,10 +67,10 @@ fn set_tco(on: bool) {
 
 /// mte_disable_tco_entry (v6.18) or, under `uaccess-tco`, the patch's
 /// set_kernel_mte_policy: re-enable checking that exception entry turned off.
-fn disable_tco_entry(t: &Task) {
+fn disable_tco_entry(sctlr_user: u64) {
     let policy = super::policy();
     let clear = match policy.tco {
-        TcoPolicy::Entry => policy.kasan != Tcf::None || task_tcf0(t).reports_sync(),
+        TcoPolicy::Entry => policy.kasan != Tcf::None || tcf0_of(sctlr_user).reports_sync(),
         TcoPolicy::Uaccess => policy.kasan != Tcf::None,
     };
     if clear {
@@ -94,7 +94,7 @@ fn check_tfsr_el1() {
 pub fn enter_from_user_mode() {
     let t = current();
     let policy = super::policy();
-    if task_tcf0(t) as u64 & 2 != 0 {
+    if tcf0_of(t.sctlr_user) as u64 & 2 != 0 {
         // check_mte_async_tcf: a user async fault shows in TFSRE0_EL1.
         let tfsre0: u64;
         // SAFETY: reading TFSRE0_EL1 has no side effects.
@@ -111,7 +111,11 @@ pub fn enter_from_user_mode() {
         // SAFETY: GCR_EL1 only steers IRG.
         unsafe { asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) GCR_KERNEL) };
     }
-    disable_tco_entry(t);
+    // kernel_entry's ISB with MTE: the non-self-synchronising register updates of entry
+    // (GCR_EL1) take effect before kernel code runs.
+    // SAFETY: a barrier.
+    unsafe { asm!("isb") };
+    disable_tco_entry(t.sctlr_user);
 }
 
 /// enter_from_kernel_mode's MTE steps: mte_check_tfsr_entry (no barrier: asynchronous
@@ -120,7 +124,7 @@ pub fn enter_from_kernel_mode() {
     if super::policy().checks_tfsr() {
         check_tfsr_el1();
     }
-    disable_tco_entry(current());
+    disable_tco_entry(super::task::current_sctlr_user());
 }
 
 /// exit_to_kernel_mode's MTE step: mte_check_tfsr_exit.
@@ -144,62 +148,56 @@ pub fn exit_to_user_mode() {
         unsafe { asm!("dsb nsh", "isb") };
         check_tfsr_el1();
     }
-    if policy.kasan != Tcf::None {
-        // SAFETY: GCR_EL1 only steers IRG.
-        unsafe { asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) t.gcr_user_excl) };
-    }
-    if task_tcf0(t) as u64 & 2 != 0 {
+    if tcf0_of(t.sctlr_user) as u64 & 2 != 0 {
+        // clear_mte_async_tcf
         // SAFETY: clears the user fault status after the stores that precede it.
         unsafe { asm!(".arch_extension memtag", "dsb ish", "msr tfsre0_el1, xzr") };
+    }
+    if policy.kasan != Tcf::None {
+        // mte_set_user_gcr
+        // SAFETY: GCR_EL1 only steers IRG.
+        unsafe { asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) t.gcr_user_excl) };
     }
 }
 
 /// prctl(PR_SET_TAGGED_ADDR_CTRL): the task's TCF0 and tag mask, applied at once
 /// (mte_update_sctlr_user + update_sctlr_el1, mte_update_gcr_excl).
 pub fn set_tagged_addr_ctrl(t: &mut Task, tcf0: Tcf, include: u64) {
+    let old = t.sctlr_user;
     t.sctlr_user = sctlr_user(tcf0);
     t.gcr_user_excl = !include & 0xffff;
-    let old: u64;
-    // SAFETY: reading SCTLR_EL1 has no side effects.
-    unsafe { asm!("mrs {}, sctlr_el1", out(reg) old) };
-    let new = (old & !SCTLR_TCF0_MASK) | t.sctlr_user;
-    if new != old {
-        write_sctlr(new);
-    }
+    update_sctlr_user(old, t.sctlr_user);
     if super::policy().kasan == Tcf::None {
         // SAFETY: GCR_EL1 only steers IRG.
         unsafe { asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) t.gcr_user_excl) };
     }
 }
 
-/// mte_thread_switch (with __switch_to's SCTLR_EL1 update).
-pub fn thread_switch(prev: &Task, next: &Task) {
+/// mte_thread_switch: mte_update_gcr_excl (without KASAN; with it, entry and exit set
+/// GCR_EL1), mte_disable_tco_entry, and the TFSR_EL1 check with its ISB.
+pub fn thread_switch(next: &Task) {
     let policy = super::policy();
-    if prev.sctlr_user != next.sctlr_user {
-        // update_sctlr_el1: only the user bits change; the ISB makes TCF0 apply to the
-        // kernel's uaccess at once.
-        let old: u64;
-        // SAFETY: reading SCTLR_EL1 has no side effects.
-        unsafe { asm!("mrs {}, sctlr_el1", out(reg) old) };
-        write_sctlr((old & !SCTLR_TCF0_MASK) | next.sctlr_user);
-    }
     if policy.kasan == Tcf::None {
-        // mte_update_gcr_excl: with KASAN, entry and exit set GCR_EL1 instead.
-        let gcr: u64;
-        // SAFETY: reading GCR_EL1 has no side effects.
-        unsafe { asm!(".arch_extension memtag", "mrs {}, gcr_el1", out(reg) gcr) };
-        if gcr != next.gcr_user_excl {
-            // SAFETY: GCR_EL1 only steers IRG.
-            unsafe {
-                asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) next.gcr_user_excl)
-            };
-        }
+        // SAFETY: GCR_EL1 only steers IRG. (Linux also sets RRND; mtex keeps IRG seeded by
+        // RGSR_EL1 so that runs repeat exactly.)
+        unsafe { asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) next.gcr_user_excl) };
     }
-    disable_tco_entry(next);
+    disable_tco_entry(next.sctlr_user);
     if policy.checks_tfsr() {
         // SAFETY: a barrier.
         unsafe { asm!("isb") };
         check_tfsr_el1();
+    }
+}
+
+/// __switch_to's update_sctlr_el1, only when the user bits differ: SCTLR_EL1 is expensive
+/// to write (here: it traps). The ISB makes TCF0 apply to the kernel's uaccess at once.
+pub fn update_sctlr_user(prev: u64, next: u64) {
+    if prev != next {
+        let old: u64;
+        // SAFETY: reading SCTLR_EL1 has no side effects.
+        unsafe { asm!("mrs {}, sctlr_el1", out(reg) old) };
+        write_sctlr((old & !SCTLR_TCF0_MASK) | next);
     }
 }
 
@@ -223,5 +221,5 @@ fn uaccess_toggles_tco() -> bool {
     let policy = super::policy();
     policy.tco == TcoPolicy::Uaccess
         && policy.kasan == Tcf::None
-        && task_tcf0(current()).reports_sync()
+        && tcf0_of(current().sctlr_user).reports_sync()
 }

@@ -11,7 +11,8 @@ use super::{mte_policy, page_alloc};
 use core::arch::naked_asm;
 use core::mem::offset_of;
 
-/// What `cpu_switch_to` saves: x19..x28, fp, lr, sp.
+/// What `cpu_switch_to` saves: x19..x28, fp, lr, sp, and d8..d15 (callee-saved under
+/// AAPCS64; the kernel is built with FP/SIMD, so the compiler may keep values there).
 #[repr(C)]
 #[derive(Default)]
 pub struct CpuContext {
@@ -19,11 +20,13 @@ pub struct CpuContext {
     pub fp: u64,
     pub lr: u64,
     pub sp: u64,
+    pub d8_d15: [u64; 8],
 }
 
 const _: () = assert!(offset_of!(CpuContext, fp) == 80);
 const _: () = assert!(offset_of!(CpuContext, lr) == 88);
 const _: () = assert!(offset_of!(CpuContext, sp) == 96);
+const _: () = assert!(offset_of!(CpuContext, d8_d15) == 104);
 const _: () = assert!(offset_of!(Task, ctx) == 0);
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -72,6 +75,13 @@ pub static SCHED: KCell<Sched> = KCell::new(Sched {
     switches: 0,
     ttbr0: 0,
 });
+
+/// The current task's user SCTLR bits, read through raw places (for the interrupt handler,
+/// which must not form a reference to a task the interrupted code may hold one to).
+pub fn current_sctlr_user() -> u64 {
+    // SAFETY: `current` always points at a live task; two Copy fields are read in place.
+    unsafe { (*(*SCHED.ptr()).current).sctlr_user }
+}
 
 pub fn current() -> &'static mut Task {
     // SAFETY: `current` is set at boot (init) and always points at a live task; the field is
@@ -312,19 +322,14 @@ fn pick_and_switch() {
     unsafe { switch_to(prev, next) };
 }
 
-/// Linux's __switch_to: the MTE state of the next task, a DSB, the address space, then the
-/// register switch.
+/// context_switch: the address space first (switch_mm), then Linux's __switch_to: DSB ISH,
+/// `mte_thread_switch`, the SCTLR_EL1 user bits when they differ, and the register switch.
 ///
 /// # Safety
 /// `prev` must be the running task and `next` a live task that is not running.
 unsafe fn switch_to(prev: *mut Task, next: *mut Task) {
     // SAFETY: the caller passes live tasks.
     let (p, n) = unsafe { (&mut *prev, &mut *next) };
-    // __switch_to's dsb(ish): completes the previous task's stores (and TFSR's indirect
-    // writes) before the switch.
-    // SAFETY: a barrier.
-    unsafe { core::arch::asm!("dsb ish") };
-    mte_policy::thread_switch(p, n);
     // check_and_switch_context: init (no mm) gets the boot tables back, so that a user
     // address space it frees is never live.
     let ttbr0 = if n.mm.is_null() {
@@ -339,6 +344,12 @@ unsafe fn switch_to(prev: *mut Task, next: *mut Task) {
         // SAFETY: switching the user half; the kernel runs from TTBR1.
         unsafe { core::arch::asm!("msr ttbr0_el1, {}", "isb", in(reg) ttbr0) };
     }
+    // __switch_to's dsb(ish): completes the previous task's maintenance, and makes any
+    // asynchronous tag-check fault visible in TFSR_EL1 before mte_thread_switch looks.
+    // SAFETY: a barrier.
+    unsafe { core::arch::asm!("dsb ish") };
+    mte_policy::thread_switch(n);
+    mte_policy::update_sctlr_user(p.sctlr_user, n.sctlr_user);
     SCHED.get().current = next;
     // SAFETY: `prev` is running on the stack being saved; `next` was saved by an earlier
     // cpu_switch_to or set up by `start`.
@@ -358,6 +369,14 @@ unsafe extern "C" fn cpu_switch_to(prev: *mut CpuContext, next: *mut CpuContext)
         "stp x27, x28, [x0, #64]",
         "stp x29, x30, [x0, #80]",
         "str x10, [x0, #96]",
+        "stp d8, d9, [x0, #104]",
+        "stp d10, d11, [x0, #120]",
+        "stp d12, d13, [x0, #136]",
+        "stp d14, d15, [x0, #152]",
+        "ldp d8, d9, [x1, #104]",
+        "ldp d10, d11, [x1, #120]",
+        "ldp d12, d13, [x1, #136]",
+        "ldp d14, d15, [x1, #152]",
         "ldp x19, x20, [x1, #0]",
         "ldp x21, x22, [x1, #16]",
         "ldp x23, x24, [x1, #32]",
