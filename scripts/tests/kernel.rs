@@ -268,7 +268,7 @@ fn timer_interrupts_enter_the_kernel_like_linux_and_the_policies_apply_to_them()
     // A fast tick, so interrupts land in the phases, from EL0 and from the kernel (system
     // calls run with IRQs unmasked).
     let r = scenario(
-        "mtex.hz=20000 mtex.policies=entry-tco,kasan-sync,kasan-sync+tfsr-sync-skip mtex.workloads=getpid,uaccess-heavy:iters=24",
+        "mtex.hz=20000 mtex.policies=entry-tco,kasan-sync,kasan-sync+tfsr-sync-skip mtex.workloads=getpid,uaccess-heavy:iters=48",
         180,
     );
     let mut irqs = (0, 0);
