@@ -221,48 +221,57 @@ fn chan(p: *mut Pipe, data: bool) -> u64 {
     p as u64 | data as u64
 }
 
-fn write(fd: u64, ubuf: u64, len: u64) -> u64 {
+/// The checks read and write share: a user buffer of whole 8-byte words, and for fd 0 no
+/// more than the kernel buffer holds. Returns the kernel buffer (fd 0) or the pipe.
+fn rw_target(fd: u64, ubuf: u64, len: u64) -> Result<Target, u64> {
     let w = WORK.get();
     if !access_ok(ubuf, len) || len == 0 || !len.is_multiple_of(8) {
-        return EINVAL;
+        return Err(EINVAL);
     }
-    if fd == 0 {
-        if len > w.kbuf_len {
-            return EINVAL;
+    match fd {
+        0 if len <= w.kbuf_len => Ok(Target::Kbuf(w.kbuf)),
+        1 | 2 if len <= w.pipe_cap => Ok(Target::Pipe(pipe(fd).ok_or(EINVAL)?)),
+        _ => Err(EINVAL),
+    }
+}
+
+enum Target {
+    Kbuf(u64),
+    Pipe(*mut Pipe),
+}
+
+/// write: copy_from_user into the kernel buffer (fd 0), or into a pipe once it is empty.
+fn write(fd: u64, ubuf: u64, len: u64) -> u64 {
+    let p = match rw_target(fd, ubuf, len) {
+        Err(e) => return e,
+        Ok(Target::Kbuf(kbuf)) => {
+            // SAFETY: access_ok; the kernel buffer holds `len` bytes.
+            unsafe { uaccess::copy_from_user(kbuf, ubuf, len) };
+            return len;
         }
-        // SAFETY: access_ok; the kernel buffer holds `len` bytes.
-        unsafe { uaccess::copy_from_user(w.kbuf, ubuf, len) };
-        return len;
-    }
-    let cap = w.pipe_cap;
-    let Some(p) = pipe(fd) else { return EINVAL };
-    if len > cap {
-        return EINVAL;
-    }
+        Ok(Target::Pipe(p)) => p,
+    };
     while pipe_len(p) != 0 {
         sleep_on(chan(p, false));
     }
-    // SAFETY: access_ok; the pipe buffer holds `cap` bytes.
+    // SAFETY: access_ok; the pipe buffer holds `pipe_cap` >= `len` bytes.
     unsafe { uaccess::copy_from_user((*p).buf, ubuf, len) };
     set_pipe_len(p, len);
     wake_up(chan(p, true));
     len
 }
 
+/// read: copy_to_user from the kernel buffer (fd 0), or from a pipe once it holds a message.
 fn read(fd: u64, ubuf: u64, len: u64) -> u64 {
-    let w = WORK.get();
-    if !access_ok(ubuf, len) || len == 0 || !len.is_multiple_of(8) {
-        return EINVAL;
-    }
-    if fd == 0 {
-        if len > w.kbuf_len {
-            return EINVAL;
+    let p = match rw_target(fd, ubuf, len) {
+        Err(e) => return e,
+        Ok(Target::Kbuf(kbuf)) => {
+            // SAFETY: access_ok; the kernel buffer holds `len` bytes.
+            unsafe { uaccess::copy_to_user(ubuf, kbuf, len) };
+            return len;
         }
-        // SAFETY: access_ok; the kernel buffer holds `len` bytes.
-        unsafe { uaccess::copy_to_user(ubuf, w.kbuf, len) };
-        return len;
-    }
-    let Some(p) = pipe(fd) else { return EINVAL };
+        Ok(Target::Pipe(p)) => p,
+    };
     while pipe_len(p) == 0 {
         sleep_on(chan(p, true));
     }
