@@ -294,8 +294,9 @@ pub fn matrix_table(r: &Report) -> String {
         return String::new();
     }
     // A workload named twice with different parameters is two workloads here.
-    let key = |pp: &PhaseParams| (pp.workload, pp.params);
-    let mut groups: Vec<(Workload, WorkloadParams)> = Vec::new();
+    // A group is one workload with its parameters and user mode: rows compare policies only.
+    let key = |pp: &PhaseParams| (pp.workload, pp.params, pp.tcf0);
+    let mut groups: Vec<(Workload, WorkloadParams, Tcf)> = Vec::new();
     for (_, pp, _) in &rows {
         if !groups.contains(&key(pp)) {
             groups.push(key(pp));
