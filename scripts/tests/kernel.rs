@@ -413,3 +413,30 @@ fn breakpoint_runs_change_exits_not_counts_on_the_kernel() {
         assert!(b.stats.unwrap().step_exits < a.stats.unwrap().step_exits);
     }
 }
+
+#[test]
+fn every_workload_runs_in_every_user_mode_and_async_modes_check_tfsre0() {
+    for tcf0 in ["none", "async", "asymm"] {
+        let r = scenario(
+            &format!("mtex.tcf0={tcf0} mtex.policies=entry-tco,uaccess-tco,kasan-asymm"),
+            300,
+        );
+        let p = phase(&r, Workload::Getpid, None, "entry-tco");
+        let t = trace(p);
+        let entries = t.entries.sync_el0 + t.entries.irq_el0;
+        // v6.18 clears TCO on entry only for sync/asymm (TCF0 bit 0).
+        let tco = if tcf0 == "asymm" {
+            t.entries.total()
+        } else {
+            0
+        };
+        assert_eq!(t.tco_writes, tco, "tcf0={tcf0}");
+        // With TCF0 async or asymm (bit 1), every entry from EL0 reads TFSRE0_EL1
+        // (check_mte_async_tcf) and every exit clears it after a DSB ISH; without KASAN
+        // nothing reads TFSR_EL1.
+        let async_user = tcf0 != "none";
+        let want = if async_user { entries } else { 0 };
+        assert_eq!(t.tfsr_reads, want, "tcf0={tcf0}");
+        assert_eq!(t.dsb, want, "tcf0={tcf0}");
+    }
+}
