@@ -71,7 +71,6 @@ const MAX_REGIONS: usize = 5;
 
 pub struct Mm {
     map: Mapping<KTranslation, El1And0>,
-    asid: u64,
     regions: [Option<Region>; MAX_REGIONS],
     /// Tasks using this address space (threads share it).
     pub users: u64,
@@ -151,12 +150,10 @@ impl Mm {
             Constraints::empty(),
         )
         .expect("map the image");
-        let asid = map.asid() as u64;
         // SAFETY: `p` is a fresh kmalloc object of the right size and alignment.
         unsafe {
             p.write(Mm {
                 map,
-                asid,
                 regions: [None; MAX_REGIONS],
                 users: 1,
             })
@@ -256,7 +253,7 @@ impl Mm {
 
     /// TTBR0_EL1 for this address space.
     pub fn ttbr0(&self) -> u64 {
-        self.map.root_address().0 as u64 | self.asid << 48
+        self.map.root_address().0 as u64 | (self.map.asid() as u64) << 48
     }
 
     /// Drops one user; the last frees the tables, the owned pages and the ASID's TLB entries.
@@ -276,7 +273,7 @@ impl Mm {
                 page_alloc::free_pages(untagged(kva(r.pa)), order, Gfp::SkipKasan);
             }
         }
-        let asid = m.asid;
+        let asid = m.map.asid() as u64;
         // SAFETY: the Mm is dead; reading it out drops the mapping (freeing its tables).
         drop(unsafe { mm.read() });
         page_alloc::kfree(mm as u64, size_of::<Mm>() as u64);

@@ -36,7 +36,6 @@ struct Run {
     boot_ttbr0: u64,
     id: u32,
     params: Option<PhaseParams>,
-    policy: Policy,
     phase_open: bool,
     phase_done: bool,
     stats: page_alloc::Stats,
@@ -50,7 +49,6 @@ static RUN: KCell<Run> = KCell::new(Run {
     boot_ttbr0: 0,
     id: 0,
     params: None,
-    policy: Policy::BASELINE,
     phase_open: false,
     phase_done: false,
     stats: page_alloc::Stats {
@@ -73,7 +71,7 @@ pub static FAULTS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64
 /// calls this too).
 pub fn policy() -> Policy {
     // SAFETY: a Copy field read; RUN is only written by init with interrupts masked.
-    unsafe { (*RUN.ptr()).policy }
+    unsafe { (*RUN.ptr()).params }.map_or(Policy::BASELINE, |p| p.policy)
 }
 
 fn boot_ttbr0() -> u64 {
@@ -138,7 +136,6 @@ fn run_one(id: u32, params: PhaseParams) {
     let r = RUN.get();
     r.id = id;
     r.params = Some(params);
-    r.policy = params.policy;
     r.phase_open = false;
     r.phase_done = false;
     mte_policy::apply(params.policy);
