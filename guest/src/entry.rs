@@ -4,8 +4,9 @@ use core::arch::{global_asm, naked_asm};
 
 /// The arm64 Image header (Documentation/arch/arm64/booting.rst): a branch over the header,
 /// text_offset 0, the image size, flags (little-endian, 4 KiB pages) and the magic.
-/// The boot code then sets the stack, zeroes .bss, enables FP/SIMD (core::fmt uses it) and
-/// the EL1 vectors.
+/// The boot code then sets the stack, zeroes .bss, enables FP/SIMD and the EL1 vectors.
+/// Nothing compiled uses FP/SIMD (the softfloat target); FPEN is for the differential test's
+/// one SIMD load (guest/src/differential.rs) and for EL0.
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 #[unsafe(link_section = ".text.head")]
@@ -31,7 +32,7 @@ pub unsafe extern "C" fn _start() -> ! {
         "b.hs 2f",
         "stp xzr, xzr, [x9], #16",
         "b 1b",
-        // CPACR_EL1.FPEN = 0b11: no FP/SIMD traps at EL1/EL0.
+        // CPACR_EL1.FPEN = 0b11: no FP/SIMD traps at EL1/EL0 (the differential test's LD1).
         "2: mov x9, #(3 << 20)",
         "msr cpacr_el1, x9",
         "adrp x9, guest_vectors",

@@ -40,7 +40,7 @@ pub fn build() -> Result<Images> {
     }
     let images = root.join("target/images");
     let hyp_elf = images.join("aarch64-unknown-none-softfloat/release/mtex-hyp");
-    let guest_elf = images.join("aarch64-unknown-none/release/mtex-guest");
+    let guest_elf = images.join("aarch64-unknown-none-softfloat/release/mtex-guest");
     let guest_image = guest_elf.with_extension("img");
     let flat = flatten_elf(&std::fs::read(&guest_elf)?)?;
     std::fs::write(&guest_image, flat.bytes)?;

@@ -11,8 +11,9 @@ use super::{mte_policy, page_alloc};
 use core::arch::naked_asm;
 use core::mem::offset_of;
 
-/// What `cpu_switch_to` saves: x19..x28, fp, lr, sp, and d8..d15 (callee-saved under
-/// AAPCS64; the kernel is built with FP/SIMD, so the compiler may keep values there).
+/// What `cpu_switch_to` saves: x19..x28, fp, lr and sp, as Linux's cpu_context. The kernel is
+/// built without FP/SIMD registers (the softfloat target, as Linux's -mgeneral-regs-only), so
+/// d8..d15 hold nothing of its own; the user programs use none either.
 #[repr(C)]
 #[derive(Default)]
 pub struct CpuContext {
@@ -20,13 +21,11 @@ pub struct CpuContext {
     pub fp: u64,
     pub lr: u64,
     pub sp: u64,
-    pub d8_d15: [u64; 8],
 }
 
 const _: () = assert!(offset_of!(CpuContext, fp) == 80);
 const _: () = assert!(offset_of!(CpuContext, lr) == 88);
 const _: () = assert!(offset_of!(CpuContext, sp) == 96);
-const _: () = assert!(offset_of!(CpuContext, d8_d15) == 104);
 const _: () = assert!(offset_of!(Task, ctx) == 0);
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -369,14 +368,6 @@ unsafe extern "C" fn cpu_switch_to(prev: *mut CpuContext, next: *mut CpuContext)
         "stp x27, x28, [x0, #64]",
         "stp x29, x30, [x0, #80]",
         "str x10, [x0, #96]",
-        "stp d8, d9, [x0, #104]",
-        "stp d10, d11, [x0, #120]",
-        "stp d12, d13, [x0, #136]",
-        "stp d14, d15, [x0, #152]",
-        "ldp d8, d9, [x1, #104]",
-        "ldp d10, d11, [x1, #120]",
-        "ldp d12, d13, [x1, #136]",
-        "ldp d14, d15, [x1, #152]",
         "ldp x19, x20, [x1, #0]",
         "ldp x21, x22, [x1, #16]",
         "ldp x23, x24, [x1, #32]",
