@@ -82,7 +82,8 @@ static ASIDS: super::cell::KCell<[u64; 4]> = super::cell::KCell::new([1, 0, 0, 0
 /// A free ASID. With at most a few dozen live address spaces, 255 never run out; if they
 /// did, the kernel stops with a message rather than share one.
 fn next_asid() -> u64 {
-    let a = ASIDS.get();
+    // SAFETY: nothing is called while the borrow lives but die, which does not return.
+    let a = unsafe { ASIDS.get() };
     for (w, word) in a.iter_mut().enumerate() {
         if *word != u64::MAX {
             let bit = (!*word).trailing_zeros() as u64;
@@ -94,7 +95,9 @@ fn next_asid() -> u64 {
 }
 
 fn free_asid(asid: u64) {
-    ASIDS.get()[(asid / 64) as usize] &= !(1 << (asid % 64));
+    // SAFETY: one word's update, which calls nothing.
+    let a = unsafe { ASIDS.get() };
+    a[(asid / 64) as usize] &= !(1 << (asid % 64));
 }
 
 unsafe extern "C" {

@@ -75,7 +75,9 @@ pub fn policy() -> Policy {
 }
 
 fn boot_ttbr0() -> u64 {
-    RUN.get().boot_ttbr0
+    // SAFETY: a Copy field read whose borrow ends here; its callers (init_boot_task, switch_to)
+    // hold no borrow of RUN.
+    unsafe { RUN.get().boot_ttbr0 }
 }
 
 /// Boots the kernel and runs `scenario`; never returns (the run ends by EXIT).
@@ -92,7 +94,9 @@ pub fn run(fdt: &Fdt, scenario: Scenario) -> ! {
         );
         hvc::exit(2)
     }
-    let r = RUN.get();
+    // SAFETY: boot, before anything else uses RUN; install_idmap does not reach it, and the
+    // borrow ends before enter_upper_half.
+    let r = unsafe { RUN.get() };
     r.scenario = Some(scenario);
     r.ram = (base, size);
     crate::programs::install_idmap(fdt);
@@ -107,8 +111,12 @@ pub fn run(fdt: &Fdt, scenario: Scenario) -> ! {
 
 /// Runs in the upper half, on the boot stack's alias.
 extern "C" fn kernel_main(_: u64) -> ! {
-    let r = RUN.get();
-    let (base, _) = r.ram;
+    // SAFETY: two Copy fields read; the borrow ends here, before init_boot_task (which reads
+    // boot_ttbr0) and the allocator (which reads the policy) reach RUN.
+    let (base, scenario) = unsafe {
+        let r = RUN.get();
+        (r.ram.0, r.scenario.expect("scenario"))
+    };
     boot::install_vectors();
     // SAFETY: the pool lies in RAM the guest owns, past everything the image and the boot
     // tables use (POOL_OFFSET), and nothing else allocates from it.
@@ -120,7 +128,6 @@ extern "C" fn kernel_main(_: u64) -> ! {
         )
     };
     task::init_boot_task();
-    let scenario = r.scenario.expect("scenario");
     irq::init(scenario.hz);
     println!("kernel: tick {} Hz", scenario.hz);
     for (i, params) in scenario.runs().enumerate() {
@@ -133,7 +140,9 @@ extern "C" fn kernel_main(_: u64) -> ! {
 /// One (policy, workload) run: apply the policy, set up the workload's kernel objects and
 /// processes, schedule them until all have exited and been reaped, tear down.
 fn run_one(id: u32, params: PhaseParams) {
-    let r = RUN.get();
+    // SAFETY: init, between runs: no user task is alive to be in phase_mark, and the borrow
+    // ends before mte_policy::apply, which reads the policy.
+    let r = unsafe { RUN.get() };
     r.id = id;
     r.params = Some(params);
     r.phase_open = false;
@@ -192,7 +201,9 @@ fn run_one(id: u32, params: PhaseParams) {
         task::schedule();
     }
     syscalls::teardown();
-    let r = RUN.get();
+    // SAFETY: every task of the run has exited (none is in phase_mark), and nothing below
+    // reaches RUN.
+    let r = unsafe { RUN.get() };
     if !r.phase_done {
         die(format_args!(
             "run {id}: the workload never closed its phase"
@@ -213,13 +224,17 @@ fn run_one(id: u32, params: PhaseParams) {
 
 /// The PHASE system call: opens or closes the run's traced phase.
 fn phase_mark(begin: bool) -> u64 {
-    let r = RUN.get();
+    // SAFETY: a system call of a user task: init's borrows in run_one are not alive while it
+    // is switched out, nothing called here reaches RUN, and nothing here schedules.
+    let r = unsafe { RUN.get() };
     let Some(params) = r.params else {
         return u64::MAX;
     };
     if begin && !r.phase_open && !r.phase_done {
         page_alloc::take_stats();
-        r.switches = task::SCHED.get().switches;
+        // SAFETY: a Copy field read whose borrow ends here; no SCHED borrow is alive in this
+        // system call.
+        r.switches = unsafe { task::SCHED.get() }.switches;
         r.ticks = irq::TICKS.load(core::sync::atomic::Ordering::Relaxed);
         r.phase_open = true;
         if hvc::phase_begin_run(r.id, params.workload.name(), &params) != ret::SUCCESS {
@@ -231,7 +246,8 @@ fn phase_mark(begin: bool) -> u64 {
         r.phase_open = false;
         r.phase_done = true;
         r.stats = page_alloc::take_stats();
-        r.switches = task::SCHED.get().switches - r.switches;
+        // SAFETY: as above.
+        r.switches = unsafe { task::SCHED.get() }.switches - r.switches;
         r.ticks = irq::TICKS.load(core::sync::atomic::Ordering::Relaxed) - r.ticks;
         if result != ret::SUCCESS {
             die(format_args!("the hypervisor refused to end phase {}", r.id));

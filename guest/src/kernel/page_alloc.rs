@@ -52,7 +52,8 @@ static ALLOC: KCell<Allocators> = KCell::new(Allocators {
 /// # Safety
 /// The range must be unused RAM mapped by the kernel's linear map, for the allocators alone.
 pub unsafe fn init(start: u64, size: u64, slab: u64) {
-    let a = ALLOC.get();
+    // SAFETY: boot, before any allocation; the heaps' init reaches no KCell.
+    let a = unsafe { ALLOC.get() };
     // SAFETY: the caller gives the range to the allocators alone.
     unsafe {
         a.slab.init(start as usize, slab as usize);
@@ -69,8 +70,8 @@ fn kasan_on(gfp: Gfp) -> bool {
 pub fn alloc_pages(order: u32, gfp: Gfp) -> u64 {
     let size = 4096u64 << order;
     let layout = Layout::from_size_align(size as usize, size as usize).expect("page layout");
-    let p = ALLOC
-        .get()
+    // SAFETY: the borrow ends with this statement; the heap's alloc reaches no KCell.
+    let p = unsafe { ALLOC.get() }
         .pages
         .alloc(layout)
         .expect("out of pages")
@@ -95,7 +96,8 @@ pub fn free_pages(p: u64, order: u32, gfp: Gfp) {
     }
     let layout = Layout::from_size_align(size as usize, size as usize).expect("page layout");
     let nn = NonNull::new(untagged(p) as *mut u8).expect("non-null page");
-    // SAFETY: `p` came from alloc_pages with this order, and the caller gives it up.
+    // SAFETY: `p` came from alloc_pages with this order, and the caller gives it up; the
+    // borrow of ALLOC ends with this statement, and dealloc reaches no KCell.
     unsafe { ALLOC.get().pages.dealloc(nn, layout) };
 }
 
@@ -103,12 +105,14 @@ pub fn free_pages(p: u64, order: u32, gfp: Gfp) {
 /// stacks, but it is always used through a match-all pointer (the seed: "stacks and page
 /// tables are always accessed with the match-all tag").
 pub fn alloc_stack() -> u64 {
-    ALLOC.get().stats.stack_bytes += 4096 << THREAD_ORDER;
+    // SAFETY: a counter update whose borrow ends here.
+    unsafe { ALLOC.get() }.stats.stack_bytes += 4096 << THREAD_ORDER;
     untagged(alloc_pages(THREAD_ORDER, stack_gfp()))
 }
 
 pub fn free_stack(p: u64) {
-    ALLOC.get().stats.stack_freed += 4096 << THREAD_ORDER;
+    // SAFETY: a counter update whose borrow ends here.
+    unsafe { ALLOC.get() }.stats.stack_freed += 4096 << THREAD_ORDER;
     free_pages(p, THREAD_ORDER, stack_gfp())
 }
 
@@ -124,7 +128,8 @@ pub fn stack_gfp() -> Gfp {
 /// A zeroed page-table page (zeroed through its tagged address, as clear_page through
 /// page_address), returned as the match-all pointer __va(phys) gives.
 pub fn alloc_pgtable() -> u64 {
-    ALLOC.get().stats.pgtable_bytes += 4096;
+    // SAFETY: a counter update whose borrow ends here.
+    unsafe { ALLOC.get() }.stats.pgtable_bytes += 4096;
     let p = alloc_pages(0, stack_gfp());
     // SAFETY: the page was just allocated; `p` carries its tag.
     unsafe { kasan::zero(p, 4096) };
@@ -132,13 +137,15 @@ pub fn alloc_pgtable() -> u64 {
 }
 
 pub fn free_pgtable(p: u64) {
-    ALLOC.get().stats.pgtable_freed += 4096;
+    // SAFETY: a counter update whose borrow ends here.
+    unsafe { ALLOC.get() }.stats.pgtable_freed += 4096;
     free_pages(p, 0, stack_gfp())
 }
 
 /// Returns and clears the allocation figures.
 pub fn take_stats() -> Stats {
-    core::mem::take(&mut ALLOC.get().stats)
+    // SAFETY: the borrow ends here.
+    core::mem::take(&mut unsafe { ALLOC.get() }.stats)
 }
 
 /// kmalloc: `size` bytes (rounded up to whole granules), 16-byte aligned, tagged under KASAN.
@@ -146,8 +153,8 @@ pub fn kmalloc(size: u64) -> u64 {
     let size = size.div_ceil(16) * 16;
     let layout = Layout::from_size_align(size as usize, 16).expect("kmalloc layout");
     let p = untagged(
-        ALLOC
-            .get()
+        // SAFETY: the borrow ends with this statement; the heap's alloc reaches no KCell.
+        unsafe { ALLOC.get() }
             .slab
             .alloc(layout)
             .expect("kmalloc: out of memory")
@@ -179,6 +186,7 @@ pub fn kfree(p: u64, size: u64) {
     }
     let layout = Layout::from_size_align(size as usize, 16).expect("kmalloc layout");
     let nn = NonNull::new(untagged(p) as *mut u8).expect("non-null object");
-    // SAFETY: `p` came from kmalloc with this size, and the caller gives it up.
+    // SAFETY: `p` came from kmalloc with this size, and the caller gives it up; the borrow of
+    // ALLOC ends with this statement, and dealloc reaches no KCell.
     unsafe { ALLOC.get().slab.dealloc(nn, layout) };
 }

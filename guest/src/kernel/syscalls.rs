@@ -82,7 +82,8 @@ static WORK: KCell<WorkState> = KCell::new(WorkState {
 
 /// Sets up the kernel objects of a run (kmalloc'd under the run's policy).
 pub fn setup(queued_per_bucket: u64, pipe_cap: u64, kbuf_len: u64) {
-    let w = WORK.get();
+    // SAFETY: init, before the run's tasks exist; the allocator does not reach WORK.
+    let w = unsafe { WORK.get() };
     w.queued_per_bucket = queued_per_bucket;
     w.futex_table = kzalloc(FUTEX_BUCKETS * size_of::<Bucket>() as u64);
     for b in 0..FUTEX_BUCKETS {
@@ -113,7 +114,8 @@ pub fn setup(queued_per_bucket: u64, pipe_cap: u64, kbuf_len: u64) {
 
 /// Frees what [`setup`] made.
 pub fn teardown() {
-    let w = WORK.get();
+    // SAFETY: init, after the run's tasks have exited; kfree does not reach WORK.
+    let w = unsafe { WORK.get() };
     for b in 0..FUTEX_BUCKETS {
         let bucket = (w.futex_table + b * size_of::<Bucket>() as u64) as *mut Bucket;
         // SAFETY: the table and its queue entries are this run's, and no task uses them now.
@@ -172,7 +174,8 @@ fn futex_wait(uaddr: u64, val: u32) -> u64 {
     if !access_ok(uaddr, 4) || uaddr & 3 != 0 {
         return EINVAL;
     }
-    let w = WORK.get();
+    // SAFETY: nothing called while the borrow lives reaches WORK or schedules.
+    let w = unsafe { WORK.get() };
     let key = (uaddr & !(0xff << 56)) ^ current().mm as u64;
     let h = key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - FUTEX_BUCKETS.trailing_zeros());
     // SAFETY: the table is this run's and has FUTEX_BUCKETS buckets.
@@ -199,7 +202,8 @@ fn futex_wait(uaddr: u64, val: u32) -> u64 {
 /// The pipe behind `fd`. A raw pointer: the other end changes it while this task sleeps,
 /// so it is never held as a reference across `schedule()`.
 fn pipe(fd: u64) -> Option<*mut Pipe> {
-    let w = WORK.get();
+    // SAFETY: a read that calls nothing; the caller's own borrow is no longer used.
+    let w = unsafe { WORK.get() };
     match fd {
         1 | 2 => Some(w.pipes[fd as usize - 1] as *mut Pipe),
         _ => None,
@@ -224,7 +228,9 @@ fn chan(p: *mut Pipe, data: bool) -> u64 {
 /// The checks read and write share: a user buffer of whole 8-byte words, and for fd 0 no
 /// more than the kernel buffer holds. Returns the kernel buffer (fd 0) or the pipe.
 fn rw_target(fd: u64, ubuf: u64, len: u64) -> Result<Target, u64> {
-    let w = WORK.get();
+    // SAFETY: access_ok does not reach WORK; the pipe arm's last use of the borrow is its
+    // guard, before `pipe` takes its own.
+    let w = unsafe { WORK.get() };
     if !access_ok(ubuf, len) || len == 0 || !len.is_multiple_of(8) {
         return Err(EINVAL);
     }
@@ -286,7 +292,8 @@ fn read(fd: u64, ubuf: u64, len: u64) -> u64 {
 /// Reads `n` bytes of the kernel buffer, 8 at a time (one checked load each when kernel
 /// accesses are checked).
 fn kbuf_probe(n: u64) -> u64 {
-    let w = WORK.get();
+    // SAFETY: nothing is called while the borrow lives.
+    let w = unsafe { WORK.get() };
     if n == 0 || !n.is_multiple_of(8) || n > w.kbuf_len {
         return EINVAL;
     }

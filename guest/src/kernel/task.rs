@@ -66,6 +66,10 @@ pub struct Sched {
     pub ttbr0: u64,
 }
 
+// SAFETY: the pointers are to tasks the scheduler owns (kmalloc'd kernel objects), which are
+// tied to no CPU or thread: handing the queue to another context hands it the tasks too.
+unsafe impl Send for Sched {}
+
 pub static SCHED: KCell<Sched> = KCell::new(Sched {
     tasks: [core::ptr::null_mut(); MAX_TASKS],
     current: core::ptr::null_mut(),
@@ -91,7 +95,9 @@ pub fn current() -> &'static mut Task {
 /// Allocates a task with a kernel stack; not yet runnable.
 fn alloc_task(mm: *mut Mm, sctlr_user: u64, gcr_user_excl: u64, parent: *mut Task) -> *mut Task {
     let t = page_alloc::kzalloc(size_of::<Task>() as u64) as *mut Task;
-    let s = SCHED.get();
+    // SAFETY: the borrow's last use is the pid below; alloc_stack does not reach SCHED,
+    // and nothing here schedules.
+    let s = unsafe { SCHED.get() };
     s.next_pid += 1;
     let task = Task {
         ctx: CpuContext::default(),
@@ -126,7 +132,8 @@ pub fn init_boot_task() {
             exit_code: 0,
         })
     };
-    let s = SCHED.get();
+    // SAFETY: boot, one task; boot_ttbr0 reaches RUN, not SCHED.
+    let s = unsafe { SCHED.get() };
     s.tasks[0] = t;
     s.current = t;
     s.ttbr0 = super::boot_ttbr0();
@@ -141,7 +148,8 @@ fn start(t: *mut Task, regs: &PtRegs) {
     unsafe { (top as *mut PtRegs).write(*regs) };
     task.ctx.sp = top;
     task.ctx.lr = super::entry::ret_from_fork as *const () as u64;
-    let s = SCHED.get();
+    // SAFETY: nothing is called while the borrow lives.
+    let s = unsafe { SCHED.get() };
     let slot = s
         .tasks
         .iter_mut()
@@ -153,7 +161,8 @@ fn start(t: *mut Task, regs: &PtRegs) {
 /// A new process running `entry` at EL0 with `args` in x0..x4.
 pub fn spawn(entry: u64, args: [u64; 5], sctlr_user: u64, gcr_user_excl: u64) -> *mut Task {
     let mm = Mm::new_process();
-    let init = SCHED.get().tasks[0];
+    // SAFETY: a Copy field read whose borrow ends here.
+    let init = unsafe { SCHED.get() }.tasks[0];
     let t = alloc_task(mm, sctlr_user, gcr_user_excl, init);
     let mut regs = PtRegs::user(entry, super::layout::USER_STACK_TOP);
     regs.x[..5].copy_from_slice(&args);
@@ -204,7 +213,9 @@ fn wait_chan_child(parent: *mut Task) -> u64 {
 /// Reaps one zombie child of the current task: (it has children, the pid reaped).
 fn reap_one() -> (bool, Option<u64>) {
     let me = current() as *mut Task;
-    let s = SCHED.get();
+    // SAFETY: nothing is called while the borrow lives: its last use (clearing the slot)
+    // comes before reap.
+    let s = unsafe { SCHED.get() };
     let mut any = false;
     for i in 1..MAX_TASKS {
         let t = s.tasks[i];
@@ -244,7 +255,8 @@ pub fn reap_zombie_child() -> Option<u64> {
 
 /// True when a task other than init can run.
 pub fn others_runnable() -> bool {
-    SCHED.get().tasks[1..]
+    // SAFETY: a scan that calls nothing.
+    unsafe { SCHED.get() }.tasks[1..]
         .iter()
         // SAFETY: queued tasks are live.
         .any(|&t| !t.is_null() && unsafe { (*t).state } == State::Runnable)
@@ -272,7 +284,8 @@ pub fn sleep_on(chan: u64) {
 }
 
 pub fn wake_up(chan: u64) {
-    for &t in SCHED.get().tasks.iter() {
+    // SAFETY: a scan that calls nothing.
+    for &t in unsafe { SCHED.get() }.tasks.iter() {
         // SAFETY: queued tasks are live.
         if !t.is_null() && unsafe { (*t).state } == State::Blocked(chan) {
             // SAFETY: as above.
@@ -283,7 +296,10 @@ pub fn wake_up(chan: u64) {
 
 /// True when a task other than init is queued.
 pub fn others_alive() -> bool {
-    SCHED.get().tasks[1..].iter().any(|t| !t.is_null())
+    // SAFETY: a scan that calls nothing.
+    unsafe { SCHED.get() }.tasks[1..]
+        .iter()
+        .any(|t| !t.is_null())
 }
 
 /// Runs the next runnable task other than the current one, round robin over user tasks;
@@ -297,7 +313,8 @@ pub fn schedule() {
 }
 
 fn pick_and_switch() {
-    let s = SCHED.get();
+    // SAFETY: the borrow's last use comes before switch_to, which takes its own.
+    let s = unsafe { SCHED.get() };
     let prev = s.current;
     let mut next = core::ptr::null_mut();
     for k in 1..=MAX_TASKS {
@@ -337,7 +354,8 @@ unsafe fn switch_to(prev: *mut Task, next: *mut Task) {
         // SAFETY: the next task's mm is live; it maps the image the kernel's TTBR0 did.
         unsafe { (*n.mm).ttbr0() }
     };
-    let s = SCHED.get();
+    // SAFETY: the borrow ends with this `if`, before mte_policy is called.
+    let s = unsafe { SCHED.get() };
     if ttbr0 != s.ttbr0 {
         s.ttbr0 = ttbr0;
         // SAFETY: switching the user half; the kernel runs from TTBR1.
@@ -349,7 +367,8 @@ unsafe fn switch_to(prev: *mut Task, next: *mut Task) {
     unsafe { core::arch::asm!("dsb ish") };
     mte_policy::thread_switch(n);
     mte_policy::update_sctlr_user(p.sctlr_user, n.sctlr_user);
-    SCHED.get().current = next;
+    // SAFETY: a field write whose borrow ends here.
+    unsafe { SCHED.get() }.current = next;
     // SAFETY: `prev` is running on the stack being saved; `next` was saved by an earlier
     // cpu_switch_to or set up by `start`.
     unsafe { cpu_switch_to(&raw mut p.ctx, &raw mut n.ctx) };
