@@ -14,8 +14,10 @@ pub struct Global<T> {
     busy: AtomicBool,
 }
 
-// SAFETY: access is serialised by the busy flag, and mtex uses a single CPU (see above).
-unsafe impl<T> Sync for Global<T> {}
+// SAFETY: access is serialised by the busy flag, and mtex uses a single CPU (see above): a
+// shared Global hands out exclusive access to its value one borrower at a time, which is
+// what `T: Send` allows (as for `Mutex<T>`).
+unsafe impl<T: Send> Sync for Global<T> {}
 
 impl<T> Global<T> {
     pub const fn new() -> Self {
