@@ -106,6 +106,10 @@ pub const SCTLR_ATA0: u64 = 1 << 42;
 pub const SCTLR_TCF0_SYNC: u64 = 1 << 38;
 /// TCR_EL1.TCMA0: tag-0 pointers to the lower half are match-all.
 pub const TCR_TCMA0: u64 = 1 << 57;
+/// SCTLR_EL1.TCSO: store-only checking at EL1 (FEAT_MTE_STORE_ONLY).
+pub const SCTLR_TCSO: u64 = 1 << 59;
+/// TCR_EL1.MTX0: address tags without TBI0 (FEAT_MTE_NO_ADDRESS_TAGS).
+pub const TCR_MTX0: u64 = 1 << 60;
 
 /// The instruction sequence a traced workload repeats (guest/src/workloads.rs has the asm).
 /// Pointers: `tagged` points at a granule tagged 3 through a pointer tagged 3; `tag0` is a
@@ -378,6 +382,27 @@ pub const TRACE: &[TracedPhase] = &[
         TBI,
         Body::Ldtr,
         30,
+        false,
+        false,
+    ),
+    // SCTLR_EL1.TCSO and TCR_EL1.MTX0 are RES0 on a CPU without FEAT_MTE_STORE_ONLY and
+    // FEAT_MTE_NO_ADDRESS_TAGS (QEMU 10.0, where the tests run), even though QEMU reads them
+    // back as written: loads stay checked, and without TBI there is still no address tag.
+    traced(
+        "t-load-tcso-res0",
+        SYNC_ALL | SCTLR_TCSO,
+        TBI,
+        Body::Load,
+        40,
+        true,
+        true,
+    ),
+    traced(
+        "t-load-mtx-res0",
+        SYNC_ALL,
+        TCR_MMU | TCR_MTX0,
+        Body::LoadTag0,
+        40,
         false,
         false,
     ),

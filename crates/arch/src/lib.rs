@@ -3,10 +3,16 @@
 //! tested on the host.
 #![no_std]
 
+pub mod debug_regs;
 pub mod esr;
+pub mod features;
 pub mod fields;
+pub mod pmu_regs;
 pub mod sysreg;
 
+pub use debug_regs::{DebugReg, GuestDebug};
 pub use esr::{Esr, ExceptionClass};
+pub use features::MteFeatures;
 pub use fields::{FieldChange, MteField};
+pub use pmu_regs::{GuestPmu, PmuReg};
 pub use sysreg::SysReg;

@@ -277,7 +277,13 @@ impl Pending {
         };
         p.effect = match insn {
             Insn::Mem(m) => match m.kind {
-                MemKind::TagStore { granules } => Effect::TagStore(granules as u32),
+                MemKind::TagStore { granules, data } => {
+                    // STGP's data half: a write that is never Tag Checked, but an access.
+                    if data {
+                        p.write = Judged::access(Views::default());
+                    }
+                    Effect::TagStore(granules as u32)
+                }
                 MemKind::DcTagBlock { .. } => Effect::TagStore(blocks.dc as u32),
                 MemKind::TagStoreBlock => Effect::TagStore(blocks.gm as u32),
                 MemKind::Prefetch | MemKind::TagLoad => Effect::None,
@@ -406,6 +412,9 @@ impl Tally {
             Effect::TagStore(g) => {
                 c.tag_store_insns += 1;
                 c.granules_tagged += g as u64;
+                if p.write.0 & Judged::PRESENT != 0 {
+                    self.accesses[class(p)][state(p.read)][state(p.write)] += 1;
+                }
             }
             Effect::TcoImm(_) | Effect::TcoReg(_) => c.tco_writes += 1,
             Effect::TfsrRead => c.tfsr_reads += 1,
@@ -496,7 +505,7 @@ mod tests {
         fn fast_judge_is_the_definition(sctlr: u64, tcr: u64, hcr_ata: bool, va: u64,
                                         el in 0u8..2, exec_el in 0u8..2, tco: bool,
                                         write: bool, form: bool, page: bool) {
-            let c = Controls { sctlr_el1: sctlr, tcr_el1: tcr, hcr_ata };
+            let c = Controls { sctlr_el1: sctlr, tcr_el1: tcr, hcr_ata, features: crate::predicate::MteFeatures::ALL };
             let a = Access { el, tco, va, write, form_checkable: form, tagged_page: page };
             prop_assert_eq!(judge(&c, &a, exec_el), judge_by_definition(&c, &a, exec_el));
         }
@@ -564,11 +573,41 @@ mod tests {
     }
 
     #[test]
+    fn stgp_counts_its_data_store_as_an_unchecked_write() {
+        let c = Controls {
+            sctlr_el1: 1 << 43 | 1 << 40,
+            tcr_el1: 1 << 37,
+            hcr_ata: true,
+            features: crate::predicate::MteFeatures::ALL,
+        };
+        let x = [0x0300_0000_4100_0000u64; 31];
+        let insn = crate::decode::decode(0x6900_0c41); // stgp x1, x3, [x2]
+        let p = Pending::new(
+            0,
+            1,
+            (false, false),
+            insn,
+            &c,
+            &x,
+            0,
+            BlockGranules::default(),
+            |_, _| true,
+        );
+        let mut t = Tally::default();
+        t.retire(&p);
+        let t = t.finish();
+        assert_eq!((t.accesses.rd_k, t.accesses.wr_k), (0, 1));
+        assert_eq!(t.architectural.wr_k, 0);
+        assert_eq!((t.tag_store_insns, t.granules_tagged), (1, 1));
+    }
+
+    #[test]
     fn an_atomic_counts_one_read_and_one_write() {
         let c = Controls {
             sctlr_el1: 1 << 43 | 1 << 40,
             tcr_el1: 1 << 37,
             hcr_ata: true,
+            features: crate::predicate::MteFeatures::ALL,
         };
         let x = [0x0300_0000_4100_0000u64; 31];
         let insn = crate::decode::decode(0xf8210043); // ldadd x1, x3, [x2]

@@ -32,8 +32,8 @@ pub enum MemKind {
     /// DC GVA (tags only) and DC GZVA (tags and data): tag stores over a block, Unchecked.
     DcTagBlock { zero_data: bool },
     /// STG/STZG/ST2G/STZ2G/STGP: store allocation tags for `granules` 16-byte granules;
-    /// Unchecked (STGP's data store too).
-    TagStore { granules: u8 },
+    /// Unchecked. STGP (`data`) also stores 16 bytes of data: an Unchecked data write.
+    TagStore { granules: u8, data: bool },
     /// STGM/STZGM: store tags for a block (EL1 only). Unchecked.
     TagStoreBlock,
     /// LDG/LDGM: load allocation tags. Unchecked.
@@ -430,7 +430,10 @@ fn decode_pair(insn: u32, v: bool, n: u8) -> Insn {
     let wb = index == 0b001 || index == 0b011;
     if stgp {
         let op = mem(
-            MemKind::TagStore { granules: 1 },
+            MemKind::TagStore {
+                granules: 1,
+                data: true,
+            },
             Dir::Write,
             bytes,
             n,
@@ -562,7 +565,16 @@ fn decode_tags(insn: u32, n: u8) -> Insn {
         Offset::Imm(imm)
     };
     with_writeback(
-        mem(MemKind::TagStore { granules }, Dir::Write, 0, n, offset),
+        mem(
+            MemKind::TagStore {
+                granules,
+                data: false,
+            },
+            Dir::Write,
+            0,
+            n,
+            offset,
+        ),
         op2 != 0b10,
     )
 }

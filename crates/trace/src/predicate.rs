@@ -3,6 +3,8 @@
 //! a term: it only decides what a failed check does. Implementations that skip checks when
 //! TCF is NONE (Arm cores, QEMU) are modelled by [`elides`].
 
+pub use mtex_arch::MteFeatures;
+
 /// The controls that decide tag checking for EL1 and EL0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Controls {
@@ -10,6 +12,8 @@ pub struct Controls {
     pub tcr_el1: u64,
     /// HCR_EL2.ATA (and SCR_EL3.ATA where EL3 exists): allocation tag access for EL1&0.
     pub hcr_ata: bool,
+    /// What the CPU implements: a control bit of a feature it lacks is RES0 and no term.
+    pub features: MteFeatures,
 }
 
 /// One data access, with what the instruction form and the page say about it.
@@ -43,7 +47,7 @@ impl Controls {
     /// TCR_EL1.MTX0/MTX1 (FEAT_MTE_NO_ADDRESS_TAGS) for the half `va` is in: logical address
     /// tagging even without top-byte-ignore.
     pub fn mtx(&self, va: u64) -> bool {
-        bit(self.tcr_el1, if bit(va, 55) { 61 } else { 60 })
+        self.features.no_address_tags && bit(self.tcr_el1, if bit(va, 55) { 61 } else { 60 })
     }
 
     /// TCR_EL1.TCMA0/TCMA1 for the half `va` is in.
@@ -58,7 +62,7 @@ impl Controls {
 
     /// SCTLR_EL1.TCSO (EL1) or TCSO0 (EL0): FEAT_MTE_STORE_ONLY, loads are not checked.
     pub fn store_only(&self, el: u8) -> bool {
-        bit(self.sctlr_el1, if el == 0 { 58 } else { 59 })
+        self.features.store_only && bit(self.sctlr_el1, if el == 0 { 58 } else { 59 })
     }
 
     /// SCTLR_EL1.TCF (EL1) or TCF0 (EL0): 0 NONE, 1 SYNC, 2 ASYNC, 3 ASYMM.
@@ -115,6 +119,7 @@ mod tests {
             sctlr_el1: ATA | ATA0 | SYNC,
             tcr_el1: TBI0 | TBI1,
             hcr_ata: true,
+            features: MteFeatures::ALL,
         }
     }
 
@@ -269,7 +274,7 @@ mod tests {
         #[test]
         fn views_are_ordered(sctlr: u64, tcr: u64, hcr_ata: bool, va: u64, el in 0u8..2,
                              tco: bool, write: bool, form: bool, page: bool) {
-            let c = Controls { sctlr_el1: sctlr, tcr_el1: tcr, hcr_ata };
+            let c = Controls { sctlr_el1: sctlr, tcr_el1: tcr, hcr_ata, features: MteFeatures::ALL };
             let a = Access { el, tco, va, write, form_checkable: form, tagged_page: page };
             let checked = is_tag_checked(&c, &a);
             prop_assert!(!elides(&c, &a) || checked);
@@ -278,5 +283,43 @@ mod tests {
                 prop_assert!(c.allocation_tag_access(el));
             }
         }
+    }
+
+    #[test]
+    fn terms_of_absent_features_change_nothing() {
+        // QEMU 10.0 keeps SCTLR_EL1.TCSO and TCR_EL1.MTX0 as written although it has neither
+        // FEAT_MTE_STORE_ONLY nor FEAT_MTE_NO_ADDRESS_TAGS: they must not be terms.
+        let bare = Controls {
+            features: MteFeatures::default(),
+            ..on()
+        };
+        let tcso = Controls {
+            sctlr_el1: bare.sctlr_el1 | 1 << 59,
+            ..bare
+        };
+        let va = 0x0300_0000_4100_0000;
+        assert!(is_tag_checked(&tcso, &access(va)), "a load under RES0 TCSO");
+        assert!(!is_tag_checked(
+            &Controls {
+                features: MteFeatures::ALL,
+                ..tcso
+            },
+            &access(va)
+        ));
+        let mtx_no_tbi = Controls {
+            tcr_el1: 1 << 60,
+            ..bare
+        };
+        assert!(
+            !is_tag_checked(&mtx_no_tbi, &access(va)),
+            "RES0 MTX0 without TBI0"
+        );
+        assert!(is_tag_checked(
+            &Controls {
+                features: MteFeatures::ALL,
+                ..mtx_no_tbi
+            },
+            &access(va)
+        ));
     }
 }

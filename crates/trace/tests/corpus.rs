@@ -17,7 +17,7 @@ fn describe(i: Insn) -> String {
                 MemKind::DcZva => "zva".into(),
                 MemKind::DcTagBlock { zero_data: false } => "gva".into(),
                 MemKind::DcTagBlock { zero_data: true } => "gzva".into(),
-                MemKind::TagStore { granules } => format!("tagstore{granules}"),
+                MemKind::TagStore { granules, .. } => format!("tagstore{granules}"),
                 MemKind::TagStoreBlock => "tagblock".into(),
                 MemKind::TagLoad => "tagload".into(),
             };
