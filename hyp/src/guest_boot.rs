@@ -15,41 +15,53 @@ const IMAGE_MAGIC: u32 = 0x644d_5241;
 /// The guest's tree must fit below the hypervisor, where QEMU left the original.
 const DTB_MAX: usize = 2 << 20;
 
+/// The device tree the firmware or QEMU left in RAM, found by [`find_dtb`] (which checked its
+/// header). Its bytes are read only through [`with_dtb`], whose borrow cannot outlive the
+/// call, and written only by [`hand_on_dtb`], which takes it by value: no reference to the
+/// tree can be alive when it is overwritten.
+pub struct Dtb {
+    addr: usize,
+    len: usize,
+}
+
 /// Finds the device tree: in x0 if the firmware passed one, else at the start of RAM, where
 /// QEMU puts it for an ELF kernel.
-pub fn find_dtb(x0: u64) -> Option<usize> {
-    [x0 as usize, Board::RAM_BASE].into_iter().find(|&a| {
+pub fn find_dtb(x0: u64) -> Option<Dtb> {
+    [x0 as usize, Board::RAM_BASE].into_iter().find_map(|addr| {
+        if addr == 0 {
+            return None;
+        }
         // SAFETY: both candidates are RAM addresses (x0 from firmware, RAM_BASE from the
-        // platform); reading 8 bytes of RAM with the MMU off has no side effects.
-        a != 0
-            && mtex_dt::header_total_size(unsafe { core::slice::from_raw_parts(a as *const u8, 8) })
-                .is_some_and(|n| n <= DTB_MAX)
+        // platform); reading 8 bytes of RAM has no side effects, and the slice dies here.
+        let header = unsafe { core::slice::from_raw_parts(addr as *const u8, 8) };
+        let len = mtex_dt::header_total_size(header).filter(|&n| (8..=DTB_MAX).contains(&n))?;
+        Some(Dtb { addr, len })
     })
 }
 
-/// The device tree at `addr`.
-///
-/// # Safety
-///
-/// `addr` must come from [`find_dtb`], and nothing may write the tree while the slice lives.
-pub unsafe fn dtb_slice(addr: usize) -> &'static [u8] {
-    // SAFETY: find_dtb checked the header; the caller guarantees no writers.
-    let header = unsafe { core::slice::from_raw_parts(addr as *const u8, 8) };
-    let len = mtex_dt::header_total_size(header).unwrap_or(8);
-    // SAFETY: as above, for the size the header gives (at most DTB_MAX).
-    unsafe { core::slice::from_raw_parts(addr as *const u8, len) }
+/// Runs `f` on the device tree's bytes; the slice lives only as long as the call.
+pub fn with_dtb<R>(dtb: &Dtb, f: impl FnOnce(&[u8]) -> R) -> R {
+    // SAFETY: find_dtb read the size in the header at this RAM address; the tree lies in RAM
+    // the hypervisor alone uses while it boots (the guest has not run). Nothing writes it
+    // while `f` runs: only hand_on_dtb does, and it needs the `Dtb` this call borrows.
+    f(unsafe { core::slice::from_raw_parts(dtb.addr as *const u8, dtb.len) })
 }
 
 /// Writes the guest's tree (the hypervisor's memory hidden) over the original and returns
 /// its address.
-pub fn hand_on_dtb(dtb: &[u8], addr: usize) -> Result<u64, &'static str> {
-    let edited = mtex_dt::hide_region(dtb, "mtex-hyp", crate::hyp_region())
-        .map_err(|_| "cannot rewrite the device tree")?;
+pub fn hand_on_dtb(dtb: Dtb) -> Result<u64, &'static str> {
+    // The edited tree is a heap copy; the borrow of the original ends with this call.
+    let edited = with_dtb(&dtb, |tree| {
+        mtex_dt::hide_region(tree, "mtex-hyp", crate::hyp_region())
+    })
+    .map_err(|_| "cannot rewrite the device tree")?;
+    let Dtb { addr, .. } = dtb;
     if edited.len() > DTB_MAX || addr + edited.len() > crate::hyp_region().base as usize {
         return Err("the rewritten device tree does not fit below the hypervisor");
     }
     // SAFETY: [addr, addr + len) is guest RAM below the hypervisor (checked above), where the
-    // original tree was; `dtb` was copied into `edited` and is not used after this.
+    // original tree was. No reference to it is alive: with_dtb's borrows end with their calls,
+    // and the `Dtb` is consumed, so none can be made again.
     unsafe { core::ptr::copy_nonoverlapping(edited.as_ptr(), addr as *mut u8, edited.len()) };
     crate::mmu::clean_to_poc(addr, edited.len());
     Ok(addr as u64)

@@ -54,30 +54,31 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     heap::init();
     let mut reporter = report::Reporter::new();
 
-    let dtb_addr = match guest_boot::find_dtb(x0) {
-        Some(a) => a,
+    let dtb = match guest_boot::find_dtb(x0) {
+        Some(d) => d,
         None => report::fail_boot(&mut reporter, "no device tree in x0 or at the start of RAM"),
     };
-    // SAFETY: find_dtb checked the magic and the size at this address, which lies in RAM
-    // that nothing else uses while the hypervisor boots.
-    let dtb = unsafe { guest_boot::dtb_slice(dtb_addr) };
-    let info = match mtex_dt::boot_info(dtb) {
-        Ok(i) => i,
-        Err(_) => report::fail_boot(&mut reporter, "the device tree does not parse"),
-    };
-    let opts = match HypOptions::parse(info.bootargs) {
-        Ok(o) => o,
-        Err(e) => report::fail_boot_msg(&mut reporter, options::describe(e)),
-    };
-    let ram = info.memory.unwrap_or(mtex_dt::Region {
-        base: Board::RAM_BASE as u64,
-        size: 0x2000_0000,
+    // What the hypervisor needs from the tree, copied out: no borrow of it outlives this.
+    let (opts, ram) = guest_boot::with_dtb(&dtb, |tree| {
+        let info = match mtex_dt::boot_info(tree) {
+            Ok(i) => i,
+            Err(_) => report::fail_boot(&mut reporter, "the device tree does not parse"),
+        };
+        let opts = match HypOptions::parse(info.bootargs) {
+            Ok(o) => o,
+            Err(e) => report::fail_boot_msg(&mut reporter, options::describe(e)),
+        };
+        let ram = info.memory.unwrap_or(mtex_dt::Region {
+            base: Board::RAM_BASE as u64,
+            size: 0x2000_0000,
+        });
+        (opts, ram)
     });
 
     mmu::enable_el2(ram);
     mmu::enable_stage2(ram, hyp_region());
 
-    let guest_dtb = match guest_boot::hand_on_dtb(dtb, dtb_addr) {
+    let guest_dtb = match guest_boot::hand_on_dtb(dtb) {
         Ok(a) => a,
         Err(why) => report::fail_boot(&mut reporter, why),
     };
