@@ -15,6 +15,7 @@ mod kernel;
 mod mmu;
 mod mte;
 mod programs;
+mod selftest;
 mod workloads;
 
 use mtex_abi::options::GuestOptions;

@@ -55,6 +55,9 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
             )
         }
         GuestProgram::Differential => crate::differential::run(fdt),
+        GuestProgram::HostileDebug | GuestProgram::HostileCpu | GuestProgram::HostileWfx => {
+            crate::selftest::run(opts.program, fdt)
+        }
     }
 }
 
@@ -79,7 +82,7 @@ fn bench_trace(fdt: &Fdt, n: u64) -> u64 {
 }
 
 /// Identity map on, TBI and ATA set, and the tagged memory the workloads use.
-fn trace_setup(fdt: &Fdt) -> crate::workloads::Pointers {
+pub fn trace_setup(fdt: &Fdt) -> crate::workloads::Pointers {
     install_idmap(fdt);
     write_tcr(program::TCR_MMU | program::TCR_TBI0 | program::TCR_TBI1);
     write_sctlr(program::SCTLR_MMU_ON | program::SCTLR_ATA);

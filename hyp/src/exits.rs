@@ -61,8 +61,18 @@ fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
         ExceptionClass::SysRegTrap => crate::sysreg_trap::handle(hyp, ctx, esr),
         ExceptionClass::Hvc64 => crate::hypercall::handle(hyp, ctx),
         ExceptionClass::Smc64 => crate::psci::handle_guest_smc(hyp, ctx),
+        ExceptionClass::WfiWfe => wfx(hyp, ctx),
         _ => unhandled(hyp, ctx),
     }
+}
+
+/// WFI/WFE (HCR_EL2.TWI/TWE): completes at once, as the architecture allows (a wake-up
+/// event may come at any time). A spin of WFE then advances guest time and meets the
+/// watchdog, where an untrapped one under -icount would freeze every counter.
+fn wfx(hyp: &mut Hyp, ctx: &mut GuestContext) {
+    hyp.counters.wfx_traps += 1;
+    hyp.counters.emulated += 1;
+    ctx.skip_instruction();
 }
 
 /// Any exit the hypervisor has no handler for ends the run with its syndrome.

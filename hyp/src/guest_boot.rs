@@ -105,24 +105,33 @@ pub fn configure_traps(choice: TrapChoice) -> TrapMode {
             TrapMode::Tvm => 0,
         });
     }
-    let tvm = matches!(mode, TrapMode::Tvm) as u64;
     // RW: EL1 is AArch64. VM: stage 2 on. TSC: trap SMC (PSCI). ATA: guest tag accesses
     // allowed (0 would trap them and disable tag checking). IMO/FMO/AMO: physical interrupts
-    // to EL2 (the watchdog). API/APK: pointer authentication does not trap.
-    let hcr: u64 = (1 << 31)
-        | (1 << 0)
-        | (1 << 19)
-        | (1 << 56)
-        | (1 << 4)
-        | (1 << 3)
-        | (1 << 5)
-        | (1 << 41)
-        | (1 << 40)
-        | (tvm << 26);
+    // to EL2 (the watchdog). API/APK: pointer authentication does not trap. TWI/TWE: a
+    // WFI/WFE spin would freeze guest time under -icount (and with it every watchdog), so
+    // they trap and complete at once (`exits.rs`). TID3: ID register reads are emulated, to
+    // hide what the hypervisor does not support (`id_regs.rs`).
+    let tvm = match mode {
+        TrapMode::Tvm => HCR_EL2::TVM::EnableTrapTVM,
+        TrapMode::FineGrained => HCR_EL2::TVM::DisableTrapTVM,
+    };
+    let hcr = HCR_EL2::RW::EL1IsAarch64
+        + HCR_EL2::VM::Enable
+        + HCR_EL2::TSC::SET
+        + HCR_EL2::ATA::SET
+        + HCR_EL2::IMO::SET
+        + HCR_EL2::FMO::SET
+        + HCR_EL2::AMO::SET
+        + HCR_EL2::API::SET
+        + HCR_EL2::APK::SET
+        + HCR_EL2::TWI::SET
+        + HCR_EL2::TWE::SET
+        + HCR_EL2::TID3::SET
+        + tvm;
     if Board::HCR_WRITE_NEEDS_BARRIERS {
         aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
     }
-    HCR_EL2.set(hcr);
+    HCR_EL2.write(hcr);
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     mode
 }

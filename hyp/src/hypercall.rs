@@ -65,8 +65,9 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     // Counting starts after the record went out, so a phase's EL2 figures hold its own
     // exits and not the cost of announcing it.
     hyp.begin_phase(id);
-    if flags & hc::PHASE_TRACED != 0 {
-        hyp.tracer.start(id);
+    if flags & hc::PHASE_TRACED != 0 && !hyp.tracer.start(id) {
+        hyp.report
+            .console(b"mtex-hyp: an OS lock was set at the start of a traced phase; cleared\n");
     }
     ret::SUCCESS
 }

@@ -9,6 +9,7 @@
 extern crate alloc;
 
 mod context;
+mod debug;
 mod entry;
 mod exits;
 mod fast_step;
@@ -16,6 +17,7 @@ mod global;
 mod guest_boot;
 mod heap;
 mod hypercall;
+mod id_regs;
 mod mmu;
 mod pmu;
 mod psci;
@@ -88,7 +90,7 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     };
 
     let trap_mode = guest_boot::configure_traps(opts.traps);
-    trace::init_debug();
+    debug::init();
     let pmu = pmu::Pmu::init();
     watchdog::arm(opts.watchdog_ms);
 

@@ -1,10 +1,18 @@
 //! The hypervisor's slice of the PMU: the top three event counters, reserved for EL2 through
 //! MDCR_EL2.HPMN, count instructions (event 0x08) at EL2, EL1 and EL0 separately.
 //!
+//! The guest may use the PMU too (Linux's perf resets it at boot), but never the hypervisor's
+//! counters: MDCR_EL2.TPM/TPMCR trap every guest PMU access and `guest_access` emulates the
+//! PMU the architecture gives an EL1 under HPMN (`mtex_arch::pmu_regs`). QEMU does not keep
+//! the counters at or above HPMN from EL1 on its own. Each phase also checks that its
+//! counters ran undisturbed (enabled, programmed as set, not overflowed) and withholds its
+//! figures otherwise.
+//!
 //! aarch64-cpu has no accessors for the PMU's EL0 registers, hence the few `mrs`/`msr` here.
 
-use aarch64_cpu::registers::MDCR_EL2;
-use tock_registers::interfaces::Writeable;
+use aarch64_cpu::registers::{ID_AA64DFR0_EL1, MDCR_EL2};
+use mtex_arch::pmu_regs::{GuestPmu, PmuReg, pmcr};
+use tock_registers::interfaces::{ReadWriteable, Readable};
 
 /// INST_RETIRED. QEMU counts it only under `-icount`.
 const EVENT_INST_RETIRED: u64 = 0x08;
@@ -12,8 +20,14 @@ const EVENT_INST_RETIRED: u64 = 0x08;
 const P: u64 = 1 << 31;
 const U: u64 = 1 << 30;
 const NSH: u64 = 1 << 27;
-/// MDCR_EL2.HPME: enables the counters at and above HPMN.
-const HPME: u64 = 1 << 7;
+/// The three counters' event types: EL2, EL1, EL0 instructions.
+const TYPES: [u64; 3] = [
+    P | U | NSH | EVENT_INST_RETIRED,
+    U | EVENT_INST_RETIRED,
+    P | EVENT_INST_RETIRED,
+];
+/// ID_AA64DFR0_EL1.PMUVer value of FEAT_PMUv3p5 (64-bit event counters through HLP).
+const PMUV3P5: u64 = 6;
 
 macro_rules! sysreg_read {
     ($name:literal) => {{
@@ -36,43 +50,84 @@ macro_rules! sysreg_write {
 #[derive(Clone, Copy)]
 pub struct Pmu {
     first: u64,
+    /// FEAT_PMUv3p5 with MDCR_EL2.HLP: the counters are 64-bit and never wrap in a run.
+    long: bool,
+}
+
+/// The guest's PMU state that is not in the hardware: its PMSELR_EL0 (the real one is the
+/// hypervisor's, for reaching numbered counters).
+#[derive(Clone, Copy, Default)]
+pub struct GuestPmuState {
+    pub pmselr: u64,
+    /// Accesses to counters the guest does not have (at or above HPMN), read as zero and
+    /// ignored as the architecture allows.
+    pub out_of_range: u64,
 }
 
 impl Pmu {
-    /// Reserves and starts the counters; None (with the whole PMU left to the guest) when the
-    /// PMU has fewer than three counters or does not count instructions.
+    /// Reserves and starts the counters; None (with the whole PMU left to the guest, and no
+    /// traps) when the PMU has fewer than three counters or does not count instructions.
     pub fn init() -> Option<Self> {
-        let n = (sysreg_read!("pmcr_el0") >> 11) & 0x1f;
+        let n = (sysreg_read!("pmcr_el0") & pmcr::N_MASK) >> pmcr::N_SHIFT;
         let counts_instructions = sysreg_read!("pmceid0_el0") & (1 << EVENT_INST_RETIRED) != 0;
         if n < 3 || !counts_instructions {
-            MDCR_EL2.set(n);
+            MDCR_EL2.modify(MDCR_EL2::HPMN.val(n));
             return None;
         }
         let first = n - 3;
-        MDCR_EL2.set(first | HPME);
-        let pmu = Self { first };
-        for (i, filter) in [(0, P | U | NSH), (1, U), (2, P)] {
-            pmu.select(i);
-            sysreg_write!("pmxevtyper_el0", filter | EVENT_INST_RETIRED);
-            sysreg_write!("pmxevcntr_el0", 0);
-        }
-        sysreg_write!("pmcntenset_el0", 0b111 << first);
-        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        let long = ID_AA64DFR0_EL1.read(ID_AA64DFR0_EL1::PMUVer) >= PMUV3P5;
+        // HPME: the reserved counters count whatever PMCR_EL0.E the guest sets. HPMD/HCCD:
+        // the guest's counters never count EL2. TPM/TPMCR: every guest PMU access traps.
+        MDCR_EL2.modify(
+            MDCR_EL2::HPMN.val(first)
+                + MDCR_EL2::HPME::SET
+                + MDCR_EL2::HPMD::SET
+                + MDCR_EL2::HCCD::SET
+                + MDCR_EL2::TPM::SET
+                + MDCR_EL2::TPMCR::SET
+                + if long {
+                    MDCR_EL2::HLP::SET
+                } else {
+                    MDCR_EL2::HLP::CLEAR
+                },
+        );
+        let pmu = Self { first, long };
+        pmu.program();
         Some(pmu)
     }
 
-    fn select(&self, i: u64) {
-        sysreg_write!("pmselr_el0", self.first + i);
+    /// Programs and enables the three counters from zero.
+    fn program(&self) {
+        for (i, t) in TYPES.into_iter().enumerate() {
+            self.select(self.first + i as u64);
+            sysreg_write!("pmxevtyper_el0", t);
+            sysreg_write!("pmxevcntr_el0", 0);
+        }
+        sysreg_write!("pmovsclr_el0", self.mask());
+        sysreg_write!("pmcntenset_el0", self.mask());
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    }
+
+    fn mask(&self) -> u64 {
+        0b111 << self.first
+    }
+
+    /// What the guest may see.
+    pub fn guest(&self) -> GuestPmu {
+        GuestPmu {
+            hpmn: self.first as u8,
+        }
+    }
+
+    /// Selects counter `n` in the (hypervisor-owned) PMSELR_EL0.
+    fn select(&self, n: u64) {
+        sysreg_write!("pmselr_el0", n);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     }
 
     fn counter(&self, i: u64) -> u64 {
-        // PMSELR_EL0 is the guest's: put it back.
-        let guest_selection = sysreg_read!("pmselr_el0");
-        self.select(i);
-        let v = sysreg_read!("pmxevcntr_el0");
-        sysreg_write!("pmselr_el0", guest_selection);
-        v
+        self.select(self.first + i);
+        sysreg_read!("pmxevcntr_el0")
     }
 
     /// Instructions so far at EL2.
@@ -83,5 +138,140 @@ impl Pmu {
     /// Instructions so far at EL2, EL1, EL0.
     pub fn read(&self) -> [u64; 3] {
         [self.counter(0), self.counter(1), self.counter(2)]
+    }
+
+    /// True when the three counters ran undisturbed since `program` or the last call:
+    /// enabled, with their event types, and (32-bit counters) not overflowed. When they did
+    /// not, they are programmed again and the caller withholds the figures.
+    pub fn check_and_repair(&self) -> bool {
+        let enabled = sysreg_read!("pmcntenset_el0") & self.mask() == self.mask();
+        let overflowed = sysreg_read!("pmovsset_el0") & self.mask() != 0;
+        let typed = TYPES.into_iter().enumerate().all(|(i, t)| {
+            self.select(self.first + i as u64);
+            // Bits 63:32 and the reserved ones read as written or as zero: compare the
+            // filter and event fields that were written.
+            sysreg_read!("pmxevtyper_el0") & (P | U | NSH | 0xffff) == t
+        });
+        let intact = enabled && typed && (self.long || !overflowed);
+        if !intact {
+            // Counts restart from zero: a phase that was running cannot give a figure.
+            self.program();
+        }
+        intact
+    }
+
+    /// Emulates a guest access to PMU register `reg` (a write of `value` when `write`);
+    /// returns what a read gives. Counters at or above HPMN are not the guest's: their
+    /// accesses read as zero and are ignored (the architecture's choice for an EL1 access to a
+    /// counter it does not have is CONSTRAINED UNPREDICTABLE; this is one of its options).
+    pub fn guest_access(&self, st: &mut GuestPmuState, reg: PmuReg, write: Option<u64>) -> u64 {
+        let g = self.guest();
+        let mask = g.counter_mask();
+        macro_rules! masked {
+            ($name:literal) => {
+                match write {
+                    Some(v) => {
+                        sysreg_write!($name, v & mask);
+                        0
+                    }
+                    None => sysreg_read!($name) & mask,
+                }
+            };
+        }
+        macro_rules! pass {
+            ($name:literal) => {
+                match write {
+                    Some(v) => {
+                        sysreg_write!($name, v);
+                        0
+                    }
+                    None => sysreg_read!($name),
+                }
+            };
+        }
+        match reg {
+            PmuReg::Pmcr => match write {
+                Some(v) => {
+                    if v & pmcr::P != 0 {
+                        // P resets the guest's event counters only.
+                        for n in 0..g.hpmn as u64 {
+                            self.select(n);
+                            sysreg_write!("pmxevcntr_el0", 0);
+                        }
+                    }
+                    sysreg_write!("pmcr_el0", g.pmcr_write(v));
+                    0
+                }
+                None => g.pmcr_read(sysreg_read!("pmcr_el0")),
+            },
+            PmuReg::Pmcntenset => masked!("pmcntenset_el0"),
+            PmuReg::Pmcntenclr => masked!("pmcntenclr_el0"),
+            PmuReg::Pmovsclr => masked!("pmovsclr_el0"),
+            PmuReg::Pmovsset => masked!("pmovsset_el0"),
+            PmuReg::Pmintenset => masked!("pmintenset_el1"),
+            PmuReg::Pmintenclr => masked!("pmintenclr_el1"),
+            PmuReg::Pmswinc => {
+                if let Some(v) = write {
+                    sysreg_write!("pmswinc_el0", v & g.swinc_mask());
+                }
+                0
+            }
+            PmuReg::Pmselr => match write {
+                Some(v) => {
+                    st.pmselr = v & 0x1f;
+                    0
+                }
+                None => st.pmselr,
+            },
+            // Read-only: a write is ignored.
+            PmuReg::Pmceid0 => sysreg_read!("pmceid0_el0"),
+            PmuReg::Pmceid1 => sysreg_read!("pmceid1_el0"),
+            PmuReg::Pmccntr => pass!("pmccntr_el0"),
+            PmuReg::Pmuserenr => pass!("pmuserenr_el0"),
+            PmuReg::Pmccfiltr => match write {
+                Some(v) => {
+                    sysreg_write!("pmccfiltr_el0", g.evtyper_write(v));
+                    0
+                }
+                None => sysreg_read!("pmccfiltr_el0"),
+            },
+            // PMMIR_EL1 exists only from PMUv3p4: reading it where it does not would be
+            // UNDEFINED at EL2. It only describes the PMU (slots); zero means "not described".
+            PmuReg::Pmmir => 0,
+            PmuReg::Pmxevcntr => self.guest_counter(st, g, st.pmselr, false, write),
+            PmuReg::Pmxevtyper if st.pmselr == 31 => match write {
+                Some(v) => {
+                    sysreg_write!("pmccfiltr_el0", g.evtyper_write(v));
+                    0
+                }
+                None => sysreg_read!("pmccfiltr_el0"),
+            },
+            PmuReg::Pmxevtyper => self.guest_counter(st, g, st.pmselr, true, write),
+            PmuReg::Pmevcntr(n) => self.guest_counter(st, g, n as u64, false, write),
+            PmuReg::Pmevtyper(n) => self.guest_counter(st, g, n as u64, true, write),
+        }
+    }
+
+    /// The guest's event counter `n` (its count, or its type with `typer`).
+    fn guest_counter(
+        &self,
+        st: &mut GuestPmuState,
+        g: GuestPmu,
+        n: u64,
+        typer: bool,
+        write: Option<u64>,
+    ) -> u64 {
+        if n >= g.hpmn as u64 {
+            st.out_of_range += 1;
+            return 0;
+        }
+        self.select(n);
+        match (typer, write) {
+            (false, Some(v)) => sysreg_write!("pmxevcntr_el0", v),
+            (true, Some(v)) => sysreg_write!("pmxevtyper_el0", g.evtyper_write(v)),
+            (false, None) => return sysreg_read!("pmxevcntr_el0"),
+            (true, None) => return sysreg_read!("pmxevtyper_el0"),
+        }
+        0
     }
 }

@@ -18,6 +18,12 @@ pub struct Counters {
     pub sysreg_writes: u64,
     /// Virtual interrupts injected (the guest's timer).
     pub virqs: u64,
+    /// Guest instructions emulated after a trap; of those, PMU and debug-register accesses
+    /// and WFI/WFE.
+    pub emulated: u64,
+    pub guest_pmu_accesses: u64,
+    pub guest_debug_accesses: u64,
+    pub wfx_traps: u64,
 }
 
 /// The phase the guest has open.
@@ -38,6 +44,10 @@ pub struct Hyp {
     pub controls: Controls,
     /// The step engine (active while a traced phase is open).
     pub tracer: Tracer,
+    /// The guest's PMSELR_EL0 (its PMU is emulated: `pmu.rs`).
+    pub guest_pmu: crate::pmu::GuestPmuState,
+    /// The guest's debug registers (a shadow: `debug.rs`).
+    pub guest_debug: mtex_arch::GuestDebug,
 }
 
 impl Hyp {
@@ -62,6 +72,8 @@ impl Hyp {
                 features: mte_features(),
             },
             tracer: Tracer::new(guest_ram, block_granules, runs),
+            guest_pmu: Default::default(),
+            guest_debug: Default::default(),
         }
     }
 
@@ -83,6 +95,10 @@ impl Hyp {
 
     /// Opens phase `id` at this point of the run.
     pub fn begin_phase(&mut self, id: u32) {
+        // Counters disturbed between phases are set up again; this phase starts clean.
+        if let Some(p) = &self.pmu {
+            p.check_and_repair();
+        }
         let pmu_at_begin = self.pmu.as_ref().map(Pmu::read);
         self.phase = Some(OpenPhase {
             id,
@@ -96,8 +112,15 @@ impl Hyp {
     pub fn end_phase(&mut self) -> Option<(u32, PhaseStats)> {
         let p = self.phase.take()?;
         let now = self.pmu.as_ref().map(Pmu::read);
+        // A counter that was stopped, reprogrammed, overflowed or went backwards gives no
+        // figure: the phase says so instead.
+        let intact = self.pmu.as_ref().is_none_or(Pmu::check_and_repair)
+            && match (p.pmu_at_begin, now) {
+                (Some(a), Some(b)) => (0..3).all(|i| b[i] >= a[i]),
+                _ => true,
+            };
         let delta = |i: usize| match (p.pmu_at_begin, now) {
-            (Some(a), Some(b)) => Some(b[i].wrapping_sub(a[i])),
+            (Some(a), Some(b)) if intact => Some(b[i] - a[i]),
             _ => None,
         };
         let c = self.counters_now();
@@ -114,7 +137,13 @@ impl Hyp {
                 el0_instructions: delta(2),
                 el2_report_instructions: self
                     .pmu
+                    .filter(|_| intact)
                     .map(|_| self.report.flush_instructions - p.flush_at_begin),
+                pmu_disturbed: !intact,
+                emulated: c.emulated - p.at_begin.emulated,
+                guest_pmu_accesses: c.guest_pmu_accesses - p.at_begin.guest_pmu_accesses,
+                guest_debug_accesses: c.guest_debug_accesses - p.at_begin.guest_debug_accesses,
+                wfx_traps: c.wfx_traps - p.at_begin.wfx_traps,
             },
         ))
     }

@@ -1,20 +1,33 @@
-//! EC 0x18: a trapped guest MSR. The write is done on the guest's behalf and recorded.
+//! EC 0x18: a trapped guest MRS/MSR, emulated.
 //!
-//! With FEAT_FGT only SCTLR_EL1 and TCR_EL1 writes trap (HFGWTR_EL2); with HCR_EL2.TVM every
-//! register in `SysReg` does, so each one is emulated here.
+//! - The EL1 VM controls (`SysReg`): with FEAT_FGT only SCTLR_EL1 and TCR_EL1 writes trap
+//!   (HFGWTR_EL2); with HCR_EL2.TVM every register in `SysReg` does. The write is done on the
+//!   guest's behalf and recorded.
+//! - PMU registers (MDCR_EL2.TPM/TPMCR): the guest's PMU without the hypervisor's counters
+//!   (`pmu.rs`).
+//! - Debug registers and OS locks (MDCR_EL2.TDA/TDOSA/TDRA): the guest's shadow (`debug.rs`);
+//!   writes are recorded.
+//!
+//! - ID registers (HCR_EL2.TID3): the real values less what the hypervisor hides
+//!   (`id_regs.rs`).
+//!
+//! Anything else ends the run as an unhandled exit. Every emulated instruction is counted:
+//! it completed for the guest, though the PMU never counts an instruction that trapped.
 
 use crate::context::GuestContext;
 use crate::state::Hyp;
 use aarch64_cpu::registers::*;
-use mtex_abi::report::SysregWrite;
-use mtex_arch::{Esr, SysReg};
+use mtex_abi::Record;
+use mtex_abi::report::{DebugWrite, SysregWrite};
+use mtex_arch::{DebugReg, Esr, PmuReg, SysReg};
 use tock_registers::interfaces::{Readable, Writeable};
 
 pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     let iss = esr.sysreg_iss();
     let Some(reg) = SysReg::from_iss(esr.iss()).filter(|_| !iss.is_read) else {
-        crate::exits::unhandled(hyp, ctx)
+        return other(hyp, ctx, esr);
     };
+    hyp.counters.emulated += 1;
     let new = ctx.reg(iss.rt);
     let old = read(reg);
     write(reg, new);
@@ -68,4 +81,37 @@ fn write(reg: SysReg, value: u64) {
         SysReg::AmairEl1 => AMAIR_EL1.set(value),
         SysReg::ContextidrEl1 => CONTEXTIDR_EL1.set(value),
     }
+}
+
+/// A trapped access to a PMU, debug or ID register.
+#[cold]
+#[inline(never)]
+fn other(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
+    let iss = esr.sysreg_iss();
+    let write = (!iss.is_read).then(|| ctx.reg(iss.rt));
+    let read = if let (Some(reg), Some(pmu)) = (PmuReg::from_iss(iss), hyp.pmu) {
+        hyp.counters.guest_pmu_accesses += 1;
+        pmu.guest_access(&mut hyp.guest_pmu, reg, write)
+    } else if let Some(reg) = DebugReg::from_iss(iss) {
+        hyp.counters.guest_debug_accesses += 1;
+        if let Some(value) = write {
+            hyp.guest_debug.write(reg, value);
+            hyp.report.send(&Record::DebugWrite(DebugWrite {
+                iss: esr.iss() & mtex_arch::sysreg::ISS_REGISTER_MASK,
+                value,
+                at: ctx.state(),
+                phase: hyp.phase_id(),
+            }));
+        }
+        hyp.guest_debug.read(reg)
+    } else if mtex_arch::id_regs::is_group3(iss) && iss.is_read {
+        crate::id_regs::guest_read(iss.crm, iss.op2)
+    } else {
+        crate::exits::unhandled(hyp, ctx)
+    };
+    if iss.is_read && iss.rt != 31 {
+        ctx.x[iss.rt as usize] = read;
+    }
+    hyp.counters.emulated += 1;
+    ctx.skip_instruction();
 }

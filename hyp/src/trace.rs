@@ -56,7 +56,7 @@ fn set_breakpoint(n: usize, addr: u64, control: u64) {
     macro_rules! bp {
         ($bvr:literal, $bcr:literal) => {
             // SAFETY: DBGBVR/DBGBCR only configure debug events, routed to EL2 (TDE); the
-            // guest does not use hardware breakpoints.
+            // guest's own breakpoint registers are a shadow (`debug.rs`), never these.
             unsafe {
                 core::arch::asm!(
                     concat!("msr ", $bvr, ", {a}"),
@@ -76,13 +76,6 @@ fn set_breakpoint(n: usize, addr: u64, control: u64) {
         5 => bp!("dbgbvr5_el1", "dbgbcr5_el1"),
         _ => {}
     }
-}
-
-/// Clears the OS lock, which is set at reset and would block debug exceptions.
-pub fn init_debug() {
-    OSLAR_EL1.set(0);
-    // SAFETY: OSDLR_EL1 only controls the OS double lock (no aarch64-cpu accessor).
-    unsafe { core::arch::asm!("msr osdlr_el1, xzr", "isb") };
 }
 
 /// 16-byte granules in a DC GVA/GZVA block (DCZID_EL0.BS) and in an STGM/STZGM block
@@ -228,7 +221,10 @@ impl Tracer {
     }
 
     /// Arms single-step for the phase `phase`. Resets in place: the tally is not copied.
-    pub fn start(&mut self, phase: u32) {
+    /// Returns false if an OS lock had to be cleared first (the guest cannot set them: its
+    /// debug-register accesses trap; the caller reports it).
+    pub fn start(&mut self, phase: u32) -> bool {
+        let was_locked = crate::debug::unlock_for_step();
         self.saved_mdscr = MDSCR_EL1.get();
         MDSCR_EL1.set(self.saved_mdscr | MDSCR_SS);
         MDCR_EL2.set(MDCR_EL2.get() | MDCR_TDE);
@@ -244,6 +240,7 @@ impl Tracer {
         self.sites = [None; SITES];
         self.phase = phase;
         self.active = true;
+        !was_locked
     }
 
     /// Disarms single-step; returns the counts and the TCO sites.

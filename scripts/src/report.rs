@@ -56,6 +56,8 @@ pub struct Report {
     pub writes: Vec<Write>,
     pub console: Vec<String>,
     pub unknown_calls: Vec<UnknownCall>,
+    /// The guest's debug-register writes, kept in its shadow (never reaching the hardware).
+    pub debug_writes: Vec<mtex_abi::report::DebugWrite>,
     pub summary: Option<Summary>,
     /// Records that were damaged, missing or unexpected, and a missing summary.
     pub problems: Vec<String>,
@@ -209,6 +211,7 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
         },
         Record::Console(t) => r.console.push(t.as_str().to_string()),
         Record::UnknownCall(c) => r.unknown_calls.push(c),
+        Record::DebugWrite(w) => r.debug_writes.push(w),
         Record::Summary(s) => r.summary = Some(s),
     }
 }

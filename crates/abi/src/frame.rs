@@ -243,6 +243,11 @@ mod tests {
                         el1_instructions: b,
                         el0_instructions: d,
                         el2_report_instructions: a.map(|x| x / 2),
+                        pmu_disturbed: c[1] & 1 == 1,
+                        emulated: c[1],
+                        guest_pmu_accesses: c[0],
+                        guest_debug_accesses: c[2],
+                        wfx_traps: c[0] ^ c[1],
                     },
                 })),
             (
@@ -264,6 +269,14 @@ mod tests {
                     }
                 )),
             any_text().prop_map(Record::Console),
+            (any::<u32>(), any::<u64>(), any_state(), any::<u32>()).prop_map(
+                |(iss, value, at, phase)| Record::DebugWrite(DebugWrite {
+                    iss,
+                    value,
+                    at,
+                    phase
+                })
+            ),
             (any::<bool>(), any::<u64>(), any_state()).prop_map(|(hvc, function, at)| {
                 Record::UnknownCall(UnknownCall {
                     conduit: if hvc { Conduit::Hvc } else { Conduit::Smc },

@@ -144,10 +144,16 @@ pub enum GuestProgram {
     /// A traced phase that enters EL0 (ERET), loads `mtex.bench_n` times there through a
     /// tagged pointer, and comes back by SVC.
     El0,
+    /// Sets the OS locks and its own breakpoint around traced phases (guest/src/selftest).
+    HostileDebug,
+    /// Resets and reprograms the PMU inside a traced phase; reads the ID registers.
+    HostileCpu,
+    /// WFI inside a traced phase, then a WFE spin that only the watchdog ends.
+    HostileWfx,
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 11] = [
+    pub const ALL: [(&'static str, GuestProgram); 14] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -159,6 +165,9 @@ impl GuestProgram {
         ("bench-trace", Self::BenchTrace),
         ("exclusive-loop", Self::ExclusiveLoop),
         ("el0", Self::El0),
+        ("hostile-debug", Self::HostileDebug),
+        ("hostile-cpu", Self::HostileCpu),
+        ("hostile-wfx", Self::HostileWfx),
     ];
 
     pub fn name(self) -> &'static str {
@@ -191,7 +200,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop)",
+                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;

@@ -256,6 +256,8 @@ pub struct TracedPhase {
 /// Instructions of the loop around a body (`subs`, `b.ne`) and of the phase-end call that
 /// follows the loop (`movz`, `movk`, `mov`, `hvc`).
 pub const LOOP_OVERHEAD: u64 = 2;
+/// Iterations of the hostile programs' traced loops (`guest/src/selftest/`).
+pub const HOSTILE_N: u64 = 100;
 pub const END_CALL_INSTRUCTIONS: u64 = 4;
 
 const SYNC_ALL: u64 = SCTLR_MMU_ON | SCTLR_ATA | SCTLR_ATA0 | SCTLR_TCF_SYNC | SCTLR_TCF0_SYNC;

@@ -38,6 +38,9 @@ pub enum Record {
     PhaseTrace(PhaseTrace),
     /// A place where the guest wrote PSTATE.TCO in a traced phase, and how often.
     TcoSite(TcoSite),
+    /// The guest wrote a debug register; the hypervisor kept the value in the guest's shadow
+    /// and did not pass it to the hardware (the step engine owns the real ones).
+    DebugWrite(DebugWrite),
     /// Last record of a run.
     Summary(Summary),
 }
@@ -46,6 +49,17 @@ pub enum Record {
 pub struct PhaseTrace {
     pub id: u32,
     pub counts: mtex_trace::counts::TraceCounts,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DebugWrite {
+    /// The register as an EC 0x18 ISS names it (op0, op1, CRn, CRm, op2; Rt and the
+    /// direction zero): `mtex_arch::DebugReg::from_iss` decodes it.
+    pub iss: u32,
+    pub value: u64,
+    pub at: GuestState,
+    /// Id of the phase open at the time, 0 if none.
+    pub phase: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,6 +150,18 @@ pub struct PhaseStats {
     /// Of the EL2 instructions, those spent framing records that were queued during the
     /// phase (the trap path itself is the rest).
     pub el2_report_instructions: Option<u64>,
+    /// The hypervisor's PMU counters were stopped, reprogrammed or overflowed during the
+    /// phase: its instruction counts are withheld (None above), and this says why.
+    pub pmu_disturbed: bool,
+    /// Guest instructions the hypervisor emulated after a trap (system-register, PMU and
+    /// debug-register accesses, WFI/WFE): they completed for the guest. (QEMU's PMU counts
+    /// them as executed; silicon need not, as a trapped instruction is not architecturally
+    /// executed: this is the difference to allow for.)
+    pub emulated: u64,
+    /// Of those, accesses to PMU registers and to debug registers, and WFI/WFE.
+    pub guest_pmu_accesses: u64,
+    pub guest_debug_accesses: u64,
+    pub wfx_traps: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

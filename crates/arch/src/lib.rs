@@ -7,6 +7,7 @@ pub mod debug_regs;
 pub mod esr;
 pub mod features;
 pub mod fields;
+pub mod id_regs;
 pub mod pmu_regs;
 pub mod sysreg;
 

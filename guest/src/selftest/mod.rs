@@ -1,0 +1,38 @@
+//! Guests that try to fool the hypervisor. Each one does something a real kernel may do (or
+//! a hostile guest would) to the state the step engine and the counters depend on, around a
+//! traced phase whose counts are known in advance; the QEMU tests (`scripts/tests/hostile.rs`)
+//! hold the report to those counts.
+
+mod cpu;
+mod debug;
+mod wfx;
+
+use crate::programs::{trace_setup, write_sctlr};
+use fdt::Fdt;
+use mtex_abi::hypercall::{PHASE_BEGIN, PHASE_TRACED, pack_bytes};
+use mtex_abi::options::GuestProgram;
+use mtex_abi::program::{self, HOSTILE_N};
+
+/// Runs the hostile program `p`; returns the exit status.
+pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
+    let ptr = trace_setup(fdt);
+    write_sctlr(program::SCTLR_MMU_ON | program::SCTLR_ATA | program::SCTLR_TCF_SYNC);
+    match p {
+        GuestProgram::HostileDebug => debug::run(ptr.tagged),
+        GuestProgram::HostileCpu => cpu::run(ptr.tagged),
+        GuestProgram::HostileWfx => wfx::run(ptr.tagged),
+        _ => 2,
+    }
+}
+
+/// PHASE_BEGIN's arguments for traced phase `id` named `name`: (x0, x1, x2..x5, x6).
+fn begin_args(id: u64, name: &str) -> (u64, u64, [u64; 4], u64) {
+    (
+        PHASE_BEGIN as u64,
+        id,
+        pack_bytes(name.as_bytes()),
+        PHASE_TRACED,
+    )
+}
+
+const _: () = assert!(HOSTILE_N > 0);

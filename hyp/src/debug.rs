@@ -1,0 +1,40 @@
+//! The debug registers belong to the step engine; the guest gets a shadow of them.
+//!
+//! MDCR_EL2.TDA/TDOSA/TDRA trap every guest access to the debug registers and the OS locks
+//! for the whole run (with TDE set, in traced phases, the architecture traps them anyway).
+//! Writes go to `mtex_arch::GuestDebug` and are reported; reads return the shadow. So a guest
+//! that sets the OS Double Lock or plants its own breakpoint cannot stop or confuse
+//! single-stepping, and a traced phase starts from debug state the hypervisor set.
+
+use aarch64_cpu::registers::{MDCR_EL2, MDSCR_EL1, OSLAR_EL1};
+use tock_registers::interfaces::{ReadWriteable, Writeable};
+
+/// OSLSR_EL1.OSLK and OSDLR_EL1.DLK.
+const OSLK: u64 = 1 << 1;
+const DLK: u64 = 1;
+
+/// Clears the OS locks (the OS Lock is set at reset and blocks debug exceptions), starts with
+/// no debug events enabled, and traps the guest's debug-register accesses.
+pub fn init() {
+    OSLAR_EL1.set(0);
+    // SAFETY: OSDLR_EL1 only controls the OS double lock (no aarch64-cpu accessor).
+    unsafe { core::arch::asm!("msr osdlr_el1, xzr") };
+    MDSCR_EL1.set(0);
+    MDCR_EL2.modify(MDCR_EL2::TDA::SET + MDCR_EL2::TDOSA::SET + MDCR_EL2::TDRA::SET);
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+}
+
+/// Makes sure neither OS lock is set before single-stepping starts; true if one was (which
+/// the traps should make impossible: the caller reports it).
+pub fn unlock_for_step() -> bool {
+    let (oslsr, osdlr): (u64, u64);
+    // SAFETY: reading OSLSR_EL1 and OSDLR_EL1 has no side effects.
+    unsafe {
+        core::arch::asm!("mrs {}, oslsr_el1", "mrs {}, osdlr_el1", out(reg) oslsr, out(reg) osdlr)
+    };
+    let locked = oslsr & OSLK != 0 || osdlr & DLK != 0;
+    if locked {
+        init();
+    }
+    locked
+}

@@ -1,0 +1,139 @@
+//! Guests that try to fool the hypervisor (`guest/src/selftest/`), under `-icount shift=0`.
+//! Each takes state the step engine or the counters depend on — the debug registers, the
+//! PMU, WFI/WFE, the ID registers — around a traced loop of `HOSTILE_N` tagged loads, and
+//! the report must still give the loop's own arithmetic, or say why it cannot.
+
+use mtex::images::{self, Images};
+use mtex::qemu::{self, RunConfig};
+use mtex::report::{self, Phase, Report};
+use mtex_abi::program::{END_CALL_INSTRUCTIONS, HOSTILE_N};
+use mtex_abi::report::ExitReason;
+use mtex_arch::{DebugReg, esr::SysRegIss};
+use mtex_trace::counts::ByEl;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+fn images() -> &'static Images {
+    static IMAGES: OnceLock<Images> = OnceLock::new();
+    IMAGES.get_or_init(|| images::build().expect("building the images"))
+}
+
+fn boot(cmdline: &str) -> Report {
+    let cfg = RunConfig {
+        cmdline: cmdline.to_string(),
+        timeout: Duration::from_secs(60),
+        ..RunConfig::default()
+    };
+    let console = qemu::run(images(), &cfg).expect("running QEMU");
+    assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
+    report::parse(&console.text)
+}
+
+/// The loop `1: ldr x12, [x9]; <extra>; subs; b.ne 1b` run HOSTILE_N times, with `before`
+/// instructions ahead of it in the phase, then the phase-end call: EL1 instructions, and one
+/// checked read per iteration (tag matches, TCF sync, nothing turns checking off).
+fn assert_loop_counts(p: &Phase, before: u64, extra: u64) {
+    let t = p.trace.unwrap_or_else(|| panic!("{}: no trace", p.name));
+    let n = HOSTILE_N;
+    let instructions = before + n * (3 + extra) + END_CALL_INSTRUCTIONS;
+    assert_eq!(
+        (t.instructions_el1, t.instructions_el0),
+        (instructions, 0),
+        "{}: instructions",
+        p.name
+    );
+    let reads = ByEl {
+        rd_k: n,
+        ..ByEl::default()
+    };
+    assert_eq!(t.accesses, reads, "{}: accesses", p.name);
+    assert_eq!(t.architectural, reads, "{}: architectural", p.name);
+    assert_eq!(t.tcf_elided, reads, "{}: elided", p.name);
+    assert_eq!((t.unknown_mem, t.runs_lost), (0, 0), "{}", p.name);
+    // The PMU counts independently. QEMU's counts an instruction that trapped to EL2 and
+    // was emulated, as the trace does (it completed for the guest).
+    let s = p.stats.unwrap();
+    assert!(!s.pmu_disturbed, "{}: PMU disturbed", p.name);
+    assert_eq!(
+        s.el1_instructions,
+        Some(instructions),
+        "{}: PMU vs trace",
+        p.name
+    );
+}
+
+fn debug_reg(iss: u32) -> DebugReg {
+    DebugReg::from_iss(SysRegIss::from_iss(iss)).expect("a debug register")
+}
+
+#[test]
+fn os_locks_and_a_guest_breakpoint_do_not_stop_or_fool_the_step_engine() {
+    let r = boot("mtex.guest=hostile-debug");
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert_eq!(r.phases.len(), 2);
+    // Both locks set before phase 1 (the guest's shadow took them)...
+    assert_loop_counts(&r.phases[0], 0, 0);
+    // ...and its own breakpoint on the traced load, enabled, in phase 2.
+    assert_loop_counts(&r.phases[1], 0, 0);
+    let writes: Vec<_> = r
+        .debug_writes
+        .iter()
+        .map(|w| (debug_reg(w.iss), w.value, w.phase))
+        .collect();
+    assert_eq!(
+        &writes[..2],
+        &[(DebugReg::Osdlr, 1, 0), (DebugReg::Oslar, 1, 0)]
+    );
+    assert_eq!(writes[2].0, DebugReg::Bvr(0));
+    assert_eq!(writes[3], (DebugReg::Bcr(0), 0x1e7, 0));
+    assert_eq!(writes[4].0, DebugReg::Mdscr);
+    assert_eq!(writes.len(), 5);
+    // Reads give the guest its own view back: OS Lock and Double Lock set, breakpoint on.
+    assert!(
+        r.console
+            .iter()
+            .any(|l| l == "hostile-debug oslsr=0xa osdlr=0x1 dbgbcr0=0x1e7"),
+        "{:?}",
+        r.console
+    );
+}
+
+#[test]
+fn a_guest_resetting_the_pmu_never_touches_the_hypervisors_counters() {
+    let r = boot("mtex.guest=hostile-cpu");
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    let p = &r.phases[0];
+    // Seven instructions before the loop: six PMU writes (trapped, emulated) and a mov.
+    assert_loop_counts(p, 7, 0);
+    let s = p.stats.unwrap();
+    assert_eq!((s.emulated, s.guest_pmu_accesses), (6, 6));
+    // The guest sees HPMN counters (QEMU has 6; the hypervisor keeps 3), and no FEAT_MOPS.
+    assert!(
+        r.console
+            .iter()
+            .any(|l| l == "hostile-cpu pmcr.n=3 isar2.mops=0"),
+        "{:?}",
+        r.console
+    );
+}
+
+#[test]
+fn wfi_counts_as_executed_and_a_wfe_spin_meets_the_watchdog() {
+    let r = boot("mtex.guest=hostile-wfx mtex.watchdog_ms=300");
+    // Traced: QEMU completes a stepped WFI as a step, without the trap; each counts once.
+    assert_loop_counts(&r.phases[0], 0, 1);
+    // Untraced: every WFI traps and completes at once.
+    let s = r.phases[1].stats.unwrap();
+    assert_eq!((s.wfx_traps, s.emulated), (HOSTILE_N, HOSTILE_N));
+    assert_eq!(
+        s.el1_instructions,
+        Some(4 * HOSTILE_N + END_CALL_INSTRUCTIONS)
+    );
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    match r.summary.unwrap().exit {
+        ExitReason::Watchdog { budget_ms, at } => {
+            assert_eq!((budget_ms, at.el), (300, 1));
+        }
+        other => panic!("expected the watchdog, got {other:?}"),
+    }
+}
