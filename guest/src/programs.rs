@@ -55,9 +55,10 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
             )
         }
         GuestProgram::Differential => crate::differential::run(fdt),
-        GuestProgram::HostileDebug | GuestProgram::HostileCpu | GuestProgram::HostileWfx => {
-            crate::selftest::run(opts.program, fdt)
-        }
+        GuestProgram::HostileDebug
+        | GuestProgram::HostileCpu
+        | GuestProgram::HostileWfx
+        | GuestProgram::HostileUart => crate::selftest::run(opts.program, fdt),
     }
 }
 

@@ -35,11 +35,6 @@ const S2_RAM: Stage2Attributes = Stage2Attributes::VALID
     .union(Stage2Attributes::S2AP_ACCESS_RW)
     .union(Stage2Attributes::SH_INNER)
     .union(Stage2Attributes::ACCESS_FLAG);
-const S2_DEVICE: Stage2Attributes = Stage2Attributes::VALID
-    .union(Stage2Attributes::MEMATTR_DEVICE_nGnRE)
-    .union(Stage2Attributes::S2AP_ACCESS_RW)
-    .union(Stage2Attributes::ACCESS_FLAG)
-    .union(Stage2Attributes::XN);
 
 /// PARange capped at 40 bits, as a TCR_EL2.PS / VTCR_EL2.PS value.
 fn phys_size_field() -> u64 {
@@ -98,8 +93,10 @@ pub fn enable_stage2(ram: Region, hyp: Region) {
         )
         .expect("map guest RAM above the hypervisor");
     }
-    map.map_range(&region(Board::UART_BASE, 0x1000), S2_DEVICE)
-        .expect("map UART for the guest");
+    // The UART is not mapped for the guest: it carries the report stream, and a guest that
+    // owned it could disable it (stopping EL2's output), loop it back or forge frames. The
+    // guest's console is the CONSOLE_WRITE hypercall; a direct access is a stage-2 fault
+    // that ends the run with a record.
     // VTCR_EL2: RES1 bit 31, PS, 4 KiB granule, inner-shareable WB walks, start level 1
     // (SL0 = 1), T0SZ. HA stays 0 (also required by AmpereOne erratum AC03_CPU_38).
     let _ = Board::VTCR_HA_FORBIDDEN;

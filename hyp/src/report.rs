@@ -42,7 +42,38 @@ fn send_on(uart: &mut Uart<'static>, record: &Record) {
     let mut buf = [0u8; frame::MAX_TEXT];
     // Every record fits a frame (a host test encodes the largest of each kind).
     let line = frame::encode(seq, record, &mut buf).expect("record larger than a frame");
-    let _ = uart.write_str(line);
+    write_bounded(uart, line.as_bytes());
+}
+
+/// Set when the UART stopped taking bytes: nothing more is sent (the host then finds the
+/// stream cut short, with no Summary, and fails the run).
+static UART_DEAD: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Longest wait for room in the transmit FIFO, in ms of counter time: one byte takes under
+/// 0.1 ms at 115200 baud. A UART that was disabled or wedged must not hang EL2, which runs
+/// with interrupts masked (the watchdog cannot fire).
+const UART_WAIT_MS: u64 = 100;
+
+/// Writes `bytes`, waiting a bounded time for FIFO room (arm-pl011-uart's `write_str` waits
+/// forever).
+fn write_bounded(uart: &mut Uart<'static>, bytes: &[u8]) {
+    use aarch64_cpu::registers::{CNTFRQ_EL0, CNTPCT_EL0};
+    if UART_DEAD.load(Ordering::Relaxed) {
+        return;
+    }
+    let budget = UART_WAIT_MS * CNTFRQ_EL0.get() / 1000;
+    for &b in bytes {
+        if uart.is_tx_fifo_full() {
+            let start = CNTPCT_EL0.get();
+            while uart.is_tx_fifo_full() {
+                if CNTPCT_EL0.get().wrapping_sub(start) > budget {
+                    UART_DEAD.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+        uart.write_word(b);
+    }
 }
 
 pub struct Reporter {
@@ -61,7 +92,7 @@ impl Reporter {
     pub fn new() -> Self {
         let mut uart = console_uart();
         // A frame must start on a fresh line even if firmware left a partial one.
-        let _ = uart.write_str("\n");
+        write_bounded(&mut uart, b"\n");
         Self {
             uart,
             queue: [None; QUEUE],

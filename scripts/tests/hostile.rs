@@ -137,3 +137,20 @@ fn wfi_counts_as_executed_and_a_wfe_spin_meets_the_watchdog() {
         other => panic!("expected the watchdog, got {other:?}"),
     }
 }
+
+#[test]
+fn a_guest_writing_the_report_uart_is_stopped_by_stage_2() {
+    use mtex_platform::Platform;
+    let r = boot("mtex.guest=hostile-uart");
+    assert!(!r.succeeded());
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    let uart = mtex_platform::QemuVirt::UART_BASE as u64;
+    match r.summary.unwrap().exit {
+        ExitReason::UnhandledGuestExit { esr, hpfar, at, .. } => {
+            assert_eq!(esr >> 26, 0x24, "data abort from a lower EL");
+            assert_eq!((hpfar, at.el), (uart, 1));
+        }
+        other => panic!("expected a stage-2 fault, got {other:?}"),
+    }
+    assert!(!r.console.iter().any(|l| l.contains("took the write")));
+}

@@ -150,10 +150,12 @@ pub enum GuestProgram {
     HostileCpu,
     /// WFI inside a traced phase, then a WFE spin that only the watchdog ends.
     HostileWfx,
+    /// Writes the report UART directly (must end the run with a stage-2 fault).
+    HostileUart,
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 14] = [
+    pub const ALL: [(&'static str, GuestProgram); 15] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -168,6 +170,7 @@ impl GuestProgram {
         ("hostile-debug", Self::HostileDebug),
         ("hostile-cpu", Self::HostileCpu),
         ("hostile-wfx", Self::HostileWfx),
+        ("hostile-uart", Self::HostileUart),
     ];
 
     pub fn name(self) -> &'static str {
@@ -200,7 +203,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx)",
+                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;

@@ -5,6 +5,7 @@
 
 mod cpu;
 mod debug;
+mod uart;
 mod wfx;
 
 use crate::programs::{trace_setup, write_sctlr};
@@ -15,6 +16,9 @@ use mtex_abi::program::{self, HOSTILE_N};
 
 /// Runs the hostile program `p`; returns the exit status.
 pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
+    if p == GuestProgram::HostileUart {
+        return uart::run(fdt);
+    }
     let ptr = trace_setup(fdt);
     write_sctlr(program::SCTLR_MMU_ON | program::SCTLR_ATA | program::SCTLR_TCF_SYNC);
     match p {
