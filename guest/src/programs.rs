@@ -58,7 +58,8 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         GuestProgram::HostileDebug
         | GuestProgram::HostileCpu
         | GuestProgram::HostileWfx
-        | GuestProgram::HostileUart => crate::selftest::run(opts.program, fdt),
+        | GuestProgram::HostileUart
+        | GuestProgram::HostileVector => crate::selftest::run(opts.program, fdt),
     }
 }
 

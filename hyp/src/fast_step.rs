@@ -86,10 +86,13 @@ global_asm!(
     // Not tracing an inert instruction (every exit outside traced phases): leave at once.
     "cbz x1, 9f",
     "stp x4, x5, [sp, #32]",
-    "mrs x1, esr_el2",
-    "lsr x1, x1, #26",
+    "mrs x2, esr_el2",
+    "lsr x1, x2, #26",
     "cmp x1, #0x32",
     "b.ne 8f",
+    // ISS.ISV clear: the step was taken at an EL1 exception handler's first instruction (an
+    // exception instead of, or after, the pending one): the full path decides.
+    "tbz x2, #24, 8f",
     // The code page must be the cached one, under the same TTBRs and mode.
     "mrs x1, elr_el2",
     "and x2, x1, #0xfffffffffffff000",
@@ -104,12 +107,6 @@ global_asm!(
     "ldr x3, [x0, #32]",
     "cmp x2, x3",
     "b.ne 8f",
-    // At one of the guest's vectors, the instruction may have taken an exception instead of
-    // completing: the full path decides.
-    "mrs x3, vbar_el1",
-    "sub x3, x1, x3",
-    "cmp x3, #0x800",
-    "b.lo 8f",
     "mrs x2, spsr_el2",
     "mrs x3, sctlr_el1",
     "and x3, x3, #1",

@@ -264,9 +264,11 @@ impl Tracer {
     }
 
     /// At a guest exit: retires the instruction that was about to run at the previous exit.
-    /// Out of line, so the other exits' path keeps a small frame.
+    /// `exception_entry`: this exit is the step taken at the first instruction of an EL1
+    /// exception handler (ESR_EL2.ISS.ISV = 0), so an exception was taken. Out of line, so the
+    /// other exits' path keeps a small frame.
     #[inline(never)]
-    pub fn retire(&mut self, ctx: &GuestContext) {
+    pub fn retire(&mut self, ctx: &GuestContext, exception_entry: bool) {
         if self.run_armed {
             self.retire_run(ctx);
             return;
@@ -287,25 +289,27 @@ impl Tracer {
         if now.tco != self.pending_tco {
             self.tally.counts_mut().tco_changes += 1;
         }
-        // A step that lands on an EL1 vector saw an exception taken (a kernel entry). One taken
-        // instead of completing `p` leaves ELR_EL1 at `p`.
-        let at_vector = now.el == 1 && {
+        if exception_entry {
+            // Where the handler starts says which kind of entry this was (VBAR_EL1 is what
+            // the CPU just used, so the offset is honest).
             let off = now.pc.wrapping_sub(VBAR_EL1.get());
-            let hit = off < 0x800 && off & 0x7f == 0;
-            if hit {
+            if off < 0x800 && off & 0x7f == 0 {
                 self.tally.counts_mut().entries.note(off);
             }
-            hit
-        };
-        if at_vector && ELR_EL1.get() == p.pc {
-            let esr = ESR_EL1.get();
-            let ec = esr >> 26;
-            if (ec == 0x24 || ec == 0x25) && esr & 0x3f == DFSC_TAG_CHECK {
-                // The access was made and its check failed: it counts as checked, and as a
-                // fault; the instruction did not complete.
-                self.tally.retire_faulted_access(p);
+            // The exception was taken instead of completing `p` when ELR_EL1 is `p` itself
+            // (a synchronous exception on it, or an interrupt before it); an SVC, or an
+            // interrupt after `p`, leaves ELR_EL1 past it and `p` completed.
+            if ELR_EL1.get() == p.pc {
+                let esr = ESR_EL1.get();
+                let ec = esr >> 26;
+                let sync = off & 0x180 == 0;
+                if sync && (ec == 0x24 || ec == 0x25) && esr & 0x3f == DFSC_TAG_CHECK {
+                    // The access was made and its check failed: it counts as checked, and
+                    // as a fault; the instruction did not complete.
+                    self.tally.retire_faulted_access(p);
+                }
+                return;
             }
-            return;
         }
         self.tally.retire(p);
         let value = match p.effect {
@@ -379,7 +383,14 @@ impl Tracer {
         if !(k[0] == exact[0] && k[1] == exact[1] && k[2] == exact[2]) {
             self.plan_keys[ps] = [u64::MAX; 3];
             let plan = &mut self.plans[ps];
-            if !plan.build(pc, fetch) || plan.min_leaf_depth() < RUN_MIN_DEPTH {
+            // A plan that runs into an EL1 synchronous vector could not tell falling through
+            // to it from an exception taken there (both hit the vector breakpoint): step.
+            let vbar = VBAR_EL1.get();
+            if !plan.build(pc, fetch)
+                || plan.min_leaf_depth() < RUN_MIN_DEPTH
+                || plan.depth_of(vbar + 0x200).is_some()
+                || plan.depth_of(vbar + 0x400).is_some()
+            {
                 self.no_run[slot] = key;
                 return false;
             }

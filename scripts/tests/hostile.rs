@@ -154,3 +154,12 @@ fn a_guest_writing_the_report_uart_is_stopped_by_stage_2() {
     }
     assert!(!r.console.iter().any(|l| l.contains("took the write")));
 }
+
+#[test]
+fn an_aliased_vector_does_not_hide_completed_loads() {
+    let r = boot("mtex.guest=hostile-vector");
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    // One branch to the loop before it; no exception is taken, so no kernel entry either.
+    assert_loop_counts(&r.phases[0], 1, 0);
+    assert_eq!(r.phases[0].trace.unwrap().entries.total(), 0);
+}

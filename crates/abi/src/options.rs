@@ -152,10 +152,12 @@ pub enum GuestProgram {
     HostileWfx,
     /// Writes the report UART directly (must end the run with a stage-2 fault).
     HostileUart,
+    /// Aliases its exception vector onto a traced load's fall-through.
+    HostileVector,
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 15] = [
+    pub const ALL: [(&'static str, GuestProgram); 16] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -171,6 +173,7 @@ impl GuestProgram {
         ("hostile-cpu", Self::HostileCpu),
         ("hostile-wfx", Self::HostileWfx),
         ("hostile-uart", Self::HostileUart),
+        ("hostile-vector", Self::HostileVector),
     ];
 
     pub fn name(self) -> &'static str {
@@ -203,7 +206,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart)",
+                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;

@@ -115,6 +115,14 @@ impl Esr {
     pub const fn data_abort_iss(self) -> DataAbortIss {
         DataAbortIss(self.iss())
     }
+
+    /// For a Software Step exception (EC 0x32): ISS.ISV, bit 24. It is 1 when an instruction
+    /// was stepped and completed; 0 when the step exception was taken from the active-pending
+    /// state — the first instruction of an exception handler, entered instead of (or after)
+    /// the stepped instruction. The guest cannot forge it, unlike VBAR_EL1 or ELR_EL1.
+    pub const fn step_completed_an_instruction(self) -> bool {
+        self.0 & (1 << 24) != 0
+    }
 }
 
 /// ISS of EC 0x18 (Arm ARM D24.2.40, "ISS encoding for an exception from MSR, MRS, or System
@@ -236,5 +244,15 @@ mod tests {
         assert!(esr.data_abort_iss().is_write());
         assert_eq!(esr.data_abort_iss().dfsc(), 0x07);
         assert_eq!(Esr(0x5a00_1234).imm16(), 0x1234);
+    }
+
+    #[test]
+    fn software_step_isv_tells_a_stepped_instruction_from_an_exception_entry() {
+        // EC 0x32, IL, ISV, IFSC 0x22: an instruction was stepped.
+        let stepped = Esr((0x32 << 26) | (1 << 25) | (1 << 24) | 0x22);
+        assert!(stepped.step_completed_an_instruction());
+        // The same from the active-pending state: an exception was taken to EL1.
+        let entered = Esr((0x32 << 26) | (1 << 25) | 0x22);
+        assert!(!entered.step_completed_an_instruction());
     }
 }

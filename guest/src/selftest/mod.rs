@@ -6,6 +6,7 @@
 mod cpu;
 mod debug;
 mod uart;
+mod vector;
 mod wfx;
 
 use crate::programs::{trace_setup, write_sctlr};
@@ -25,6 +26,7 @@ pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
         GuestProgram::HostileDebug => debug::run(ptr.tagged),
         GuestProgram::HostileCpu => cpu::run(ptr.tagged),
         GuestProgram::HostileWfx => wfx::run(ptr.tagged),
+        GuestProgram::HostileVector => vector::run(ptr.tagged),
         _ => 2,
     }
 }
