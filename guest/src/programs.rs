@@ -59,7 +59,9 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         | GuestProgram::HostileCpu
         | GuestProgram::HostileWfx
         | GuestProgram::HostileUart
-        | GuestProgram::HostileVector => crate::selftest::run(opts.program, fdt),
+        | GuestProgram::HostileVector
+        | GuestProgram::HostilePatch
+        | GuestProgram::HostileExclusive => crate::selftest::run(opts.program, fdt),
     }
 }
 

@@ -129,6 +129,10 @@ pub struct Tracer {
     active: bool,
     exclusive_pc: u64,
     exclusive_retries: u32,
+    /// The pending instruction is a store-exclusive: its PC and status register.
+    stxr_status: Option<(u64, u8)>,
+    /// The instruction just retired was a store-exclusive that failed (status 1).
+    failed_stxr: Option<(u64, u8)>,
     /// Runs were asked for (`mtex.runs=1`) and the CPU has the breakpoints they need.
     runs_enabled: bool,
     /// Planned runs, direct-mapped by start address, with the exact key each was planned
@@ -167,6 +171,8 @@ impl Tracer {
             active: false,
             exclusive_pc: 0,
             exclusive_retries: 0,
+            stxr_status: None,
+            failed_stxr: None,
             runs_enabled: runs && breakpoints() >= RUN_BREAKPOINTS,
             plans: [Plan::default(); PLAN_SLOTS],
             plan_keys: [[u64::MAX; 3]; PLAN_SLOTS],
@@ -192,23 +198,40 @@ impl Tracer {
         self.virq_pending = true;
     }
 
-    /// Notes a store-exclusive about to be stepped; a retry loop that cannot progress under
-    /// stepping ends the run with a record that says so, instead of spinning to the watchdog.
-    fn note_store_exclusive(&mut self, ctx: &GuestContext, pc: u64, insn: &Insn) {
-        let Insn::Mem(m) = insn else { return };
-        if !(m.exclusive && m.dir == mtex_trace::decode::Dir::Write) {
+    /// Before `word` at `pc` runs: if it is a store-exclusive, remembers its status register
+    /// so that `retire` can tell a failed one; if it follows a failed store-exclusive and
+    /// branches back on its status, it is a retry. Single-stepping clears the exclusive
+    /// monitor (every ERET does), so a retry loop can never succeed: after
+    /// `EXCLUSIVE_RETRIES` retries of one store-exclusive the run ends with a record that
+    /// says so, instead of spinning to the watchdog. A loop that merely runs one LDXR/STXR
+    /// pair per iteration, whatever the status, is not a retry and is traced to its end.
+    fn note_exclusive(&mut self, ctx: &GuestContext, pc: u64, word: Option<u32>, insn: &Insn) {
+        let failed = self.failed_stxr.take();
+        if let Insn::Mem(m) = insn
+            && m.exclusive
+            && m.dir == mtex_trace::decode::Dir::Write
+            && let Some(w) = word
+        {
+            self.stxr_status = Some((pc, exclusive_status_register(w)));
             return;
         }
-        if self.exclusive_pc == pc {
+        self.stxr_status = None;
+        let (Some((stxr_pc, rs)), Some(w)) = (failed, word) else {
+            return;
+        };
+        if !branches_back_on(w, pc, rs, stxr_pc) {
+            return;
+        }
+        if self.exclusive_pc == stxr_pc {
             self.exclusive_retries += 1;
         } else {
-            (self.exclusive_pc, self.exclusive_retries) = (pc, 1);
+            (self.exclusive_pc, self.exclusive_retries) = (stxr_pc, 1);
         }
         if self.exclusive_retries > EXCLUSIVE_RETRIES {
             crate::report::die(mtex_abi::report::ExitReason::TraceUnsupported {
                 at: ctx.state(),
                 reason: mtex_abi::report::Message::truncated(
-                    "LDXR/STXR loop: stepping clears the exclusive monitor; use LSE atomics",
+                    "LDXR/STXR retry loop: stepping clears the exclusive monitor; use LSE atomics",
                 ),
             });
         }
@@ -225,6 +248,9 @@ impl Tracer {
     /// debug-register accesses trap; the caller reports it).
     pub fn start(&mut self, phase: u32) -> bool {
         let was_locked = crate::debug::unlock_for_step();
+        // Between phases the guest ran untraced: whatever it did to its code or its mappings
+        // (IC, TLBI) went unseen, so nothing cached about its code is trusted.
+        self.forget_code();
         self.saved_mdscr = MDSCR_EL1.get();
         MDSCR_EL1.set(self.saved_mdscr | MDSCR_SS);
         MDCR_EL2.set(MDCR_EL2.get() | MDCR_TDE);
@@ -311,6 +337,22 @@ impl Tracer {
                 return;
             }
         }
+        if let Some((pc, rs)) = self.stxr_status
+            && pc == p.pc
+            && ctx.reg(rs) != 0
+        {
+            // A store-exclusive that failed makes no access (the pseudocode writes memory
+            // only when the monitors pass), so it is counted as executed but not as a write,
+            // checked or not. (Whether a failing one is Tag Checked anyway is IMPLEMENTATION
+            // DEFINED; QEMU checks it. Taken here: no access, no check.)
+            self.failed_stxr = Some((pc, rs));
+            self.tally.counts_mut().failed_store_exclusives += 1;
+            self.tally.retire(&Pending {
+                effect: Effect::None,
+                ..*p
+            });
+            return;
+        }
         self.tally.retire(p);
         let value = match p.effect {
             Effect::TcoImm(v) => v,
@@ -380,7 +422,10 @@ impl Tracer {
         let exact = [pc, c.ttbr0, c.ttbr1];
         let ps = ((pc >> 2) as usize) % PLAN_SLOTS;
         let k = &self.plan_keys[ps];
-        if !(k[0] == exact[0] && k[1] == exact[1] && k[2] == exact[2]) {
+        // A cached plan is used only if the code still reads as it did when it was planned
+        // (rewritten in place, it would count the old instructions).
+        let fresh = k[0] == exact[0] && k[1] == exact[1] && k[2] == exact[2];
+        if !(fresh && self.plans[ps].still_matches(fetch)) {
             self.plan_keys[ps] = [u64::MAX; 3];
             let plan = &mut self.plans[ps];
             // A plan that runs into an EL1 synchronous vector could not tell falling through
@@ -445,6 +490,12 @@ impl Tracer {
     pub fn prepare(&mut self, ctx: &mut GuestContext, controls: &Controls) {
         let st = ctx.state();
         let word = self.fetch(st.pc, st.el == 0, controls.sctlr_el1);
+        if word.is_some_and(mtex_trace::maintenance::invalidates_code) {
+            // A TLBI may change which page a code address maps to (the code-page cache is
+            // keyed on the TTBRs, not on the tables' contents); an IC announces rewritten
+            // code. Either way, look again after it.
+            self.forget_code();
+        }
         let insn = word.map_or(Insn::UnknownMem, decode::decode);
         // SP matters only to SP-based forms the architecture checks (writeback or register
         // offset); read the guest's SP for its current EL and SPSel only then.
@@ -467,7 +518,7 @@ impl Tracer {
             f.pending_pc = st.pc;
         }
         self.armed = true;
-        self.note_store_exclusive(ctx, st.pc, &insn);
+        self.note_exclusive(ctx, st.pc, word, &insn);
         self.pending = Pending::new(
             st.pc,
             st.el,
@@ -483,10 +534,20 @@ impl Tracer {
         ctx.spsr |= SPSR_SS;
     }
 
+    /// Drops everything cached about guest code: the code page's translation and the run
+    /// plans.
+    #[cold]
+    fn forget_code(&mut self) {
+        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
+        let c = unsafe { fast() };
+        c.pa_page = 0;
+        self.plan_keys = [[u64::MAX; 3]; PLAN_SLOTS];
+        self.no_run = [u64::MAX; 64];
+    }
+
     /// Reads the guest instruction at `pc`, only from guest RAM, through the code-page cache
-    /// the fast path shares. A guest that rewrites a live code mapping in place without
-    /// changing TTBR would be read through the stale entry; kernels do not do that to running
-    /// code.
+    /// the fast path shares. The cache is dropped at every TLBI the guest executes under
+    /// trace (`forget_code`): a live code mapping changed in place must be followed by one.
     #[inline(always)]
     fn fetch(&mut self, pc: u64, as_el0: bool, sctlr: u64) -> Option<u32> {
         // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
@@ -524,4 +585,18 @@ impl Tracer {
         // EL2 identity-maps as Normal memory; reading an instruction word has no side effects.
         Some(unsafe { core::ptr::read_volatile(pa as *const u32) })
     }
+}
+
+/// The status register (Ws, bits 20:16) of a store-exclusive.
+fn exclusive_status_register(word: u32) -> u8 {
+    ((word >> 16) & 0x1f) as u8
+}
+
+/// `word` at `pc` is a CBNZ/CBZ/TBNZ/TBZ on register `rs` whose target is at or before
+/// `stxr_pc`: the branch of a retry loop going back for another attempt.
+fn branches_back_on(word: u32, pc: u64, rs: u8, stxr_pc: u64) -> bool {
+    let tests_rs = word & 0x1f == rs as u32;
+    let is_test_branch = word & 0x7e00_0000 == 0x3400_0000 || word & 0x7e00_0000 == 0x3600_0000;
+    let [_, target] = mtex_trace::run::successors(word, pc);
+    is_test_branch && tests_rs && target.is_some_and(|t| t <= stxr_pc)
 }

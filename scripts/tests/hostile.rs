@@ -163,3 +163,47 @@ fn an_aliased_vector_does_not_hide_completed_loads() {
     assert_loop_counts(&r.phases[0], 1, 0);
     assert_eq!(r.phases[0].trace.unwrap().entries.total(), 0);
 }
+
+#[test]
+fn code_rewritten_in_place_is_counted_as_the_new_code() {
+    // Breakpoint runs on: the eight adds are a stretch worth a run, planned once.
+    let r = boot("mtex.guest=hostile-patch mtex.runs=1");
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    let t = r.phases[0].trace.unwrap();
+    let n = HOSTILE_N;
+    // Three calls of the loop: ldr, eight adds, subs, b.ne (11 per iteration) and ret; then
+    // patched: ldr, b, subs, b.ne (4); then restored (11). Around them: mov + blr before
+    // each call, str + dsb + isb for each rewrite, and the phase-end call.
+    let expected = (11 + 4 + 11) * n + 3 + 3 * 2 + 2 * 3 + END_CALL_INSTRUCTIONS;
+    assert_eq!((t.instructions_el1, t.instructions_el0), (expected, 0));
+    // The loads, and the two stores that rewrote the code (tag 0 pointer, tag 0 memory).
+    let accesses = ByEl {
+        rd_k: 3 * n,
+        wr_k: 2,
+        ..ByEl::default()
+    };
+    assert_eq!((t.accesses, t.architectural), (accesses, accesses));
+    assert!(
+        t.runs > 0,
+        "the stretch ran between breakpoints, not stepped"
+    );
+    assert_eq!(t.runs_lost, 0);
+    let s = r.phases[0].stats.unwrap();
+    assert_eq!(s.el1_instructions, Some(expected), "PMU vs trace");
+}
+
+#[test]
+fn a_loop_of_exclusive_pairs_is_traced_to_its_end_and_failed_stores_make_no_access() {
+    let r = boot("mtex.guest=hostile-exclusive");
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    let t = r.phases[0].trace.unwrap();
+    let n = HOSTILE_N;
+    // ldxr, add, stxr, subs, b.ne per iteration, then the phase-end call.
+    assert_eq!(t.instructions_el1, 5 * n + END_CALL_INSTRUCTIONS);
+    assert_eq!((t.accesses.rd_k, t.architectural.rd_k), (n, n));
+    // Each store-exclusive either wrote (a checked write) or failed (no access at all).
+    assert_eq!(t.accesses.wr_k + t.failed_store_exclusives, n);
+    assert_eq!(t.architectural.wr_k, t.accesses.wr_k);
+    // Under single-step every ERET clears QEMU's monitor: all of them fail there.
+    assert_eq!(t.failed_store_exclusives, n);
+}

@@ -154,10 +154,14 @@ pub enum GuestProgram {
     HostileUart,
     /// Aliases its exception vector onto a traced load's fall-through.
     HostileVector,
+    /// Rewrites its own code in place inside a traced phase.
+    HostilePatch,
+    /// One LDXR/STXR pair per loop iteration, status ignored (not a retry loop).
+    HostileExclusive,
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 16] = [
+    pub const ALL: [(&'static str, GuestProgram); 18] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -174,6 +178,8 @@ impl GuestProgram {
         ("hostile-wfx", Self::HostileWfx),
         ("hostile-uart", Self::HostileUart),
         ("hostile-vector", Self::HostileVector),
+        ("hostile-patch", Self::HostilePatch),
+        ("hostile-exclusive", Self::HostileExclusive),
     ];
 
     pub fn name(self) -> &'static str {
@@ -206,7 +212,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector)",
+                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-exclusive)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;

@@ -119,6 +119,9 @@ pub struct TraceCounts {
     /// instructions could not be counted: reported, never guessed).
     pub runs: u64,
     pub runs_lost: u64,
+    /// Store-exclusives that failed (status 1): executed, but no access, so not in the
+    /// access counts.
+    pub failed_store_exclusives: u64,
 }
 
 /// Kernel entries: exceptions taken to EL1, told apart by the vector a step lands on.

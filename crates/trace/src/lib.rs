@@ -10,5 +10,6 @@
 
 pub mod counts;
 pub mod decode;
+pub mod maintenance;
 pub mod predicate;
 pub mod run;

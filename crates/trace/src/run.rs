@@ -44,7 +44,13 @@ pub struct Plan {
     /// Every address in the run, leaves included, with its depth.
     visited: [(u64, u32); MAX_VISITED],
     n_visited: usize,
+    /// The instruction word at each visited address when the plan was made (`NO_WORD` where
+    /// it could not be read), so a reused plan can be checked against the code as it is now.
+    words: [u64; MAX_VISITED],
 }
+
+/// A visited address whose word the plan could not read.
+const NO_WORD: u64 = u64::MAX;
 
 impl Plan {
     /// Instructions executed when the guest is at `pc` (a leaf, or an instruction inside the
@@ -54,6 +60,15 @@ impl Plan {
             .iter()
             .find(|(a, _)| *a == pc)
             .map(|(_, d)| *d)
+    }
+
+    /// True when every instruction the plan looked at still reads the same: code rewritten in
+    /// place since (with or without an IC invalidation the engine saw) makes the plan stale.
+    pub fn still_matches(&self, mut fetch: impl FnMut(u64) -> Option<u32>) -> bool {
+        self.visited[..self.n_visited]
+            .iter()
+            .zip(&self.words)
+            .all(|((pc, _), w)| fetch(*pc).map_or(NO_WORD, u64::from) == *w)
     }
 
     /// The shortest way out.
@@ -73,6 +88,7 @@ impl Default for Plan {
             n_leaves: 0,
             visited: [(0, 0); MAX_VISITED],
             n_visited: 0,
+            words: [NO_WORD; MAX_VISITED],
         }
     }
 }
@@ -106,8 +122,10 @@ impl Plan {
                 return None;
             }
             p.visited[p.n_visited] = (pc, depth);
+            let fetched = fetch(pc);
+            p.words[p.n_visited] = fetched.map_or(NO_WORD, u64::from);
             p.n_visited += 1;
-            let word = fetch(pc).filter(|w| is_inert(*w));
+            let word = fetched.filter(|w| is_inert(*w));
             let Some(word) = word.filter(|_| p.n_visited < MAX_VISITED - 2) else {
                 if depth == 0 || p.n_leaves == MAX_LEAVES {
                     return None;
@@ -171,6 +189,21 @@ mod tests {
         assert_eq!(plan(0, code(&[LDR])), None);
         // 0: b.ne 8; 4: add; 8: ldr — two paths join at 8 with depths 1 and 2.
         assert_eq!(plan(0, code(&[b_ne(2), ADD, LDR])), None);
+    }
+
+    #[test]
+    fn a_plan_of_rewritten_code_no_longer_matches() {
+        let mut words = [ADD, ADD, ADD, LDR];
+        let p = plan(0, code(&words)).unwrap();
+        assert!(p.still_matches(code(&words)));
+        // The second add becomes a branch over the third: the plan's depths are wrong now.
+        words[1] = 0x1400_0002; // b .+8
+        assert!(!p.still_matches(code(&words)));
+        // The leaf's word counts too (it decides where the run stops).
+        let mut words = [ADD, ADD, ADD, LDR];
+        let p = plan(0, code(&words)).unwrap();
+        words[3] = ADD;
+        assert!(!p.still_matches(code(&words)));
     }
 
     #[test]

@@ -5,6 +5,8 @@
 
 mod cpu;
 mod debug;
+mod exclusive;
+mod patch;
 mod uart;
 mod vector;
 mod wfx;
@@ -27,6 +29,8 @@ pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
         GuestProgram::HostileCpu => cpu::run(ptr.tagged),
         GuestProgram::HostileWfx => wfx::run(ptr.tagged),
         GuestProgram::HostileVector => vector::run(ptr.tagged),
+        GuestProgram::HostilePatch => patch::run(ptr.tagged),
+        GuestProgram::HostileExclusive => exclusive::run(ptr.tagged),
         _ => 2,
     }
 }
