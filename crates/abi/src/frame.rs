@@ -6,9 +6,13 @@
 //! ```
 //!
 //! The marker may follow other text on the same line (a guest that printed without a newline);
-//! the frame ends at the first character that is not a lowercase hex digit. CRC-32 detects
-//! every corrupted byte and every burst up to 32 bits; uppercase hex is rejected, so a changed
-//! digit can never decode to the same value.
+//! the frame ends at the first character that is not a lowercase hex digit, so a line can hold
+//! more than one frame (a lost newline) and each is still found. CRC-32 detects every corrupted
+//! byte and every burst up to 32 bits; uppercase hex is rejected, so a changed digit can never
+//! decode to the same value.
+//!
+//! Finding and decoding are total: any input, however damaged, gives frames that decode or
+//! say why not, and nothing panics.
 
 use crate::Record;
 
@@ -35,6 +39,9 @@ pub enum FrameError {
     BadChecksum,
     /// The checksum matches but the record does not decode (a different ABI version?).
     BadRecord,
+    /// A character that is not a lowercase hex digit (only when [`decode`] is handed one:
+    /// [`scan`] ends a frame at the first such character).
+    NotHex,
 }
 
 /// Why a record could not be framed.
@@ -71,7 +78,11 @@ pub fn encode<'a>(
 
 /// Decodes the hex digits of one frame (the text after [`MARKER`], up to its end).
 pub fn decode(hex: &str) -> Result<(u32, Record), FrameError> {
-    let hex = hex.as_bytes();
+    decode_bytes(hex.as_bytes())
+}
+
+/// [`decode`] of raw bytes: total, whatever the bytes are.
+fn decode_bytes(hex: &[u8]) -> Result<(u32, Record), FrameError> {
     if !hex.len().is_multiple_of(2) {
         return Err(FrameError::OddLength);
     }
@@ -83,9 +94,11 @@ pub fn decode(hex: &str) -> Result<(u32, Record), FrameError> {
     }
     let mut bin = [0u8; MAX_BINARY];
     let n = hex.len() / 2;
-    for (i, pair) in hex.chunks_exact(2).enumerate() {
-        // The caller cut the frame at the first non-hex digit.
-        bin[i] = (nibble(pair[0]) << 4) | nibble(pair[1]);
+    for (b, pair) in bin.iter_mut().zip(hex.chunks_exact(2)) {
+        let (Some(hi), Some(lo)) = (nibble(pair[0]), nibble(pair[1])) else {
+            return Err(FrameError::NotHex);
+        };
+        *b = (hi << 4) | lo;
     }
     let (data, crc) = bin[..n].split_at(n - 4);
     if CRC.checksum(data).to_le_bytes() != crc {
@@ -97,14 +110,15 @@ pub fn decode(hex: &str) -> Result<(u32, Record), FrameError> {
 }
 
 fn is_hex(b: u8) -> bool {
-    b.is_ascii_digit() || (b'a'..=b'f').contains(&b)
+    nibble(b).is_some()
 }
 
-fn nibble(b: u8) -> u8 {
-    if b.is_ascii_digit() {
-        b - b'0'
-    } else {
-        b - b'a' + 10
+/// The value of a lowercase hex digit.
+fn nibble(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
     }
 }
 
@@ -113,25 +127,40 @@ fn nibble(b: u8) -> u8 {
 pub struct Found {
     /// Byte offset of the marker in the text.
     pub offset: usize,
+    /// Byte offset just past the frame's last hex digit: the text from here on (its newline,
+    /// or whatever a lost newline let follow on the same line) is not part of the frame.
+    /// Frames come in order and never overlap: the next one starts at or after this.
+    pub end: usize,
     pub result: Result<(u32, Record), FrameError>,
 }
 
 /// Finds every frame in `text`, in order.
 pub fn scan(text: &str) -> impl Iterator<Item = Found> + '_ {
+    scan_bytes(text.as_bytes())
+}
+
+/// [`scan`] of raw bytes (console output that may not be UTF-8). Total: every marker found
+/// gives one [`Found`], decoded or with the reason it could not be; nothing panics.
+pub fn scan_bytes(text: &[u8]) -> impl Iterator<Item = Found> + '_ {
     let mut pos = 0;
     core::iter::from_fn(move || {
-        let start = pos + text[pos..].find(MARKER)?;
+        let rest = text.get(pos..)?;
+        let start = pos + find(rest, MARKER.as_bytes())?;
         let digits = start + MARKER.len();
-        let len = text.as_bytes()[digits..]
-            .iter()
-            .position(|&b| !is_hex(b))
-            .unwrap_or(text.len() - digits);
+        let hex = text.get(digits..).unwrap_or(&[]);
+        let len = hex.iter().position(|&b| !is_hex(b)).unwrap_or(hex.len());
         pos = digits + len;
         Some(Found {
             offset: start,
-            result: decode(&text[digits..digits + len]),
+            end: pos,
+            result: decode_bytes(&hex[..len]),
         })
     })
+}
+
+/// The offset of the first occurrence of `needle` (not empty) in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 #[cfg(test)]
@@ -326,6 +355,30 @@ mod tests {
         }
 
         #[test]
+        fn any_bytes_scan_without_panicking(
+            bytes in proptest::collection::vec(
+                prop_oneof![any::<u8>(), Just(b'@'), Just(b'\n'), Just(b'a'), Just(b'0')],
+                0..600,
+            ),
+            frame_at in any::<prop::sample::Index>(),
+        ) {
+            // Arbitrary bytes with a real frame spliced in, so markers and long hex runs occur.
+            let mut buf = [0u8; MAX_TEXT];
+            let line = encode(3, &Record::Console(ShortStr::truncated("x")), &mut buf).unwrap();
+            let mut text = bytes.clone();
+            let at = frame_at.index(text.len() + 1);
+            text.splice(at..at, line.bytes());
+            let mut last = 0;
+            for f in scan_bytes(&text) {
+                prop_assert!(f.offset >= last && f.end <= text.len());
+                prop_assert!(f.end >= f.offset + MARKER.len());
+                last = f.end;
+            }
+            let lossy = String::from_utf8_lossy(&bytes);
+            prop_assert!(scan(&lossy).all(|f| f.end <= lossy.len()));
+        }
+
+        #[test]
         fn frames_are_found_inside_other_text(record in any_record(), before in "[ -~]{0,30}") {
             let mut buf = [0u8; MAX_TEXT];
             let line = encode(7, &record, &mut buf).unwrap();
@@ -334,6 +387,39 @@ mod tests {
             prop_assert_eq!(found.len(), 1);
             prop_assert_eq!(found[0].result, Ok((7, record)));
         }
+    }
+
+    #[test]
+    fn two_frames_on_one_line_are_both_found() {
+        let mut a = [0u8; MAX_TEXT];
+        let mut b = [0u8; MAX_TEXT];
+        let first = encode(0, &Record::Console(ShortStr::truncated("a")), &mut a).unwrap();
+        let second = encode(1, &Record::Console(ShortStr::truncated("b")), &mut b).unwrap();
+        // The newline between them lost.
+        let text = std::format!("{}{second}", first.trim_end());
+        let found: std::vec::Vec<_> = scan(&text).collect();
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].offset, 0);
+        assert_eq!(found[0].end, first.len() - 1);
+        assert_eq!(found[1].offset, first.len() - 1);
+        assert_eq!(found[1].end, text.len() - 1);
+        assert!(found.iter().all(|f| f.result.is_ok()), "{found:?}");
+    }
+
+    #[test]
+    fn decode_of_anything_is_an_error_not_a_panic() {
+        assert_eq!(decode("zz00000000000000000000"), Err(FrameError::NotHex));
+        assert_eq!(decode("AB00000000000000000000"), Err(FrameError::NotHex));
+        assert_eq!(decode("é000000000000000000"), Err(FrameError::NotHex));
+        assert_eq!(decode(""), Err(FrameError::TooShort));
+        assert_eq!(decode("0"), Err(FrameError::OddLength));
+        // A marker at the very end, and one followed by non-ASCII text.
+        let found: std::vec::Vec<_> = scan("x @mtex ").collect();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].result, Err(FrameError::TooShort));
+        let found: std::vec::Vec<_> = scan("@mtex ab\u{e9}@mtex \u{fffd}").collect();
+        assert_eq!(found.len(), 2);
+        assert_eq!((found[0].end, found[1].offset), (8, 10));
     }
 
     #[test]
