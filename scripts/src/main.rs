@@ -1,6 +1,6 @@
 //! `mtex`: build, boot, report.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use mtex::{bench, images, qemu, render, report};
 use std::path::PathBuf;
@@ -102,7 +102,7 @@ fn real_main() -> Result<ExitCode> {
             if raw {
                 println!("{}", console.text);
             }
-            let mut r = report::parse(&console.text);
+            let mut r = report::parse_bytes(&console.bytes);
             if console.timed_out {
                 r.problems.push(format!(
                     "host time limit of {timeout} s reached: QEMU killed"
@@ -119,7 +119,10 @@ fn real_main() -> Result<ExitCode> {
             })
         }
         Cmd::Parse { file } => {
-            let r = report::parse(&std::fs::read_to_string(file)?);
+            // Bytes, not text: one byte that is not UTF-8 must not cost the whole log.
+            let bytes =
+                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let r = report::parse_bytes(&bytes);
             print!("{}", render::text(&r));
             Ok(if r.succeeded() {
                 ExitCode::SUCCESS

@@ -34,7 +34,10 @@ impl Default for RunConfig {
 
 /// What a run printed and how it ended.
 pub struct Console {
+    /// The console as text (bytes that were not UTF-8 shown as U+FFFD).
     pub text: String,
+    /// The console as it came: QEMU's stdout, then its stderr.
+    pub bytes: Vec<u8>,
     /// QEMU's exit status, None if it was killed at the time limit.
     pub status: Option<i32>,
     pub timed_out: bool,
@@ -117,12 +120,11 @@ pub fn run(images: &Images, cfg: &RunConfig) -> Result<Console> {
     };
     let out = reader.join().unwrap_or_default();
     let err = err_reader.join().unwrap_or_default();
-    let mut text = String::from_utf8_lossy(&out).into_owned();
-    if !err.is_empty() {
-        text.push_str(&String::from_utf8_lossy(&err));
-    }
+    let mut bytes = out;
+    bytes.extend_from_slice(&err);
     Ok(Console {
-        text,
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+        bytes,
         status,
         timed_out,
         wall: start.elapsed(),

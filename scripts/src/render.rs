@@ -137,6 +137,9 @@ pub fn text(r: &Report) -> String {
             let _ = writeln!(out, "\nEnd: no summary record");
         }
     }
+    for n in &r.notes {
+        let _ = writeln!(out, "NOTE: {n}");
+    }
     for p in &r.problems {
         let _ = writeln!(out, "PROBLEM: {p}");
     }

@@ -61,6 +61,9 @@ pub struct Report {
     pub summary: Option<Summary>,
     /// Records that were damaged, missing or unexpected, and a missing summary.
     pub problems: Vec<String>,
+    /// Damage that touched no record (bytes that were not UTF-8 in text outside records):
+    /// shown, but the run still counts.
+    pub notes: Vec<String>,
     /// Console text that was not a record (firmware, QEMU messages).
     pub other_output: Vec<String>,
 }
@@ -88,58 +91,138 @@ impl Report {
 
 /// Parses the console text of a run.
 pub fn parse(text: &str) -> Report {
+    parse_bytes(text.as_bytes())
+}
+
+/// Parses the console output of a run as it came, bytes that are not UTF-8 included. Total:
+/// any input gives a report, and any damage to a record is listed in its problems.
+pub fn parse_bytes(bytes: &[u8]) -> Report {
     let mut r = Report::default();
-    let mut next_seq: u32 = 0;
+    // Sequence numbers as u64, so that nothing wraps whatever a damaged stream holds.
+    let mut next_seq: u64 = 0;
+    let mut seen = std::collections::HashSet::new();
+    // Records before the summary, and the summary's own sequence number.
+    let mut at_summary: Option<(u64, u64)> = None;
     let mut last_end = 0;
-    for found in frame::scan(text) {
-        collect_other(&mut r, &text[last_end..found.offset]);
-        last_end = text[found.offset..]
-            .find('\n')
-            .map_or(text.len(), |n| found.offset + n + 1);
+    // Where the frames were, to tell which bytes that are not UTF-8 hit a record's line.
+    let mut spans = Vec::new();
+    for found in frame::scan_bytes(bytes) {
+        collect_other(
+            &mut r,
+            bytes.get(last_end..found.offset).unwrap_or_default(),
+        );
+        last_end = found.end.max(last_end);
+        spans.push((found.offset, found.end));
         let (seq, record) = match found.result {
             Ok(ok) => ok,
             Err(e) => {
+                let after = match next_seq {
+                    0 => "before any record".to_string(),
+                    n => format!("after record {}", n - 1),
+                };
                 r.problems.push(format!(
-                    "damaged record after seq {} (byte {}): {e:?}",
-                    next_seq.wrapping_sub(1) as i64,
+                    "damaged record at byte {} ({after}): {e:?}",
                     found.offset
                 ));
                 continue;
             }
         };
+        let seq64 = u64::from(seq);
         if r.summary.is_some() {
             r.problems.push(format!("record {seq} after the summary"));
         }
-        if seq != next_seq {
-            if seq > next_seq {
+        if seq64 >= next_seq {
+            if seq64 > next_seq {
                 r.problems
-                    .push(format!("records {next_seq}..{} missing", seq - 1));
-            } else {
-                r.problems
-                    .push(format!("record {seq} out of order (expected {next_seq})"));
+                    .push(format!("records {next_seq}..{} missing", seq64 - 1));
             }
+            next_seq = seq64 + 1;
+        } else if seen.contains(&seq) {
+            // Applying it again would count it twice.
+            r.problems
+                .push(format!("record {seq} repeated (expected {next_seq})"));
+            continue;
+        } else {
+            r.problems
+                .push(format!("record {seq} out of order (expected {next_seq})"));
         }
-        next_seq = seq.wrapping_add(1);
+        seen.insert(seq);
+        if matches!(record, Record::Summary(_)) {
+            at_summary = Some((seen.len() as u64 - 1, seq64));
+        }
         apply(&mut r, seq, record);
     }
-    collect_other(&mut r, &text[last_end.min(text.len())..]);
-    match r.summary {
-        None => r
+    collect_other(&mut r, bytes.get(last_end..).unwrap_or_default());
+    match (r.summary, at_summary) {
+        (Some(s), Some((before, seq))) if u64::from(s.records) != before || before != seq => {
+            r.problems.push(format!(
+                "the summary counts {} records before it, {before} arrived (it is record {seq})",
+                s.records
+            ))
+        }
+        (Some(_), _) => {}
+        (None, _) => r
             .problems
             .push("no summary record: the run did not finish (report truncated)".to_string()),
-        Some(s) if s.records != next_seq - 1 => r.problems.push(format!(
-            "the summary counts {} records before it, {} arrived",
-            s.records,
-            next_seq - 1
-        )),
-        Some(_) => {}
     }
+    not_utf8(&mut r, bytes, &spans);
     r
 }
 
-fn collect_other(r: &mut Report, text: &str) {
+/// Lists bytes that are not UTF-8: a problem when they sit on a line that holds a record (the
+/// record may be damaged), a note elsewhere. `spans` are the frames' byte ranges, in order.
+fn not_utf8(r: &mut Report, bytes: &[u8], spans: &[(usize, usize)]) {
+    // (bytes, first offset) on record lines and elsewhere.
+    let mut hit: (usize, Option<usize>) = (0, None);
+    let mut other: (usize, Option<usize>) = (0, None);
+    let mut at = 0;
+    // The line of the last bad bytes, and whether it holds a frame.
+    let mut line: Option<(usize, usize, bool)> = None;
+    for chunk in bytes.utf8_chunks() {
+        at += chunk.valid().len();
+        let bad = chunk.invalid().len();
+        if bad == 0 {
+            continue;
+        }
+        let on_record_line = match line {
+            Some((_, end, framed)) if at < end => framed,
+            _ => {
+                let start = bytes[..at]
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |n| n + 1);
+                let end = bytes[at..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(bytes.len(), |n| at + n);
+                // The first frame ending after the line starts: does it begin before it ends?
+                let i = spans.partition_point(|&(_, e)| e <= start);
+                let framed = spans.get(i).is_some_and(|&(o, _)| o < end);
+                line = Some((start, end, framed));
+                framed
+            }
+        };
+        let tally = if on_record_line { &mut hit } else { &mut other };
+        tally.0 += bad;
+        tally.1.get_or_insert(at);
+        at += bad;
+    }
+    if let (n @ 1.., Some(first)) = hit {
+        r.problems.push(format!(
+            "console: {n} bytes were not UTF-8 on lines holding records (first at byte {first}): those records may be damaged"
+        ));
+    }
+    if let (n @ 1.., Some(first)) = other {
+        r.notes.push(format!(
+            "console: {n} bytes were not UTF-8 in text outside records (first at byte {first}), shown as U+FFFD"
+        ));
+    }
+}
+
+fn collect_other(r: &mut Report, bytes: &[u8]) {
     r.other_output.extend(
-        text.lines()
+        String::from_utf8_lossy(bytes)
+            .lines()
             .map(str::trim)
             .filter(|l| !l.is_empty())
             .map(String::from),
@@ -329,6 +412,89 @@ mod tests {
 
         let r = parse(&frame(0, write(0, 1)));
         assert!(r.problems.iter().any(|p| p.contains("no summary")));
+        assert!(!r.succeeded());
+    }
+
+    #[test]
+    fn two_frames_on_one_line_are_both_read() {
+        // The newline between two frames lost, and guest text glued to the end of a frame.
+        let text = [
+            frame(0, write(0, 1)).trim_end().to_string(),
+            frame(1, Record::Console(ShortStr::truncated("hi"))),
+            frame(2, summary(2)).trim_end().to_string(),
+            " trailing text\n".to_string(),
+        ]
+        .concat();
+        let r = parse(&text);
+        assert!(r.succeeded(), "{:?}", r.problems);
+        assert_eq!((r.writes.len(), r.console.len()), (1, 1));
+        assert_eq!(r.other_output, ["trailing text"]);
+    }
+
+    #[test]
+    fn repeated_and_foreign_frames_are_problems_not_panics() {
+        let line = frame(1, write(0, 1));
+        let text = [
+            frame(0, write(0, 1)),
+            format!("{}{line}", line.trim_end()),
+            frame(2, summary(2)),
+        ]
+        .concat();
+        let r = parse(&text);
+        assert!(!r.succeeded());
+        assert_eq!(r.writes.len(), 2, "a repeated record is not counted twice");
+        assert!(
+            r.problems.iter().any(|p| p.contains("record 1 repeated")),
+            "{:?}",
+            r.problems
+        );
+        // Sequence numbers at the ends of the range, markers with nothing after them.
+        let r = parse(&[frame(u32::MAX, summary(u32::MAX)), "@mtex ".into()].concat());
+        assert!(!r.succeeded());
+        let r = parse("@mtex @mtex \u{e9}@mtex 00@mtex");
+        assert_eq!(
+            r.problems
+                .iter()
+                .filter(|p| p.starts_with("damaged record"))
+                .count(),
+            3,
+            "{:?}",
+            r.problems
+        );
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_listed() {
+        let good = [frame(0, write(0, 1)), frame(1, summary(1))].concat();
+        // In text outside records: a note, the run still counts.
+        let mut log = b"firmware \xff\xfe says hi\n".to_vec();
+        log.extend_from_slice(good.as_bytes());
+        let r = parse_bytes(&log);
+        assert!(r.succeeded(), "{:?}", r.problems);
+        assert_eq!(r.other_output, ["firmware \u{fffd}\u{fffd} says hi"]);
+        assert!(
+            r.notes.iter().any(|n| n.contains("2 bytes were not UTF-8")),
+            "{:?}",
+            r.notes
+        );
+        // On a record's line: a problem, even when the frame itself still decodes.
+        let mut log = good.as_bytes().to_vec();
+        let eol = log.iter().position(|&b| b == b'\n').unwrap();
+        log.insert(eol, 0x80);
+        let r = parse_bytes(&log);
+        assert!(!r.succeeded());
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.contains("1 bytes were not UTF-8 on lines holding records")),
+            "{:?}",
+            r.problems
+        );
+        // Inside a frame: the frame is damaged as well.
+        let mut log = good.as_bytes().to_vec();
+        log[20] = 0xc3;
+        let r = parse_bytes(&log);
+        assert!(r.problems.iter().any(|p| p.starts_with("damaged record")));
         assert!(!r.succeeded());
     }
 
