@@ -241,6 +241,36 @@ pub fn describe(e: OptionError) -> ShortStr<96> {
     s
 }
 
+/// Every `mtex.<key>` that the hypervisor ([`HypOptions`]), the guest ([`GuestOptions`]) and
+/// the kernel scenario ([`crate::scenario::Scenario`]) read. Any other `mtex.` key is a mistake
+/// that would leave a default silently in force (`mtex.policy=` for `mtex.policies=`), so the
+/// host rejects it before it boots. A test (`crates/abi/tests/option_keys.rs`) checks this list
+/// against the parsers both ways.
+pub const KNOWN_KEYS: &[&str] = &[
+    "guest",
+    "watchdog_ms",
+    "traps",
+    "runs",
+    "selftest",
+    "bench_n",
+    "probe_addr",
+    "policies",
+    "workloads",
+    "tcf0",
+    "hz",
+];
+
+/// The key of the first `mtex.` word of `cmdline` that is not in [`KNOWN_KEYS`] (the text
+/// before its `=`, or the whole word without one). Words without the `mtex.` prefix belong to
+/// others and are not looked at.
+pub fn unknown_key(cmdline: &str) -> Option<&str> {
+    cmdline
+        .split_ascii_whitespace()
+        .filter_map(|w| w.strip_prefix("mtex."))
+        .map(|w| w.split_once('=').map_or(w, |(k, _)| k))
+        .find(|k| !KNOWN_KEYS.contains(k))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
