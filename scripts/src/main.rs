@@ -3,7 +3,9 @@
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use mtex::{bench, images, qemu, render, report};
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::{Seek, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -29,11 +31,11 @@ enum Cmd {
         /// More `mtex.<key>=<value>` options (e.g. --opt watchdog_ms=500 --opt traps=tvm).
         #[arg(long = "opt", value_name = "KEY=VALUE")]
         opts: Vec<String>,
-        /// Also write the report as JSON to this file.
+        /// Also write the report as JSON to this file (checked for writing before the run).
         #[arg(long)]
         json: Option<PathBuf>,
-        /// Host time limit in seconds (default 60; 900 for the kernel scenario).
-        #[arg(long)]
+        /// Host time limit in seconds, at least 1 (default 60; 900 for the kernel scenario).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         timeout: Option<u64>,
         /// Run without -icount (faster, no instruction counts, not deterministic).
         #[arg(long)]
@@ -89,7 +91,9 @@ fn real_main() -> Result<ExitCode> {
             no_icount,
             raw,
         } => {
+            // Bad input is found here, before anything is built or booted.
             let line = qemu::cmdline(&guest, &opts)?;
+            let mut json = json.map(|p| open_json(&p).map(|f| (p, f))).transpose()?;
             let timeout = timeout.unwrap_or(if guest == "kernel" { 900 } else { 60 });
             let images = images::build()?;
             let cfg = qemu::RunConfig {
@@ -109,8 +113,9 @@ fn real_main() -> Result<ExitCode> {
                 ));
             }
             print!("{}", render::text(&r));
-            if let Some(path) = json {
-                std::fs::write(&path, serde_json::to_string_pretty(&r)?)?;
+            if let Some((path, file)) = &mut json {
+                write_json(file, &serde_json::to_string_pretty(&r)?)
+                    .with_context(|| format!("writing --json {}", path.display()))?;
             }
             Ok(if r.succeeded() {
                 ExitCode::SUCCESS
@@ -199,4 +204,23 @@ fn real_main() -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Opens the `--json` file for writing before the run, so that a path that cannot be written is
+/// bad input found in a second, not after a long run. An existing file is kept until the report
+/// replaces it.
+fn open_json(path: &Path) -> Result<File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("--json {}: cannot open for writing", path.display()))
+}
+
+fn write_json(file: &mut File, json: &str) -> std::io::Result<()> {
+    file.set_len(0)?;
+    file.rewind()?;
+    file.write_all(json.as_bytes())?;
+    file.write_all(b"\n")
 }
