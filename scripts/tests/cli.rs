@@ -1,0 +1,217 @@
+//! The `mtex` binary on bad input: every mistake is refused with exit status 2 and a message
+//! that names it, before anything is built or booted (these tests never start QEMU: a run that
+//! got past the checks would build the images and boot, and the watchdog below would fail it).
+//! And `mtex parse` on damaged logs: a listed problem and status 1, never a crash.
+
+use mtex_abi::report::{ExitReason, Summary};
+use mtex_abi::{Record, ShortStr, frame};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Outcome {
+    /// None when killed by a signal (a panic under panic=abort).
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `mtex args`, failing the test if it takes long enough to have built or booted.
+fn mtex(args: &[&str]) -> Outcome {
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let limit = Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("mtex {args:?} still running after {limit:?}: it got past the input checks");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    Outcome {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `mtex args` must be refused as bad input with a message holding every one of `needles`.
+fn refused(args: &[&str], needles: &[&str]) -> String {
+    let o = mtex(args);
+    assert_eq!(o.code, Some(2), "mtex {args:?}: {}{}", o.stdout, o.stderr);
+    for n in needles {
+        assert!(
+            o.stderr.contains(n),
+            "mtex {args:?}: {:?} lacks {n:?}",
+            o.stderr
+        );
+    }
+    assert!(o.stdout.is_empty(), "mtex {args:?} printed {:?}", o.stdout);
+    o.stderr
+}
+
+/// A fresh directory for this test's files.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mtex-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn unknown_option_keys_are_refused_listing_the_known_ones() {
+    let m = refused(
+        &["run", "--opt", "policy=tcma1"],
+        &["mtex.policy", "did you mean mtex.policies?"],
+    );
+    for k in mtex_abi::options::KNOWN_KEYS {
+        assert!(m.contains(k), "{m} does not list {k}");
+    }
+    refused(
+        &["run", "--guest", "controls", "--opt", "watchdog=5"],
+        &["mtex.watchdog", "watchdog_ms"],
+    );
+    refused(&["run", "--opt", "mtex.hz=20"], &["without \"mtex.\""]);
+    refused(&["run", "--opt", "hz"], &["\"hz\"", "KEY=VALUE"]);
+    refused(&["run", "--guest", "spin mtex.x=1"], &["--guest"]);
+}
+
+#[test]
+fn bad_values_are_refused_in_full_naming_them() {
+    // Longer than the hypervisor's 96-byte console message: printed whole.
+    let m = refused(
+        &["run", "--guest", "nonsense"],
+        &[
+            "bad option mtex.guest",
+            "exclusive-loop",
+            "mtex.guest=nonsense",
+        ],
+    );
+    assert!(m.len() > 96, "{m}");
+    refused(
+        &["run", "--opt", "policies=entry-tco,kasan,tcma1"],
+        &[
+            "bad option mtex.policies",
+            "\"kasan\"",
+            "skip-tag-stacks-pgtables",
+        ],
+    );
+    refused(
+        &["run", "--opt", "workloads=getpid,memcached:size=7"],
+        &["bad option mtex.workloads", "\"memcached:size=7\""],
+    );
+    refused(
+        &["run", "--guest", "spin", "--opt", "watchdog_ms=soon"],
+        &["bad option mtex.watchdog_ms", "mtex.watchdog_ms=soon"],
+    );
+    refused(&["run", "--opt", "tcf0=on"], &["mtex.tcf0=on"]);
+}
+
+#[test]
+fn zero_timeout_is_refused() {
+    refused(&["run", "--timeout", "0"], &["--timeout"]);
+    refused(&["run", "--timeout=-1"], &["--timeout"]);
+    refused(&["run", "--timeout", "soon"], &["--timeout"]);
+}
+
+#[test]
+fn json_path_that_cannot_be_written_is_refused_before_the_run() {
+    let d = scratch("json");
+    let missing = d.join("no-such-dir/report.json");
+    let missing = missing.to_str().unwrap();
+    refused(&["run", "--json", missing], &["--json", missing]);
+    // A directory is not a file either.
+    refused(&["run", "--json", d.to_str().unwrap()], &["--json"]);
+    // Options are checked first: nothing is created for a run that is refused.
+    let never = d.join("never.json");
+    refused(
+        &[
+            "run",
+            "--opt",
+            "policy=x",
+            "--json",
+            never.to_str().unwrap(),
+        ],
+        &["mtex.policy"],
+    );
+    assert!(!never.exists());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn parse_names_a_file_it_cannot_read() {
+    refused(
+        &["parse", "/nonexistent/mtex.log"],
+        &["reading /nonexistent/mtex.log", "No such file"],
+    );
+}
+
+fn frame(seq: u32, r: &Record) -> String {
+    let mut buf = [0u8; frame::MAX_TEXT];
+    frame::encode(seq, r, &mut buf).unwrap().to_string()
+}
+
+#[test]
+fn parse_reads_damaged_logs_without_crashing() {
+    let d = scratch("parse");
+    let hello = frame(0, &Record::Console(ShortStr::truncated("hello")));
+    let summary = frame(
+        1,
+        &Record::Summary(Summary {
+            records: 1,
+            exit: ExitReason::GuestExit { status: 0 },
+            ts: 0,
+            exits: 0,
+        }),
+    );
+    let parse = |name: &str, bytes: &[u8]| {
+        let path = d.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let o = mtex(&["parse", path.to_str().unwrap()]);
+        assert!(o.code.is_some(), "{name}: killed by a signal: {}", o.stderr);
+        o
+    };
+    // Two frames on one line (a lost newline): both read, a success.
+    let o = parse(
+        "joined.log",
+        format!("{}{summary}", hello.trim_end()).as_bytes(),
+    );
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("hello"), "{}", o.stdout);
+    // A frame repeated on the line of another: a problem, status 1.
+    let o = parse(
+        "repeated.log",
+        format!("{}{hello}{summary}", hello.trim_end()).as_bytes(),
+    );
+    assert_eq!(o.code, Some(1), "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("PROBLEM: record 0 repeated"),
+        "{}",
+        o.stdout
+    );
+    // A byte that is not UTF-8 in other text: a note, still a success.
+    let mut log = b"firmware \xff\n".to_vec();
+    log.extend_from_slice(format!("{hello}{summary}").as_bytes());
+    let o = parse("stray-byte.log", &log);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("NOTE: console: 1 bytes were not UTF-8"),
+        "{}",
+        o.stdout
+    );
+    // The same byte inside a frame: a problem.
+    let mut log = format!("{hello}{summary}").into_bytes();
+    log[12] = 0xff;
+    let o = parse("bad-frame.log", &log);
+    assert_eq!(o.code, Some(1), "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("PROBLEM: damaged record"), "{}", o.stdout);
+    let _ = std::fs::remove_dir_all(&d);
+}
