@@ -85,7 +85,7 @@ fn wfx(hyp: &mut Hyp, ctx: &mut GuestContext) {
 #[cold]
 #[inline(never)]
 pub fn unhandled(hyp: &mut Hyp, ctx: &GuestContext) -> ! {
-    hyp.report.finish(ExitReason::UnhandledGuestExit {
+    hyp.finish(ExitReason::UnhandledGuestExit {
         esr: ESR_EL2.get(),
         far: FAR_EL2.get(),
         // HPFAR_EL2.FIPA holds IPA[47:12] in bits 43:4.

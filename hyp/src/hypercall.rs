@@ -20,9 +20,7 @@ pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext) {
         f if f == hc::PHASE_BEGIN as u64 => phase_begin(hyp, ctx),
         f if f == hc::PHASE_END as u64 => phase_end(hyp, ctx),
         f if f == hc::CONSOLE_WRITE as u64 => console_write(hyp, ctx),
-        f if f == hc::EXIT as u64 => hyp
-            .report
-            .finish(ExitReason::GuestExit { status: ctx.x[1] }),
+        f if f == hc::EXIT as u64 => hyp.finish(ExitReason::GuestExit { status: ctx.x[1] }),
         _ => {
             hyp.report.send(&Record::UnknownCall(UnknownCall {
                 conduit: Conduit::Hvc,
@@ -73,7 +71,8 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
 }
 
 fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
-    if hyp.phase_id() != ctx.x[1] as u32 {
+    // Compared in 64 bits: x1 = 2^32 + id must not close phase `id`.
+    if hyp.phase.is_none() || hyp.phase_id() as u64 != ctx.x[1] {
         return ret::INVALID_PARAMETERS;
     }
     // Figures first, so the phase's EL2 count excludes the framing of its own records.

@@ -22,9 +22,9 @@ pub fn handle_guest_smc(hyp: &mut Hyp, ctx: &mut GuestContext) {
         return refuse(hyp, ctx);
     }
     match function {
-        PSCI_SYSTEM_OFF => hyp.report.finish(ExitReason::GuestSystemOff),
+        PSCI_SYSTEM_OFF => hyp.finish(ExitReason::GuestSystemOff),
         PSCI_SYSTEM_RESET | PSCI_SYSTEM_RESET2_32 | PSCI_SYSTEM_RESET2_64 => {
-            hyp.report.finish(ExitReason::GuestSystemReset)
+            hyp.finish(ExitReason::GuestSystemReset)
         }
         PSCI_VERSION
         | PSCI_FEATURES

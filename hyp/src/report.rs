@@ -188,7 +188,7 @@ fn finish_on(uart: &mut Uart<'static>, exit: ExitReason) -> ! {
 pub fn die(exit: ExitReason) -> ! {
     // SAFETY: this path powers off and never returns to a handler that may hold the state.
     match unsafe { crate::global::HYP.take_for_shutdown() } {
-        Some(hyp) => hyp.report.finish(exit),
+        Some(hyp) => hyp.finish(exit),
         None => finish_on(&mut console_uart(), exit),
     }
 }

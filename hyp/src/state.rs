@@ -93,6 +93,17 @@ impl Hyp {
         }
     }
 
+    /// Ends the run: a traced phase still open sends the counts it has so far (the host shows
+    /// them as a phase that never ended, with where it stopped), then the Summary.
+    pub fn finish(&mut self, exit: mtex_abi::report::ExitReason) -> ! {
+        if let Some((id, counts)) = self.tracer.partial() {
+            self.report.send(&mtex_abi::Record::PhaseTrace(
+                mtex_abi::report::PhaseTrace { id, counts },
+            ));
+        }
+        self.report.finish(exit)
+    }
+
     /// Opens phase `id` at this point of the run.
     pub fn begin_phase(&mut self, id: u32) {
         // Counters disturbed between phases are set up again; this phase starts clean.

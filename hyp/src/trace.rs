@@ -9,6 +9,7 @@ use crate::fast_step::fast;
 use aarch64_cpu::registers::*;
 use mtex_abi::report::TcoSite;
 use mtex_dt::Region;
+use mtex_trace::EXCLUSIVE_RETRIES;
 use mtex_trace::counts::{BlockGranules, Effect, Pending, Tally, TraceCounts};
 use mtex_trace::decode::{self, Insn};
 use mtex_trace::predicate::Controls;
@@ -19,9 +20,6 @@ use tock_registers::interfaces::{Readable, Writeable};
 const SPSR_SS: u64 = 1 << 21;
 /// SPSR_EL2.UAO: LDTR/STTR at EL1 are privileged.
 const SPSR_UAO: u64 = 1 << 23;
-/// Store-exclusives stepped in a row at one address before the engine gives up: stepping
-/// clears the exclusive monitor (every ERET does), so such a retry loop never ends.
-const EXCLUSIVE_RETRIES: u32 = 16;
 /// MDCR_EL2.TDE: debug exceptions from EL1/EL0 go to EL2.
 const MDCR_TDE: u64 = 1 << 8;
 /// MDSCR_EL1.SS: software step enable.
@@ -287,6 +285,21 @@ impl Tracer {
         self.active = false;
         self.armed = false;
         (self.tally.finish(), self.sites)
+    }
+
+    /// The counts so far of a traced phase that will never end (the run is ending), with its
+    /// id; None when no traced phase is open.
+    pub fn partial(&mut self) -> Option<(u32, TraceCounts)> {
+        if !self.active {
+            return None;
+        }
+        self.active = false;
+        // SAFETY: called on the way to power-off, with the hypervisor state held.
+        let f = unsafe { fast() };
+        let counts = self.tally.counts_mut();
+        counts.instructions_el0 += f.inert_el0;
+        counts.instructions_el1 += f.inert_el1;
+        Some((self.phase, self.tally.finish()))
     }
 
     /// At a guest exit: retires the instruction that was about to run at the previous exit.

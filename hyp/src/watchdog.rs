@@ -59,7 +59,7 @@ pub fn arm(ms: u64) {
 pub fn irq_exit(hyp: &mut Hyp, ctx: &mut GuestContext) {
     match GicCpuInterface::get_and_acknowledge_interrupt(InterruptGroup::Group1) {
         Some(id) if id == IntId::ppi(Board::HYP_TIMER_INTID - 16) => {
-            hyp.report.finish(ExitReason::Watchdog {
+            hyp.finish(ExitReason::Watchdog {
                 budget_ms: hyp.watchdog_ms,
                 at: ctx.state(),
             })

@@ -414,6 +414,16 @@ fn an_exclusive_loop_under_trace_ends_with_a_named_reason_not_a_hang() {
         }
         other => panic!("unexpected exit {other:?}"),
     }
+    // The phase never ended, but its counts up to where the engine stopped are reported:
+    // EXCLUSIVE_RETRIES + 1 attempts of ldaxr, add, stlxr (every store failing: no write),
+    // and the cbnz of every attempt but the last, whose retry ended the run.
+    let p = &r.phases[0];
+    assert!(p.end.is_none());
+    let t = p.trace.expect("the phase's partial counts");
+    let attempts = mtex_trace::EXCLUSIVE_RETRIES as u64 + 1;
+    assert_eq!(t.instructions_el1, 3 * attempts + (attempts - 1));
+    assert_eq!(t.failed_store_exclusives, attempts);
+    assert_eq!((t.accesses.rd_k, t.accesses.wr_k), (attempts, 0));
     assert!(wall < Duration::from_secs(10));
 }
 

@@ -13,3 +13,8 @@ pub mod decode;
 pub mod maintenance;
 pub mod predicate;
 pub mod run;
+
+/// Retries of one store-exclusive the step engine lets a retry loop make before it ends the
+/// run (with its counts so far): stepping clears the exclusive monitor at every ERET, so
+/// under trace such a loop can never succeed.
+pub const EXCLUSIVE_RETRIES: u32 = 16;
