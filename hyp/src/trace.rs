@@ -346,6 +346,11 @@ impl Tracer {
                     // The access was made and its check failed: it counts as checked, and
                     // as a fault; the instruction did not complete.
                     self.tally.retire_faulted_access(p);
+                    // The CPU checked what the predicate judged unchecked: a cross-check
+                    // that costs nothing and catches a wrong term or a wrong address.
+                    if !(p.read.views().architectural || p.write.views().architectural) {
+                        self.tally.counts_mut().unexpected_tag_check_faults += 1;
+                    }
                 }
                 return;
             }

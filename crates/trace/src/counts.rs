@@ -122,6 +122,9 @@ pub struct TraceCounts {
     /// Store-exclusives that failed (status 1): executed, but no access, so not in the
     /// access counts.
     pub failed_store_exclusives: u64,
+    /// Tag-check faults taken on an access the predicate judged not Tag Checked: the model
+    /// and the CPU disagree, so every figure of the phase is in doubt (a problem).
+    pub unexpected_tag_check_faults: u64,
 }
 
 /// Kernel entries: exceptions taken to EL1, told apart by the vector a step lands on.
