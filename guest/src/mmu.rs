@@ -84,6 +84,13 @@ pub static mut USER_PAGE: Page = Page([0; 4096]);
 /// A page mapped Normal Write-Back without the Tagged attribute.
 pub static mut UNTAGGED_PAGE: Page = Page([0; 4096]);
 
+/// An Untagged page (`.0`) and right after it a Tagged one (`.1`), for accesses that cross
+/// from one into the other.
+#[repr(C, align(4096))]
+pub struct SplitPages(pub Page, pub Page);
+
+pub static mut SPLIT_PAGES: SplitPages = SplitPages(Page([0; 4096]), Page([0; 4096]));
+
 const USER_RAM: El1Attributes = TAGGED_RAM
     .union(El1Attributes::USER)
     .union(El1Attributes::UXN);
@@ -119,11 +126,13 @@ pub fn install_idmap(base: usize, size: usize) {
     let mut map = IdMap::with_asid(0, 1, El1And0);
     map.map_range(&MemoryRegion::new(base, base + size), TAGGED_RAM)
         .expect("map RAM");
-    // Two pages with other attributes, remapped before the table is live.
+    // Pages with other attributes, remapped before the table is live.
     map.map_range(&page_region(&raw mut USER_PAGE), USER_RAM)
         .expect("map the user page");
     map.map_range(&page_region(&raw mut UNTAGGED_PAGE), UNTAGGED_RAM)
         .expect("map the untagged page");
+    map.map_range(&page_region((&raw mut SPLIT_PAGES).cast()), UNTAGGED_RAM)
+        .expect("map the untagged half of the split pages");
     // Only the addresses of the linker symbols are used.
     let (ut_start, ut_end) = (
         &raw const __user_text_start as usize,

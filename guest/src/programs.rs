@@ -59,6 +59,7 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         | GuestProgram::HostileCpu
         | GuestProgram::HostileWfx
         | GuestProgram::HostileUart
+        | GuestProgram::Addresses
         | GuestProgram::HostileVector
         | GuestProgram::HostilePatch
         | GuestProgram::HostileExclusive => crate::selftest::run(opts.program, fdt),

@@ -158,10 +158,13 @@ pub enum GuestProgram {
     HostilePatch,
     /// One LDXR/STXR pair per loop iteration, status ignored (not a retry loop).
     HostileExclusive,
+    /// Loads through pointer-authenticated pointers (LDRAA/LDRAB) and across an Untagged and
+    /// a Tagged page.
+    Addresses,
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 18] = [
+    pub const ALL: [(&'static str, GuestProgram); 19] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -180,6 +183,7 @@ impl GuestProgram {
         ("hostile-vector", Self::HostileVector),
         ("hostile-patch", Self::HostilePatch),
         ("hostile-exclusive", Self::HostileExclusive),
+        ("addresses", Self::Addresses),
     ];
 
     pub fn name(self) -> &'static str {
@@ -212,7 +216,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-exclusive)",
+                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-exclusive, addresses)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;

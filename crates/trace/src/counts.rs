@@ -42,6 +42,20 @@ pub struct Views {
     pub if_kernel_tco: bool,
 }
 
+impl Views {
+    /// Checked in a view if either part is: an access split in two parts (one per page) is
+    /// Tag Checked if either part is, and counted once.
+    #[inline]
+    pub fn or(self, o: Views) -> Views {
+        Views {
+            architectural: self.architectural || o.architectural,
+            tcf_elided: self.tcf_elided || o.tcf_elided,
+            if_tcma1: self.if_tcma1 || o.if_tcma1,
+            if_kernel_tco: self.if_kernel_tco || o.if_kernel_tco,
+        }
+    }
+}
+
 /// Judges one access under every view, by definition: the predicate once per view, each with
 /// the configuration that view supposes. This is the reference; [`judge`] is the same
 /// function computed with one predicate call (a property test holds them equal).
@@ -261,8 +275,9 @@ pub struct Pending {
 impl Pending {
     /// Judges `insn` at `pc` in `el` with PSTATE.TCO `tco` and PSTATE.UAO `uao` (which
     /// makes LDTR/STTR at EL1 privileged). `page_tagged(va, as_el0)` says whether the page at
-    /// `va` is Tagged (the hypervisor asks the MMU). `blocks` gives the granules of the DC
-    /// GVA/GZVA block (DCZID_EL0) and of the STGM/STZGM block (GMID_EL1).
+    /// `va` is Tagged (the hypervisor asks the MMU); it is asked twice for an access that
+    /// crosses into another page. `blocks` gives the granules of the DC GVA/GZVA block
+    /// (DCZID_EL0) and of the STGM/STZGM block (GMID_EL1).
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub fn new(
@@ -274,7 +289,7 @@ impl Pending {
         x: &[u64; 31],
         sp: u64,
         blocks: BlockGranules,
-        page_tagged: impl FnOnce(u64, bool) -> bool,
+        page_tagged: impl FnMut(u64, bool) -> bool,
     ) -> Self {
         let mut p = Self {
             pc,
@@ -319,7 +334,7 @@ impl Pending {
         c: &Controls,
         x: &[u64; 31],
         sp: u64,
-        page_tagged: impl FnOnce(u64, bool) -> bool,
+        mut page_tagged: impl FnMut(u64, bool) -> bool,
     ) {
         let (reads, writes) = match m.dir {
             Dir::Read => (true, false),
@@ -333,7 +348,10 @@ impl Pending {
             self.write = if writes { unchecked } else { Judged::default() };
             return;
         }
-        let va = m.address(x, sp);
+        // LDRAA/LDRAB access the authenticated pointer plus the offset.
+        let base = m.base_value(x, sp);
+        let base = m.auth.map_or(base, |key| c.authenticated(base, key));
+        let va = m.address_from(base, x);
         // AArch64.IsUnprivAccessPriv: with PSTATE.UAO set, LDTR/STTR at EL1 are privileged.
         let access_el = if m.unprivileged && !uao { 0 } else { self.el };
         self.unprivileged = access_el != self.el;
@@ -345,11 +363,30 @@ impl Pending {
             form_checkable,
             tagged_page: page_tagged(va, access_el == 0),
         };
+        // An access whose bytes reach into the next page (unaligned, at most 64 bytes, so
+        // never a third page) is made in parts, one per page, each translated and checked on
+        // its own (`Mem[]` splits it; `AArch64.CheckTag` checks a part only if its page is
+        // Tagged): it is Tag Checked if the part on either page is. The second part is judged
+        // at the access's last byte. (4KB steps: with larger pages both lookups may land on
+        // the same page, which only costs the second lookup.)
+        let last = va.wrapping_add((m.size as u64).saturating_sub(1));
+        let second = ((va ^ last) >> 12 != 0).then(|| Access {
+            va: last,
+            tagged_page: page_tagged(last, access_el == 0),
+            ..a
+        });
+        let judge_parts = |write: bool| {
+            let v = judge(c, &Access { write, ..a }, self.el);
+            match second {
+                Some(b) => v.or(judge(c, &Access { write, ..b }, self.el)),
+                None => v,
+            }
+        };
         if reads {
-            self.read = Judged::access(judge(c, &a, self.el));
+            self.read = Judged::access(judge_parts(false));
         }
         if writes {
-            self.write = Judged::access(judge(c, &Access { write: true, ..a }, self.el));
+            self.write = Judged::access(judge_parts(true));
         }
     }
 }
@@ -653,5 +690,125 @@ mod tests {
         ));
         let t = t.finish();
         assert_eq!((t.architectural.rd_k, t.architectural.wr_k), (0, 1));
+    }
+    /// EL1 with ATA, TCF SYNC, TBI0 and 39-bit VAs (T0SZ 25), the data keys enabled.
+    fn addr_controls() -> Controls {
+        Controls {
+            sctlr_el1: 1 << 43 | 1 << 40 | 1 << 27 | 1 << 13,
+            tcr_el1: 1 << 37 | 25,
+            hcr_ata: true,
+            features: crate::predicate::MteFeatures::ALL,
+        }
+    }
+
+    /// `insn` judged at EL1 with `x2 = base`; the addresses `page_tagged` was asked about (at
+    /// most two), and what one retirement of it counts.
+    fn judge_at(
+        c: &Controls,
+        insn: u32,
+        base: u64,
+        mut page_tagged: impl FnMut(u64) -> bool,
+    ) -> ([Option<u64>; 2], TraceCounts) {
+        let mut x = [0u64; 31];
+        x[2] = base;
+        let mut asked = [None; 2];
+        let p = Pending::new(
+            0,
+            1,
+            (false, false),
+            crate::decode::decode(insn),
+            c,
+            &x,
+            0,
+            BlockGranules::default(),
+            |va, _| {
+                let free = asked.iter().position(Option::is_none);
+                asked[free.expect("asked at most twice")] = Some(va);
+                page_tagged(va)
+            },
+        );
+        let mut t = Tally::default();
+        t.retire(&p);
+        (asked, t.finish())
+    }
+
+    /// A Tagged page at 0x4100_0000 and nothing else; a non-canonical address (bits 54:39
+    /// not all equal to bit 55) finds no page, as AT would.
+    fn one_tagged_page(va: u64) -> bool {
+        let canonical = (va >> 39) & 0xffff == 0;
+        canonical && va & 0x00ff_ffff_ffff_f000 == 0x4100_0000
+    }
+
+    #[test]
+    fn ldraa_and_ldrab_are_judged_at_the_authenticated_address() {
+        let c = addr_controls();
+        // Tag 3, a code in bits 54:39 (any: the predicate does not compute it).
+        let signed = 0x0300_0000_4100_0000 | 0x0012_3480_0000_0000;
+        for (insn, base) in [
+            (0xf820_1441, signed),      // ldraa x1, [x2, #8]
+            (0xf8ff_fc41, signed + 16), // ldrab x1, [x2, #-8]!
+        ] {
+            let (asked, t) = judge_at(&c, insn, base, one_tagged_page);
+            assert_eq!(asked, [Some(0x0300_0000_4100_0008), None], "{insn:#x}");
+            assert_eq!(t.architectural.rd_k, 1, "{insn:#x}");
+        }
+        // With EnDA clear, LDRAA authenticates nothing: the signed pointer is the address
+        // (no page there; the load would fault).
+        let off = Controls {
+            sctlr_el1: c.sctlr_el1 & !(1 << 27),
+            ..c
+        };
+        let (asked, t) = judge_at(&off, 0xf820_1441, signed, one_tagged_page);
+        assert_eq!(asked, [Some(signed + 8), None]);
+        assert_eq!((t.architectural.rd_k, t.accesses.rd_k), (0, 1));
+    }
+
+    #[test]
+    fn an_access_over_two_pages_is_checked_if_either_page_is_tagged_and_counted_once() {
+        let c = addr_controls();
+        let end = 0x0300_0000_4100_1000u64; // the Tagged page's first byte
+        let tagged = |va: u64| va & 0x00ff_ffff_ffff_f000 == 0x4100_1000;
+        // ldr x1, [x2] from 4 bytes before the Tagged page: Untagged, then Tagged.
+        let (asked, t) = judge_at(&c, 0xf940_0041, end - 4, tagged);
+        assert_eq!(asked, [Some(end - 4), Some(end + 3)]);
+        assert_eq!((t.architectural.rd_k, t.accesses.rd_k), (1, 1));
+        assert_eq!(t.tcf_elided.rd_k, 1);
+        // Tagged, then Untagged.
+        let (_, t) = judge_at(&c, 0xf940_0041, end - 4, |va| !tagged(va));
+        assert_eq!(t.architectural.rd_k, 1);
+        // Neither page Tagged: unchecked; both: checked once.
+        let (_, t) = judge_at(&c, 0xf940_0041, end - 4, |_| false);
+        assert_eq!((t.architectural.rd_k, t.accesses.rd_k), (0, 1));
+        let (_, t) = judge_at(&c, 0xf940_0041, end - 4, |_| true);
+        assert_eq!(t.architectural.rd_k, 1);
+        // A store and a pair (16 bytes from 8 before the page) likewise.
+        let (asked, t) = judge_at(&c, 0xf900_0041, end - 4, tagged); // str x1, [x2]
+        assert_eq!((asked[1], t.architectural.wr_k), (Some(end + 3), 1));
+        let (asked, t) = judge_at(&c, 0xa940_0c41, end - 8, tagged); // ldp x1, x3, [x2]
+        assert_eq!(
+            (asked, t.architectural.rd_k),
+            ([Some(end - 8), Some(end + 7)], 1)
+        );
+        // An atomic: one read and one write, each checked once.
+        let (_, t) = judge_at(&c, 0xf8e1_0043, end - 4, tagged); // ldaddal x1, x3, [x2]
+        assert_eq!((t.architectural.rd_k, t.architectural.wr_k), (1, 1));
+        // Ending on the page's last byte is one page: asked once.
+        let (asked, t) = judge_at(&c, 0xf940_0041, end - 8, tagged);
+        assert_eq!((asked, t.architectural.rd_k), ([Some(end - 8), None], 0));
+        // The other terms still apply to both parts: TCO unchecks the whole access.
+        let mut x = [0u64; 31];
+        x[2] = end - 4;
+        let p = Pending::new(
+            0,
+            1,
+            (true, false),
+            crate::decode::decode(0xf940_0041),
+            &c,
+            &x,
+            0,
+            BlockGranules::default(),
+            |va, _| tagged(va),
+        );
+        assert!(!p.read.views().architectural);
     }
 }

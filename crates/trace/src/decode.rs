@@ -60,6 +60,13 @@ pub enum Extend {
     Sxtx,
 }
 
+/// The data key an authenticating load (LDRAA, LDRAB) checks its base register with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataKey {
+    A,
+    B,
+}
+
 /// A memory-accessing instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemOp {
@@ -78,6 +85,10 @@ pub struct MemOp {
     /// A load- or store-exclusive (LDXR/STXR family), which single-stepping cannot carry
     /// through: every step's ERET clears the exclusive monitor.
     pub exclusive: bool,
+    /// LDRAA/LDRAB: the base register holds a pointer signed with this key (and a zero
+    /// modifier), which is authenticated before the offset is added. The access is at the
+    /// authenticated address (`predicate::Controls::authenticated`), not at [`Self::address`].
+    pub auth: Option<DataKey>,
 }
 
 impl MemOp {
@@ -93,13 +104,23 @@ impl MemOp {
     }
 
     /// The virtual address accessed, given the general-purpose registers (x0..x30) and SP.
-    /// For DC ZVA/GVA/GZVA the operand register holds the address (stored in `base`).
+    /// For DC ZVA/GVA/GZVA the operand register holds the address (stored in `base`). For
+    /// LDRAA/LDRAB this is the signed pointer plus the offset: see [`Self::auth`].
     pub fn address(&self, x: &[u64; 31], sp: u64) -> u64 {
-        let base = if self.base == 31 {
+        self.address_from(self.base_value(x, sp), x)
+    }
+
+    /// The base register's value (SP for register 31).
+    pub fn base_value(&self, x: &[u64; 31], sp: u64) -> u64 {
+        if self.base == 31 {
             sp
         } else {
             x[self.base as usize]
-        };
+        }
+    }
+
+    /// The address accessed when the base is `base` (the offset, index or nothing added).
+    pub fn address_from(&self, base: u64, x: &[u64; 31]) -> u64 {
         match self.offset {
             Offset::Imm(i) => base.wrapping_add(i as u64),
             Offset::PostIndex => base,
@@ -176,6 +197,7 @@ fn mem(kind: MemKind, dir: Dir, size: u16, base: u8, offset: Offset) -> Insn {
         unprivileged: false,
         writeback: false,
         exclusive: false,
+        auth: None,
     })
 }
 
@@ -384,16 +406,28 @@ fn decode_register(insn: u32, v: bool, n: u8) -> Insn {
             }
         }
         0b01 | 0b11 if !v && size == 3 => {
-            // LDRAA/LDRAB: the offset is S:imm9, scaled by 8; W (bit 11) writes back.
+            // LDRAA/LDRAB: the offset is S:imm9, scaled by 8; W (bit 11) writes back; M
+            // (bit 23) picks the key.
             let imm10 = (bits(insn, 22, 22) << 9) | bits(insn, 20, 12);
-            let op = mem(
+            let key = if bits(insn, 23, 23) == 0 {
+                DataKey::A
+            } else {
+                DataKey::B
+            };
+            match mem(
                 MemKind::Data,
                 Dir::Read,
                 8,
                 n,
                 Offset::Imm(sext(imm10, 10) << 3),
-            );
-            with_writeback(op, bits(insn, 11, 11) != 0)
+            ) {
+                Insn::Mem(m) => Insn::Mem(MemOp {
+                    writeback: bits(insn, 11, 11) != 0,
+                    auth: Some(key),
+                    ..m
+                }),
+                other => other,
+            }
         }
         _ => Insn::UnknownMem,
     }
@@ -647,6 +681,7 @@ mod tests {
             unprivileged: false,
             writeback: false,
             exclusive: false,
+            auth: None,
         };
         assert_eq!(m.address(&x, 0), 0x1000 - 16);
         let sp = MemOp {

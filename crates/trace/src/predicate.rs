@@ -3,6 +3,7 @@
 //! a term: it only decides what a failed check does. Implementations that skip checks when
 //! TCF is NONE (Arm cores, QEMU) are modelled by [`elides`].
 
+use crate::decode::DataKey;
 pub use mtex_arch::MteFeatures;
 
 /// The controls that decide tag checking for EL1 and EL0.
@@ -68,6 +69,61 @@ impl Controls {
     /// SCTLR_EL1.TCF (EL1) or TCF0 (EL0): 0 NONE, 1 SYNC, 2 ASYNC, 3 ASYMM.
     pub fn tcf(&self, el: u8) -> u64 {
         (self.sctlr_el1 >> if el == 0 { 38 } else { 40 }) & 3
+    }
+
+    /// SCTLR_EL1.EnDA / EnDB: authentication with the data key is enabled (for EL0 and EL1
+    /// alike in the EL1&0 regime; HCR_EL2.API is set, so it does not trap).
+    pub fn data_key_enabled(&self, key: DataKey) -> bool {
+        bit(self.sctlr_el1, if key == DataKey::A { 27 } else { 13 })
+    }
+
+    /// The lowest bit of the pointer authentication code for the half `ptr` is in:
+    /// 64 - TCR_EL1.T0SZ/T1SZ (`CalculateBottomPACBit`, `AArch64.PACEffectiveTxSZ`). TxSZ
+    /// is clamped to what the granule allows on the largest implementation: 12 at least with
+    /// 64KB pages or TCR_EL1.DS (FEAT_LVA, FEAT_LPA2), else 16; 48 at most (47 with 64KB
+    /// pages; FEAT_TTST). A value beyond what this CPU implements is CONSTRAINED
+    /// UNPREDICTABLE anyway: a guest that writes one is taken to have the feature.
+    pub fn bottom_pac_bit(&self, ptr: u64) -> u32 {
+        let upper = bit(ptr, 55);
+        let tcr = self.tcr_el1;
+        let (txsz, tg) = if upper {
+            ((tcr >> 16) & 0x3f, (tcr >> 30) & 3)
+        } else {
+            ((tcr & 0x3f), (tcr >> 14) & 3)
+        };
+        // TG0: 0b01 is 64KB; TG1: 0b11 is 64KB.
+        let granule_64k = if upper { tg == 0b11 } else { tg == 0b01 };
+        let min = if granule_64k || bit(tcr, 59) { 12 } else { 16 };
+        let max = if granule_64k { 47 } else { 48 };
+        64 - txsz.clamp(min, max) as u32
+    }
+
+    /// The address LDRAA/LDRAB access through the base `ptr` signed with `key` (and a zero
+    /// modifier), before the offset is added: what `AArch64.Auth` returns when the code
+    /// matches (`AuthDA`/`AuthDB`). The code field, bits 54 down to the bottom PAC bit, and
+    /// also 63:56 without TBI (63:60 with MTX but not TBI), is replaced by copies of bit 55;
+    /// the top byte (the address tag) is kept under TBI. With the key disabled
+    /// (SCTLR_EL1.EnDA/EnDB clear) the pointer is used as it is.
+    ///
+    /// Assumed: the authentication passes. When it fails, the architecture either takes a
+    /// PAC fail exception (FEAT_FPACCOMBINE) or corrupts the extension bits so that the
+    /// access takes a translation fault (without FEAT_PAuth2, an error code in bits 54:53 or
+    /// 62:61; with it, the code XORed in): either way the load makes no access and does not
+    /// complete, so the step engine never retires what was judged here.
+    pub fn authenticated(&self, ptr: u64, key: DataKey) -> u64 {
+        if !self.data_key_enabled(key) {
+            return ptr;
+        }
+        let low = (1u64 << self.bottom_pac_bit(ptr)) - 1;
+        let kept = if self.tbi(ptr) {
+            0xff00_0000_0000_0000 | low
+        } else if self.mtx(ptr) {
+            0x0f00_0000_0000_0000 | low
+        } else {
+            low
+        };
+        let extension = if bit(ptr, 55) { u64::MAX } else { 0 };
+        (ptr & kept) | (extension & !kept)
     }
 }
 
@@ -281,6 +337,121 @@ mod tests {
             if checked {
                 prop_assert!(form && page && hcr_ata && !tco && (c.tbi(va) || c.mtx(va)));
                 prop_assert!(c.allocation_tag_access(el));
+            }
+        }
+    }
+
+    const ENDA: u64 = 1 << 27;
+    const ENDB: u64 = 1 << 13;
+    /// TCR_EL1 with 39-bit VAs in both halves (T0SZ = T1SZ = 25), 4KB pages.
+    const VA39: u64 = 25 | 25 << 16 | 0b10 << 30;
+
+    fn pac(tcr: u64, sctlr: u64) -> Controls {
+        Controls {
+            sctlr_el1: sctlr,
+            tcr_el1: tcr,
+            ..on()
+        }
+    }
+
+    #[test]
+    fn authentication_replaces_the_code_with_bit_55_and_keeps_the_tag_under_tbi() {
+        let c = pac(VA39 | TBI0 | TBI1, ENDA | ENDB);
+        // Lower half, tag 3, a code in bits 54:39.
+        let signed = 0x0300_0000_4100_0000 | 0x007f_ab80_0000_0000;
+        assert_eq!(c.bottom_pac_bit(signed), 39);
+        for key in [DataKey::A, DataKey::B] {
+            assert_eq!(c.authenticated(signed, key), 0x0300_0000_4100_0000);
+        }
+        // Upper half (bit 55 set): the field becomes ones; tag 0xF kept.
+        let canonical = 0xffff_ff80_0000_1000;
+        let upper = canonical ^ 0x0055_aa00_0000_0000;
+        assert_eq!(c.authenticated(upper, DataKey::A), canonical);
+        // Without TBI the code takes the top byte too: it is extension, not a tag.
+        let no_tbi = pac(VA39, ENDA);
+        assert_eq!(
+            no_tbi.authenticated(0x5a2b_3c00_4100_0000, DataKey::A),
+            0x0000_0000_4100_0000
+        );
+        assert_eq!(
+            no_tbi.authenticated(0x5aab_3c00_4100_0000, DataKey::A),
+            0xffff_ff80_4100_0000
+        );
+        // TBI is per half: TBI1 alone keeps the tag of upper-half pointers only.
+        let tbi1 = pac(VA39 | TBI1, ENDA);
+        assert_eq!(
+            tbi1.authenticated(signed, DataKey::A),
+            0x0000_0000_4100_0000
+        );
+        assert_eq!(tbi1.authenticated(upper, DataKey::A), canonical);
+        // MTX without TBI keeps bits 59:56 (the tag), extends 63:60.
+        let mtx = pac(VA39 | 1 << 60, ENDA);
+        assert_eq!(
+            mtx.authenticated(0x5300_0080_4100_0000, DataKey::A),
+            0x0300_0000_4100_0000
+        );
+    }
+
+    #[test]
+    fn a_disabled_key_leaves_the_pointer_as_it_is() {
+        let signed = 0x0312_3400_4100_0000;
+        let only_a = pac(VA39 | TBI0, ENDA);
+        assert_eq!(
+            only_a.authenticated(signed, DataKey::A),
+            0x0300_0000_4100_0000
+        );
+        assert_eq!(only_a.authenticated(signed, DataKey::B), signed);
+        let only_b = pac(VA39 | TBI0, ENDB);
+        assert_eq!(only_b.authenticated(signed, DataKey::A), signed);
+        assert_eq!(
+            only_b.authenticated(signed, DataKey::B),
+            0x0300_0000_4100_0000
+        );
+    }
+
+    #[test]
+    fn the_code_field_follows_txsz_within_the_granules_limits() {
+        let at = |tcr: u64, ptr: u64| pac(tcr, 0).bottom_pac_bit(ptr);
+        let lower = 0x4100_0000;
+        let upper = 0xffff_8000_0000_0000;
+        assert_eq!(at(16, lower), 48);
+        assert_eq!(at(16 | 39 << 16, upper), 25, "T1SZ for the upper half");
+        assert_eq!(at(39 | 16 << 16, upper), 48);
+        // 4KB pages: TxSZ at least 16, at most 48.
+        assert_eq!(at(12, lower), 48);
+        assert_eq!(at(60, lower), 16);
+        // 64KB pages (TG0 = 0b01, TG1 = 0b11), or DS: down to 12 (52-bit VAs); 47 at most.
+        assert_eq!(at(12 | 0b01 << 14, lower), 52);
+        assert_eq!(at(60 | 0b01 << 14, lower), 17);
+        assert_eq!(at(12 << 16 | 0b11 << 30, upper), 52);
+        assert_eq!(at(12 << 16 | 0b10 << 30, upper), 48, "TG1 0b10 is 4KB");
+        assert_eq!(at(12 | 1 << 59, lower), 52);
+    }
+
+    proptest! {
+        /// Whatever the code, authentication gives a pointer whose field is the extension of
+        /// bit 55 (so authenticating again changes nothing), keeps everything below the
+        /// field, and keeps the top byte exactly when TBI applies.
+        #[test]
+        fn authentication_yields_a_canonical_pointer(ptr: u64, tcr: u64, key_a: bool) {
+            let c = pac(tcr, ENDA | ENDB);
+            let key = if key_a { DataKey::A } else { DataKey::B };
+            let a = c.authenticated(ptr, key);
+            let bottom = c.bottom_pac_bit(ptr);
+            let low = (1u64 << bottom) - 1;
+            prop_assert_eq!(a & low, ptr & low);
+            prop_assert_eq!(c.authenticated(a, key), a);
+            let b55 = (ptr >> 55) & 1;
+            prop_assert_eq!((a >> 55) & 1, b55);
+            let field = (a >> bottom) & ((1u64 << (55 - bottom)) - 1);
+            prop_assert_eq!(field, if b55 == 1 { (1u64 << (55 - bottom)) - 1 } else { 0 });
+            let ext = if b55 == 1 { 0xff } else { 0 };
+            if c.tbi(ptr) {
+                prop_assert_eq!(a >> 56, ptr >> 56);
+            } else if c.mtx(ptr) {
+                prop_assert_eq!(a >> 56, (ext & 0xf0) | ((ptr >> 56) & 0xf));
+            } else {
+                prop_assert_eq!(a >> 56, ext);
             }
         }
     }

@@ -2,7 +2,7 @@
 //! installed by scripts/ensure-deps): every line of tests/corpus.s is one instruction and the
 //! decoding it must get.
 
-use mtex_trace::decode::{Barrier, Dir, Extend, Insn, MemKind, MteSysReg, Offset, decode};
+use mtex_trace::decode::{Barrier, DataKey, Dir, Extend, Insn, MemKind, MteSysReg, Offset, decode};
 use object::{Object, ObjectSection};
 use std::path::Path;
 use std::process::Command;
@@ -42,8 +42,13 @@ fn describe(i: Insn) -> String {
             let unpriv = if m.unprivileged { " unpriv" } else { "" };
             let wb = if m.writeback { " wb" } else { "" };
             let ex = if m.exclusive { " excl" } else { "" };
+            let auth = match m.auth {
+                None => "",
+                Some(DataKey::A) => " auth:a",
+                Some(DataKey::B) => " auth:b",
+            };
             format!(
-                "{kind} {dir} {} {form} base:{}{unpriv}{wb}{ex}",
+                "{kind} {dir} {} {form} base:{}{unpriv}{wb}{ex}{auth}",
                 m.size, m.base
             )
         }

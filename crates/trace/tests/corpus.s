@@ -113,8 +113,10 @@ ld1r {v0.4s}, [x2]                 // data r 4 imm:0 base:2
 ld4r {v0.2d, v1.2d, v2.2d, v3.2d}, [x2] // data r 32 imm:0 base:2
 ld1 {v0.16b}, [sp]                 // data r 16 imm:0 base:31
 # --- pointer-authenticated loads
-ldraa x1, [x2, #8]                 // data r 8 imm:8 base:2
-ldrab x1, [x2, #-8]!               // data r 8 imm:-8 base:2 wb
+ldraa x1, [x2, #8]                 // data r 8 imm:8 base:2 auth:a
+ldrab x1, [x2, #-8]!               // data r 8 imm:-8 base:2 wb auth:b
+ldraa x3, [sp, #-4096]!            // data r 8 imm:-4096 base:31 wb auth:a
+ldrab x4, [x5, #4088]              // data r 8 imm:4088 base:5 auth:b
 # --- MTE tag instructions
 stg x1, [x2]                       // tagstore1 w 0 imm:0 base:2
 stg x1, [x2, #16]                  // tagstore1 w 0 imm:16 base:2

@@ -3,6 +3,7 @@
 //! traced phase whose counts are known in advance; the QEMU tests (`scripts/tests/hostile.rs`)
 //! hold the report to those counts.
 
+mod addresses;
 mod cpu;
 mod debug;
 mod exclusive;
@@ -27,6 +28,7 @@ pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
     match p {
         GuestProgram::HostileDebug => debug::run(ptr.tagged),
         GuestProgram::HostileCpu => cpu::run(ptr.tagged),
+        GuestProgram::Addresses => addresses::run(ptr.tagged),
         GuestProgram::HostileWfx => wfx::run(ptr.tagged),
         GuestProgram::HostileVector => vector::run(ptr.tagged),
         GuestProgram::HostilePatch => patch::run(ptr.tagged),
