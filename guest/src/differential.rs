@@ -127,7 +127,7 @@ pub fn run(fdt: &Fdt) -> u64 {
             write_sctlr(sctlr);
         }
         let base = if c.kind.unprivileged() { user } else { normal };
-        let ptr = (base + 16 * c.memory_tag) | c.pointer_tag << 56;
+        let ptr = mtex_arch::mte_bits::with_tag(base + 16 * c.memory_tag, c.pointer_tag);
         let name = heapless_name(i);
         let id = i as u64 + 1;
         let (r, faulted) = run_case(c.kind, id, pack_bytes(name.as_str().as_bytes()), ptr, c.tco);

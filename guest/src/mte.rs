@@ -1,5 +1,7 @@
 //! MTE instructions the programs use. The assembler needs `.arch_extension memtag`.
 
+use mtex_arch::mte_bits::{tag_of, with_tag};
+
 /// A 16-byte granule only ever accessed through a tagged pointer.
 #[repr(C, align(16))]
 pub struct Granule(pub [u8; 16]);
@@ -26,7 +28,7 @@ pub fn tagged_access(g: &mut Granule) -> (u64, u64) {
             v = out(reg) _,
         )
     };
-    (tagged >> 56 & 0xf, loaded_tag >> 56 & 0xf)
+    (tag_of(tagged), tag_of(loaded_tag))
 }
 
 /// Sets or clears PSTATE.TCO (`msr tco, #imm`; never traps).
@@ -44,7 +46,7 @@ pub fn set_tco(on: bool) {
 /// Tags the 16-byte granules of `[addr, addr + len)` with `tag` (STG through a pointer
 /// carrying the tag); returns the tagged pointer to `addr`.
 pub fn tag_range(addr: u64, len: u64, tag: u64) -> u64 {
-    let tagged = (addr & !(0xf << 56)) | (tag << 56);
+    let tagged = with_tag(addr, tag);
     let mut p = tagged;
     while p < tagged + len {
         // SAFETY: STG writes only the allocation tag of the granule at `p`, inside the range

@@ -10,24 +10,27 @@ pub const TCR_EL1_AT_ENTRY: u64 = 0;
 
 /// SCTLR_EL1 with the MMU (M), data cache (C) and instruction cache (I) on.
 pub const SCTLR_MMU_ON: u64 = SCTLR_EL1_AT_ENTRY | (1 << 0) | (1 << 2) | (1 << 12);
+// The MTE control bits the programs write, from their one definition (`mtex_arch::mte_bits`).
+use mtex_arch::mte_bits::{sctlr, tcr};
+
 /// SCTLR_EL1.ITFSB: exception entry synchronises asynchronous tag-check faults into
 /// TFSR_EL1/TFSRE0_EL1 (Linux sets it with MTE).
-pub const SCTLR_ITFSB: u64 = 1 << 37;
+pub const SCTLR_ITFSB: u64 = sctlr::ITFSB;
 /// SCTLR_EL1.ATA: EL1 may use allocation tags.
-pub const SCTLR_ATA: u64 = 1 << 43;
-/// SCTLR_EL1.TCF values (bits 41:40).
-pub const SCTLR_TCF_SYNC: u64 = 1 << 40;
-pub const SCTLR_TCF_ASYNC: u64 = 2 << 40;
-pub const SCTLR_TCF_ASYMM: u64 = 3 << 40;
+pub const SCTLR_ATA: u64 = sctlr::ATA;
+/// SCTLR_EL1.TCF values.
+pub const SCTLR_TCF_SYNC: u64 = 1 << sctlr::TCF_SHIFT;
+pub const SCTLR_TCF_ASYNC: u64 = 2 << sctlr::TCF_SHIFT;
+pub const SCTLR_TCF_ASYMM: u64 = 3 << sctlr::TCF_SHIFT;
 
 /// TCR_EL1 for the guest's identity map: T0SZ = 25 (39-bit), inner/outer write-back walks,
 /// inner shareable, 4 KiB granule, TTBR1 walks disabled (EPD1), IPS = 40 bits.
 pub const TCR_MMU: u64 = 25 | (1 << 8) | (1 << 10) | (3 << 12) | (1 << 23) | (2 << 32);
 /// TCR_EL1.TBI0/TBI1: top byte ignored, so pointers can carry tags.
-pub const TCR_TBI0: u64 = 1 << 37;
-pub const TCR_TBI1: u64 = 1 << 38;
+pub const TCR_TBI0: u64 = tcr::TBI0;
+pub const TCR_TBI1: u64 = tcr::TBI1;
 /// TCR_EL1.TCMA1: tag 0xF (kernel) pointers are match-all for TTBR1 addresses.
-pub const TCR_TCMA1: u64 = 1 << 58;
+pub const TCR_TCMA1: u64 = tcr::TCMA1;
 
 /// MAIR_EL1 of the guest's identity map: index 0 Tagged Normal Write-Back (0xF0, the only
 /// attribute under which accesses can be tag checked), 1 Normal Write-Back, 2 Device-nGnRE.
@@ -101,15 +104,15 @@ pub const DEFAULT: &[Phase] = &[
 ];
 
 /// SCTLR_EL1.ATA0: EL0 (and unprivileged accesses) may use allocation tags.
-pub const SCTLR_ATA0: u64 = 1 << 42;
-/// SCTLR_EL1.TCF0 = SYNC (bits 39:38).
-pub const SCTLR_TCF0_SYNC: u64 = 1 << 38;
+pub const SCTLR_ATA0: u64 = sctlr::ATA0;
+/// SCTLR_EL1.TCF0 = SYNC.
+pub const SCTLR_TCF0_SYNC: u64 = 1 << sctlr::TCF0_SHIFT;
 /// TCR_EL1.TCMA0: tag-0 pointers to the lower half are match-all.
-pub const TCR_TCMA0: u64 = 1 << 57;
+pub const TCR_TCMA0: u64 = tcr::TCMA0;
 /// SCTLR_EL1.TCSO: store-only checking at EL1 (FEAT_MTE_STORE_ONLY).
-pub const SCTLR_TCSO: u64 = 1 << 59;
+pub const SCTLR_TCSO: u64 = sctlr::TCSO;
 /// TCR_EL1.MTX0: address tags without TBI0 (FEAT_MTE_NO_ADDRESS_TAGS).
-pub const TCR_MTX0: u64 = 1 << 60;
+pub const TCR_MTX0: u64 = tcr::MTX0;
 
 /// The instruction sequence a traced workload repeats (guest/src/workloads.rs has the asm).
 /// Pointers: `tagged` points at a granule tagged 3 through a pointer tagged 3; `tag0` is a

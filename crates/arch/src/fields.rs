@@ -1,9 +1,10 @@
 //! The MTE control fields of SCTLR_EL1 and TCR_EL1, decoded by name so a report can say
 //! "TCF: NONE -> SYNC" instead of printing two 64-bit numbers.
 //!
-//! Bit positions: Arm ARM D24.2.166 SCTLR_EL1 and D24.2.181 TCR_EL1.
+//! Bit positions: `crate::mte_bits` (Arm ARM D24.2.166 SCTLR_EL1 and D24.2.181 TCR_EL1).
 
 use crate::SysReg;
+use crate::mte_bits::{sctlr, tcr};
 
 /// One named field of a register.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,19 +28,20 @@ pub enum FieldKind {
     TagCheckFault,
 }
 
-const fn flag(name: &'static str, lsb: u8) -> MteField {
+/// A one-bit field, given by its mask (`mte_bits`).
+const fn flag(name: &'static str, mask: u64) -> MteField {
     MteField {
         name,
-        lsb,
+        lsb: mask.trailing_zeros() as u8,
         width: 1,
         kind: FieldKind::Flag,
     }
 }
 
-const fn tcf(name: &'static str, lsb: u8) -> MteField {
+const fn tcf(name: &'static str, shift: u32) -> MteField {
     MteField {
         name,
-        lsb,
+        lsb: shift as u8,
         width: 2,
         kind: FieldKind::TagCheckFault,
     }
@@ -47,26 +49,26 @@ const fn tcf(name: &'static str, lsb: u8) -> MteField {
 
 /// SCTLR_EL1 MTE controls.
 pub const SCTLR_EL1_MTE: [MteField; 7] = [
-    flag("ATA", 43),
-    flag("ATA0", 42),
-    tcf("TCF", 40),
-    tcf("TCF0", 38),
-    flag("ITFSB", 37),
-    flag("TCSO", 59),
-    flag("TCSO0", 58),
+    flag("ATA", sctlr::ATA),
+    flag("ATA0", sctlr::ATA0),
+    tcf("TCF", sctlr::TCF_SHIFT),
+    tcf("TCF0", sctlr::TCF0_SHIFT),
+    flag("ITFSB", sctlr::ITFSB),
+    flag("TCSO", sctlr::TCSO),
+    flag("TCSO0", sctlr::TCSO0),
 ];
 
 /// TCR_EL1 MTE-relevant controls: top-byte ignore, its data-only variant, the match-all
 /// tag controls and the no-address-tags controls.
 pub const TCR_EL1_MTE: [MteField; 8] = [
-    flag("TBI0", 37),
-    flag("TBI1", 38),
-    flag("TBID0", 51),
-    flag("TBID1", 52),
-    flag("TCMA0", 57),
-    flag("TCMA1", 58),
-    flag("MTX0", 60),
-    flag("MTX1", 61),
+    flag("TBI0", tcr::TBI0),
+    flag("TBI1", tcr::TBI1),
+    flag("TBID0", tcr::TBID0),
+    flag("TBID1", tcr::TBID1),
+    flag("TCMA0", tcr::TCMA0),
+    flag("TCMA1", tcr::TCMA1),
+    flag("MTX0", tcr::MTX0),
+    flag("MTX1", tcr::MTX1),
 ];
 
 impl MteField {

@@ -8,6 +8,7 @@ pub mod esr;
 pub mod features;
 pub mod fields;
 pub mod id_regs;
+pub mod mte_bits;
 pub mod pmu_regs;
 pub mod sysreg;
 

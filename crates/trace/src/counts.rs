@@ -61,7 +61,7 @@ impl Views {
 /// function computed with one predicate call (a property test holds them equal).
 pub fn judge_by_definition(c: &Controls, a: &Access, exec_el: u8) -> Views {
     let tcma1 = Controls {
-        tcr_el1: c.tcr_el1 | 1 << 58,
+        tcr_el1: c.tcr_el1 | mtex_arch::mte_bits::tcr::TCMA1,
         ..*c
     };
     let kernel_tco = Access {

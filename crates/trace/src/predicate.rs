@@ -5,6 +5,7 @@
 
 use crate::decode::DataKey;
 pub use mtex_arch::MteFeatures;
+use mtex_arch::mte_bits::{sctlr, tcr};
 
 /// The controls that decide tag checking for EL1 and EL0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -42,33 +43,40 @@ const fn bit(v: u64, n: u32) -> bool {
 impl Controls {
     /// TCR_EL1.TBI0/TBI1 for the half `va` is in (bit 55 selects TTBR1).
     pub fn tbi(&self, va: u64) -> bool {
-        bit(self.tcr_el1, if bit(va, 55) { 38 } else { 37 })
+        self.tcr_el1 & if bit(va, 55) { tcr::TBI1 } else { tcr::TBI0 } != 0
     }
 
     /// TCR_EL1.MTX0/MTX1 (FEAT_MTE_NO_ADDRESS_TAGS) for the half `va` is in: logical address
     /// tagging even without top-byte-ignore.
     pub fn mtx(&self, va: u64) -> bool {
-        self.features.no_address_tags && bit(self.tcr_el1, if bit(va, 55) { 61 } else { 60 })
+        self.features.no_address_tags
+            && self.tcr_el1 & if bit(va, 55) { tcr::MTX1 } else { tcr::MTX0 } != 0
     }
 
     /// TCR_EL1.TCMA0/TCMA1 for the half `va` is in.
     pub fn tcma(&self, va: u64) -> bool {
-        bit(self.tcr_el1, if bit(va, 55) { 58 } else { 57 })
+        self.tcr_el1 & if bit(va, 55) { tcr::TCMA1 } else { tcr::TCMA0 } != 0
     }
 
     /// SCTLR_EL1.ATA (EL1) or ATA0 (EL0), and HCR_EL2.ATA.
     pub fn allocation_tag_access(&self, el: u8) -> bool {
-        self.hcr_ata && bit(self.sctlr_el1, if el == 0 { 42 } else { 43 })
+        self.hcr_ata && self.sctlr_el1 & if el == 0 { sctlr::ATA0 } else { sctlr::ATA } != 0
     }
 
     /// SCTLR_EL1.TCSO (EL1) or TCSO0 (EL0): FEAT_MTE_STORE_ONLY, loads are not checked.
     pub fn store_only(&self, el: u8) -> bool {
-        self.features.store_only && bit(self.sctlr_el1, if el == 0 { 58 } else { 59 })
+        self.features.store_only
+            && self.sctlr_el1 & if el == 0 { sctlr::TCSO0 } else { sctlr::TCSO } != 0
     }
 
     /// SCTLR_EL1.TCF (EL1) or TCF0 (EL0): 0 NONE, 1 SYNC, 2 ASYNC, 3 ASYMM.
     pub fn tcf(&self, el: u8) -> u64 {
-        (self.sctlr_el1 >> if el == 0 { 38 } else { 40 }) & 3
+        let shift = if el == 0 {
+            sctlr::TCF0_SHIFT
+        } else {
+            sctlr::TCF_SHIFT
+        };
+        (self.sctlr_el1 >> shift) & sctlr::TCF_MASK
     }
 
     /// SCTLR_EL1.EnDA / EnDB: authentication with the data key is enabled (for EL0 and EL1
@@ -162,13 +170,9 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const ATA: u64 = 1 << 43;
-    const ATA0: u64 = 1 << 42;
-    const TBI0: u64 = 1 << 37;
-    const TBI1: u64 = 1 << 38;
-    const TCMA0: u64 = 1 << 57;
-    const TCMA1: u64 = 1 << 58;
-    const SYNC: u64 = 1 << 40;
+    use mtex_arch::mte_bits::sctlr::{ATA, ATA0};
+    use mtex_arch::mte_bits::tcr::{TBI0, TBI1, TCMA0, TCMA1};
+    const SYNC: u64 = 1 << sctlr::TCF_SHIFT;
 
     fn on() -> Controls {
         Controls {

@@ -6,7 +6,8 @@ use core::arch::asm;
 
 /// GCR_EL1 while the kernel runs with KASAN: tags 0x0..=0xD, RRND = 0 (RGSR_EL1 seeds IRG, so
 /// runs repeat exactly).
-pub const GCR_KERNEL: u64 = (1 << 0xe) | (1 << 0xf);
+pub const GCR_KERNEL: u64 =
+    ((1 << TAG_INVALID) | (1 << 0xf)) & mtex_arch::mte_bits::gcr::EXCLUDE_MASK;
 /// The poison tag.
 pub const TAG_INVALID: u64 = 0xe;
 
@@ -20,7 +21,7 @@ pub fn random_tag(p: u64) -> u64 {
 
 /// `p` with tag `tag`.
 pub const fn with_tag(p: u64, tag: u64) -> u64 {
-    (p & !(0xf << 56)) | (tag << 56)
+    mtex_arch::mte_bits::with_tag(p, tag)
 }
 
 /// Sets the allocation tag of `[p, p + len)` to `p`'s tag: one STG per granule.

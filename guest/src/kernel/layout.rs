@@ -24,7 +24,7 @@ pub const fn pa_of(kva: u64) -> u64 {
 
 /// A kernel pointer with tag 0xF: the untagged, match-all form (Linux's KASAN_TAG_KERNEL).
 pub const fn untagged(p: u64) -> u64 {
-    p | (0xf << 56)
+    p | mtex_arch::mte_bits::TAG_MASK
 }
 
 /// TCR_EL1 in the kernel: 39-bit TTBR0 and TTBR1 ranges, 4 KiB granules, write-back walks,

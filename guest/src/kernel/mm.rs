@@ -213,7 +213,7 @@ impl Mm {
     /// do_page_fault for a translation fault at `far`: maps the page of a lazy region
     /// (zeroed, tags cleared). False when `far` is in no region.
     pub fn fault_in(&mut self, far: u64) -> bool {
-        let page = far & !0xfff & !(0xff << 56);
+        let page = far & !0xfff & !mtex_arch::mte_bits::TOP_BYTE_MASK;
         let Some(r) = self
             .regions
             .iter()

@@ -11,25 +11,24 @@ use core::arch::asm;
 use mtex_abi::program as p;
 use mtex_abi::scenario::{Policy, Tcf, TcoPolicy};
 
-/// SCTLR_EL1.TCF0 (bits 39:38).
-pub const SCTLR_TCF0_SHIFT: u64 = 38;
-const SCTLR_TCF0_MASK: u64 = 3 << SCTLR_TCF0_SHIFT;
-/// TFSR_EL1.TF1: an asynchronous tag-check fault at EL1 was recorded.
-const TFSR_TF1: u64 = 1 << 1;
+use mtex_arch::mte_bits::{sctlr, tfsr};
+
+/// SCTLR_EL1.TCF0, the user bits a task carries (Linux's thread.sctlr_user).
+const SCTLR_TCF0_MASK: u64 = sctlr::TCF0_MASK << sctlr::TCF0_SHIFT;
 
 pub fn sctlr_user(tcf0: Tcf) -> u64 {
-    (tcf0 as u64) << SCTLR_TCF0_SHIFT
+    (tcf0 as u64) << sctlr::TCF0_SHIFT
 }
 
 fn tcf0_of(sctlr_user: u64) -> Tcf {
-    Tcf::from_bits(sctlr_user >> SCTLR_TCF0_SHIFT)
+    Tcf::from_bits(sctlr_user >> sctlr::TCF0_SHIFT)
 }
 
 /// Boot-time MTE setup for a run: TCR_EL1 (TCMA1 as the policy says), SCTLR_EL1 (MMU, ATA,
 /// ATA0, the kernel's TCF, init's TCF0 = none), the kernel's GCR_EL1.
 pub fn apply(policy: Policy) {
     let tcr = TCR_KERNEL | if policy.tcma1_set() { p::TCR_TCMA1 } else { 0 };
-    let sctlr = super::boot::SCTLR_KERNEL | (policy.kasan as u64) << 40;
+    let sctlr = super::boot::SCTLR_KERNEL | (policy.kasan as u64) << sctlr::TCF_SHIFT;
     let (old_tcr, old_sctlr): (u64, u64);
     // SAFETY: reading TCR_EL1 and SCTLR_EL1 has no side effects.
     unsafe { asm!("mrs {}, tcr_el1", "mrs {}, sctlr_el1", out(reg) old_tcr, out(reg) old_sctlr) };
@@ -83,7 +82,7 @@ fn check_tfsr_el1() {
     let tfsr: u64;
     // SAFETY: reading TFSR_EL1 has no side effects.
     unsafe { asm!(".arch_extension memtag", "mrs {}, tfsr_el1", out(reg) tfsr) };
-    if tfsr & TFSR_TF1 != 0 {
+    if tfsr & tfsr::TF1 != 0 {
         super::die(format_args!(
             "asynchronous kernel tag-check fault (TFSR_EL1 {tfsr:#x})"
         ));
@@ -99,7 +98,7 @@ pub fn enter_from_user_mode() {
         let tfsre0: u64;
         // SAFETY: reading TFSRE0_EL1 has no side effects.
         unsafe { asm!(".arch_extension memtag", "mrs {}, tfsre0_el1", out(reg) tfsre0) };
-        if tfsre0 & 1 != 0 {
+        if tfsre0 & tfsr::TF0 != 0 {
             super::die(format_args!(
                 "asynchronous user tag-check fault (task {})",
                 t.pid

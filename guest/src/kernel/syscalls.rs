@@ -176,7 +176,7 @@ fn futex_wait(uaddr: u64, val: u32) -> u64 {
     }
     // SAFETY: nothing called while the borrow lives reaches WORK or schedules.
     let w = unsafe { WORK.get() };
-    let key = (uaddr & !(0xff << 56)) ^ current().mm as u64;
+    let key = (uaddr & !mtex_arch::mte_bits::TOP_BYTE_MASK) ^ current().mm as u64;
     let h = key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - FUTEX_BUCKETS.trailing_zeros());
     // SAFETY: the table is this run's and has FUTEX_BUCKETS buckets.
     let bucket = unsafe { &*((w.futex_table + h * size_of::<Bucket>() as u64) as *const Bucket) };

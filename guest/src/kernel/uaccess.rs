@@ -9,7 +9,7 @@ use core::arch::asm;
 
 /// The user address without its tag is below the top of user space.
 pub fn access_ok(uaddr: u64, len: u64) -> bool {
-    let a = uaddr & !(0xff << 56);
+    let a = uaddr & !mtex_arch::mte_bits::TOP_BYTE_MASK;
     a < USER_TOP && len <= USER_TOP - a
 }
 

@@ -158,7 +158,7 @@ pub fn run(tagged: u64) -> u64 {
     // 4 bytes before the end of the Untagged page; the Tagged page's first granule tagged.
     let tagged_page = (&raw mut mmu::SPLIT_PAGES) as u64 + 4096;
     let across = crate::mte::tag_range(tagged_page, 16, TAG) - 4;
-    let wrong = (across & !(0xf << 56)) | WRONG_TAG << 56;
+    let wrong = mtex_arch::mte_bits::with_tag(across, WRONG_TAG);
     let results = [
         ldraa_loop(1, "ldraa", signed_a),
         ldrab_loop(2, "ldrab-offset", signed_b),
