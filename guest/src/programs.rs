@@ -62,7 +62,9 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         | GuestProgram::Addresses
         | GuestProgram::HostileVector
         | GuestProgram::HostilePatch
-        | GuestProgram::HostileExclusive => crate::selftest::run(opts.program, fdt),
+        | GuestProgram::HostileExclusive
+        | GuestProgram::HostileYield
+        | GuestProgram::HostileAbortLoop => crate::selftest::run(opts.program, fdt),
     }
 }
 

@@ -207,3 +207,32 @@ fn a_loop_of_exclusive_pairs_is_traced_to_its_end_and_failed_stores_make_no_acce
     // Under single-step every ERET clears QEMU's monitor: all of them fail there.
     assert_eq!(t.failed_store_exclusives, n);
 }
+
+#[test]
+fn a_yield_spin_meets_the_watchdog() {
+    // YIELD cannot be trapped; under -icount shift=0 QEMU's clock advances only slowly through
+    // it (50 ms of budget: several seconds of wall time), but it advances.
+    let r = boot("mtex.guest=hostile-yield mtex.watchdog_ms=50");
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    match r.summary.unwrap().exit {
+        ExitReason::Watchdog { budget_ms, at } => assert_eq!((budget_ms, at.el), (50, 1)),
+        other => panic!("expected the watchdog, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_el1_exception_loop_is_ended_by_the_host_and_reported() {
+    // VBAR_EL1 at unmapped memory: every exception entry faults again, nothing retires,
+    // nothing reaches EL2, and QEMU's clock stops with it under -icount: only the host's time
+    // limit can end the run, and the report must say so (never a clean exit).
+    let cfg = RunConfig {
+        cmdline: "mtex.guest=hostile-abort-loop mtex.watchdog_ms=50".into(),
+        timeout: Duration::from_secs(5),
+        ..RunConfig::default()
+    };
+    let console = qemu::run(images(), &cfg).expect("running QEMU");
+    assert!(console.timed_out, "the run cannot end by itself");
+    let r = report::parse(&console.text);
+    assert!(!r.succeeded());
+    assert!(r.summary.is_none());
+}

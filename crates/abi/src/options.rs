@@ -158,13 +158,17 @@ pub enum GuestProgram {
     HostilePatch,
     /// One LDXR/STXR pair per loop iteration, status ignored (not a retry loop).
     HostileExclusive,
+    /// A YIELD spin (must meet the watchdog).
+    HostileYield,
+    /// An exception loop at EL1 that retires nothing (only the host limit ends it).
+    HostileAbortLoop,
     /// Loads through pointer-authenticated pointers (LDRAA/LDRAB) and across an Untagged and
     /// a Tagged page.
     Addresses,
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 19] = [
+    pub const ALL: [(&'static str, GuestProgram); 21] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -183,6 +187,8 @@ impl GuestProgram {
         ("hostile-vector", Self::HostileVector),
         ("hostile-patch", Self::HostilePatch),
         ("hostile-exclusive", Self::HostileExclusive),
+        ("hostile-yield", Self::HostileYield),
+        ("hostile-abort-loop", Self::HostileAbortLoop),
         ("addresses", Self::Addresses),
     ];
 
@@ -216,7 +222,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-exclusive, addresses)",
+                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-exclusive, hostile-yield, hostile-abort-loop, addresses)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;

@@ -8,6 +8,7 @@ mod cpu;
 mod debug;
 mod exclusive;
 mod patch;
+mod spin;
 mod uart;
 mod vector;
 mod wfx;
@@ -20,8 +21,10 @@ use mtex_abi::program::{self, HOSTILE_N};
 
 /// Runs the hostile program `p`; returns the exit status.
 pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
-    if p == GuestProgram::HostileUart {
-        return uart::run(fdt);
+    match p {
+        GuestProgram::HostileUart => return uart::run(fdt),
+        GuestProgram::HostileYield => spin::yield_loop(),
+        _ => {}
     }
     let ptr = trace_setup(fdt);
     write_sctlr(program::SCTLR_MMU_ON | program::SCTLR_ATA | program::SCTLR_TCF_SYNC);
@@ -33,6 +36,7 @@ pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
         GuestProgram::HostileVector => vector::run(ptr.tagged),
         GuestProgram::HostilePatch => patch::run(ptr.tagged),
         GuestProgram::HostileExclusive => exclusive::run(ptr.tagged),
+        GuestProgram::HostileAbortLoop => spin::abort_loop(),
         _ => 2,
     }
 }
