@@ -6,7 +6,7 @@
 //! Then one such page-crossing load through a pointer whose tag does not match the Tagged
 //! page: QEMU checks that part and faults (TCF is SYNC), which the vector resumes.
 
-use super::begin_args;
+use super::phase_asm;
 use crate::differential::DIFF_MAGIC;
 use crate::mmu;
 use crate::programs::write_sctlr;
@@ -22,39 +22,20 @@ const TAG: u64 = 3;
 const WRONG_TAG: u64 = 5;
 
 /// A traced phase: `1: <insn>; subs x10, x10, #1; b.ne 1b` run `HOSTILE_N` times with x9 =
-/// the given pointer. Returns the PHASE_END result.
+/// the given pointer. Returns the PHASE_BEGIN result.
 macro_rules! traced_loop {
     ($fn:ident: $insn:literal) => {
         fn $fn(id: u64, name: &str, x9: u64) -> u64 {
-            let (x0, x1, name, flags) = begin_args(id, name);
-            let r: u64;
-            // SAFETY: the loads read only the granule the caller's pointer designates
-            // (owned by this program, tagged to match); the HVCs are mtex calls that
-            // change only x0.
-            unsafe {
-                core::arch::asm!(
-                    ".arch_extension pauth",
-                    "hvc #0",
-                    concat!("1: ", $insn),
-                    "subs x10, x10, #1",
-                    "b.ne 1b",
-                    crate::hvc::phase_end_call!(),
-                    end_lo = const crate::hvc::PHASE_END_LO,
-                    end_hi = const crate::hvc::PHASE_END_HI,
-                    inout("x0") x0 => r,
-                    inout("x1") x1 => _,
-                    in("x2") name[0],
-                    in("x3") name[1],
-                    in("x4") name[2],
-                    in("x5") name[3],
-                    in("x6") flags,
-                    in("x9") x9,
-                    inout("x10") HOSTILE_N => _,
-                    out("x12") _,
-                    in("x15") id,
-                )
-            };
-            r
+            // The loads read only the granule the caller's pointer designates (owned by this
+            // program, tagged to match).
+            phase_asm!(
+                id: id, name: name, traced: true,
+                before: [".arch_extension pauth"],
+                body: [concat!("1: ", $insn), "subs x10, x10, #1", "b.ne 1b"],
+                in("x9") x9,
+                inout("x10") HOSTILE_N => _,
+                out("x12") _,
+            )
         }
     };
 }
@@ -110,33 +91,19 @@ fn sign(pa: u64, pb: u64) -> (u64, u64) {
 /// vector primed (x14) to resume after a tag-check fault. Returns (PHASE_END result,
 /// faulted).
 fn mismatch(id: u64, name: &str, ptr: u64) -> (u64, bool) {
-    let (x0, x1, name, flags) = begin_args(id, name);
-    let (r, fault): (u64, u64);
-    // SAFETY: the load reads 8 bytes of SPLIT_PAGES (owned by this program); its tag-check
-    // fault is resumed after the load by the EL1 vector, which changes only x16/x17; the
-    // HVCs are mtex calls that change only x0.
-    unsafe {
-        core::arch::asm!(
-            "hvc #0",
-            "ldr x12, [x9]",
-            crate::hvc::phase_end_call!(),
-            end_lo = const crate::hvc::PHASE_END_LO,
-            end_hi = const crate::hvc::PHASE_END_HI,
-            inout("x0") x0 => r,
-            inout("x1") x1 => _,
-            in("x2") name[0],
-            in("x3") name[1],
-            in("x4") name[2],
-            in("x5") name[3],
-            in("x6") flags,
-            in("x9") ptr,
-            out("x12") _,
-            in("x14") DIFF_MAGIC,
-            in("x15") id,
-            out("x16") _,
-            inout("x17") 0u64 => fault,
-        )
-    };
+    let fault: u64;
+    // The load reads 8 bytes of SPLIT_PAGES (owned by this program); its tag-check fault is
+    // resumed after the load by the EL1 vector, which changes only x16/x17.
+    let r = phase_asm!(
+        id: id, name: name, traced: true,
+        before: [],
+        body: ["ldr x12, [x9]"],
+        in("x9") ptr,
+        out("x12") _,
+        in("x14") DIFF_MAGIC,
+        out("x16") _,
+        inout("x17") 0u64 => fault,
+    );
     (r, fault != 0)
 }
 

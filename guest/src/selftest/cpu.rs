@@ -4,7 +4,7 @@
 //! ID_AA64ISAR2_EL1, where FEAT_MOPS must be hidden (the hypervisor neither enables nor
 //! counts CPY*/SET*).
 
-use super::begin_args;
+use super::phase_asm;
 use crate::hvc;
 use mtex_abi::program::HOSTILE_N;
 
@@ -12,13 +12,12 @@ use mtex_abi::program::HOSTILE_N;
 const PMCR_RESET_ALL: u64 = 0b111;
 
 pub fn run(tagged: u64) -> u64 {
-    let (x0, x1, name, flags) = begin_args(1, "pmu-reset");
-    let r: u64;
-    // SAFETY: writes only PMU registers (trapped and emulated by the hypervisor) and loads
-    // from the guest's tagged granule; the HVCs are mtex calls that change only x0.
-    unsafe {
-        core::arch::asm!(
-            "hvc #0",
+    // The body writes only PMU registers (trapped and emulated) and loads from the guest's
+    // tagged granule.
+    let r = phase_asm!(
+        id: 1, name: "pmu-reset", traced: true,
+        before: [],
+        body: [
             "msr pmcr_el0, x13",
             "msr pmcntenclr_el0, x14",
             "mov x12, #5",
@@ -29,24 +28,13 @@ pub fn run(tagged: u64) -> u64 {
             "1: ldr x12, [x9]",
             "subs x10, x10, #1",
             "b.ne 1b",
-            crate::hvc::phase_end_call!(),
-            end_lo = const crate::hvc::PHASE_END_LO,
-            end_hi = const crate::hvc::PHASE_END_HI,
-            inout("x0") x0 => r,
-            inout("x1") x1 => _,
-            in("x2") name[0],
-            in("x3") name[1],
-            in("x4") name[2],
-            in("x5") name[3],
-            in("x6") flags,
-            in("x9") tagged,
-            inout("x10") HOSTILE_N => _,
-            out("x12") _,
-            in("x13") PMCR_RESET_ALL,
-            in("x14") u64::MAX,
-            in("x15") 1u64,
-        )
-    };
+        ],
+        in("x9") tagged,
+        inout("x10") HOSTILE_N => _,
+        out("x12") _,
+        in("x13") PMCR_RESET_ALL,
+        in("x14") u64::MAX,
+    );
     let (pmcr, isar2): (u64, u64);
     // SAFETY: reading PMCR_EL0 (emulated) and ID_AA64ISAR2_EL1 (S3_0_C0_C6_2) has no side
     // effects.

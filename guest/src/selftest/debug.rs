@@ -3,7 +3,7 @@
 //! own hardware breakpoint, enabled with MDSCR_EL1.MDE/KDE, on an instruction inside the
 //! traced phase (which EL2 would take as a step and loop on).
 
-use super::begin_args;
+use super::phase_asm;
 use crate::hvc;
 use mtex_abi::program::HOSTILE_N;
 
@@ -13,45 +13,23 @@ const BCR_ENABLED: u64 = (0b1111 << 5) | (0b11 << 1) | 1;
 const MDSCR_MDE_KDE: u64 = (1 << 15) | (1 << 13);
 
 pub fn run(tagged: u64) -> u64 {
-    // Phase 1: both OS locks set, then HOSTILE_N tagged loads under trace.
-    let (x0, x1, name, flags) = begin_args(1, "os-locks");
-    let r1: u64;
-    // SAFETY: writes only debug registers (trapped and emulated by the hypervisor: nothing
-    // reaches the hardware) and loads from the guest's tagged granule; the HVCs are mtex
-    // calls that change only x0.
-    unsafe {
-        core::arch::asm!(
-            "mov x12, #1",
-            "msr osdlr_el1, x12",
-            "msr oslar_el1, x12",
-            "isb",
-            "hvc #0",
-            "1: ldr x12, [x9]",
-            "subs x10, x10, #1",
-            "b.ne 1b",
-            crate::hvc::phase_end_call!(),
-            end_lo = const crate::hvc::PHASE_END_LO,
-            end_hi = const crate::hvc::PHASE_END_HI,
-            inout("x0") x0 => r1,
-            inout("x1") x1 => _,
-            in("x2") name[0],
-            in("x3") name[1],
-            in("x4") name[2],
-            in("x5") name[3],
-            in("x6") flags,
-            in("x9") tagged,
-            inout("x10") HOSTILE_N => _,
-            out("x12") _,
-            in("x15") 1u64,
-        )
-    };
-    // Phase 2: a breakpoint of the guest's own on the load inside the traced loop.
-    let (x0, x1, name, flags) = begin_args(2, "guest-breakpoint");
-    let r2: u64;
-    // SAFETY: as above; debug exceptions stay masked at EL1 (PSTATE.D) and the registers
-    // are the guest's shadow, so no breakpoint is ever taken by the guest.
-    unsafe {
-        core::arch::asm!(
+    // Phase 1: both OS locks set, then HOSTILE_N tagged loads under trace. The body writes
+    // only debug registers (trapped and emulated: nothing reaches the hardware) and loads
+    // from the guest's tagged granule.
+    let r1 = phase_asm!(
+        id: 1, name: "os-locks", traced: true,
+        before: ["mov x12, #1", "msr osdlr_el1, x12", "msr oslar_el1, x12", "isb"],
+        body: ["1: ldr x12, [x9]", "subs x10, x10, #1", "b.ne 1b"],
+        in("x9") tagged,
+        inout("x10") HOSTILE_N => _,
+        out("x12") _,
+    );
+    // Phase 2: a breakpoint of the guest's own on the load inside the traced loop. Debug
+    // exceptions stay masked at EL1 (PSTATE.D) and the registers are the guest's shadow, so
+    // no breakpoint is ever taken by the guest.
+    let r2 = phase_asm!(
+        id: 2, name: "guest-breakpoint", traced: true,
+        before: [
             "adr x12, 2f",
             "msr dbgbvr0_el1, x12",
             "msr dbgbcr0_el1, x13",
@@ -59,28 +37,14 @@ pub fn run(tagged: u64) -> u64 {
             "orr x12, x12, x14",
             "msr mdscr_el1, x12",
             "isb",
-            "hvc #0",
-            "2: ldr x12, [x9]",
-            "subs x10, x10, #1",
-            "b.ne 2b",
-            crate::hvc::phase_end_call!(),
-            end_lo = const crate::hvc::PHASE_END_LO,
-            end_hi = const crate::hvc::PHASE_END_HI,
-            inout("x0") x0 => r2,
-            inout("x1") x1 => _,
-            in("x2") name[0],
-            in("x3") name[1],
-            in("x4") name[2],
-            in("x5") name[3],
-            in("x6") flags,
-            in("x9") tagged,
-            inout("x10") HOSTILE_N => _,
-            out("x12") _,
-            in("x13") BCR_ENABLED,
-            in("x14") MDSCR_MDE_KDE,
-            in("x15") 2u64,
-        )
-    };
+        ],
+        body: ["2: ldr x12, [x9]", "subs x10, x10, #1", "b.ne 2b"],
+        in("x9") tagged,
+        inout("x10") HOSTILE_N => _,
+        out("x12") _,
+        in("x13") BCR_ENABLED,
+        in("x14") MDSCR_MDE_KDE,
+    );
     // What the guest reads back is its own shadow.
     let (oslsr, osdlr, bcr0): (u64, u64, u64);
     // SAFETY: reading debug registers (emulated) has no side effects.

@@ -5,7 +5,7 @@
 //! it and the loop runs again; then it is put back and runs a third time, all in one traced
 //! phase. A run planned for the old code must not be reused for the new.
 
-use super::begin_args;
+use super::phase_asm;
 use crate::hvc;
 use core::arch::global_asm;
 use mtex_abi::program::HOSTILE_N;
@@ -46,14 +46,13 @@ const ADD: u32 = 0x9100_05ad;
 pub fn run(tagged: u64) -> u64 {
     let body = (&raw const mtex_patch_body) as u64;
     let site = (&raw const mtex_patch_site) as u64;
-    let (x0, x1, name, flags) = begin_args(1, "patched-in-phase");
-    let r: u64;
-    // SAFETY: runs the loop above by BLR three times, rewriting one of its instructions (in
-    // the guest's own RWX image, not executing meanwhile) between the runs and putting it
-    // back; the loop only loads from the guest's tagged granule and counts in x13.
-    unsafe {
-        core::arch::asm!(
-            "hvc #0",
+    // Runs the loop above by BLR three times, rewriting one of its instructions (in the
+    // guest's own RWX image, not executing meanwhile) between the runs and putting it back;
+    // the loop only loads from the guest's tagged granule and counts in x13.
+    let r = phase_asm!(
+        id: 1, name: "patched-in-phase", traced: true,
+        before: [],
+        body: [
             "mov x10, x17",
             "blr x16",
             "str w18, [x14]",
@@ -66,29 +65,18 @@ pub fn run(tagged: u64) -> u64 {
             "isb",
             "mov x10, x17",
             "blr x16",
-            crate::hvc::phase_end_call!(),
-            end_lo = const crate::hvc::PHASE_END_LO,
-            end_hi = const crate::hvc::PHASE_END_HI,
-            inout("x0") x0 => r,
-            inout("x1") x1 => _,
-            in("x2") name[0],
-            in("x3") name[1],
-            in("x4") name[2],
-            in("x5") name[3],
-            in("x6") flags,
-            in("x9") tagged,
-            out("x10") _,
-            out("x12") _,
-            out("x13") _,
-            in("x15") 1u64,
-            in("x16") body,
-            in("x17") HOSTILE_N,
-            in("x18") BRANCH_OVER,
-            in("x14") site,
-            in("x20") ADD,
-            out("x30") _,
-        )
-    };
+        ],
+        in("x9") tagged,
+        out("x10") _,
+        out("x12") _,
+        out("x13") _,
+        in("x14") site,
+        in("x16") body,
+        in("x17") HOSTILE_N,
+        in("x18") BRANCH_OVER,
+        in("x20") ADD,
+        out("x30") _,
+    );
     if r != 0 {
         return 6;
     }
