@@ -146,6 +146,16 @@ pub fn text(r: &Report) -> String {
     out
 }
 
+/// ` (partial)` after the name of a phase that never ended: its trace counts stop where the
+/// run did (the problems say where).
+fn partial(p: &Phase) -> &'static str {
+    if p.stats.is_none() && p.trace.is_some() {
+        " (partial)"
+    } else {
+        ""
+    }
+}
+
 /// The generic phase table: exits, trapped writes and PMU instruction counts.
 fn phases_table(phases: &[&Phase]) -> Table {
     let mut t = Table::new();
@@ -214,7 +224,7 @@ fn trace_table_of(phases: &[&Phase], tco_sites: bool) -> String {
         let t = p.trace.unwrap();
         let (a, e) = (t.architectural, t.tcf_elided);
         table.add_row(vec![
-            format!("{} {}", p.id, p.name),
+            format!("{} {}{}", p.id, p.name, partial(p)),
             a.rd_k.to_string(),
             a.wr_k.to_string(),
             a.rd_u.to_string(),
@@ -343,6 +353,7 @@ pub fn matrix_table(r: &Report) -> String {
             if pp.tcf0 != Tcf::Sync {
                 let _ = write!(policy, " tcf0={}", pp.tcf0.name());
             }
+            policy.push_str(partial(p));
             table.add_row(vec![
                 if first {
                     workload_label(pp)
@@ -462,6 +473,25 @@ mod tests {
         assert_eq!(change(0, 0), "+0.0%");
         assert_eq!(change(0, 5), "n/a");
         assert_eq!(change(10, 10), "+0.0%");
+    }
+
+    #[test]
+    fn a_phase_that_never_ended_is_marked_partial() {
+        let mut p = phase(1, "entry-tco", (150, 50), false);
+        (p.end, p.end_ts, p.stats) = (None, None, None);
+        let r = Report {
+            phases: vec![p.clone()],
+            ..Report::default()
+        };
+        let all = text(&r);
+        assert!(all.contains("1 run1 (partial)"), "{all}");
+        assert!(all.contains("(not ended)"), "{all}");
+        p.params = phase(1, "entry-tco", (150, 50), true).params;
+        let r = Report {
+            phases: vec![p],
+            ..Report::default()
+        };
+        assert!(matrix_table(&r).contains("entry-tco (partial)"));
     }
 
     #[test]
