@@ -67,6 +67,13 @@ pub fn text(r: &Report) -> String {
     if !traces.is_empty() {
         let _ = write!(out, "\n{traces}");
     }
+    let notes = phase_notes(&r.phases);
+    if !notes.is_empty() {
+        let _ = write!(out, "\nAlso counted, per phase (what is not zero)\n{notes}");
+    }
+    if !r.debug_writes.is_empty() {
+        let _ = write!(out, "\n{}", debug_writes(r));
+    }
     if !r.writes.is_empty() {
         // The scenario traps hundreds of writes: a sample here, all of them in the JSON.
         let shown = if r.writes.len() > MAX_WRITES_LISTED {
@@ -144,6 +151,124 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(out, "PROBLEM: {p}");
     }
     out
+}
+
+/// Text output stays within this many columns where it can (the tables of many figures are
+/// wider).
+const COLUMNS: usize = 100;
+
+/// One line per phase with something the tables do not show, only what is not zero: the
+/// trace's failed store-exclusives, lost breakpoint runs, load/stores it does not model, TCO
+/// writes beyond the site table, and the instructions the hypervisor emulated after a trap.
+/// Lines are wrapped at [`COLUMNS`].
+fn phase_notes(phases: &[Phase]) -> String {
+    let mut out = String::new();
+    for p in phases {
+        let mut items = Vec::new();
+        if let Some(t) = &p.trace {
+            for (n, what) in [
+                (
+                    t.failed_store_exclusives,
+                    "failed store-exclusives (no access)",
+                ),
+                (t.runs_lost, "breakpoint runs lost (not counted)"),
+                (t.unknown_mem, "load/stores not modelled (not judged)"),
+                (t.tco_site_overflow, "TCO writes beyond the site table"),
+            ] {
+                if n > 0 {
+                    items.push(format!("{n} {what}"));
+                }
+            }
+        }
+        if let Some(s) = p.stats.filter(|s| s.emulated > 0) {
+            // The rest are the trapped MTE and VM control writes and ID register reads.
+            let other = s
+                .emulated
+                .saturating_sub(s.guest_pmu_accesses + s.guest_debug_accesses + s.wfx_traps);
+            let parts: Vec<_> = [
+                (s.guest_pmu_accesses, "PMU"),
+                (s.guest_debug_accesses, "debug-register"),
+                (s.wfx_traps, "WFI/WFE"),
+                (other, "control/ID-register"),
+            ]
+            .into_iter()
+            .filter(|&(n, _)| n > 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect();
+            items.push(format!(
+                "{} emulated after a trap ({})",
+                s.emulated,
+                parts.join(", ")
+            ));
+        }
+        if items.is_empty() {
+            continue;
+        }
+        let mut line = format!("  {} {}{}:", p.id, p.name, partial(p));
+        for (i, item) in items.iter().enumerate() {
+            let sep = if i == 0 { " " } else { "; " };
+            if line.len() + sep.len() + item.len() > COLUMNS {
+                let _ = writeln!(out, "{}", line.trim_end_matches(' '));
+                line = format!("      {item}");
+            } else {
+                line.push_str(sep);
+                line.push_str(item);
+            }
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+/// Above this many debug-register writes, only the first [`WRITES_SAMPLE`] are listed.
+const MAX_DEBUG_WRITES_LISTED: usize = 40;
+
+/// The guest's debug-register writes, and once what became of them.
+fn debug_writes(r: &Report) -> String {
+    let mut out = String::from(
+        "Guest debug-register writes: held in the guest's shadow, never given to the hardware\n  \
+         (its breakpoints, watchpoints, single-step and OS locks take no effect; reads give them back)\n",
+    );
+    let shown = if r.debug_writes.len() > MAX_DEBUG_WRITES_LISTED {
+        WRITES_SAMPLE
+    } else {
+        r.debug_writes.len()
+    };
+    for w in r.debug_writes.iter().take(shown) {
+        let phase = match r.phases.iter().rev().find(|p| p.id == w.phase) {
+            _ if w.phase == 0 => "outside any phase".to_string(),
+            Some(p) => format!("phase {} {}", p.id, p.name),
+            None => format!("phase {}", w.phase),
+        };
+        let _ = writeln!(
+            out,
+            "  {} = {:#x} at pc {:#x} {}, {phase}",
+            debug_reg_name(w.iss),
+            w.value,
+            w.at.pc,
+            el(w.at.el)
+        );
+    }
+    if shown < r.debug_writes.len() {
+        let _ = writeln!(
+            out,
+            "  ... {} more debug-register writes (all of them are in --json)",
+            r.debug_writes.len() - shown
+        );
+    }
+    out
+}
+
+/// `DBGBCR0_EL1`: the register a DebugWrite's ISS names, with its number.
+fn debug_reg_name(iss: u32) -> String {
+    use mtex_arch::DebugReg;
+    match DebugReg::from_iss(mtex_arch::esr::SysRegIss::from_iss(iss)) {
+        Some(r @ (DebugReg::Bvr(n) | DebugReg::Bcr(n) | DebugReg::Wvr(n) | DebugReg::Wcr(n))) => {
+            r.name().replace("<n>", &n.to_string())
+        }
+        Some(r) => r.name().to_string(),
+        None => format!("debug register ISS {iss:#x}"),
+    }
 }
 
 /// ` (partial)` after the name of a phase that never ended: its trace counts stop where the
@@ -254,13 +379,6 @@ fn trace_table_of(phases: &[&Phase], tco_sites: bool) -> String {
                 p.name, s.value as u8, s.pc, s.count
             );
         }
-        if t.unknown_mem > 0 || t.tco_site_overflow > 0 {
-            let _ = writeln!(
-                notes,
-                "  {}: NOTE {} load/store encodings not modelled; {} TCO writes beyond the site table",
-                p.name, t.unknown_mem, t.tco_site_overflow
-            );
-        }
     }
     format!(
         "Tag-checked accesses (trace; arch = architectural, AmpereOne-like; elided = only when TCF is not NONE, Arm cores and QEMU)\n{table}\n{notes}"
@@ -340,7 +458,6 @@ pub fn matrix_table(r: &Report) -> String {
     for c in table.column_iter_mut().skip(2) {
         c.set_cell_alignment(CellAlignment::Right);
     }
-    let mut notes = String::new();
     for g in &groups {
         let mut base = None;
         for (p, pp, t) in rows.iter().filter(|(_, pp, _)| key(pp) == *g) {
@@ -382,13 +499,6 @@ pub fn matrix_table(r: &Report) -> String {
                 format!("{} / {}", t.instructions_el1, t.instructions_el0),
                 t.tag_check_faults.to_string(),
             ]);
-            if t.unknown_mem > 0 || t.tco_site_overflow > 0 {
-                let _ = writeln!(
-                    notes,
-                    "  {} {}: NOTE {} load/store encodings not modelled; {} TCO writes beyond the site table",
-                    p.id, p.name, t.unknown_mem, t.tco_site_overflow
-                );
-            }
         }
     }
     format!(
@@ -398,7 +508,7 @@ pub fn matrix_table(r: &Report) -> String {
          uaccess = the kernel's LDTR/STTR to user memory (judged as EL0's, also counted in :k as perf does); \
          \"vs first\" = checked :k against the first policy listed for the workload;\n  \
          kernel entries = exceptions taken to EL1 (system calls and faults / timer interrupts);\n  \
-         i/s/t = the workload's iterations / size / tasks.\n{notes}"
+         i/s/t = the workload's iterations / size / tasks.\n"
     )
 }
 
@@ -492,6 +602,93 @@ mod tests {
             ..Report::default()
         };
         assert!(matrix_table(&r).contains("entry-tco (partial)"));
+    }
+
+    #[test]
+    fn what_the_tables_do_not_show_is_listed_per_phase_within_100_columns() {
+        let mut p = phase(3, "entry-tco", (1, 1), false);
+        p.name = "a-phase-name-of-thirty-two-bytes".into();
+        let t = p.trace.as_mut().unwrap();
+        (t.failed_store_exclusives, t.runs_lost, t.unknown_mem) = (100, 2, 3);
+        t.tco_site_overflow = 4;
+        p.stats = Some(PhaseStats {
+            emulated: 10,
+            guest_pmu_accesses: 6,
+            guest_debug_accesses: 1,
+            wfx_traps: 2,
+            ..PhaseStats::default()
+        });
+        let mut quiet = phase(4, "entry-tco", (1, 1), false);
+        quiet.name = "quiet".into();
+        let notes = phase_notes(&[p, quiet]);
+        let all = notes.replace("\n     ", "");
+        for item in [
+            "3 a-phase-name-of-thirty-two-bytes: 100 failed store-exclusives (no access)",
+            "2 breakpoint runs lost (not counted)",
+            "3 load/stores not modelled (not judged)",
+            "4 TCO writes beyond the site table",
+            "10 emulated after a trap (6 PMU, 1 debug-register, 2 WFI/WFE, 1 control/ID-register)",
+        ] {
+            assert!(all.contains(item), "{item}: {notes}");
+        }
+        assert!(!notes.contains("quiet"), "{notes}");
+        assert!(notes.lines().count() > 1, "{notes}");
+        assert!(
+            notes.lines().all(|l| l.chars().count() <= COLUMNS),
+            "{notes}"
+        );
+        // Only the kinds that occurred.
+        let mut p = phase(5, "entry-tco", (1, 1), false);
+        p.stats = Some(PhaseStats {
+            emulated: 6,
+            guest_pmu_accesses: 6,
+            ..PhaseStats::default()
+        });
+        assert_eq!(
+            phase_notes(&[p]),
+            "  5 run5: 6 emulated after a trap (6 PMU)\n"
+        );
+    }
+
+    #[test]
+    fn debug_register_writes_are_named_and_said_once_to_be_held() {
+        use mtex_abi::report::DebugWrite;
+        // DBGBCR3_EL1: op0 2, op1 0, CRn 0, CRm 3, op2 5; OSLAR_EL1: op0 2, op1 0, CRn 1, CRm 0,
+        // op2 4 (ISS: op0 21:20, op2 19:17, op1 16:14, CRn 13:10, CRm 4:1).
+        let iss = |op1: u32, crn: u32, crm: u32, op2: u32| {
+            2 << 20 | op2 << 17 | op1 << 14 | crn << 10 | crm << 1
+        };
+        let w = |iss, phase| DebugWrite {
+            iss,
+            value: 0x1e7,
+            at: GuestState {
+                pc: 0x4100_0010,
+                el: 1,
+                tco: false,
+            },
+            phase,
+        };
+        let r = Report {
+            phases: vec![phase(1, "entry-tco", (1, 1), false)],
+            debug_writes: vec![w(iss(0, 0, 3, 5), 1), w(iss(0, 1, 0, 4), 0), w(0, 0)],
+            ..Report::default()
+        };
+        let all = text(&r);
+        assert!(
+            all.contains("  DBGBCR3_EL1 = 0x1e7 at pc 0x41000010 EL1, phase 1 run1\n"),
+            "{all}"
+        );
+        assert!(
+            all.contains("  OSLAR_EL1 = 0x1e7 at pc 0x41000010 EL1, outside any phase\n"),
+            "{all}"
+        );
+        assert!(all.contains("  debug register ISS 0x0 = "), "{all}");
+        assert_eq!(all.matches("never given to the hardware").count(), 1);
+        let many = Report {
+            debug_writes: vec![w(iss(0, 1, 0, 4), 0); 41],
+            ..Report::default()
+        };
+        assert!(text(&many).contains("  ... 21 more debug-register writes"));
     }
 
     #[test]
