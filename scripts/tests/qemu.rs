@@ -205,6 +205,63 @@ fn a_spinning_guest_is_stopped_by_the_watchdog() {
     assert!(wall < Duration::from_secs(10));
 }
 
+/// The place a host kill names: (pc, EL) from `... guest at pc 0x..., EL1 (PSTATE ...)`.
+fn killed_at(killed: &str) -> (u64, u8) {
+    let rest = killed
+        .split_once("QEMU killed; guest at pc 0x")
+        .unwrap_or_else(|| panic!("no guest place in {killed:?}"))
+        .1;
+    let (pc, rest) = rest.split_once(", EL").unwrap();
+    let el = rest.split_once(' ').unwrap().0;
+    (u64::from_str_radix(pc, 16).unwrap(), el.parse().unwrap())
+}
+
+#[test]
+fn a_run_the_host_kills_says_where_the_guest_was() {
+    // A budget far beyond the host's limit: only the host can end this run.
+    let cfg = RunConfig {
+        cmdline: "mtex.guest=spin mtex.watchdog_ms=3600000".into(),
+        timeout: Duration::from_secs(3),
+        ..RunConfig::default()
+    };
+    let console = qemu::run(images(), &cfg).expect("running QEMU");
+    assert!(console.timed_out && console.status.is_none());
+    let r = console.report();
+    assert!(!r.succeeded());
+    let killed = console.killed.as_deref().unwrap();
+    assert!(
+        killed.starts_with("host time limit of 3 s reached: QEMU killed; guest at pc 0x"),
+        "{killed}"
+    );
+    assert_eq!(r.problems.last().map(String::as_str), Some(killed));
+    // The spin loop, in the guest's image, at EL1.
+    let (pc, el) = killed_at(killed);
+    assert_eq!(el, 1, "{killed}");
+    assert!(pc >= r.boot.unwrap().guest_entry, "{killed}");
+    assert!(console.wall < Duration::from_secs(10));
+}
+
+#[test]
+fn a_guest_whose_clock_stops_is_ended_by_the_host_at_once() {
+    // Every exception entry faults again on its own unmapped vector: nothing retires, the
+    // guest's clock stops under -icount and no watchdog can fire. Watching the clock, the host
+    // ends the run after CLOCK_STALL, long before its own (default) limit.
+    let cfg = RunConfig::with_default_limits("mtex.guest=hostile-abort-loop".into(), true);
+    assert!(cfg.timeout > Duration::from_secs(600));
+    let console = qemu::run(images(), &cfg).expect("running QEMU");
+    let killed = console.killed.as_deref().expect("killed by the host");
+    assert!(
+        killed.starts_with("the guest's clock stopped at "),
+        "{killed}"
+    );
+    let (pc, el) = killed_at(killed);
+    assert_eq!(el, 1, "{killed}");
+    // At the vector the guest set: VBAR_EL1 + 0x200 (current EL, SP_ELx, synchronous).
+    assert_eq!(pc & 0x7ff, 0x200, "{killed}");
+    assert!(console.wall < qemu::CLOCK_STALL + Duration::from_secs(10));
+    assert!(!console.report().succeeded());
+}
+
 #[test]
 fn a_bad_option_that_reaches_the_hypervisor_fails_the_boot_naming_it() {
     let (r, _) = boot("mtex.watchdog_ms=soon");
