@@ -227,6 +227,12 @@ fn check_figures(r: &mut Report) {
                     t.unknown_mem
                 ));
             }
+            if t.unexpected_tag_check_faults > 0 {
+                problems.push(format!(
+                    "{name}: the CPU took {} tag-check faults on accesses the model judged unchecked: the model and the CPU disagree (checked counts in doubt)",
+                    t.unexpected_tag_check_faults
+                ));
+            }
         }
         let Some(s) = &p.stats else { continue };
         if s.pmu_disturbed {
@@ -767,6 +773,21 @@ mod tests {
         assert!(r.problems[0].starts_with("phase 1 (work): 1 breakpoint runs ended"));
         assert!(r.problems[0].ends_with("(counts not exact)"));
         assert!(r.problems[1].starts_with("phase 1 (work): 2 load/store instructions"));
+    }
+
+    #[test]
+    fn a_fault_the_model_did_not_expect_is_a_problem() {
+        let (t, s) = qemu_phase();
+        let disagreeing = TraceCounts {
+            unexpected_tag_check_faults: 1,
+            ..t
+        };
+        let r = one_phase(Some(disagreeing), Some(s), OK);
+        assert!(!r.succeeded());
+        assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+        assert!(
+            r.problems[0].contains("1 tag-check faults on accesses the model judged unchecked")
+        );
     }
 
     #[test]
