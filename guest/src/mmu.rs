@@ -122,6 +122,10 @@ fn page_region(p: *mut Page) -> MemoryRegion {
 
 /// Builds the identity map of `[base, base + size)` and installs it in TTBR0_EL1. The MMU is
 /// turned on later by the program's SCTLR_EL1 write, which the hypervisor traps.
+/// The identity map once installed (null before): the remap self-test looks up an entry.
+pub static IDMAP: core::sync::atomic::AtomicPtr<IdMap<El1And0>> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+
 pub fn install_idmap(base: usize, size: usize) {
     let mut map = IdMap::with_asid(0, 1, El1And0);
     map.map_range(&MemoryRegion::new(base, base + size), TAGGED_RAM)
@@ -140,11 +144,18 @@ pub fn install_idmap(base: usize, size: usize) {
     );
     map.map_range(&MemoryRegion::new(ut_start, ut_end), USER_CODE)
         .expect("map the EL0 code page");
+    // The code pages the remap self-test swaps get page entries of their own (same
+    // attributes), so that one entry can be changed while the table is live.
+    for page in crate::selftest::remap::pages() {
+        map.map_range(&MemoryRegion::new(page, page + 4096), TAGGED_RAM)
+            .expect("map a remap test page");
+    }
     MAIR_EL1.set(MAIR);
     let map = Box::leak(Box::new(map));
     // SAFETY: the MMU is still off, so installing TTBR0_EL1 changes nothing yet; the map
     // covers all of RAM (code, data, stack, heap, device tree) and is leaked.
     unsafe { map.activate() };
+    IDMAP.store(map, core::sync::atomic::Ordering::Relaxed);
     // No line the walker could read stale (see init_heap).
     invalidate_heap();
 }

@@ -63,6 +63,7 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         | GuestProgram::HostileVector
         | GuestProgram::HostilePatch
         | GuestProgram::HostileExclusive
+        | GuestProgram::HostileRemap
         | GuestProgram::HostileYield
         | GuestProgram::HostileAbortLoop => crate::selftest::run(opts.program, fdt),
     }

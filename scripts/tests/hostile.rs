@@ -223,3 +223,23 @@ fn a_yield_spin_meets_the_watchdog() {
 // The EL1 exception loop (`hostile-abort-loop`), which stops the guest's clock, is in
 // scripts/tests/qemu.rs (`a_guest_whose_clock_stops_is_ended_by_the_host_at_once`): the host
 // ends it and names where the guest was.
+
+#[test]
+fn code_whose_mapping_is_switched_is_counted_as_the_new_page() {
+    let r = boot("mtex.guest=hostile-remap");
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    let t = r.phases[0].trace.unwrap();
+    let n = HOSTILE_N;
+    // mov + blr; in A: its loop (3 per iteration) and the five-instruction switch; then, at
+    // A's VA but from B's page: mov, B's loop (3 per iteration, no load) and ret; back in
+    // the caller the five-instruction switch back; and the phase-end call.
+    let expected = 2 + 3 * n + 5 + 1 + 3 * n + 1 + 5 + END_CALL_INSTRUCTIONS;
+    assert_eq!((t.instructions_el1, t.instructions_el0), (expected, 0));
+    // A's loads only; the two stores are to the page table (tag 0 pointer, tag 0 memory).
+    let accesses = ByEl {
+        rd_k: n,
+        wr_k: 2,
+        ..ByEl::default()
+    };
+    assert_eq!((t.accesses, t.architectural), (accesses, accesses));
+}

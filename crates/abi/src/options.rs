@@ -158,6 +158,8 @@ pub enum GuestProgram {
     HostilePatch,
     /// One LDXR/STXR pair per loop iteration, status ignored (not a retry loop).
     HostileExclusive,
+    /// Points a live code page's entry at another page under trace (TLBI).
+    HostileRemap,
     /// A YIELD spin (must meet the watchdog).
     HostileYield,
     /// An exception loop at EL1 that retires nothing (only the host limit ends it).
@@ -168,7 +170,7 @@ pub enum GuestProgram {
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 21] = [
+    pub const ALL: [(&'static str, GuestProgram); 22] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -187,6 +189,7 @@ impl GuestProgram {
         ("hostile-vector", Self::HostileVector),
         ("hostile-patch", Self::HostilePatch),
         ("hostile-exclusive", Self::HostileExclusive),
+        ("hostile-remap", Self::HostileRemap),
         ("hostile-yield", Self::HostileYield),
         ("hostile-abort-loop", Self::HostileAbortLoop),
         ("addresses", Self::Addresses),
@@ -222,7 +225,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-exclusive, hostile-yield, hostile-abort-loop, addresses)",
+                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-exclusive, hostile-remap, hostile-yield, hostile-abort-loop, addresses)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;

@@ -8,6 +8,7 @@ mod cpu;
 mod debug;
 mod exclusive;
 mod patch;
+pub mod remap;
 mod spin;
 mod uart;
 mod vector;
@@ -36,6 +37,7 @@ pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
         GuestProgram::HostileVector => vector::run(ptr.tagged),
         GuestProgram::HostilePatch => patch::run(ptr.tagged),
         GuestProgram::HostileExclusive => exclusive::run(ptr.tagged),
+        GuestProgram::HostileRemap => remap::run(ptr.tagged),
         GuestProgram::HostileAbortLoop => spin::abort_loop(),
         _ => 2,
     }

@@ -1,0 +1,132 @@
+//! The guest switches a live code mapping under a traced phase, as a kernel does when it
+//! moves or replaces a page of text: code running at VA `A` points `A`'s page entry at the
+//! physical page of other code (`B`: at the same offset the same loop shape, but without
+//! the load), invalidates the TLB entry (TLBI VAE1) and runs on at the same VA — now `B`'s
+//! instructions. The step engine caches the translation of the code page it reads
+//! instructions through; after the TLBI it must read `B`'s.
+
+use super::phase_asm;
+use crate::hvc;
+use aarch64_paging::paging::MemoryRegion;
+use core::arch::global_asm;
+use core::sync::atomic::Ordering;
+use mtex_abi::program::HOSTILE_N;
+
+global_asm!(
+    ".pushsection .text.mtex_remap, \"ax\"",
+    ".balign 4096",
+    ".global mtex_remap_a",
+    // Page A, entered by BLR with x9 = tagged pointer, x10 = x17 = n, x14 = A's page entry,
+    // x18 = that entry pointed at B, x20 = the TLBI VAE1 argument: n loads, then A's entry is
+    // switched to B's page from inside A, and execution goes on at the same VA — in B.
+    "mtex_remap_a:",
+    "1: ldr x12, [x9]",
+    "subs x10, x10, #1",
+    "b.ne 1b",
+    "str x18, [x14]",
+    "dsb ishst",
+    "tlbi vae1, x20",
+    "dsb ish",
+    "isb",
+    // From here on the instructions are B's (the same words at the same offsets would load).
+    "mov x10, x17",
+    "2: ldr x12, [x9]",
+    "subs x10, x10, #1",
+    "b.ne 2b",
+    "ret",
+    ".balign 4096",
+    ".global mtex_remap_b",
+    // Page B: never entered at its own address; what A's VA runs after the switch — which
+    // may take effect at any fetch after the TLBI completes, so B repeats A's words up to
+    // the second loop, whose load it replaces with an add.
+    "mtex_remap_b:",
+    "1: ldr x12, [x9]",
+    "subs x10, x10, #1",
+    "b.ne 1b",
+    "str x18, [x14]",
+    "dsb ishst",
+    "tlbi vae1, x20",
+    "dsb ish",
+    "isb",
+    "mov x10, x17",
+    "2: add x13, x13, #1",
+    "subs x10, x10, #1",
+    "b.ne 2b",
+    "ret",
+    ".balign 4096",
+    ".popsection",
+);
+
+unsafe extern "C" {
+    static mtex_remap_a: u8;
+    static mtex_remap_b: u8;
+}
+
+/// The two code pages (identity-mapped): `A` and `B`.
+pub fn pages() -> [usize; 2] {
+    [
+        (&raw const mtex_remap_a) as usize,
+        (&raw const mtex_remap_b) as usize,
+    ]
+}
+
+/// Output address bits of a page descriptor (47:12).
+const OA_MASK: u64 = 0x0000_ffff_ffff_f000;
+/// The identity map's ASID (`mmu::install_idmap`), for TLBI VAE1.
+const ASID: u64 = 1;
+
+pub fn run(tagged: u64) -> u64 {
+    let [a, b] = pages();
+    // SAFETY: the map was installed by trace_setup and leaked; nothing else uses it now.
+    let Some(map) = (unsafe { crate::mmu::IDMAP.load(Ordering::Relaxed).as_mut() }) else {
+        return 8;
+    };
+    // Where A's page entry is and what it holds.
+    let mut entry: Option<(u64, u64)> = None;
+    let found = map.walk_range(&MemoryRegion::new(a, a + 4096), &mut |_, d, level| {
+        if level == 3 {
+            let at = d as *const _ as *const u64;
+            // SAFETY: a descriptor is one 64-bit word of the table (repr(C), its AtomicUsize
+            // first); reading it has no side effects (aarch64-paging keeps `bits` private).
+            entry = Some((at as u64, unsafe { at.read_volatile() }));
+        }
+        Ok(())
+    });
+    let Some((pte, old)) = entry.filter(|_| found.is_ok()) else {
+        crate::println!("hostile-remap: no page entry for {a:#x}");
+        return 8;
+    };
+    let to_b = (old & !OA_MASK) | (b as u64 & OA_MASK);
+    let tlbi_arg = (ASID << 48) | ((a as u64) >> 12);
+    // Calls A by BLR (which switches its own page entry to B's page and goes on there, see
+    // above), then puts the entry back; the loops only load from the guest's tagged granule
+    // or count in x13; the stores are to the guest's own page table.
+    let r = phase_asm!(
+        id: 1, name: "remapped-code", traced: true,
+        before: [],
+        body: [
+            "mov x10, x17",
+            "blr x16",
+            "str x21, [x14]",
+            "dsb ishst",
+            "tlbi vae1, x20",
+            "dsb ish",
+            "isb",
+        ],
+        in("x9") tagged,
+        out("x10") _,
+        out("x12") _,
+        out("x13") _,
+        in("x14") pte,
+        in("x16") a,
+        in("x17") HOSTILE_N,
+        in("x18") to_b,
+        in("x20") tlbi_arg,
+        in("x21") old,
+        out("x30") _,
+    );
+    if r != 0 {
+        return 6;
+    }
+    hvc::exit(0)
+}
