@@ -105,6 +105,10 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         guest_dtb,
         watchdog_ms: opts.watchdog_ms,
         pmu_instructions: pmu.is_some(),
+        midr: {
+            use tock_registers::interfaces::Readable;
+            aarch64_cpu::registers::MIDR_EL1.get()
+        },
     }));
 
     reporter.set_pmu(pmu);

@@ -29,11 +29,17 @@ pub fn text(r: &Report) -> String {
         };
         let _ = writeln!(
             out,
-            "mtex: hypervisor {:#x}..{:#x}, guest entry {:#x}, dtb {:#x}\n      traps: {traps}; counter {} Hz; watchdog {} ms; PMU instruction counts: {}",
+            "mtex: hypervisor {:#x}..{:#x}, guest entry {:#x}, dtb {:#x}\n      cpu: MIDR_EL1 {:#x}{}\n      traps: {traps}; counter {} Hz; watchdog {} ms; PMU instruction counts: {}",
             b.hyp_start,
             b.hyp_end,
             b.guest_entry,
             b.guest_dtb,
+            b.midr,
+            if b.is_emulator() {
+                " (an emulator: implementer 0; the trace is held to QEMU's PMU rule)"
+            } else {
+                " (silicon: the trace is held to the architecture's PMU rule)"
+            },
             b.counter_hz,
             b.watchdog_ms,
             if b.pmu_instructions {

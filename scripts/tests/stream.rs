@@ -94,6 +94,7 @@ fn records(spec: &RunSpec) -> Vec<Record> {
         guest_dtb: 0x4000_0000,
         watchdog_ms: 10_000,
         pmu_instructions: true,
+        midr: 0x000f_0510,
     })];
     let mut ts = 1000;
     for (i, p) in spec.phases.iter().enumerate() {

@@ -239,6 +239,7 @@ mod tests {
                     guest_dtb: b ^ c,
                     watchdog_ms: a,
                     pmu_instructions: pmu,
+                    midr: c,
                 })),
             (any::<u32>(), any_text(), any::<u64>(), any_state()).prop_map(|(id, name, ts, at)| {
                 Record::PhaseBegin(PhaseBegin {

@@ -108,6 +108,17 @@ pub struct Boot {
     pub watchdog_ms: u64,
     /// The PMU counts instructions (event 0x08), so phases report per-EL instruction counts.
     pub pmu_instructions: bool,
+    /// MIDR_EL1 of the CPU: which machine ran (the host picks the rule it checks the trace
+    /// against the PMU with: [`Boot::is_emulator`]).
+    pub midr: u64,
+}
+
+impl Boot {
+    /// MIDR_EL1.Implementer 0x00 is "reserved for software use": QEMU's `-cpu max`. Silicon
+    /// has a vendor there (0x41 Arm, 0xC0 Ampere...).
+    pub fn is_emulator(&self) -> bool {
+        (self.midr >> 24) & 0xff == 0
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
