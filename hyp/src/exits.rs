@@ -52,11 +52,39 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
 fn count_exit(hyp: &mut Hyp, ctx: &GuestContext, step: bool) {
     if step {
         hyp.counters.step_exits += 1;
+        // Every 1024th step through the full path: the step bound (cheap enough to check).
+        if hyp.counters.step_exits & 0x3ff == 0 {
+            check_step_bound(hyp, ctx);
+        }
     } else {
         hyp.counters.exits += 1;
         hyp.counters.exits_with_tco += ctx.state().tco as u64;
     }
     RUN_EXITS.store(hyp.counters.exits, Ordering::Relaxed);
+}
+
+/// Traced phases are bounded by steps as well as by the watchdog's counter time: every step
+/// is an exception round trip through EL2, which takes at least one tick of the counter on
+/// any machine (a nanosecond at QEMU's 1 GHz; far more on silicon), so a run that has
+/// stepped more instructions than its budget has ticks is one whose counter is not advancing
+/// — and whose watchdog can never fire. It ends with a record instead of running on.
+#[cold]
+#[inline(never)]
+fn check_step_bound(hyp: &mut Hyp, ctx: &GuestContext) {
+    // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
+    let steps = hyp.counters.step_exits + unsafe { crate::fast_step::fast() }.steps;
+    let ticks = hyp
+        .watchdog_ms
+        .saturating_mul(crate::watchdog::counter_hz())
+        / 1000;
+    if steps > ticks {
+        hyp.finish(ExitReason::TraceUnsupported {
+            at: ctx.state(),
+            reason: mtex_abi::report::Message::truncated(
+                "more steps than the budget has counter ticks: the clock is not advancing",
+            ),
+        });
+    }
 }
 
 fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
