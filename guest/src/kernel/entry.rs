@@ -210,7 +210,8 @@ extern "C" fn el0_sync(regs: &mut PtRegs) {
             unsafe { core::arch::asm!("mrs {}, far_el1", out(reg) far) };
             mte_policy::enter_from_user_mode();
             irq::enable();
-            // SAFETY: a user task's mm is live while it runs.
+            // SAFETY: a user task's mm is live while it runs; the reference to the running
+            // task lives for one field read.
             let mapped = unsafe { (*super::task::current().mm).fault_in(far) };
             irq::disable();
             if !mapped {
@@ -229,7 +230,8 @@ extern "C" fn el0_sync(regs: &mut PtRegs) {
             super::die(format_args!(
                 "user fault: EC {ec:#x} ESR {esr:#x} FAR {far:#x} PC {:#x} (task {})",
                 regs.pc,
-                super::task::current().pid
+                // SAFETY: one field read of the running task; nothing else refers to it here.
+                unsafe { super::task::current() }.pid
             ));
         }
     }

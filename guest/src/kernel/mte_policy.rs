@@ -91,7 +91,9 @@ fn check_tfsr_el1() {
 
 /// enter_from_user_mode plus kernel_entry's MTE steps.
 pub fn enter_from_user_mode() {
-    let t = current();
+    // SAFETY: the only reference to the running task while the entry runs; nothing here
+    // schedules.
+    let t = unsafe { current() };
     let policy = super::policy();
     if tcf0_of(t.sctlr_user) as u64 & 2 != 0 {
         // check_mte_async_tcf: a user async fault shows in TFSRE0_EL1.
@@ -138,7 +140,9 @@ pub fn exit_to_kernel_mode() {
 /// exit_to_user_mode's MTE steps: mte_check_tfsr_exit, mte_set_user_gcr,
 /// clear_mte_async_tcf.
 pub fn exit_to_user_mode() {
-    let t = current();
+    // SAFETY: the only reference to the running task while the exit runs; nothing here
+    // schedules.
+    let t = unsafe { current() };
     let policy = super::policy();
     if policy.checks_tfsr() {
         // Asynchronous faults are synchronised into TFSR_EL1 on entry, but exit needs the
@@ -220,5 +224,6 @@ fn uaccess_toggles_tco() -> bool {
     let policy = super::policy();
     policy.tco == TcoPolicy::Uaccess
         && policy.kasan == Tcf::None
-        && tcf0_of(current().sctlr_user).reports_sync()
+        // SAFETY: one field read of the running task; no other reference is live here.
+        && tcf0_of(unsafe { current() }.sctlr_user).reports_sync()
 }

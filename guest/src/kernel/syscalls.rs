@@ -141,7 +141,8 @@ pub fn invoke(regs: &mut PtRegs) {
     let a = [regs.x[0], regs.x[1], regs.x[2]];
     regs.x[0] = match regs.x[8] {
         nr::EXIT => task::exit(a[0]),
-        nr::GETPID => current().pid,
+        // SAFETY: one field read of the running task; no other reference is live here.
+        nr::GETPID => unsafe { current() }.pid,
         nr::PHASE => super::phase_mark(a[0] != 0),
         nr::FUTEX_WAIT => futex_wait(a[0], a[1] as u32),
         nr::WRITE => write(a[0], a[1], a[2]),
@@ -156,7 +157,9 @@ pub fn invoke(regs: &mut PtRegs) {
                 EINVAL
             } else {
                 super::mte_policy::set_tagged_addr_ctrl(
-                    current(),
+                    // SAFETY: the only reference to the running task for this call, which
+                    // does not schedule.
+                    unsafe { current() },
                     mtex_abi::scenario::Tcf::from_bits(a[0]),
                     a[1],
                 );
@@ -176,7 +179,8 @@ fn futex_wait(uaddr: u64, val: u32) -> u64 {
     }
     // SAFETY: nothing called while the borrow lives reaches WORK or schedules.
     let w = unsafe { WORK.get() };
-    let key = (uaddr & !mtex_arch::mte_bits::TOP_BYTE_MASK) ^ current().mm as u64;
+    // SAFETY: one field read of the running task; no other reference is live here.
+    let key = (uaddr & !mtex_arch::mte_bits::TOP_BYTE_MASK) ^ unsafe { current() }.mm as u64;
     let h = key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - FUTEX_BUCKETS.trailing_zeros());
     // SAFETY: the table is this run's and has FUTEX_BUCKETS buckets.
     let bucket = unsafe { &*((w.futex_table + h * size_of::<Bucket>() as u64) as *const Bucket) };
@@ -322,7 +326,8 @@ fn mmap(len: u64) -> u64 {
     if len == 0 || !len.is_multiple_of(2 << 20) || len > 16 << 20 {
         return EINVAL;
     }
-    // SAFETY: the current task's mm is live.
+    // SAFETY: the current task's mm is live; the reference to the task lives for one field
+    // read.
     unsafe { (*current().mm).map_lazy(USER_MAP_VA, len) };
     USER_MAP_VA
 }

@@ -86,9 +86,16 @@ pub fn current_sctlr_user() -> u64 {
     unsafe { (*(*SCHED.ptr()).current).sctlr_user }
 }
 
-pub fn current() -> &'static mut Task {
-    // SAFETY: `current` is set at boot (init) and always points at a live task; the field is
-    // read through the raw place (the interrupt handler calls this too).
+/// The running task.
+///
+/// # Safety
+///
+/// The caller uses the reference only while no other reference to the running task is live:
+/// not across `schedule()` (or anything that may call it), and not alongside another
+/// `current()`. (The interrupt handler never forms one: it reads through raw places.)
+pub unsafe fn current() -> &'static mut Task {
+    // SAFETY: `current` is set at boot (init) and always points at a live task; the
+    // exclusivity of the reference is the caller's contract.
     unsafe { &mut *(*SCHED.ptr()).current }
 }
 
@@ -172,7 +179,8 @@ pub fn spawn(entry: u64, args: [u64; 5], sctlr_user: u64, gcr_user_excl: u64) ->
 
 /// clone(): a thread of the current process.
 pub fn clone_thread(entry: u64, sp: u64, arg: u64) -> u64 {
-    let cur = current();
+    // SAFETY: `cur` is the only reference to the running task, and nothing here schedules.
+    let cur = unsafe { current() };
     // SAFETY: a user task's mm is live while it runs.
     unsafe { (*cur.mm).users += 1 };
     let t = alloc_task(cur.mm, cur.sctlr_user, cur.gcr_user_excl, cur as *mut Task);
@@ -185,7 +193,8 @@ pub fn clone_thread(entry: u64, sp: u64, arg: u64) -> u64 {
 
 /// fork(): a process with a copy of the current one's page tables and registers (x0 = 0).
 pub fn fork(parent_regs: &PtRegs) -> u64 {
-    let cur = current();
+    // SAFETY: `cur` is the only reference to the running task, and nothing here schedules.
+    let cur = unsafe { current() };
     // SAFETY: a user task's mm is live while it runs.
     let mm = unsafe { (*cur.mm).fork() };
     let t = alloc_task(mm, cur.sctlr_user, cur.gcr_user_excl, cur as *mut Task);
@@ -198,7 +207,9 @@ pub fn fork(parent_regs: &PtRegs) -> u64 {
 
 /// exit(): the task becomes a zombie, its parent is woken, and it never runs again.
 pub fn exit(code: u64) -> ! {
-    let cur = current();
+    // SAFETY: `cur` is the only reference to the running task; its last use comes before
+    // the task is switched away from for good.
+    let cur = unsafe { current() };
     cur.exit_code = code;
     cur.state = State::Zombie;
     wake_up(wait_chan_child(cur.parent));
@@ -212,7 +223,8 @@ fn wait_chan_child(parent: *mut Task) -> u64 {
 
 /// Reaps one zombie child of the current task: (it has children, the pid reaped).
 fn reap_one() -> (bool, Option<u64>) {
-    let me = current() as *mut Task;
+    // SAFETY: the reference is turned into a pointer at once.
+    let me = unsafe { current() } as *mut Task;
     // SAFETY: nothing is called while the borrow lives: its last use (clearing the slot)
     // comes before reap.
     let s = unsafe { SCHED.get() };
@@ -238,7 +250,8 @@ fn reap_one() -> (bool, Option<u64>) {
 /// wait(): reaps one zombie child, sleeping until there is one; returns its pid, or None
 /// when the task has no children.
 pub fn wait_child() -> Option<u64> {
-    let me = current() as *mut Task;
+    // SAFETY: the reference is turned into a pointer at once.
+    let me = unsafe { current() } as *mut Task;
     loop {
         match reap_one() {
             (_, Some(pid)) => return Some(pid),
@@ -279,7 +292,8 @@ unsafe fn reap(t: *mut Task) -> u64 {
 
 /// Sleeps until [`wake_up`] on `chan`.
 pub fn sleep_on(chan: u64) {
-    current().state = State::Blocked(chan);
+    // SAFETY: the reference lives for this one store, before schedule().
+    unsafe { current() }.state = State::Blocked(chan);
     schedule();
 }
 
