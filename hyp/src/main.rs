@@ -70,6 +70,15 @@ extern "C" fn hyp_main(x0: u64) -> ! {
             Ok(o) => o,
             Err(e) => report::fail_boot_msg(&mut reporter, options::describe(e)),
         };
+        // The host refuses unknown keys before it boots; a command line that reached here some
+        // other way (a UEFI options file, a hand-written -append) is refused the same, rather
+        // than leaving a default silently in force.
+        if let Some(key) = options::unknown_key(info.bootargs) {
+            let mut m = Message::new();
+            m.push_str_truncating("unknown option mtex.");
+            m.push_str_truncating(key);
+            report::fail_boot_msg(&mut reporter, m);
+        }
         let ram = info.memory.unwrap_or(mtex_dt::Region {
             base: Board::RAM_BASE as u64,
             size: 0x2000_0000,

@@ -272,6 +272,19 @@ fn a_bad_option_that_reaches_the_hypervisor_fails_the_boot_naming_it() {
     assert!(r.phases.is_empty());
 }
 
+#[test]
+fn an_unknown_option_that_reaches_the_hypervisor_fails_the_boot_naming_it() {
+    // The host refuses it first; this is the same command line arriving some other way.
+    let (r, _) = boot("mtex.policy=tcma1");
+    match r.summary.unwrap().exit {
+        ExitReason::BootFailed { reason } => {
+            assert_eq!(reason.as_str(), "unknown option mtex.policy")
+        }
+        other => panic!("unexpected exit {other:?}"),
+    }
+    assert!(r.phases.is_empty());
+}
+
 /// Boots the trace program (with or without breakpoint runs) and checks every count against
 /// the workloads' own arithmetic.
 fn check_trace_program(runs: bool) {
