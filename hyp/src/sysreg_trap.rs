@@ -7,12 +7,12 @@
 //!   (`pmu.rs`).
 //! - Debug registers and OS locks (MDCR_EL2.TDA/TDOSA/TDRA): the guest's shadow (`debug.rs`);
 //!   writes are recorded.
-//!
 //! - ID registers (HCR_EL2.TID3): the real values less what the hypervisor hides
 //!   (`id_regs.rs`).
 //!
-//! Anything else ends the run as an unhandled exit. Every emulated instruction is counted:
-//! it completed for the guest, though the PMU never counts an instruction that trapped.
+//! Anything else ends the run as an unhandled exit. Every emulated instruction is counted: it
+//! completed for the guest (QEMU's PMU counts it as executed; on silicon a trapped instruction
+//! is not architecturally executed, so the PMU does not).
 
 use crate::context::GuestContext;
 use crate::state::Hyp;

@@ -195,16 +195,6 @@ impl GuestDebug {
             | DebugReg::Osdtrtx => {}
         }
     }
-
-    /// The guest asked for a debug event the hypervisor will not deliver: a breakpoint or
-    /// watchpoint enabled, or its own software step / debug exceptions turned on.
-    pub fn wants_debug_events(&self) -> bool {
-        const MDSCR_SS: u64 = 1;
-        const MDSCR_KDE: u64 = 1 << 13;
-        const MDSCR_MDE: u64 = 1 << 15;
-        self.bcr.iter().chain(self.wcr.iter()).any(|c| c & 1 != 0)
-            || self.mdscr & (MDSCR_SS | MDSCR_KDE | MDSCR_MDE) != 0
-    }
 }
 
 #[cfg(test)]
@@ -250,11 +240,9 @@ mod tests {
         assert_eq!(d.read(DebugReg::Oslsr), 0x8);
         d.write(DebugReg::Osdlr, 1);
         assert_eq!(d.read(DebugReg::Osdlr), 1);
-        assert!(!d.wants_debug_events());
         d.write(DebugReg::Bvr(2), 0x4000_1000);
         d.write(DebugReg::Bcr(2), 0x1e7);
         assert_eq!(d.read(DebugReg::Bvr(2)), 0x4000_1000);
-        assert!(d.wants_debug_events());
         // Out-of-range slots are ignored, not a panic.
         d.write(DebugReg::Bcr(40), 1);
         assert_eq!(d.read(DebugReg::Bcr(40)), 0);
