@@ -16,6 +16,57 @@ macro_rules! phase_end_call {
 }
 pub(crate) use phase_end_call;
 
+/// PHASE_BEGIN's arguments for traced phase `id` named `name`: (x0, x1, x2..x5, x6).
+pub fn begin_args(id: u64, name: &str) -> (u64, u64, [u64; 4], u64) {
+    (
+        hc::PHASE_BEGIN as u64,
+        id,
+        hc::pack_bytes(name.as_bytes()),
+        hc::PHASE_TRACED,
+    )
+}
+
+/// One phase in a single asm block, so that no compiler-generated instruction is in it: the
+/// lines of `before` (outside the phase), the PHASE_BEGIN call, the lines of `body`, and the
+/// phase-end call (`phase_end_call!`). x0..x6 and x15 carry the calls' arguments; the
+/// operands that follow are the body's own (explicit registers). Evaluates to x0 after the
+/// last call: the PHASE_END result (SUCCESS, 0, when the phase opened and closed).
+macro_rules! phase_asm {
+    (
+        id: $id:expr, name: $name:expr, traced: $traced:expr,
+        before: [$($before:expr),* $(,)?],
+        body: [$($body:expr),+ $(,)?],
+        $($operands:tt)*
+    ) => {{
+        let (x0, id, name, flags) = $crate::hvc::begin_args($id, $name);
+        let flags = if $traced { flags } else { 0 };
+        let r: u64;
+        // SAFETY: the HVCs are mtex calls that change only x0; what the body touches is said
+        // by each caller (only memory this program owns, and registers declared here).
+        unsafe {
+            core::arch::asm!(
+                $($before,)*
+                "hvc #0",
+                $($body,)+
+                $crate::hvc::phase_end_call!(),
+                end_lo = const $crate::hvc::PHASE_END_LO,
+                end_hi = const $crate::hvc::PHASE_END_HI,
+                inout("x0") x0 => r,
+                inout("x1") id => _,
+                in("x2") name[0],
+                in("x3") name[1],
+                in("x4") name[2],
+                in("x5") name[3],
+                in("x6") flags,
+                in("x15") id,
+                $($operands)*
+            )
+        };
+        r
+    }};
+}
+pub(crate) use phase_asm;
+
 fn call(function: u32, args: &[u64]) -> u64 {
     let mut a = [0u64; 17];
     a[..args.len()].copy_from_slice(args);

@@ -2,7 +2,7 @@
 //! `n` times and closes the phase, so the hypervisor steps exactly these instructions and no
 //! compiler-generated code (see `mtex_abi::program::Body` for what each body does).
 
-use mtex_abi::hypercall::{PHASE_BEGIN, PHASE_TRACED, pack_bytes};
+use crate::hvc::phase_asm;
 use mtex_abi::program::Body;
 
 /// The pointers the bodies use (see `Body`).
@@ -17,43 +17,23 @@ pub struct Pointers {
 macro_rules! workload {
     ($(#[$doc:meta])* $fn:ident: $($body:literal),+) => {
         $(#[$doc])*
-        fn $fn(id: u64, name: [u64; 4], p: &Pointers, n: u64, flags: u64) -> u64 {
-            let result: u64;
-            // SAFETY: the body accesses only the granules, pages and stack slots `Pointers`
-            // describe (owned by the guest for this purpose) and restores SP; the two HVCs
-            // are mtex calls that return with only x0 changed.
-            unsafe {
-                core::arch::asm!(
-                    ".arch_extension memtag",
-                    ".arch_extension lse",
-                    "hvc #0",
-                    "1:",
-                    $($body,)+
-                    "subs x10, x10, #1",
-                    "b.ne 1b",
-                    crate::hvc::phase_end_call!(),
-                    end_lo = const crate::hvc::PHASE_END_LO,
-                    end_hi = const crate::hvc::PHASE_END_HI,
-                    inout("x0") PHASE_BEGIN as u64 => result,
-                    inout("x1") id => _,
-                    in("x2") name[0],
-                    in("x3") name[1],
-                    in("x4") name[2],
-                    in("x5") name[3],
-                    in("x6") flags,
-                    in("x7") p.user,
-                    in("x9") p.tagged,
-                    inout("x10") n => _,
-                    in("x11") p.untagged,
-                    out("x12") _,
-                    out("x13") _,
-                    in("x14") p.zva_block,
-                    in("x15") id,
-                    in("x16") 0u64,
-                    in("x17") p.tag0,
-                )
-            };
-            result
+        fn $fn(id: u64, name: &str, p: &Pointers, n: u64, traced: bool) -> u64 {
+            // The body accesses only the granules, pages and stack slots `Pointers`
+            // describes (owned by the guest for this purpose) and restores SP.
+            phase_asm!(
+                id: id, name: name, traced: traced,
+                before: [".arch_extension memtag", ".arch_extension lse"],
+                body: ["1:", $($body,)+ "subs x10, x10, #1", "b.ne 1b"],
+                in("x7") p.user,
+                in("x9") p.tagged,
+                inout("x10") n => _,
+                in("x11") p.untagged,
+                out("x12") _,
+                out("x13") _,
+                in("x14") p.zva_block,
+                in("x16") 0u64,
+                in("x17") p.tag0,
+            )
         }
     };
 }
@@ -81,7 +61,6 @@ workload!(inert_stretch: "ldr x12, [x9]", "add x13, x13, #1", "add x13, x13, #1"
 
 /// Runs `body` `n` times as phase `id`, traced or not; returns the PHASE_END result.
 pub fn run(body: Body, id: u32, name: &str, p: &Pointers, n: u64, traced: bool) -> u64 {
-    let name: [u64; 4] = pack_bytes(name.as_bytes());
     let f = match body {
         Body::Load => load,
         Body::Store => store,
@@ -101,6 +80,5 @@ pub fn run(body: Body, id: u32, name: &str, p: &Pointers, n: u64, traced: bool) 
         Body::InertStretch => inert_stretch,
         Body::ExclusiveIncrement => exclusive_increment,
     };
-    let flags = if traced { PHASE_TRACED } else { 0 };
-    f(id as u64, name, p, n, flags)
+    f(id as u64, name, p, n, traced)
 }

@@ -27,13 +27,13 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         // An interrupt taken before the stepped instruction ran (SPSR_EL2.SS still set)
         // leaves it pending; anything else means it completed, trapped or faulted.
         let not_yet_run = kind != SYNC && ctx.spsr & (1 << 21) != 0;
-        // A step exit taken from the active-pending state (ISS.ISV = 0) is the first
-        // instruction of an exception handler at EL1: evidence of an exception entry that the
-        // guest cannot forge (it can point VBAR_EL1 and ELR_EL1 anywhere).
-        let exception_entry = kind == SYNC
-            && esr.ec() == ExceptionClass::SoftwareStepLower
-            && !esr.step_completed_an_instruction();
         if hyp.tracer.active() && !not_yet_run {
+            // A step exit taken from the active-pending state (ISS.ISV = 0) is the first
+            // instruction of an exception handler at EL1: evidence of an exception entry
+            // that the guest cannot forge (it can point VBAR_EL1 and ELR_EL1 anywhere).
+            let exception_entry = step
+                && esr.ec() == ExceptionClass::SoftwareStepLower
+                && !esr.step_completed_an_instruction();
             hyp.tracer.retire(ctx, exception_entry);
         }
         match kind {

@@ -4,7 +4,7 @@
 /// Reads ID register (3, 0, 0, `crm`, `op2`) at EL2. MRS needs the encoding in the
 /// instruction, hence one arm per register; every encoding in this space is an ID register
 /// or reserved (RAZ), so none of them is UNDEFINED.
-fn read(crm: u8, op2: u8) -> u64 {
+pub fn read(crm: u8, op2: u8) -> u64 {
     macro_rules! mrs {
         ($crm:literal, $op2:literal) => {{
             let v: u64;

@@ -59,9 +59,6 @@ pub struct Pmu {
 #[derive(Clone, Copy, Default)]
 pub struct GuestPmuState {
     pub pmselr: u64,
-    /// Accesses to counters the guest does not have (at or above HPMN), read as zero and
-    /// ignored as the architecture allows.
-    pub out_of_range: u64,
 }
 
 impl Pmu {
@@ -238,7 +235,7 @@ impl Pmu {
             // PMMIR_EL1 exists only from PMUv3p4: reading it where it does not would be
             // UNDEFINED at EL2. It only describes the PMU (slots); zero means "not described".
             PmuReg::Pmmir => 0,
-            PmuReg::Pmxevcntr => self.guest_counter(st, g, st.pmselr, false, write),
+            PmuReg::Pmxevcntr => self.guest_counter(g, st.pmselr, false, write),
             PmuReg::Pmxevtyper if st.pmselr == 31 => match write {
                 Some(v) => {
                     sysreg_write!("pmccfiltr_el0", g.evtyper_write(v));
@@ -246,23 +243,15 @@ impl Pmu {
                 }
                 None => sysreg_read!("pmccfiltr_el0"),
             },
-            PmuReg::Pmxevtyper => self.guest_counter(st, g, st.pmselr, true, write),
-            PmuReg::Pmevcntr(n) => self.guest_counter(st, g, n as u64, false, write),
-            PmuReg::Pmevtyper(n) => self.guest_counter(st, g, n as u64, true, write),
+            PmuReg::Pmxevtyper => self.guest_counter(g, st.pmselr, true, write),
+            PmuReg::Pmevcntr(n) => self.guest_counter(g, n as u64, false, write),
+            PmuReg::Pmevtyper(n) => self.guest_counter(g, n as u64, true, write),
         }
     }
 
     /// The guest's event counter `n` (its count, or its type with `typer`).
-    fn guest_counter(
-        &self,
-        st: &mut GuestPmuState,
-        g: GuestPmu,
-        n: u64,
-        typer: bool,
-        write: Option<u64>,
-    ) -> u64 {
+    fn guest_counter(&self, g: GuestPmu, n: u64, typer: bool, write: Option<u64>) -> u64 {
         if n >= g.hpmn as u64 {
-            st.out_of_range += 1;
             return 0;
         }
         self.select(n);

@@ -162,11 +162,10 @@ impl Hyp {
 
 /// The MTE features the predicate may use, from the ID registers (EL2 reads the real ones).
 fn mte_features() -> mtex_trace::predicate::MteFeatures {
-    use aarch64_cpu::registers::ID_AA64PFR1_EL1;
-    use tock_registers::interfaces::Readable;
-    let pfr2: u64;
-    // SAFETY: reading ID_AA64PFR2_EL1 (S3_0_C0_C4_2; no aarch64-cpu accessor) has no side
-    // effects; it reads as zero on CPUs older than the register.
-    unsafe { core::arch::asm!("mrs {}, s3_0_c0_c4_2", out(reg) pfr2) };
-    mtex_trace::predicate::MteFeatures::from_id_regs(ID_AA64PFR1_EL1.get(), pfr2)
+    // ID_AA64PFR1_EL1 is (3, 0, 0, 4, 1), ID_AA64PFR2_EL1 (3, 0, 0, 4, 2): zero on CPUs older
+    // than the register.
+    mtex_trace::predicate::MteFeatures::from_id_regs(
+        crate::id_regs::read(4, 1),
+        crate::id_regs::read(4, 2),
+    )
 }

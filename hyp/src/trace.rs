@@ -270,11 +270,8 @@ impl Tracer {
     /// Disarms single-step; returns the counts and the TCO sites.
     pub fn stop(&mut self, ctx: &mut GuestContext) -> (TraceCounts, [Option<TcoSite>; SITES]) {
         // SAFETY: called from a hypercall handler, with the hypervisor state borrowed.
-        let f = unsafe { fast() };
-        f.pending_inert = 0;
-        let counts = self.tally.counts_mut();
-        counts.instructions_el0 += f.inert_el0;
-        counts.instructions_el1 += f.inert_el1;
+        unsafe { fast() }.pending_inert = 0;
+        let counts = self.finish_counts();
         ctx.spsr &= !SPSR_SS;
         if self.run_armed {
             self.disarm_run();
@@ -284,7 +281,18 @@ impl Tracer {
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         self.active = false;
         self.armed = false;
-        (self.tally.finish(), self.sites)
+        (counts, self.sites)
+    }
+
+    /// The phase's counts: the tally with the inert instructions the fast path retired.
+    fn finish_counts(&mut self) -> TraceCounts {
+        // SAFETY: called with the hypervisor state borrowed (a handler, or the way to
+        // power-off), while the fast path cannot run.
+        let f = unsafe { fast() };
+        let counts = self.tally.counts_mut();
+        counts.instructions_el0 += f.inert_el0;
+        counts.instructions_el1 += f.inert_el1;
+        self.tally.finish()
     }
 
     /// The counts so far of a traced phase that will never end (the run is ending), with its
@@ -294,12 +302,7 @@ impl Tracer {
             return None;
         }
         self.active = false;
-        // SAFETY: called on the way to power-off, with the hypervisor state held.
-        let f = unsafe { fast() };
-        let counts = self.tally.counts_mut();
-        counts.instructions_el0 += f.inert_el0;
-        counts.instructions_el1 += f.inert_el1;
-        Some((self.phase, self.tally.finish()))
+        Some((self.phase, self.finish_counts()))
     }
 
     /// At a guest exit: retires the instruction that was about to run at the previous exit.

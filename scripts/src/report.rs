@@ -680,7 +680,18 @@ mod tests {
 
     /// The report of one phase with these counts, ended or not, and the problems it gave.
     fn one_phase(t: Option<TraceCounts>, s: Option<PhaseStats>, exit: ExitReason) -> Report {
-        let mut records = vec![begin(1, "work")];
+        one_phase_on(None, t, s, exit)
+    }
+
+    /// [`one_phase`] after a Boot record, when given.
+    fn one_phase_on(
+        boot: Option<Boot>,
+        t: Option<TraceCounts>,
+        s: Option<PhaseStats>,
+        exit: ExitReason,
+    ) -> Report {
+        let mut records: Vec<_> = boot.map(Record::Boot).into_iter().collect();
+        records.push(begin(1, "work"));
         records.extend(t.map(|t| traced(1, t)));
         records.extend(s.map(|s| end(1, s)));
         let n = records.len() as u32;
@@ -742,28 +753,8 @@ mod tests {
             midr: 0x410f_d0c0,
         };
         assert!(!boot.is_emulator());
-        let run = |s: PhaseStats| {
-            let (t, _) = qemu_phase();
-            let records = [
-                Record::Boot(boot),
-                begin(1, "work"),
-                traced(1, t),
-                end(1, s),
-                Record::Summary(Summary {
-                    records: 4,
-                    exit: OK,
-                    ts: 2,
-                    exits: 0,
-                }),
-            ];
-            let text: String = records
-                .into_iter()
-                .enumerate()
-                .map(|(i, r)| frame(i as u32, r))
-                .collect();
-            parse(&text)
-        };
-        let (_, s) = qemu_phase();
+        let (t, s) = qemu_phase();
+        let run = |s: PhaseStats| one_phase_on(Some(boot), Some(t), Some(s), OK);
         let architectural = PhaseStats {
             el1_instructions: Some(100 - 2),
             ..s

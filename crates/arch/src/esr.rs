@@ -159,6 +159,19 @@ impl SysRegIss {
         }
     }
 
+    /// A write (MSR) of X0 to the register (op0, op1, CRn, CRm, op2).
+    pub const fn write_of(op0: u8, op1: u8, crn: u8, crm: u8, op2: u8) -> Self {
+        Self {
+            op0,
+            op1,
+            crn,
+            crm,
+            op2,
+            rt: 0,
+            is_read: false,
+        }
+    }
+
     /// The register encoding (op0, op1, CRn, CRm, op2) this access names.
     pub const fn encoding(self) -> crate::sysreg::Encoding {
         crate::sysreg::Encoding {

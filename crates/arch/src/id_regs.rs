@@ -37,13 +37,8 @@ mod tests {
         // ID_AA64PFR1_EL1 (3, 0, 0, 4, 1): MTE = 3 passes through.
         assert_eq!(guest_view(4, 1, 0x300), 0x300);
         let iss = |crm| SysRegIss {
-            op0: 3,
-            op1: 0,
-            crn: 0,
-            crm,
-            op2: 2,
-            rt: 0,
             is_read: true,
+            ..SysRegIss::write_of(3, 0, 0, crm, 2)
         };
         assert!(is_group3(iss(6)) && is_group3(iss(1)));
         assert!(!is_group3(iss(0)), "MIDR/MPIDR are not group 3");

@@ -129,15 +129,7 @@ mod tests {
     use super::*;
 
     fn iss(op1: u8, crn: u8, crm: u8, op2: u8) -> SysRegIss {
-        SysRegIss {
-            op0: 3,
-            op1,
-            crn,
-            crm,
-            op2,
-            rt: 0,
-            is_read: false,
-        }
+        SysRegIss::write_of(3, op1, crn, crm, op2)
     }
 
     #[test]

@@ -615,22 +615,26 @@ mod tests {
         }
     }
 
-    #[test]
-    fn stgp_counts_its_data_store_as_an_unchecked_write() {
-        let c = Controls {
+    /// EL1 with ATA, TCF SYNC and TBI0, every feature.
+    fn el1_controls() -> Controls {
+        Controls {
             sctlr_el1: 1 << 43 | 1 << 40,
             tcr_el1: 1 << 37,
             hcr_ata: true,
             features: crate::predicate::MteFeatures::ALL,
-        };
+        }
+    }
+
+    /// The counts of `word` executed once at EL1 under `c`, every register a pointer tagged 3
+    /// into a Tagged page.
+    fn retire_once(c: &Controls, word: u32) -> TraceCounts {
         let x = [0x0300_0000_4100_0000u64; 31];
-        let insn = crate::decode::decode(0x6900_0c41); // stgp x1, x3, [x2]
         let p = Pending::new(
             0,
             1,
             (false, false),
-            insn,
-            &c,
+            crate::decode::decode(word),
+            c,
             &x,
             0,
             BlockGranules::default(),
@@ -638,7 +642,12 @@ mod tests {
         );
         let mut t = Tally::default();
         t.retire(&p);
-        let t = t.finish();
+        t.finish()
+    }
+
+    #[test]
+    fn stgp_counts_its_data_store_as_an_unchecked_write() {
+        let t = retire_once(&el1_controls(), 0x6900_0c41); // stgp x1, x3, [x2]
         assert_eq!((t.accesses.rd_k, t.accesses.wr_k), (0, 1));
         assert_eq!(t.architectural.wr_k, 0);
         assert_eq!((t.tag_store_insns, t.granules_tagged), (1, 1));
@@ -646,28 +655,9 @@ mod tests {
 
     #[test]
     fn an_atomic_counts_one_read_and_one_write() {
-        let c = Controls {
-            sctlr_el1: 1 << 43 | 1 << 40,
-            tcr_el1: 1 << 37,
-            hcr_ata: true,
-            features: crate::predicate::MteFeatures::ALL,
-        };
-        let x = [0x0300_0000_4100_0000u64; 31];
-        let insn = crate::decode::decode(0xf8210043); // ldadd x1, x3, [x2]
-        let p = Pending::new(
-            0,
-            1,
-            (false, false),
-            insn,
-            &c,
-            &x,
-            0,
-            BlockGranules::default(),
-            |_, _| true,
-        );
-        let mut t = Tally::default();
-        t.retire(&p);
-        let t = t.finish();
+        const LDADD: u32 = 0xf821_0043; // ldadd x1, x3, [x2]
+        let c = el1_controls();
+        let t = retire_once(&c, LDADD);
         assert_eq!((t.architectural.rd_k, t.architectural.wr_k), (1, 1));
         assert_eq!((t.accesses.rd_k, t.accesses.wr_k), (1, 1));
         assert_eq!(t.instructions_el1, 1);
@@ -676,21 +666,10 @@ mod tests {
             sctlr_el1: c.sctlr_el1 | 1 << 59,
             ..c
         };
-        let mut t = Tally::default();
-        t.retire(&Pending::new(
-            0,
-            1,
-            (false, false),
-            insn,
-            &so,
-            &x,
-            0,
-            BlockGranules::default(),
-            |_, _| true,
-        ));
-        let t = t.finish();
+        let t = retire_once(&so, LDADD);
         assert_eq!((t.architectural.rd_k, t.architectural.wr_k), (0, 1));
     }
+
     /// EL1 with ATA, TCF SYNC, TBI0 and 39-bit VAs (T0SZ 25), the data keys enabled.
     fn addr_controls() -> Controls {
         Controls {

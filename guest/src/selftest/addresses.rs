@@ -6,8 +6,8 @@
 //! Then one such page-crossing load through a pointer whose tag does not match the Tagged
 //! page: QEMU checks that part and faults (TCF is SYNC), which the vector resumes.
 
-use super::phase_asm;
 use crate::differential::DIFF_MAGIC;
+use crate::hvc::phase_asm;
 use crate::mmu;
 use crate::programs::write_sctlr;
 use mtex_abi::hypercall::ret;
@@ -22,7 +22,7 @@ const TAG: u64 = 3;
 const WRONG_TAG: u64 = 5;
 
 /// A traced phase: `1: <insn>; subs x10, x10, #1; b.ne 1b` run `HOSTILE_N` times with x9 =
-/// the given pointer. Returns the PHASE_BEGIN result.
+/// the given pointer. Returns the PHASE_END result.
 macro_rules! traced_loop {
     ($fn:ident: $insn:literal) => {
         fn $fn(id: u64, name: &str, x9: u64) -> u64 {

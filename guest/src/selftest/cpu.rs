@@ -4,8 +4,8 @@
 //! ID_AA64ISAR2_EL1, where FEAT_MOPS must be hidden (the hypervisor neither enables nor
 //! counts CPY*/SET*).
 
-use super::phase_asm;
 use crate::hvc;
+use crate::hvc::phase_asm;
 use mtex_abi::program::HOSTILE_N;
 
 /// PMCR_EL0 E | P | C.

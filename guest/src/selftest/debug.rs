@@ -3,8 +3,8 @@
 //! own hardware breakpoint, enabled with MDSCR_EL1.MDE/KDE, on an instruction inside the
 //! traced phase (which EL2 would take as a step and loop on).
 
-use super::phase_asm;
 use crate::hvc;
+use crate::hvc::phase_asm;
 use mtex_abi::program::HOSTILE_N;
 
 /// DBGBCR<n>_EL1: enabled, all byte lanes, EL1 and EL0 (PMC = 0b11), address match.

@@ -3,8 +3,8 @@
 //! ERET may clear the exclusive monitor, so its store-exclusives may fail — and a failed one
 //! makes no access and must not be counted as a write.
 
-use super::phase_asm;
 use crate::hvc;
+use crate::hvc::phase_asm;
 use mtex_abi::program::HOSTILE_N;
 
 pub fn run(tagged: u64) -> u64 {

@@ -16,7 +16,6 @@ mod wfx;
 
 use crate::programs::{trace_setup, write_sctlr};
 use fdt::Fdt;
-use mtex_abi::hypercall::{PHASE_BEGIN, PHASE_TRACED, pack_bytes};
 use mtex_abi::options::GuestProgram;
 use mtex_abi::program::{self, HOSTILE_N};
 
@@ -42,56 +41,5 @@ pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
         _ => 2,
     }
 }
-
-/// PHASE_BEGIN's arguments for traced phase `id` named `name`: (x0, x1, x2..x5, x6).
-fn begin_args(id: u64, name: &str) -> (u64, u64, [u64; 4], u64) {
-    (
-        PHASE_BEGIN as u64,
-        id,
-        pack_bytes(name.as_bytes()),
-        PHASE_TRACED,
-    )
-}
-
-/// One phase in a single asm block, so that no compiler-generated instruction is in it: the
-/// lines of `before` (outside the phase), the PHASE_BEGIN call, the lines of `body`, and the
-/// phase-end call (`hvc::phase_end_call!`). x0..x6 and x15 carry the calls' arguments; the
-/// operands that follow are the body's own (explicit registers). Evaluates to the
-/// PHASE_BEGIN result (SUCCESS, 0, when the phase ran).
-macro_rules! phase_asm {
-    (
-        id: $id:expr, name: $name:expr, traced: $traced:expr,
-        before: [$($before:expr),* $(,)?],
-        body: [$($body:expr),+ $(,)?],
-        $($operands:tt)*
-    ) => {{
-        let (x0, id, name, flags) = $crate::selftest::begin_args($id, $name);
-        let flags = if $traced { flags } else { 0 };
-        let r: u64;
-        // SAFETY: the HVCs are mtex calls that change only x0; what the body touches is said
-        // by each caller (only memory this program owns, and registers declared here).
-        unsafe {
-            core::arch::asm!(
-                $($before,)*
-                "hvc #0",
-                $($body,)+
-                $crate::hvc::phase_end_call!(),
-                end_lo = const $crate::hvc::PHASE_END_LO,
-                end_hi = const $crate::hvc::PHASE_END_HI,
-                inout("x0") x0 => r,
-                inout("x1") id => _,
-                in("x2") name[0],
-                in("x3") name[1],
-                in("x4") name[2],
-                in("x5") name[3],
-                in("x6") flags,
-                in("x15") id,
-                $($operands)*
-            )
-        };
-        r
-    }};
-}
-pub(crate) use phase_asm;
 
 const _: () = assert!(HOSTILE_N > 0);

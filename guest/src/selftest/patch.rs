@@ -5,8 +5,8 @@
 //! it and the loop runs again; then it is put back and runs a third time, all in one traced
 //! phase. A run planned for the old code must not be reused for the new.
 
-use super::phase_asm;
 use crate::hvc;
+use crate::hvc::phase_asm;
 use core::arch::global_asm;
 use mtex_abi::program::HOSTILE_N;
 

@@ -5,55 +5,52 @@
 //! instructions. The step engine caches the translation of the code page it reads
 //! instructions through; after the TLBI it must read `B`'s.
 
-use super::phase_asm;
 use crate::hvc;
+use crate::hvc::phase_asm;
 use aarch64_paging::paging::MemoryRegion;
 use core::arch::global_asm;
 use core::sync::atomic::Ordering;
 use mtex_abi::program::HOSTILE_N;
 
+/// One of the two code pages: entered by BLR with x9 = tagged pointer, x10 = x17 = n,
+/// x14 = A's page entry, x18 = that entry pointed at B, x20 = the TLBI VAE1 argument. It makes
+/// n loads, switches A's entry to B's page from inside A, and goes on at the same VA: with
+/// `$second` as the second loop's first instruction. B is never entered at its own address;
+/// the switch may take effect at any fetch after the TLBI completes, so B repeats A's words
+/// up to the second loop, and only there they differ (A loads, B adds).
+macro_rules! remap_page {
+    ($label:literal, $second:literal) => {
+        concat!(
+            ".global ",
+            $label,
+            "\n",
+            $label,
+            ":\n",
+            "1: ldr x12, [x9]\n",
+            "subs x10, x10, #1\n",
+            "b.ne 1b\n",
+            "str x18, [x14]\n",
+            "dsb ishst\n",
+            "tlbi vae1, x20\n",
+            "dsb ish\n",
+            "isb\n",
+            "mov x10, x17\n",
+            "2: ",
+            $second,
+            "\n",
+            "subs x10, x10, #1\n",
+            "b.ne 2b\n",
+            "ret\n",
+            ".balign 4096\n",
+        )
+    };
+}
+
 global_asm!(
     ".pushsection .text.mtex_remap, \"ax\"",
     ".balign 4096",
-    ".global mtex_remap_a",
-    // Page A, entered by BLR with x9 = tagged pointer, x10 = x17 = n, x14 = A's page entry,
-    // x18 = that entry pointed at B, x20 = the TLBI VAE1 argument: n loads, then A's entry is
-    // switched to B's page from inside A, and execution goes on at the same VA — in B.
-    "mtex_remap_a:",
-    "1: ldr x12, [x9]",
-    "subs x10, x10, #1",
-    "b.ne 1b",
-    "str x18, [x14]",
-    "dsb ishst",
-    "tlbi vae1, x20",
-    "dsb ish",
-    "isb",
-    // From here on the instructions are B's (the same words at the same offsets would load).
-    "mov x10, x17",
-    "2: ldr x12, [x9]",
-    "subs x10, x10, #1",
-    "b.ne 2b",
-    "ret",
-    ".balign 4096",
-    ".global mtex_remap_b",
-    // Page B: never entered at its own address; what A's VA runs after the switch — which
-    // may take effect at any fetch after the TLBI completes, so B repeats A's words up to
-    // the second loop, whose load it replaces with an add.
-    "mtex_remap_b:",
-    "1: ldr x12, [x9]",
-    "subs x10, x10, #1",
-    "b.ne 1b",
-    "str x18, [x14]",
-    "dsb ishst",
-    "tlbi vae1, x20",
-    "dsb ish",
-    "isb",
-    "mov x10, x17",
-    "2: add x13, x13, #1",
-    "subs x10, x10, #1",
-    "b.ne 2b",
-    "ret",
-    ".balign 4096",
+    remap_page!("mtex_remap_a", "ldr x12, [x9]"),
+    remap_page!("mtex_remap_b", "add x13, x13, #1"),
     ".popsection",
 );
 

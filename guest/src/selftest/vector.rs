@@ -4,8 +4,8 @@
 //! load, so the load's fall-through is VBAR_EL1 + 0x200 (the current-EL synchronous vector),
 //! and ELR_EL1 holds the load's address. No exception is ever taken: every load completes.
 
-use super::begin_args;
 use crate::hvc;
+use crate::hvc::begin_args;
 use core::arch::global_asm;
 use mtex_abi::program::HOSTILE_N;
 

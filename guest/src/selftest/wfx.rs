@@ -2,7 +2,7 @@
 //! it without the trap), the same loop untraced (every WFI traps and completes), then a WFE
 //! spin with every interrupt masked, which the watchdog must end.
 
-use super::phase_asm;
+use crate::hvc::phase_asm;
 use mtex_abi::program::HOSTILE_N;
 
 pub fn run(tagged: u64) -> u64 {
