@@ -1,43 +1,24 @@
-//! What differs per machine, as consts on a [`Platform`] type (the shape Rusted Firmware-A
-//! uses): one implementation per board, chosen at build time, so the hypervisor's core code
-//! names no address.
-#![no_std]
+//! What differs per machine, discovered at boot rather than compiled in.
+//!
+//! The hypervisor is one binary for every board. What it needs to know about the machine it
+//! runs on — console, interrupt controller, timers, PSCI conduit, CPUs, memory — arrives as a
+//! [`Machine`], read from the device tree (`qemu -kernel`, `mtex_dt::machine`) or from ACPI
+//! by the UEFI loader (`mtex_firmware`), inside a versioned [`BootInfo`]. What depends on the
+//! CPU rather than the board (errata) is looked up from MIDR_EL1 by [`Errata::for_midr`].
+//!
+//! [`guest_vm`] is the other side: the machine mtex shows its guest, the same on every host,
+//! so that a run's counts do not depend on where firmware put things.
+//! [`qemu_virt`] describes QEMU's virt board, for host tests and as the reference the
+//! discovery code is checked against; the hypervisor itself never reads it.
+#![cfg_attr(not(test), no_std)]
 
+pub mod boot_info;
+pub mod errata;
+pub mod guest_vm;
+pub mod machine;
+pub mod placement;
 pub mod qemu_virt;
 
-pub use qemu_virt::QemuVirt;
-
-/// How PSCI calls reach firmware from EL2.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PsciConduit {
-    Smc,
-    Hvc,
-}
-
-/// A machine mtex runs on.
-pub trait Platform {
-    /// Name shown in reports.
-    const NAME: &'static str;
-    /// PL011 UART used for the console and the report stream.
-    const UART_BASE: usize;
-    /// GICv3 distributor and redistributor frames.
-    const GICD_BASE: usize;
-    const GICR_BASE: usize;
-    /// Size of the MMIO window mapped for the GIC (distributor through the redistributors).
-    const GIC_SIZE: usize;
-    /// Start of RAM, and where the boot firmware leaves the device tree when x0 carries none.
-    const RAM_BASE: usize;
-    /// Where the guest kernel Image is placed before the hypervisor starts, when it is not
-    /// handed over by a loader.
-    const GUEST_IMAGE_ADDR: usize;
-    /// PPI of the EL2 physical timer (CNTHP), the hypervisor's watchdog.
-    const HYP_TIMER_INTID: u32;
-    /// PPI of the EL1 virtual timer (CNTV), the guest's tick, forwarded to it.
-    const GUEST_VTIMER_INTID: u32;
-    /// How to call PSCI.
-    const PSCI_CONDUIT: PsciConduit;
-    /// AmpereOne erratum AC04_CPU_23: HCR_EL2 writes need a DSB before and an ISB after.
-    const HCR_WRITE_NEEDS_BARRIERS: bool;
-    /// AmpereOne erratum AC03_CPU_38: never set VTCR_EL2.HA.
-    const VTCR_HA_FORBIDDEN: bool;
-}
+pub use boot_info::{BootInfo, BootPath};
+pub use errata::Errata;
+pub use machine::{Console, ConsoleKind, Gic, Machine, PsciConduit, Region};

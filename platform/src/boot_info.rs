@@ -1,0 +1,149 @@
+//! The boot-information structure the UEFI loader hands the hypervisor (x0 at entry).
+//!
+//! Entry contract (both paths; `qemu -kernel` passes a device tree in x0 instead):
+//! - EL2, AArch64, interrupts masked (DAIF all set);
+//! - SCTLR_EL2.M = 0 and C = 0 (MMU and data cache off); I may be on;
+//! - the hypervisor image, this structure and everything it points to cleaned and
+//!   invalidated to the point of coherency (DC CIVAC), and the instruction cache invalidated,
+//!   so that with caches off they read what the loader wrote;
+//! - the image loaded at a 2 MiB-aligned address with `image_size` bytes reserved for it
+//!   (arm64 Image header, as Linux's booting.rst); the hypervisor relocates itself.
+//!
+//! The layout is `#[repr(C)]` and checked by [`BootInfo::check`]: a loader and hypervisor
+//! from different builds refuse each other rather than misread fields.
+
+use crate::machine::{Machine, Region};
+
+/// "MTEXBOOT", little-endian.
+pub const BOOT_INFO_MAGIC: u64 = u64::from_le_bytes(*b"MTEXBOOT");
+/// Bumped on any change to [`BootInfo`] or [`Machine`].
+pub const BOOT_INFO_VERSION: u32 = 1;
+
+/// How the hypervisor was started and where its machine description came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum BootPath {
+    /// `qemu -kernel`: a device tree in x0, the guest Image as the initrd.
+    KernelDtb = 1,
+    /// The UEFI loader, machine read from the firmware's device tree.
+    UefiDtb = 2,
+    /// The UEFI loader, machine read from ACPI (SPCR, MADT, GTDT, FADT).
+    UefiAcpi = 3,
+}
+
+impl BootPath {
+    pub fn from_u32(v: u32) -> Option<Self> {
+        match v {
+            1 => Some(BootPath::KernelDtb),
+            2 => Some(BootPath::UefiDtb),
+            3 => Some(BootPath::UefiAcpi),
+            _ => None,
+        }
+    }
+    pub const fn name(self) -> &'static str {
+        match self {
+            BootPath::KernelDtb => "kernel+dtb",
+            BootPath::UefiDtb => "uefi+dtb",
+            BootPath::UefiAcpi => "uefi+acpi",
+        }
+    }
+}
+
+/// What the loader hands over. Every region is physical and lies in memory the loader
+/// allocated from UEFI (so it outlives ExitBootServices).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BootInfo {
+    pub magic: u64,
+    pub version: u32,
+    /// `size_of::<BootInfo>()` as the loader built it.
+    pub size: u32,
+    /// [`BootPath`] as `u32`.
+    pub path: u32,
+    pub _reserved: u32,
+    pub machine: Machine,
+    /// Memory for the guest's RAM ([`crate::guest_vm::RAM_SIZE`] bytes, 2 MiB aligned).
+    pub guest_ram: Region,
+    /// The guest's arm64 Image, staged for the hypervisor to copy into guest RAM.
+    pub guest_image: Region,
+    /// The run's options (the `mtex.*` command line), UTF-8, not NUL-terminated.
+    pub cmdline: Region,
+}
+
+/// Why a boot-information structure was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BootInfoError {
+    Magic,
+    Version,
+    Size,
+    Path,
+}
+
+impl BootInfoError {
+    pub const fn describe(self) -> &'static str {
+        match self {
+            BootInfoError::Magic => "boot information: bad magic",
+            BootInfoError::Version => {
+                "boot information: version differs (loader and hypervisor from different builds)"
+            }
+            BootInfoError::Size => {
+                "boot information: size differs (loader and hypervisor from different builds)"
+            }
+            BootInfoError::Path => "boot information: unknown boot path",
+        }
+    }
+}
+
+impl BootInfo {
+    pub fn new(path: BootPath, machine: Machine) -> Self {
+        BootInfo {
+            magic: BOOT_INFO_MAGIC,
+            version: BOOT_INFO_VERSION,
+            size: core::mem::size_of::<BootInfo>() as u32,
+            path: path as u32,
+            _reserved: 0,
+            machine,
+            guest_ram: Region::default(),
+            guest_image: Region::default(),
+            cmdline: Region::default(),
+        }
+    }
+
+    /// Checks magic, version, size and path.
+    pub fn check(&self) -> Result<BootPath, BootInfoError> {
+        if self.magic != BOOT_INFO_MAGIC {
+            return Err(BootInfoError::Magic);
+        }
+        if self.version != BOOT_INFO_VERSION {
+            return Err(BootInfoError::Version);
+        }
+        if self.size as usize != core::mem::size_of::<BootInfo>() {
+            return Err(BootInfoError::Size);
+        }
+        BootPath::from_u32(self.path).ok_or(BootInfoError::Path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_structure_from_another_build_is_refused() {
+        let m = crate::qemu_virt::machine(0x4000_0000, 1 << 30);
+        let b = BootInfo::new(BootPath::UefiAcpi, m);
+        assert_eq!(b.check(), Ok(BootPath::UefiAcpi));
+        let mut v = b;
+        v.version += 1;
+        assert_eq!(v.check(), Err(BootInfoError::Version));
+        let mut s = b;
+        s.size -= 8;
+        assert_eq!(s.check(), Err(BootInfoError::Size));
+        let mut g = b;
+        g.magic = 0;
+        assert_eq!(g.check(), Err(BootInfoError::Magic));
+        let mut p = b;
+        p.path = 9;
+        assert_eq!(p.check(), Err(BootInfoError::Path));
+    }
+}
