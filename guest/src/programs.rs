@@ -190,24 +190,20 @@ fn unknown_hvc() -> u64 {
     if r == ret::NOT_SUPPORTED { 3 } else { 4 }
 }
 
-/// Loads from the hypervisor's memory, found as the guest would: in the device tree's
-/// `/reserved-memory/mtex-hyp@...` node. Stage 2 must stop it.
+/// Loads from just past the guest's RAM. The hypervisor is not in the guest's address space
+/// at all (stage 2 maps only guest RAM, `mtex_platform::guest_vm`), so the first address
+/// after the device tree's `/memory` is as near as the guest can get: stage 2 must stop it.
 fn touch_hyp(fdt: &Fdt) -> u64 {
-    let Some(hyp) = fdt
-        .find_node("/reserved-memory")
-        .and_then(|n| n.children().find(|c| c.name.starts_with("mtex-hyp@")))
-        .and_then(|n| n.reg())
-        .and_then(|mut r| r.next())
-    else {
-        println!("guest: no /reserved-memory/mtex-hyp node");
+    let Some(mem) = fdt.memory().regions().next() else {
+        println!("guest: no /memory region");
         return 8;
     };
-    let addr = hyp.starting_address as usize;
-    println!("guest: loading from hypervisor memory at {addr:#x}");
-    // SAFETY: deliberately reads memory the guest does not own; the hypervisor's stage 2
-    // has no mapping there, so this load traps to EL2 and never returns.
+    let addr = mem.starting_address as usize + mem.size.unwrap_or(0);
+    println!("guest: loading from past the end of RAM at {addr:#x}");
+    // SAFETY: deliberately reads memory the guest does not own; stage 2 has no mapping
+    // there, so this load traps to EL2 and never returns.
     let v = unsafe { core::ptr::read_volatile(addr as *const u64) };
-    println!("guest: read {v:#x} from hypervisor memory");
+    println!("guest: read {v:#x} from outside its RAM");
     9
 }
 

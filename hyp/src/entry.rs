@@ -4,14 +4,63 @@
 use crate::context::{CONTEXT_SIZE, ELR_OFFSET, GuestContext, SPSR_OFFSET};
 use core::arch::{global_asm, naked_asm};
 
-/// First instruction of the image. Entered at EL2 with the MMU off, x0 = device tree or 0.
+// The arm64 Image header (Linux Documentation/arch/arm64/booting.rst), the image's first 64
+// bytes: `qemu -kernel` loads an image with this header at RAM base + text_offset and enters
+// it with x0 = its device tree, and the UEFI loader reads image_size from it to know how much
+// memory to reserve (bss and stack included). Flags 0xa: little-endian, 4 KiB pages, may be
+// placed anywhere in RAM.
+global_asm!(
+    ".section .text.head, \"ax\"",
+    ".global mtex_image_header",
+    "mtex_image_header:",
+    "b _start",
+    ".long 0",
+    ".quad 0x200000",
+    ".quad __hyp_image_size",
+    ".quad 0xa",
+    ".quad 0, 0, 0",
+    ".ascii \"ARM\\x64\"",
+    ".long 0",
+);
+
+/// ELF relocation type of every relocation a position-independent image needs (the host
+/// checks at build time that the image has no other kind: `images::check_hyp_relocations`).
+pub const R_AARCH64_RELATIVE: u64 = 1027;
+
+/// Reset entry. Entered at EL2 with the MMU off, x0 = a device tree (`qemu -kernel`) or a
+/// `BootInfo` (the UEFI loader), wherever the image was loaded.
+///
+/// The image is linked at address 0 as a position-independent executable: code reaches
+/// everything PC-relative, and the absolute addresses stored in data (vtables, pointers in
+/// statics) are R_AARCH64_RELATIVE relocations, applied here before any Rust runs by adding
+/// the load address. With the MMU and data cache off the stores go to memory; `mmu::
+/// enable_el2` invalidates the image's lines before turning the cache on, so that no line
+/// fetched before the relocation (by firmware) can be hit afterwards.
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 #[unsafe(link_section = ".text.entry")]
 pub unsafe extern "C" fn _start() -> ! {
     naked_asm!(
         "msr daifset, #0xf",
-        "adrp x9, __stack_top",
+        // x9 = load address (the image is linked at 0).
+        "adrp x9, __hyp_start",
+        "add x9, x9, :lo12:__hyp_start",
+        "adrp x10, __rela_start",
+        "add x10, x10, :lo12:__rela_start",
+        "adrp x11, __rela_end",
+        "add x11, x11, :lo12:__rela_end",
+        // Elf64_Rela: r_offset, r_info, r_addend.
+        "1: cmp x10, x11",
+        "b.hs 3f",
+        "ldp x12, x13, [x10], #16",
+        "ldr x14, [x10], #8",
+        "cmp x13, #{relative}",
+        // Any other type cannot be applied: stop here (the host refuses such a build).
+        "2: b.ne 2b",
+        "add x14, x14, x9",
+        "str x14, [x12, x9]",
+        "b 1b",
+        "3: adrp x9, __stack_top",
         "add x9, x9, :lo12:__stack_top",
         "mov sp, x9",
         // Zero .bss (16-byte aligned by the linker script). x0 is preserved for hyp_main.
@@ -19,16 +68,17 @@ pub unsafe extern "C" fn _start() -> ! {
         "add x9, x9, :lo12:__bss_start",
         "adrp x10, __bss_end",
         "add x10, x10, :lo12:__bss_end",
-        "1: cmp x9, x10",
-        "b.hs 2f",
+        "4: cmp x9, x10",
+        "b.hs 5f",
         "stp xzr, xzr, [x9], #16",
-        "b 1b",
-        "2: adrp x9, mtex_vectors",
+        "b 4b",
+        "5: adrp x9, mtex_vectors",
         "add x9, x9, :lo12:mtex_vectors",
         "msr vbar_el2, x9",
         "isb",
         "bl {main}",
         "b .",
+        relative = const R_AARCH64_RELATIVE,
         main = sym crate::hyp_main,
     )
 }

@@ -2,81 +2,75 @@
 //! booting.rst): an Image with the arm64 header, entered at EL1 with the MMU off, DAIF
 //! masked and x0 = the physical address of a device tree.
 
-use crate::Board;
+use crate::boot::Boot;
 use crate::context::GuestContext;
 use aarch64_cpu::registers::*;
 use mtex_abi::options::TrapChoice;
 use mtex_abi::report::TrapMode;
-use mtex_platform::Platform;
+use mtex_platform::Errata;
+use mtex_platform::guest_vm;
 use tock_registers::interfaces::{Readable, Writeable};
 
 /// "ARM\x64", the arm64 Image magic at offset 56.
 const IMAGE_MAGIC: u32 = 0x644d_5241;
-/// The guest's tree must fit below the hypervisor, where QEMU left the original.
-const DTB_MAX: usize = 2 << 20;
 
-/// The device tree the firmware or QEMU left in RAM, found by [`find_dtb`] (which checked its
-/// header). Its bytes are read only through [`with_dtb`], whose borrow cannot outlive the
-/// call, and written only by [`hand_on_dtb`], which takes it by value: no reference to the
-/// tree can be alive when it is overwritten.
-pub struct Dtb {
-    addr: usize,
-    len: usize,
-}
-
-/// Finds the device tree: in x0 if the firmware passed one, else at the start of RAM, where
-/// QEMU puts it for an ELF kernel.
-pub fn find_dtb(x0: u64) -> Option<Dtb> {
-    [x0 as usize, Board::RAM_BASE].into_iter().find_map(|addr| {
-        if addr == 0 {
-            return None;
-        }
-        // SAFETY: both candidates are RAM addresses (x0 from firmware, RAM_BASE from the
-        // platform); reading 8 bytes of RAM has no side effects, and the slice dies here.
-        let header = unsafe { core::slice::from_raw_parts(addr as *const u8, 8) };
-        let len = mtex_dt::header_total_size(header).filter(|&n| (8..=DTB_MAX).contains(&n))?;
-        Some(Dtb { addr, len })
-    })
-}
-
-/// Runs `f` on the device tree's bytes; the slice lives only as long as the call.
-pub fn with_dtb<R>(dtb: &Dtb, f: impl FnOnce(&[u8]) -> R) -> R {
-    // SAFETY: find_dtb read the size in the header at this RAM address; the tree lies in RAM
-    // the hypervisor alone uses while it boots (the guest has not run). Nothing writes it
-    // while `f` runs: only hand_on_dtb does, and it needs the `Dtb` this call borrows.
-    f(unsafe { core::slice::from_raw_parts(dtb.addr as *const u8, dtb.len) })
-}
-
-/// Writes the guest's tree (the hypervisor's memory hidden) over the original and returns
-/// its address.
-pub fn hand_on_dtb(dtb: Dtb) -> Result<u64, &'static str> {
-    // The edited tree is a heap copy; the borrow of the original ends with this call.
-    let edited = with_dtb(&dtb, |tree| {
-        mtex_dt::hide_region(tree, "mtex-hyp", crate::hyp_region())
-    })
-    .map_err(|_| "cannot rewrite the device tree")?;
-    let Dtb { addr, .. } = dtb;
-    if edited.len() > DTB_MAX || addr + edited.len() > crate::hyp_region().base as usize {
-        return Err("the rewritten device tree does not fit below the hypervisor");
+/// Puts the guest in its RAM: the staged Image at `guest_vm::IMAGE_ADDR` and a device tree
+/// of the guest's machine at `guest_vm::DTB_ADDR`. Returns the entry point and the tree's
+/// address (both guest addresses). Runs with the EL2 MMU on.
+pub fn load(boot: &Boot) -> Result<(u64, u64), &'static str> {
+    let ram = boot.guest_ram;
+    let image = boot.guest_image;
+    let room = guest_vm::RAM_BASE + guest_vm::RAM_SIZE - guest_vm::IMAGE_ADDR;
+    if image.size < 64 || image.size > room {
+        return Err("the guest Image is smaller than its header or larger than guest RAM");
     }
-    // SAFETY: [addr, addr + len) is guest RAM below the hypervisor (checked above), where the
-    // original tree was. No reference to it is alive: with_dtb's borrows end with their calls,
-    // and the `Dtb` is consumed, so none can be made again.
-    unsafe { core::ptr::copy_nonoverlapping(edited.as_ptr(), addr as *mut u8, edited.len()) };
-    crate::mmu::clean_to_poc(addr, edited.len());
-    Ok(addr as u64)
-}
-
-/// Checks the arm64 Image header at `addr`; returns the entry point (the image start).
-pub fn check_image(addr: usize) -> Result<u64, &'static str> {
-    // SAFETY: `addr` is the platform's guest image address in RAM, mapped at EL2; reading the
-    // 64-byte header has no side effects.
-    let header = unsafe { core::slice::from_raw_parts(addr as *const u8, 64) };
-    let magic = u32::from_le_bytes([header[56], header[57], header[58], header[59]]);
+    // SAFETY: the staged Image is in memory QEMU or the loader filled and EL2 maps as Normal
+    // (boot.staging); nothing writes it while this slice lives.
+    let bytes =
+        unsafe { core::slice::from_raw_parts(image.base as *const u8, image.size as usize) };
+    let magic = u32::from_le_bytes([bytes[56], bytes[57], bytes[58], bytes[59]]);
     if magic != IMAGE_MAGIC {
-        return Err("no arm64 Image (magic ARM\\x64) at the guest image address");
+        return Err("the guest Image has no arm64 header (magic ARM\\x64)");
     }
-    Ok(addr as u64)
+    // image_size (offset 16) covers the guest's bss: it must fit too.
+    let mut size = [0u8; 8];
+    size.copy_from_slice(&bytes[16..24]);
+    if u64::from_le_bytes(size) > room {
+        return Err("the guest Image's image_size is larger than guest RAM");
+    }
+    let uart = boot.machine.console.base;
+    let tree = mtex_dt::guest_tree::build(&mtex_dt::guest_tree::GuestTree {
+        ram: ram.ipa,
+        bootargs: &boot.cmdline,
+        uart: Some(uart),
+        timer_ppis: guest_vm::TIMER_PPIS,
+    })
+    .map_err(|_| "cannot write the guest's device tree")?;
+    if tree.len() as u64 > guest_vm::DTB_MAX {
+        return Err("the guest's device tree is larger than its slot");
+    }
+    let image_pa = ram
+        .pa_of(guest_vm::IMAGE_ADDR, image.size)
+        .ok_or("image outside guest RAM")?;
+    let tree_pa = ram
+        .pa_of(guest_vm::DTB_ADDR, tree.len() as u64)
+        .ok_or("tree outside guest RAM")?;
+    // SAFETY: both destinations are in the host memory behind guest RAM (pa_of checked the
+    // ranges), identity-mapped at EL2, which nothing else references: the guest has not run,
+    // and the staged Image never lies inside it (the loader allocated them apart; on the
+    // -kernel path the placement avoided the initrd).
+    unsafe {
+        core::ptr::copy_nonoverlapping(bytes.as_ptr(), image_pa as *mut u8, bytes.len());
+        core::ptr::copy_nonoverlapping(tree.as_ptr(), tree_pa as *mut u8, tree.len());
+    }
+    // The guest starts with its MMU and caches off: its loads and instruction fetches read
+    // memory, not EL2's cache. Clean what was written to the point of coherency, and
+    // invalidate every line of its RAM, so that no stale dirty line (firmware's, from before)
+    // is written back later over what the guest writes with its caches off. Instructions were
+    // written as data: invalidate the instruction cache.
+    crate::mmu::clean_invalidate_to_poc(ram.host());
+    crate::mmu::invalidate_icache();
+    Ok((guest_vm::IMAGE_ADDR, guest_vm::DTB_ADDR))
 }
 
 /// ID_AA64MMFR0_EL1.FGT, bits 59:56.
@@ -85,7 +79,7 @@ fn has_fgt() -> bool {
 }
 
 /// Sets HCR_EL2 and the fine-grained traps; returns how MTE control writes are trapped.
-pub fn configure_traps(choice: TrapChoice) -> TrapMode {
+pub fn configure_traps(choice: TrapChoice, errata: Errata) -> TrapMode {
     let mode = if has_fgt() && choice == TrapChoice::Auto {
         TrapMode::FineGrained
     } else {
@@ -128,7 +122,10 @@ pub fn configure_traps(choice: TrapChoice) -> TrapMode {
         + HCR_EL2::TWE::SET
         + HCR_EL2::TID3::SET
         + tvm;
-    if Board::HCR_WRITE_NEEDS_BARRIERS {
+    // AmpereOne AC04_CPU_23: a translation in flight for an older load or store can be
+    // corrupted by the write; a DSB first lets them finish (the ISB after, done on every CPU,
+    // keeps younger ones out).
+    if errata.hcr_write_needs_barriers {
         aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
     }
     HCR_EL2.write(hcr);
@@ -145,7 +142,9 @@ pub fn enter(entry: u64, dtb: u64) -> ! {
     TCR_EL1.set(mtex_abi::program::TCR_EL1_AT_ENTRY);
     // Guest owns the EL1 physical timer and counter.
     CNTHCTL_EL2.set(0b11);
-    CNTVOFF_EL2.set(0);
+    // The guest's virtual counter starts at 0, whatever time firmware took before it: the
+    // guest's clock, and so where its ticks fall, is the same on every boot path.
+    CNTVOFF_EL2.set(CNTPCT_EL0.get());
     // CPTR_EL2 (non-VHE): RES1 bits only; FP/SIMD, SVE, SME, trace and AMU not trapped.
     CPTR_EL2.set(0x22ff);
     VMPIDR_EL2.set(MPIDR_EL1.get());

@@ -1,13 +1,16 @@
 //! mtex-hyp: the EL2 hypervisor that boots the guest kernel, traps its MTE control writes and
 //! streams report records to the host.
 //!
-//! Boot order: heap and console, device tree and options, EL2 MMU, stage 2, traps, PMU,
-//! watchdog, then the guest is entered exactly as a Linux arm64 kernel would be.
+//! Boot order: heap, the machine and the run from x0 (device tree or the UEFI loader's boot
+//! information), console and options, EL2 MMU, stage 2, the guest's Image and device tree
+//! into its RAM, traps, PMU, watchdog; then the guest is entered exactly as a Linux arm64
+//! kernel would be. The image runs wherever it was loaded (it relocates itself, entry.rs).
 #![no_std]
 #![no_main]
 
 extern crate alloc;
 
+mod boot;
 mod context;
 mod debug;
 mod entry;
@@ -30,78 +33,79 @@ mod watchdog;
 
 use mtex_abi::options::{self, HypOptions};
 use mtex_abi::report::{ExitReason, Message};
-use mtex_platform::Platform;
-
-/// The board this binary is built for.
-pub type Board = mtex_platform::QemuVirt;
 
 unsafe extern "C" {
     static __hyp_start: u8;
     static __hyp_end: u8;
 }
 
-/// The hypervisor's own memory: what the guest must never see.
-pub fn hyp_region() -> mtex_dt::Region {
-    // Only the addresses of these linker symbols are used, never their contents.
+/// The hypervisor's own memory (image, bss, heap, stack): what the guest must never see.
+pub fn hyp_region() -> mtex_platform::Region {
+    // Only the addresses of these linker symbols are used, never their contents; they are
+    // PC-relative, so they are where the image was loaded.
     let start = (&raw const __hyp_start) as u64;
     let end = (&raw const __hyp_end) as u64;
-    mtex_dt::Region {
-        base: start,
-        size: end - start,
-    }
+    mtex_platform::Region::new(start, end - start)
 }
 
-/// Rust entry, called by `entry::_start` with the firmware's x0 (a device tree, or 0).
+/// Rust entry, called by `entry::_start` with the firmware's x0: a device tree or the
+/// loader's boot information.
 extern "C" fn hyp_main(x0: u64) -> ! {
     heap::init();
+    let boot = match boot::discover(x0) {
+        Ok(b) => b,
+        Err(e) => match e.console {
+            Some(c) => {
+                report::set_console(c);
+                report::fail_boot(&mut report::Reporter::new(), e.why)
+            }
+            // No console to say it on: wait for the host's limit (or a person) to end it.
+            None => loop {
+                aarch64_cpu::asm::wfe();
+            },
+        },
+    };
+    report::set_console(boot.machine.console);
     let mut reporter = report::Reporter::new();
 
-    let dtb = match guest_boot::find_dtb(x0) {
-        Some(d) => d,
-        None => report::fail_boot(&mut reporter, "no device tree in x0 or at the start of RAM"),
+    let opts = match HypOptions::parse(&boot.cmdline) {
+        Ok(o) => o,
+        Err(e) => report::fail_boot_msg(&mut reporter, options::describe(e)),
     };
-    // What the hypervisor needs from the tree, copied out: no borrow of it outlives this.
-    let (opts, ram) = guest_boot::with_dtb(&dtb, |tree| {
-        let info = match mtex_dt::boot_info(tree) {
-            Ok(i) => i,
-            Err(_) => report::fail_boot(&mut reporter, "the device tree does not parse"),
-        };
-        let opts = match HypOptions::parse(info.bootargs) {
-            Ok(o) => o,
-            Err(e) => report::fail_boot_msg(&mut reporter, options::describe(e)),
-        };
-        // The host refuses unknown keys before it boots; a command line that reached here some
-        // other way (a UEFI options file, a hand-written -append) is refused the same, rather
-        // than leaving a default silently in force.
-        if let Some(key) = options::unknown_key(info.bootargs) {
-            let mut m = Message::new();
-            m.push_str_truncating("unknown option mtex.");
-            m.push_str_truncating(key);
-            report::fail_boot_msg(&mut reporter, m);
-        }
-        let ram = info.memory.unwrap_or(mtex_dt::Region {
-            base: Board::RAM_BASE as u64,
-            size: 0x2000_0000,
-        });
-        (opts, ram)
-    });
+    // The host refuses unknown keys before it boots; a command line that reached here some
+    // other way (a UEFI options file, a hand-written -append) is refused the same, rather
+    // than leaving a default silently in force.
+    if let Some(key) = options::unknown_key(&boot.cmdline) {
+        let mut m = Message::new();
+        m.push_str_truncating("unknown option mtex.");
+        m.push_str_truncating(key);
+        report::fail_boot_msg(&mut reporter, m);
+    }
 
-    mmu::enable_el2(ram);
-    mmu::enable_stage2(ram, hyp_region());
-
-    let guest_dtb = match guest_boot::hand_on_dtb(dtb) {
-        Ok(a) => a,
-        Err(why) => report::fail_boot(&mut reporter, why),
+    let midr = {
+        use tock_registers::interfaces::Readable;
+        aarch64_cpu::registers::MIDR_EL1.get()
     };
-    let entry = match guest_boot::check_image(Board::GUEST_IMAGE_ADDR) {
-        Ok(e) => e,
+    let errata = mtex_platform::Errata::for_midr(midr);
+    let m = &boot.machine;
+    let gic = mtex_platform::Region::new(m.gic.gicd, 0x1_0000);
+    let gicr = mtex_platform::Region::new(m.gic.gicr, m.gic.gicr_size);
+    let uart = mtex_platform::Region::new(m.console.base, 0x1000);
+    let [staged_a, staged_b] = boot.staging;
+    mmu::enable_el2(
+        &[hyp_region(), boot.guest_ram.host(), staged_a, staged_b],
+        &[uart, gic, gicr],
+    );
+    mmu::enable_stage2(boot.guest_ram, errata);
+    let (entry, guest_dtb) = match guest_boot::load(&boot) {
+        Ok(v) => v,
         Err(why) => report::fail_boot(&mut reporter, why),
     };
 
-    let trap_mode = guest_boot::configure_traps(opts.traps);
+    let trap_mode = guest_boot::configure_traps(opts.traps, errata);
     debug::init();
     let pmu = pmu::Pmu::init();
-    watchdog::arm(opts.watchdog_ms);
+    watchdog::arm(opts.watchdog_ms, m.gic, m.hyp_timer_intid, m.vtimer_intid);
 
     let region = hyp_region();
     reporter.send(&mtex_abi::Record::Boot(mtex_abi::report::Boot {
@@ -114,10 +118,10 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         guest_dtb,
         watchdog_ms: opts.watchdog_ms,
         pmu_instructions: pmu.is_some(),
-        midr: {
-            use tock_registers::interfaces::Readable;
-            aarch64_cpu::registers::MIDR_EL1.get()
-        },
+        midr,
+        boot_path: boot.path as u8,
+        guest_ram_pa: boot.guest_ram.pa,
+        console: m.console.base,
     }));
 
     reporter.set_pmu(pmu);
@@ -129,22 +133,11 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         Some(options::SelfTest::HypPanic) => panic!("self-test panic"),
         None => {}
     }
-    let hyp = region;
-    let guest_ram = [
-        mtex_dt::Region {
-            base: ram.base,
-            size: hyp.base.saturating_sub(ram.base),
-        },
-        mtex_dt::Region {
-            base: hyp.base + hyp.size,
-            size: (ram.base + ram.size).saturating_sub(hyp.base + hyp.size),
-        },
-    ];
     global::HYP.init(state::Hyp::new(
         reporter,
         pmu,
         opts.watchdog_ms,
-        guest_ram,
+        boot.guest_ram,
         trace::block_granules(),
         opts.runs,
     ));

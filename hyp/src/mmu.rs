@@ -1,20 +1,26 @@
-//! Translation: the hypervisor's own EL2 stage 1 (identity map) and the guest's stage 2.
-//! Tables come from aarch64-paging; this file only chooses the ranges and the attributes.
+//! Translation: the hypervisor's own EL2 stage 1 (identity map of just what it uses) and the
+//! guest's stage 2 (guest RAM at `guest_vm`'s fixed addresses, backed by host memory wherever
+//! it was found). Tables come from aarch64-paging; this file chooses ranges and attributes.
 
-use crate::Board;
 use aarch64_cpu::asm::barrier;
 use aarch64_cpu::registers::*;
-use aarch64_paging::descriptor::{El23Attributes, Stage2Attributes};
-use aarch64_paging::idmap::IdMap;
-use aarch64_paging::paging::{El2, MemoryRegion, Stage2};
+use aarch64_paging::Mapping;
+use aarch64_paging::descriptor::{El23Attributes, PhysicalAddress, Stage2Attributes};
+use aarch64_paging::idmap::{IdMap, IdTranslation};
+use aarch64_paging::paging::{Constraints, El2, MemoryRegion, Stage2};
 use alloc::boxed::Box;
-use mtex_dt::Region;
-use mtex_platform::Platform;
+use mtex_platform::guest_vm::GuestRam;
+use mtex_platform::{Errata, Region};
 use tock_registers::interfaces::{Readable, Writeable};
 
-/// Level-1 root: 39-bit address spaces (T0SZ = 25), enough for QEMU virt's RAM and MMIO.
-const ROOT_LEVEL: usize = 1;
-const T0SZ: u64 = 25;
+/// EL2 stage 1: a level-0 root and 48-bit addresses (T0SZ = 16), because servers put
+/// devices high (an Altra's console UART is at 0x1000_0262_0000).
+const EL2_ROOT_LEVEL: usize = 0;
+const EL2_T0SZ: u64 = 16;
+/// Stage 2: the guest's addresses are mtex's small fixed layout; 39 bits (level-1 root,
+/// T0SZ = 25) hold it.
+const S2_ROOT_LEVEL: usize = 1;
+const S2_T0SZ: u64 = 25;
 
 /// MAIR_EL2: index 0 Device-nGnRE, index 1 Normal Write-Back (inner and outer).
 const MAIR: u64 = 0x04 | (0xff << 8);
@@ -36,73 +42,97 @@ const S2_RAM: Stage2Attributes = Stage2Attributes::VALID
     .union(Stage2Attributes::SH_INNER)
     .union(Stage2Attributes::ACCESS_FLAG);
 
-/// PARange capped at 40 bits, as a TCR_EL2.PS / VTCR_EL2.PS value.
+/// ID_AA64MMFR0_EL1.PARange capped at 48 bits, as a TCR_EL2.PS / VTCR_EL2.PS value.
 fn phys_size_field() -> u64 {
-    (ID_AA64MMFR0_EL1.get() & 0xf).min(2)
+    (ID_AA64MMFR0_EL1.get() & 0xf).min(5)
 }
 
-fn region(base: usize, size: usize) -> MemoryRegion {
-    MemoryRegion::new(base, base + size)
+/// Page-aligned cover of `r`.
+fn pages(r: Region) -> MemoryRegion {
+    let start = r.base & !0xfff;
+    let end = (r.base + r.size + 0xfff) & !0xfff;
+    MemoryRegion::new(start as usize, end as usize)
 }
 
-/// Identity-maps RAM (normal) and the console and GIC (device) at EL2, then turns the MMU
-/// and caches on. Runs once, with the MMU off.
-pub fn enable_el2(ram: Region) {
-    let mut map = IdMap::new(ROOT_LEVEL, El2);
-    map.map_range(&region(ram.base as usize, ram.size as usize), EL2_NORMAL)
-        .expect("map RAM at EL2");
-    map.map_range(&region(Board::UART_BASE, 0x1000), EL2_DEVICE)
-        .expect("map UART at EL2");
-    map.map_range(&region(Board::GICD_BASE, Board::GIC_SIZE), EL2_DEVICE)
-        .expect("map GIC at EL2");
+/// Identity-maps `normal` (the hypervisor's image, guest RAM, what firmware staged) as
+/// Normal memory and `devices` (console, GIC) as Device memory at EL2, then turns the MMU and
+/// caches on. Runs once, with the MMU off.
+pub fn enable_el2(normal: &[Region], devices: &[Region]) {
+    let mut map = IdMap::new(EL2_ROOT_LEVEL, El2);
+    for r in normal {
+        map.map_range(&pages(*r), EL2_NORMAL)
+            .expect("map memory at EL2");
+    }
+    for r in devices {
+        map.map_range(&pages(*r), EL2_DEVICE)
+            .expect("map a device at EL2");
+    }
     MAIR_EL2.set(MAIR);
-    // TCR_EL2 (non-VHE): RES1 bits 31 and 23, PS, 4 KiB granule, inner-shareable WB walks.
-    TCR_EL2.set(
-        (1 << 31) | (1 << 23) | (phys_size_field() << 16) | (3 << 12) | (1 << 10) | (1 << 8) | T0SZ,
-    );
+    // TCR_EL2 (non-VHE): RES1 bits 31 and 23, then the walk: 4 KiB granule, inner-shareable
+    // write-back table walks.
+    const TCR_RES1: u64 = (1 << 31) | (1 << 23);
+    let tcr = TCR_EL2::PS.val(phys_size_field())
+        + TCR_EL2::TG0::KiB_4
+        + TCR_EL2::SH0::Inner
+        + TCR_EL2::ORGN0::WriteBack_ReadAlloc_WriteAlloc_Cacheable
+        + TCR_EL2::IRGN0::WriteBack_ReadAlloc_WriteAlloc_Cacheable
+        + TCR_EL2::T0SZ.val(EL2_T0SZ);
+    TCR_EL2.set(TCR_RES1 | tcr.value);
     barrier::isb(barrier::SY);
     let map = Box::leak(Box::new(map));
-    // SAFETY: the map covers all memory the hypervisor uses (its image, stack and heap are in
-    // RAM; its devices are mapped), identity-mapped, and is leaked so it lives forever.
+    // SAFETY: the map covers all memory the hypervisor uses (its image, stack and heap are
+    // in `normal`, its devices in `devices`), identity-mapped, and is leaked so it lives
+    // forever.
     unsafe { map.activate() };
     // SAFETY: invalidating EL2 TLB entries has no effect on memory.
     unsafe { core::arch::asm!("tlbi alle2", "dsb nsh", "isb") };
-    // SCTLR_EL2 (non-VHE): RES1 bits, then M (MMU), C (data cache), SA (stack alignment) and
-    // I (instruction cache).
-    const RES1: u64 = 0x30c5_0830;
-    SCTLR_EL2.set(RES1 | (1 << 0) | (1 << 2) | (1 << 3) | (1 << 12));
+    // Everything the hypervisor wrote so far (relocations, bss, heap, these tables) went to
+    // memory, the data cache being off. A line for those addresses may still be in the cache,
+    // fetched speculatively while firmware still ran with its caches on after the loader's
+    // clean; once the cache is on it would be hit and hide the newer memory (the Arm ARM's
+    // rules on mismatched attributes allow a hit even for the Non-cacheable accesses made so
+    // far). Invalidate them first: memory holds the truth, so nothing is lost.
+    invalidate_to_poc(crate::hyp_region());
+    // SCTLR_EL2 (non-VHE): RES1 bits, then M (MMU), C (data cache), SA (stack alignment)
+    // and I (instruction cache).
+    const SCTLR_RES1: u64 = 0x30c5_0830;
+    let on = SCTLR_EL2::M::Enable
+        + SCTLR_EL2::C::Cacheable
+        + SCTLR_EL2::SA::Enable
+        + SCTLR_EL2::I::Cacheable;
+    SCTLR_EL2.set(SCTLR_RES1 | on.value);
     barrier::isb(barrier::SY);
 }
 
-/// Builds the guest's stage 2: RAM identity-mapped except the hypervisor's own memory, and
-/// the console. Everything else (GIC, other devices, the hypervisor) faults to EL2.
-pub fn enable_stage2(ram: Region, hyp: Region) {
-    let mut map = IdMap::new(ROOT_LEVEL, Stage2);
-    let (ram_end, hyp_end) = (ram.base + ram.size, hyp.base + hyp.size);
-    if hyp.base > ram.base {
-        map.map_range(
-            &region(ram.base as usize, (hyp.base - ram.base) as usize),
-            S2_RAM,
-        )
-        .expect("map guest RAM below the hypervisor");
-    }
-    if ram_end > hyp_end {
-        map.map_range(
-            &region(hyp_end as usize, (ram_end - hyp_end) as usize),
-            S2_RAM,
-        )
-        .expect("map guest RAM above the hypervisor");
-    }
+/// Builds the guest's stage 2: its RAM window mapped onto the host memory behind it, and
+/// nothing else, so every other guest address (the hypervisor, the console, the GIC, other
+/// devices) faults to EL2.
+pub fn enable_stage2(guest: GuestRam, errata: Errata) {
+    let mut map = Mapping::new(IdTranslation::new(), S2_ROOT_LEVEL, Stage2);
+    let ipa = guest.ipa;
+    map.map_range(
+        &MemoryRegion::new(ipa.base as usize, ipa.end() as usize),
+        PhysicalAddress(guest.pa as usize),
+        S2_RAM,
+        Constraints::empty(),
+    )
+    .expect("map guest RAM");
     // The UART is not mapped for the guest: it carries the report stream, and a guest that
     // owned it could disable it (stopping EL2's output), loop it back or forge frames. The
-    // guest's console is the CONSOLE_WRITE hypercall; a direct access is a stage-2 fault
-    // that ends the run with a record.
-    // VTCR_EL2: RES1 bit 31, PS, 4 KiB granule, inner-shareable WB walks, start level 1
-    // (SL0 = 1), T0SZ. HA stays 0 (also required by AmpereOne erratum AC03_CPU_38).
-    let _ = Board::VTCR_HA_FORBIDDEN;
-    VTCR_EL2.set(
-        (1 << 31) | (phys_size_field() << 16) | (3 << 12) | (1 << 10) | (1 << 8) | (1 << 6) | T0SZ,
-    );
+    // guest's console is the CONSOLE_WRITE hypercall.
+    // VTCR_EL2: RES1 bit 31, 4 KiB granule, inner-shareable write-back walks, start level 1.
+    // HA and HD stay 0: mtex does not use hardware Access-flag updates, and AmpereOne
+    // forbids them (erratum AC03_CPU_38) — `Errata::vtcr` enforces that on every CPU it
+    // applies to, should a later change set them.
+    let vtcr = VTCR_EL2::RES1.val(1)
+        + VTCR_EL2::PS.val(phys_size_field())
+        + VTCR_EL2::TG0::Granule4KB
+        + VTCR_EL2::SH0::Inner
+        + VTCR_EL2::ORGN0::NormalWBRAWA
+        + VTCR_EL2::IRGN0::NormalWBRAWA
+        + VTCR_EL2::SL0::Granule4KBLevel1
+        + VTCR_EL2::T0SZ.val(S2_T0SZ);
+    VTCR_EL2.set(errata.vtcr(vtcr.value));
     barrier::isb(barrier::SY);
     let map = Box::leak(Box::new(map));
     // SAFETY: stage 2 only affects the guest, which has not run yet; the map is leaked.
@@ -111,20 +141,48 @@ pub fn enable_stage2(ram: Region, hyp: Region) {
     unsafe { core::arch::asm!("tlbi vmalls12e1", "dsb nsh", "isb") };
 }
 
-/// Cleans `[start, start + len)` to the point of coherency, so that a guest running with its
-/// MMU and caches off (as Linux is entered) sees what EL2 wrote through its caches.
-pub fn clean_to_poc(start: usize, len: usize) {
-    // CTR_EL0.DminLine: log2 of the smallest data cache line in words.
+/// CTR_EL0.DminLine: the smallest data cache line, in bytes.
+fn dcache_line() -> usize {
     let ctr: u64;
     // SAFETY: reading CTR_EL0 has no side effects.
     unsafe { core::arch::asm!("mrs {}, ctr_el0", out(reg) ctr) };
-    let line = 4usize << ((ctr >> 16) & 0xf);
-    let mut a = start & !(line - 1);
-    while a < start + len {
-        // SAFETY: cleaning a cache line by address is a maintenance operation with no effect
-        // on the contents of memory as seen by this EL.
-        unsafe { core::arch::asm!("dc cvac, {}", in(reg) a) };
-        a += line;
-    }
-    barrier::dsb(barrier::SY);
+    4usize << ((ctr >> 16) & 0xf)
+}
+
+/// Runs one data-cache maintenance instruction over every line of `r`, then a DSB.
+macro_rules! by_line {
+    ($op:literal, $r:expr) => {{
+        let r: Region = $r;
+        let line = dcache_line();
+        let end = (r.base + r.size) as usize;
+        let mut a = r.base as usize & !(line - 1);
+        while a < end {
+            // SAFETY: data-cache maintenance by address on memory EL2 maps or, with the MMU
+            // off, on physical memory: no effect on memory contents as this EL sees them
+            // (an invalidate is only used where memory is already up to date).
+            unsafe { core::arch::asm!(concat!("dc ", $op, ", {}"), in(reg) a) };
+            a += line;
+        }
+        barrier::dsb(barrier::SY);
+    }};
+}
+
+/// Cleans and invalidates `r` to the point of coherency: what EL2 wrote through its cache
+/// reaches memory, and no line remains to be written back later over what a reader with its
+/// caches off (the guest at entry) writes.
+pub fn clean_invalidate_to_poc(r: Region) {
+    by_line!("civac", r)
+}
+
+/// Invalidates `r` to the point of coherency, dropping cached copies of memory that was
+/// written with the data cache off.
+pub fn invalidate_to_poc(r: Region) {
+    by_line!("ivac", r)
+}
+
+/// Invalidates the whole instruction cache to the point of unification, after instructions
+/// were written as data (the guest's Image).
+pub fn invalidate_icache() {
+    // SAFETY: instruction-cache invalidation has no effect on memory.
+    unsafe { core::arch::asm!("ic iallu", "dsb sy", "isb") };
 }

@@ -4,7 +4,6 @@
 //! queue fills or before any other record goes out; order is kept and nothing is dropped.
 //! Every record takes the next sequence number; the closing Summary says how many came before.
 
-use crate::Board;
 use arm_pl011_uart::{PL011Registers, Uart};
 use core::fmt::Write;
 use core::ptr::NonNull;
@@ -14,7 +13,6 @@ use mtex_abi::report::{
     CONSOLE_LINE_BYTES, ConsoleText, ExitReason, Message, Summary, SysregWrite,
 };
 use mtex_abi::{Record, ShortStr};
-use mtex_platform::Platform;
 use safe_mmio::UniqueMmioPointer;
 use tock_registers::interfaces::Readable;
 
@@ -25,13 +23,25 @@ pub static RUN_EXITS: core::sync::atomic::AtomicU64 = core::sync::atomic::Atomic
 
 const QUEUE: usize = 64;
 
+/// The console UART's address, from the discovered machine (`set_console`).
+static UART_BASE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Names the console, once, before the first record. Both kinds the machine description
+/// allows are driven the same: only UARTDR and UARTFR are used (a PL011 is never
+/// reprogrammed, which an SBSA generic UART would not allow), firmware's line settings stay.
+pub fn set_console(console: mtex_platform::Console) {
+    UART_BASE.store(console.base as usize, Ordering::Relaxed);
+}
+
 fn console_uart() -> Uart<'static> {
-    // SAFETY: UART_BASE is the platform's PL011, identity-mapped as device memory at EL2 and
-    // used only by the hypervisor to write. Two instances exist only on the way to power-off
-    // (the panic path), where interleaving output is the lesser evil.
+    let base = UART_BASE.load(Ordering::Relaxed);
+    // SAFETY: `base` is the machine's console UART (set_console, before any record; the
+    // machine was validated to have one), identity-mapped as device memory at EL2 and used
+    // only by the hypervisor to write. Two instances exist only on the way to power-off (the
+    // panic path), where interleaving output is the lesser evil.
     unsafe {
         Uart::new(UniqueMmioPointer::new(
-            NonNull::new(Board::UART_BASE as *mut PL011Registers).unwrap(),
+            NonNull::new(base as *mut PL011Registers).expect("console named before use"),
         ))
     }
 }

@@ -4,7 +4,7 @@ use crate::pmu::Pmu;
 use crate::report::Reporter;
 use crate::trace::Tracer;
 use mtex_abi::report::PhaseStats;
-use mtex_dt::Region;
+use mtex_platform::guest_vm::GuestRam;
 use mtex_trace::predicate::Controls;
 
 /// Event counts over the whole run; a phase's figures are the difference between its end
@@ -55,7 +55,7 @@ impl Hyp {
         report: Reporter,
         pmu: Option<Pmu>,
         watchdog_ms: u64,
-        guest_ram: [Region; 2],
+        guest_ram: GuestRam,
         block_granules: mtex_trace::counts::BlockGranules,
         runs: bool,
     ) -> Self {

@@ -8,7 +8,7 @@ use crate::context::GuestContext;
 use crate::fast_step::fast;
 use aarch64_cpu::registers::*;
 use mtex_abi::report::TcoSite;
-use mtex_dt::Region;
+use mtex_platform::guest_vm::GuestRam;
 use mtex_trace::EXCLUSIVE_RETRIES;
 use mtex_trace::counts::{BlockGranules, Effect, Pending, Tally, TraceCounts};
 use mtex_trace::decode::{self, Insn};
@@ -153,7 +153,7 @@ pub struct Tracer {
     sites: [Option<TcoSite>; SITES],
     phase: u32,
     saved_mdscr: u64,
-    guest_ram: [Region; 2],
+    guest_ram: GuestRam,
     block_granules: BlockGranules,
     /// A virtual interrupt was injected and the guest has not acknowledged it yet: it may be
     /// taken before any instruction, so neither the fast path nor a run may assume the next
@@ -164,7 +164,7 @@ pub struct Tracer {
 impl Tracer {
     /// An idle step engine for a guest whose RAM is `guest_ram` (the instruction reader
     /// refuses anything else).
-    pub fn new(guest_ram: [Region; 2], block_granules: BlockGranules, runs: bool) -> Self {
+    pub fn new(guest_ram: GuestRam, block_granules: BlockGranules, runs: bool) -> Self {
         Self {
             active: false,
             exclusive_pc: 0,
@@ -586,15 +586,10 @@ impl Tracer {
         if !hit {
             // AT S1E1R even for EL0 code: execute-only user pages are not EL0-readable, but
             // EL1 can read them (AT ignores PAN).
-            let (pa, _) = translate(pc, false)?;
-            let pa_page = pa & !0xfff;
-            let in_ram = self
-                .guest_ram
-                .iter()
-                .any(|r| pa_page >= r.base && pa_page + 0x1000 <= r.base + r.size);
-            if !in_ram {
-                return None;
-            }
+            // Stage 1 gives the guest's physical address; stage 2 (mmu.rs) maps guest RAM
+            // at a fixed offset, and nothing else the guest could execute from.
+            let (ipa, _) = translate(pc, false)?;
+            let pa_page = self.guest_ram.pa_of(ipa & !0xfff, 0x1000)?;
             c.va_page = va_page;
             c.ttbr0 = t0;
             c.ttbr1 = t1;
@@ -602,8 +597,8 @@ impl Tracer {
             c.pa_page = pa_page;
         }
         let pa = c.pa_page | (pc & 0xffc);
-        // SAFETY: `pa` lies in a page of guest RAM (checked when the page was cached), which
-        // EL2 identity-maps as Normal memory; reading an instruction word has no side effects.
+        // SAFETY: `pa` lies in the host memory behind a page of guest RAM (checked when the
+        // page was cached), which EL2 identity-maps as Normal memory; reading an instruction word has no side effects.
         Some(unsafe { core::ptr::read_volatile(pa as *const u32) })
     }
 }

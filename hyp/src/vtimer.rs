@@ -8,9 +8,8 @@
 //! re-arms the timer by writing CNTV_CTL_EL0, unmasks it again — the scheme small
 //! hypervisors use instead of hardware-linked (HW = 1) list registers.
 
-use crate::Board;
 use crate::state::Hyp;
-use mtex_platform::Platform;
+use mtex_platform::guest_vm;
 
 /// ICH_LR<n>_EL2 fields: State (63:62) pending = 0b01, Group (60), Priority (55:48),
 /// vINTID (31:0).
@@ -28,7 +27,8 @@ pub fn init() {
     unsafe { core::arch::asm!("msr ich_hcr_el2, {}", "isb", in(reg) 1u64) };
 }
 
-/// The guest's virtual timer fired: mask it at the source and make it pending in LR0.
+/// The guest's virtual timer fired: mask it at the source and make it pending in LR0, as the
+/// INTID of the guest's machine (the host's may differ).
 pub fn forward(hyp: &mut Hyp) {
     // SAFETY: with E2H = 0, CNTV_CTL_EL0 at EL2 is the guest's virtual timer control; only
     // its interrupt mask changes. LR0 holds only the timer's interrupt: free, it becomes
@@ -45,7 +45,7 @@ pub fn forward(hyp: &mut Hyp) {
             LR_ACTIVE => LR_PENDING | LR_ACTIVE,
             other => other,
         };
-        let v = state | LR_GROUP1 | LR_PRIORITY | Board::GUEST_VTIMER_INTID as u64;
+        let v = state | LR_GROUP1 | LR_PRIORITY | guest_vm::VTIMER_INTID as u64;
         core::arch::asm!("msr ich_lr0_el2, {}", "isb", in(reg) v);
     }
     hyp.counters.virqs += 1;

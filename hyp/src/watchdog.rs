@@ -2,16 +2,16 @@
 //! its budget, which ends the run with a Watchdog record. The guest cannot mask it: physical
 //! IRQs go to EL2 (HCR_EL2.IMO) whatever the guest's PSTATE.I.
 
-use crate::Board;
 use crate::context::GuestContext;
 use crate::state::Hyp;
-use aarch64_cpu::registers::{CNTFRQ_EL0, CNTHP_CTL_EL2, CNTPCT_EL0};
+use aarch64_cpu::registers::{CNTFRQ_EL0, CNTHP_CTL_EL2, CNTPCT_EL0, MPIDR_EL1};
 use arm_gic::IntId;
 use arm_gic::InterruptGroup;
-use arm_gic::gicv3::{GicCpuInterface, GicV3};
+use arm_gic::gicv3::{GicCpuInterface, GicRedistributorIterator, GicV3};
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU32, Ordering};
 use mtex_abi::report::ExitReason;
-use mtex_platform::Platform;
+use mtex_platform::Gic;
 use safe_mmio::UniqueMmioPointer;
 use tock_registers::interfaces::{Readable, Writeable};
 
@@ -20,30 +20,54 @@ pub fn counter_hz() -> u64 {
     CNTFRQ_EL0.get()
 }
 
+/// INTIDs of the EL2 physical timer and of the EL1 virtual timer, from the machine.
+static HYP_TIMER_INTID: AtomicU32 = AtomicU32::new(0);
+static VTIMER_INTID: AtomicU32 = AtomicU32::new(0);
+
 /// Starts the GIC for EL2 (the watchdog's timer, and the guest's virtual timer, which is
 /// forwarded to it) and arms the watchdog `ms` milliseconds of counter time from now.
-pub fn arm(ms: u64) {
+/// `hyp_timer` and `vtimer` are the machine's INTIDs (PPIs, checked by `Machine::validate`).
+pub fn arm(ms: u64, gic_frames: Gic, hyp_timer: u32, vtimer: u32) {
+    HYP_TIMER_INTID.store(hyp_timer, Ordering::Relaxed);
+    VTIMER_INTID.store(vtimer, Ordering::Relaxed);
     GicCpuInterface::enable_system_register_el2(true);
-    // SAFETY: GICD/GICR are the platform's GIC frames, identity-mapped as device memory at
+    let gicr = NonNull::new(gic_frames.gicr as *mut _).expect("GICR");
+    // How many redistributors the region holds: up to the one with GICR_TYPER.Last, never
+    // past the region firmware gave (128 KiB per GICv3 frame at least).
+    let frames = {
+        // SAFETY: the region is the machine's redistributor region, identity-mapped as device
+        // memory at EL2 and used by nothing else; the iterator is dropped before the driver
+        // below takes the region.
+        let it = unsafe { GicRedistributorIterator::new(gicr) }.expect("GICv3 redistributors");
+        it.take((gic_frames.gicr_size / 0x2_0000).max(1) as usize)
+            .count()
+    };
+    // SAFETY: GICD/GICR are the machine's GIC frames, identity-mapped as device memory at
     // EL2, unmapped from the guest, and this is the only driver instance.
     let mut gic = unsafe {
         GicV3::new(
-            UniqueMmioPointer::new(NonNull::new(Board::GICD_BASE as *mut _).unwrap()),
-            NonNull::new(Board::GICR_BASE as *mut _).unwrap(),
-            1,
+            UniqueMmioPointer::new(NonNull::new(gic_frames.gicd as *mut _).expect("GICD")),
+            gicr,
+            frames,
         )
     }
     .expect("GICv3 redistributor");
-    gic.setup(0);
-    let timer = IntId::ppi(Board::HYP_TIMER_INTID - 16);
-    gic.set_interrupt_priority(timer, Some(0), 0x80)
+    // This CPU's redistributor is the one whose GICR_TYPER affinity is its MPIDR (on a server
+    // the boot CPU need not have the first frame).
+    let me = MPIDR_EL1.get() & 0xff_00ff_ffff;
+    let cpu = (0..frames)
+        .find(|&i| gic.gicr_typer(i).is_ok_and(|t| t.core_mpidr() == me))
+        .expect("a GICv3 redistributor for this CPU's MPIDR");
+    gic.setup(cpu);
+    let timer = IntId::ppi(hyp_timer - 16);
+    gic.set_interrupt_priority(timer, Some(cpu), 0x80)
         .expect("timer priority");
-    gic.enable_interrupt(timer, Some(0), true)
+    gic.enable_interrupt(timer, Some(cpu), true)
         .expect("timer enable");
-    let vtimer = IntId::ppi(Board::GUEST_VTIMER_INTID - 16);
-    gic.set_interrupt_priority(vtimer, Some(0), 0xa0)
+    let vtimer = IntId::ppi(vtimer - 16);
+    gic.set_interrupt_priority(vtimer, Some(cpu), 0xa0)
         .expect("guest timer priority");
-    gic.enable_interrupt(vtimer, Some(0), true)
+    gic.enable_interrupt(vtimer, Some(cpu), true)
         .expect("guest timer enable");
     crate::vtimer::init();
     GicCpuInterface::set_priority_mask(0xff);
@@ -58,13 +82,13 @@ pub fn arm(ms: u64) {
 #[inline(never)]
 pub fn irq_exit(hyp: &mut Hyp, ctx: &mut GuestContext) {
     match GicCpuInterface::get_and_acknowledge_interrupt(InterruptGroup::Group1) {
-        Some(id) if id == IntId::ppi(Board::HYP_TIMER_INTID - 16) => {
+        Some(id) if id == IntId::ppi(HYP_TIMER_INTID.load(Ordering::Relaxed) - 16) => {
             hyp.finish(ExitReason::Watchdog {
                 budget_ms: hyp.watchdog_ms,
                 at: ctx.state(),
             })
         }
-        Some(id) if id == IntId::ppi(Board::GUEST_VTIMER_INTID - 16) => {
+        Some(id) if id == IntId::ppi(VTIMER_INTID.load(Ordering::Relaxed) - 16) => {
             crate::vtimer::forward(hyp);
             GicCpuInterface::end_interrupt(id, InterruptGroup::Group1)
         }

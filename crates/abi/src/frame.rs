@@ -240,6 +240,9 @@ mod tests {
                     watchdog_ms: a,
                     pmu_instructions: pmu,
                     midr: c,
+                    boot_path: 1,
+                    guest_ram_pa: 0x6000_0000,
+                    console: 0x0900_0000,
                 })),
             (any::<u32>(), any_text(), any::<u64>(), any_state()).prop_map(|(id, name, ts, at)| {
                 Record::PhaseBegin(PhaseBegin {

@@ -98,10 +98,11 @@ pub struct Boot {
     /// CNTFRQ_EL0: the unit of every `ts` field.
     pub counter_hz: u64,
     pub trap_mode: TrapMode,
-    /// The hypervisor's own memory, hidden from the guest.
+    /// The hypervisor's own memory (host physical), outside the guest's address space.
     pub hyp_start: u64,
     pub hyp_end: u64,
-    /// Where the guest was entered and the device tree it got in x0.
+    /// Where the guest was entered and the device tree it got in x0 (guest addresses: the
+    /// same on every host).
     pub guest_entry: u64,
     pub guest_dtb: u64,
     /// Guest run budget before the watchdog ends the run, in ms of counter time.
@@ -111,6 +112,13 @@ pub struct Boot {
     /// MIDR_EL1 of the CPU: which machine ran (the host picks the rule it checks the trace
     /// against the PMU with: [`Boot::is_emulator`]).
     pub midr: u64,
+    /// How the hypervisor was started: `mtex_platform::BootPath` as a number (1 `-kernel`
+    /// with a device tree, 2 UEFI with a device tree, 3 UEFI with ACPI).
+    pub boot_path: u8,
+    /// Host physical address of the memory behind guest RAM (where firmware had room).
+    pub guest_ram_pa: u64,
+    /// The console UART the report stream came through (host physical).
+    pub console: u64,
 }
 
 impl Boot {
