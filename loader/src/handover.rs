@@ -1,0 +1,115 @@
+//! Handing the machine to the hypervisor: ExitBootServices, the caches and the MMU off, the
+//! jump — the entry contract of `mtex_platform::boot_info`.
+
+use core::arch::asm;
+
+use aarch64_cpu::registers::{CurrentEL, DAIF, Readable, SCTLR_EL2, Writeable};
+use mtex_platform::Region;
+use uefi::boot::{self, MemoryType};
+
+/// The exception level the loader runs at.
+pub fn current_el() -> u64 {
+    CurrentEL.read(CurrentEL::EL)
+}
+
+/// Everything the jump needs, gathered while boot services still run.
+pub struct Handover {
+    /// The hypervisor image's first byte, where it is entered.
+    pub entry: u64,
+    /// The BootInfo, passed in x0.
+    pub boot_info: u64,
+    /// Made coherent with memory before the caches go off: the hypervisor's allocation, the
+    /// BootInfo and what it points to (guest RAM, the staged guest image and options), and
+    /// the loader's own image, whose last instructions run with the caches off.
+    pub clean: [Region; 6],
+}
+
+/// Exits boot services and enters the hypervisor at EL2 with x0 = the BootInfo. Never
+/// returns.
+///
+/// # Safety
+/// Nothing that needs boot services may be live: no protocol or file left open (their drop
+/// would call boot services) and nothing in pool memory used again. `h` must describe
+/// memory the loader allocated, with the hypervisor image copied to `h.entry`.
+pub unsafe fn exit_and_enter(h: Handover) -> ! {
+    // SAFETY: the caller has closed every protocol; from here the loader allocates nothing,
+    // prints nothing and calls no boot service. The map stays allocated (LOADER_DATA) and
+    // is never dropped, as this function does not return.
+    let map = unsafe { boot::exit_boot_services(Some(MemoryType::LOADER_DATA)) };
+    core::mem::forget(map);
+    DAIF.write(DAIF::D::Masked + DAIF::A::Masked + DAIF::I::Masked + DAIF::F::Masked);
+
+    let line = dcache_line();
+    for r in &h.clean {
+        clean_invalidate_to_poc(*r, line);
+    }
+    let mut sctlr = SCTLR_EL2.extract();
+    sctlr.modify(SCTLR_EL2::M::Disable + SCTLR_EL2::C::NonCacheable + SCTLR_EL2::I::NonCacheable);
+
+    // Why memory is right for the hypervisor once the caches are off (Arm ARM, DDI 0487: the
+    // DC CIVAC, IC IALLU and DSB descriptions; SCTLR_EL2.M, .C and .I); QEMU models no
+    // cache, so this is argued, not tested:
+    // - The loader wrote everything it hands over with the MMU and data cache on, so those
+    //   bytes may sit in dirty lines only. DC CIVAC to the point of coherency, above, writes
+    //   each line back to memory and drops it; the DSB below completes them (maintenance is
+    //   only guaranteed complete after a DSB).
+    // - IC IALLU drops instructions cached for these addresses from earlier occupants of the
+    //   memory; DSB completes it, ISB discards what was fetched before it.
+    // - With SCTLR_EL2.M = 0, EL2 data accesses are Device-nGnRnE, and with I = 0 instruction
+    //   fetches are Normal, Inner and Outer Non-cacheable: both go to memory, which now
+    //   holds the loader's bytes.
+    //   Lines refilled by speculation after the DC CIVAC, while the MMU was still on, are
+    //   clean copies of those same bytes (nothing writes the handed-over ranges after their
+    //   clean), so whether or not a non-cacheable access hits one, it reads the same data.
+    //   Stale clean lines may therefore survive: the hypervisor must invalidate what it
+    //   writes with its caches off before it turns them on, as Linux's head.S does.
+    // - UEFI maps VA = PA, so the instruction after the MMU-off ISB is fetched from the same
+    //   address, now physical. It is part of the loader image, cleaned to the PoC above
+    //   (edk2 only cleans loaded code to the point of unification): as Linux's EFI stub did,
+    //   "clean the remainder of this routine to the PoC so that we can safely disable the
+    //   MMU and caches" (arch/arm64/kernel/efi-entry.S, v5.10).
+    // - Nothing below touches memory: the values are in registers, no stack is used. The
+    //   ISB just before the SCTLR_EL2 write is also what Linux's pre_disable_mmu_workaround
+    //   puts there (Qualcomm Falkor erratum E1041).
+    // x1..x3 are zero, as Linux's booting.rst asks of an arm64 Image's loader.
+    //
+    // SAFETY: the hypervisor image was copied to `h.entry` and `h.boot_info` holds a valid
+    // BootInfo, both in memory that the loader allocated as LOADER_DATA and that stays the
+    // hypervisor's; interrupts are masked, and the cache argument above holds. The branch
+    // leaves Rust for good (noreturn).
+    unsafe {
+        asm!(
+            "dsb sy",
+            "ic iallu",
+            "dsb sy",
+            "isb",
+            "msr sctlr_el2, {sctlr}",
+            "isb",
+            "br {entry}",
+            sctlr = in(reg) sctlr.get(),
+            entry = in(reg) h.entry,
+            in("x0") h.boot_info,
+            in("x1") 0u64,
+            in("x2") 0u64,
+            in("x3") 0u64,
+            options(noreturn, nostack),
+        )
+    }
+}
+
+/// The smallest data cache line in bytes: CTR_EL0.DminLine is log2 of its words.
+fn dcache_line() -> u64 {
+    4 << arm_sysregs::el0::accessors::read_ctr_el0().dminline()
+}
+
+/// DC CIVAC over `r`: every line written back to the point of coherency and invalidated.
+fn clean_invalidate_to_poc(r: Region, line: u64) {
+    let mut addr = r.base & !(line - 1);
+    while addr < r.end() {
+        // SAFETY: DC CIVAC changes no data, only where it is held; `addr` lies in memory the
+        // loader allocated or was loaded into, identity-mapped by UEFI, so it cannot fault.
+        // Not `nomem`: the compiler must not move the loader's writes past it.
+        unsafe { asm!("dc civac, {}", in(reg) addr, options(nostack, preserves_flags)) };
+        addr += line;
+    }
+}
