@@ -2,6 +2,7 @@
 //! (the flat file a Linux bootloader loads).
 
 use anyhow::{Context, Result, bail};
+use mtex_platform::guest_vm;
 use object::{Object, ObjectSegment};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,51 +17,93 @@ pub fn workspace_root() -> PathBuf {
 
 /// Paths of the built images.
 pub struct Images {
+    /// The hypervisor's ELF (symbols, for reading PCs).
     pub hyp_elf: PathBuf,
+    /// The hypervisor as an arm64 Image (flat, position-independent): what `qemu -kernel`
+    /// and the UEFI loader load.
+    pub hyp_image: PathBuf,
+    /// The guest kernel as an arm64 Image.
     pub guest_image: PathBuf,
 }
 
-/// Builds both images (cargo is quiet and fast when nothing changed) and writes the guest
-/// Image next to its ELF.
+fn cargo(alias: &str, root: &Path) -> Result<()> {
+    let out = Command::new(env!("CARGO"))
+        .arg(alias)
+        .arg("--quiet")
+        .current_dir(root)
+        .output()
+        .with_context(|| format!("running cargo {alias}"))?;
+    if !out.status.success() {
+        bail!(
+            "cargo {alias} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// Builds both images (cargo is quiet and fast when nothing changed) and writes the flat
+/// Images next to their ELFs.
 pub fn build() -> Result<Images> {
     let root = workspace_root();
     for alias in ["build-hyp", "build-guest"] {
-        let out = Command::new(env!("CARGO"))
-            .arg(alias)
-            .arg("--quiet")
-            .current_dir(&root)
-            .output()
-            .with_context(|| format!("running cargo {alias}"))?;
-        if !out.status.success() {
-            bail!(
-                "cargo {alias} failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+        cargo(alias, &root)?;
     }
     let images = root.join("target/images");
     let hyp_elf = images.join("aarch64-unknown-none-softfloat/release/mtex-hyp");
     let guest_elf = images.join("aarch64-unknown-none-softfloat/release/mtex-guest");
+    let hyp_image = hyp_elf.with_extension("img");
     let guest_image = guest_elf.with_extension("img");
+
+    let elf = std::fs::read(&hyp_elf)?;
+    check_hyp_relocations(&elf)?;
+    let flat = flatten_elf(&elf)?;
+    if flat.base != 0 {
+        bail!(
+            "the hypervisor must be linked at 0 (position-independent), not {:#x}",
+            flat.base
+        );
+    }
+    std::fs::write(&hyp_image, flat.bytes)?;
+
     let flat = flatten_elf(&std::fs::read(&guest_elf)?)?;
     std::fs::write(&guest_image, flat.bytes)?;
-    if flat.base != mtex_platform_guest_addr() {
+    if flat.base != guest_vm::IMAGE_ADDR {
         bail!(
-            "guest linked at {:#x}, the platform loads it at {:#x}",
+            "guest linked at {:#x}, its machine loads it at {:#x} (platform guest_vm)",
             flat.base,
-            mtex_platform_guest_addr()
+            guest_vm::IMAGE_ADDR
         );
     }
     Ok(Images {
         hyp_elf,
+        hyp_image,
         guest_image,
     })
 }
 
-/// Where QEMU must place the guest Image.
-pub fn mtex_platform_guest_addr() -> u64 {
-    use mtex_platform::Platform;
-    mtex_platform::QemuVirt::GUEST_IMAGE_ADDR as u64
+/// Builds the UEFI loader; returns its .efi.
+pub fn build_loader() -> Result<PathBuf> {
+    let root = workspace_root();
+    cargo("build-loader", &root)?;
+    Ok(root.join("target/images/aarch64-unknown-uefi/release/mtex-loader.efi"))
+}
+
+/// ELF type of the only relocation the hypervisor's `_start` applies.
+const R_AARCH64_RELATIVE: u32 = 1027;
+
+/// The hypervisor relocates itself with a loop that knows one relocation type: refuse an
+/// image that needs any other (it would hang at its first instruction).
+pub fn check_hyp_relocations(elf: &[u8]) -> Result<usize> {
+    let file = object::File::parse(elf).context("hypervisor ELF")?;
+    let mut n = 0;
+    for (at, r) in file.dynamic_relocations().into_iter().flatten() {
+        match r.flags() {
+            object::RelocationFlags::Elf { r_type } if r_type == R_AARCH64_RELATIVE => n += 1,
+            other => bail!("the hypervisor has a relocation it cannot apply at {at:#x}: {other:?}"),
+        }
+    }
+    Ok(n)
 }
 
 /// An ELF's loadable segments laid out flat from the lowest address.

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use mtex::{bench, images, qemu, render, report};
+use mtex::{bench, esp, images, qemu, render, report};
 use std::fs::File;
 use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
@@ -45,6 +45,32 @@ enum Cmd {
         /// Print the raw console too.
         #[arg(long)]
         raw: bool,
+        /// Boot through UEFI: Debian's edk2 firmware runs the ESP tree `mtex esp` writes (in
+        /// a temporary directory), whose loader chain-loads the hypervisor, as on a server.
+        #[arg(long)]
+        uefi: bool,
+        /// With --uefi: firmware describes the machine with ACPI only (on, as servers do) or
+        /// with a device tree (off).
+        #[arg(long, value_enum, default_value = "on", requires = "uefi")]
+        acpi: OnOff,
+        /// Machine RAM in MiB (QEMU -m). Default 512, or 1024 with --uefi (firmware's share).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(512..=65536))]
+        memory: Option<u32>,
+    },
+    /// Write an ESP tree (EFI/BOOT/BOOTAA64.EFI, the images, the options) for a USB stick or
+    /// an EFI partition: copy DIR's contents to the root of a FAT file system.
+    Esp {
+        /// Directory to write (created if missing).
+        dir: PathBuf,
+        /// Guest program, as for `mtex run`.
+        #[arg(long, default_value = "kernel")]
+        guest: String,
+        /// More `mtex.<key>=<value>` options, as for `mtex run`.
+        #[arg(long = "opt", value_name = "KEY=VALUE")]
+        opts: Vec<String>,
+        /// What the loader does on an error: return to the firmware, or power off.
+        #[arg(long, value_enum, default_value = "return")]
+        on_error: esp::OnError,
     },
     /// Parse a saved console log and print its report.
     Parse { file: PathBuf },
@@ -55,6 +81,12 @@ enum Cmd {
         #[command(subcommand)]
         which: BenchCmd,
     },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum OnOff {
+    On,
+    Off,
 }
 
 #[derive(Subcommand)]
@@ -92,6 +124,9 @@ fn real_main() -> Result<ExitCode> {
             timeout,
             no_icount,
             raw,
+            uefi,
+            acpi,
+            memory,
         } => {
             // Bad input is found here, before anything is built or booted.
             let line = qemu::cmdline(&guest, &opts)?;
@@ -100,6 +135,24 @@ fn real_main() -> Result<ExitCode> {
             let mut cfg = qemu::RunConfig::with_default_limits(line, !no_icount);
             if let Some(s) = timeout {
                 cfg.timeout = Duration::from_secs(s);
+            }
+            // Kept until the run ends: QEMU reads the ESP from it.
+            let mut _esp_dir = None;
+            if uefi {
+                let dir = qemu::TempDir::new("esp")?;
+                let loader = images::build_loader()?;
+                esp::write(
+                    dir.path(),
+                    &images,
+                    &loader,
+                    &cfg.cmdline,
+                    esp::OnError::Shutdown,
+                )?;
+                cfg = cfg.through_uefi(dir.path(), acpi == OnOff::On);
+                _esp_dir = Some(dir);
+            }
+            if let Some(m) = memory {
+                cfg.memory_mib = m;
             }
             let console = qemu::run(&images, &cfg)?;
             if raw {
@@ -128,6 +181,22 @@ fn real_main() -> Result<ExitCode> {
             } else {
                 ExitCode::FAILURE
             })
+        }
+        Cmd::Esp {
+            dir,
+            guest,
+            opts,
+            on_error,
+        } => {
+            let line = qemu::cmdline(&guest, &opts)?;
+            let images = images::build()?;
+            let loader = images::build_loader()?;
+            esp::write(&dir, &images, &loader, &line, on_error)?;
+            println!(
+                "mtex: wrote {} (copy its contents to the root of a FAT-formatted ESP or USB stick)",
+                esp::boot_dir(&dir).display()
+            );
+            Ok(ExitCode::SUCCESS)
         }
         Cmd::Build => {
             let i = images::build()?;

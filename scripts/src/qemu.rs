@@ -1,7 +1,7 @@
 //! Booting QEMU and collecting its console, always within a time limit. When the host has to
 //! end a run, it first asks QEMU (over QMP) where the guest was, so that the report says it.
 
-use crate::images::{Images, mtex_platform_guest_addr};
+use crate::images::Images;
 use crate::report::{self, Report};
 use anyhow::{Context, Result, anyhow, bail};
 use mtex_abi::options::{self, GuestOptions, HypOptions, KNOWN_KEYS, OptionError};
@@ -29,7 +29,30 @@ pub struct RunConfig {
     /// stopped (nothing retires) or ran past the budget without the run ending. None: the wall
     /// limit only.
     pub watch_budget_ms: Option<u64>,
+    /// How the hypervisor is started.
+    pub boot: BootMethod,
+    /// `virtualization=on`: EL2 exists. Off only to test that the loader refuses EL1.
+    pub virtualization: bool,
 }
+
+/// How QEMU starts the hypervisor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BootMethod {
+    /// `-kernel` (the hypervisor's Image) and `-initrd` (the guest's): QEMU's own boot
+    /// loader, a device tree in x0.
+    Kernel,
+    /// Debian's edk2 firmware boots the ESP tree in `esp` (`mtex esp`) from a virtual FAT
+    /// disk; the UEFI loader chain-loads the hypervisor. `acpi`: firmware describes the
+    /// machine with ACPI only, as a server does; otherwise with a device tree.
+    Uefi { esp: PathBuf, acpi: bool },
+}
+
+/// Debian's edk2 build for QEMU's virt board (package qemu-efi-aarch64).
+pub const EDK2_FIRMWARE: &str = "/usr/share/qemu-efi-aarch64/QEMU_EFI.fd";
+
+/// Guest counter time the firmware may use before the hypervisor arms its watchdog, added
+/// to the budget the guest's clock is held to on the UEFI path.
+pub const FIRMWARE_CLOCK_MS: u64 = 20_000;
 
 impl Default for RunConfig {
     fn default() -> Self {
@@ -39,6 +62,8 @@ impl Default for RunConfig {
             timeout: Duration::from_secs(60),
             memory_mib: 512,
             watch_budget_ms: None,
+            boot: BootMethod::Kernel,
+            virtualization: true,
         }
     }
 }
@@ -56,6 +81,44 @@ impl RunConfig {
             watch_budget_ms: Some(budget_ms),
             ..Self::default()
         }
+    }
+}
+
+impl RunConfig {
+    /// The same run, booted by edk2 from the ESP tree in `esp`. Firmware needs its share of
+    /// RAM: at least 1 GiB.
+    pub fn through_uefi(mut self, esp: &Path, acpi: bool) -> Self {
+        self.boot = BootMethod::Uefi {
+            esp: esp.to_path_buf(),
+            acpi,
+        };
+        self.memory_mib = self.memory_mib.max(1024);
+        self
+    }
+}
+
+/// A directory removed when dropped (the ESP of a `--uefi` run).
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(what: &str) -> Result<Self> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "mtex-{what}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
+        Ok(TempDir(p))
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -354,9 +417,15 @@ fn qmp_socket_path() -> PathBuf {
 /// The QEMU command line for a run.
 pub fn command(images: &Images, cfg: &RunConfig) -> Command {
     let mut c = Command::new("qemu-system-aarch64");
+    let acpi = match &cfg.boot {
+        BootMethod::Kernel => "",
+        BootMethod::Uefi { acpi: true, .. } => ",acpi=on",
+        BootMethod::Uefi { acpi: false, .. } => ",acpi=off",
+    };
+    let virt = if cfg.virtualization { "on" } else { "off" };
     c.args([
         "-machine",
-        "virt,virtualization=on,mte=on,gic-version=3",
+        &format!("virt,virtualization={virt},mte=on,gic-version=3{acpi}"),
         "-cpu",
         "max",
         "-smp",
@@ -376,18 +445,34 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
     if cfg.icount {
         c.args(["-icount", "shift=0,sleep=off"]);
     }
-    c.arg("-kernel").arg(&images.hyp_elf);
-    c.arg("-device").arg(format!(
-        "loader,file={},addr={:#x},force-raw=on",
-        images.guest_image.display(),
-        mtex_platform_guest_addr()
-    ));
-    // QEMU refuses an empty -append; a lone space is an empty command line.
-    c.arg("-append").arg(if cfg.cmdline.is_empty() {
-        " "
-    } else {
-        &cfg.cmdline
-    });
+    match &cfg.boot {
+        BootMethod::Kernel => {
+            // The hypervisor is an arm64 Image, which QEMU loads as it would Linux (RAM base
+            // plus the header's text_offset, x0 = its device tree); the guest's Image travels
+            // as the initrd, named by the tree's /chosen/linux,initrd-*. No address is given.
+            c.arg("-kernel").arg(&images.hyp_image);
+            c.arg("-initrd").arg(&images.guest_image);
+            // QEMU refuses an empty -append; a lone space is an empty command line.
+            c.arg("-append").arg(if cfg.cmdline.is_empty() {
+                " "
+            } else {
+                &cfg.cmdline
+            });
+        }
+        BootMethod::Uefi { esp, .. } => {
+            // The ESP directory as a FAT disk (QEMU's vvfat; edk2 does not boot a read-only
+            // one, so it may write there: it is a fresh temporary tree); the options are in
+            // it (`mtex esp`), not on QEMU's command line. The boot menu with no timeout and
+            // no network keep firmware to about a second: it boots the removable-media path
+            // EFI/BOOT/BOOTAA64.EFI at once.
+            c.args(["-bios", EDK2_FIRMWARE]);
+            c.arg("-drive").arg(format!(
+                "file=fat:rw:{},format=raw,if=virtio",
+                esp.display()
+            ));
+            c.args(["-boot", "menu=on,splash-time=0"]);
+        }
+    }
     c
 }
 
@@ -424,10 +509,15 @@ fn run_with_qmp(images: &Images, cfg: &RunConfig, qmp_path: &Path) -> Result<Con
         buf
     });
     let mut qmp: Option<Qmp> = None;
+    // Through UEFI the clock also runs through firmware before the watchdog is armed.
+    let firmware_ms = match cfg.boot {
+        BootMethod::Kernel => 0,
+        BootMethod::Uefi { .. } => FIRMWARE_CLOCK_MS,
+    };
     let mut watch = cfg
         .watch_budget_ms
         .filter(|_| cfg.icount)
-        .map(ClockWatch::new);
+        .map(|b| ClockWatch::new(b + firmware_ms));
     let mut next_look = Duration::from_secs(1);
     let mut killed = None;
     let status = loop {

@@ -29,9 +29,13 @@ pub fn text(r: &Report) -> String {
         };
         let _ = writeln!(
             out,
-            "mtex: hypervisor {:#x}..{:#x}, guest entry {:#x}, dtb {:#x}\n      cpu: MIDR_EL1 {:#x}{}\n      traps: {traps}; counter {} Hz; watchdog {} ms; PMU instruction counts: {}",
+            "mtex: booted by {}; console {:#x}; hypervisor {:#x}..{:#x}; guest RAM at {:#x}\n      guest entry {:#x}, dtb {:#x} (guest addresses)\n      cpu: MIDR_EL1 {:#x}{}\n      traps: {traps}; counter {} Hz; watchdog {} ms; PMU instruction counts: {}",
+            mtex_platform::BootPath::from_u32(b.boot_path.into())
+                .map_or("an unknown path", |p| p.name()),
+            b.console,
             b.hyp_start,
             b.hyp_end,
+            b.guest_ram_pa,
             b.guest_entry,
             b.guest_dtb,
             b.midr,

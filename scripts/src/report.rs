@@ -153,6 +153,17 @@ pub fn parse_bytes(bytes: &[u8]) -> Report {
         apply(&mut r, seq, record);
     }
     collect_other(&mut r, bytes.get(last_end..).unwrap_or_default());
+    // The UEFI loader speaks before any record exists: its errors are why a run never began.
+    let loader_errors: Vec<String> = r
+        .other_output
+        .iter()
+        .filter_map(|l| {
+            l.split_once(LOADER_ERROR)
+                .map(|(_, why)| why.trim().to_string())
+        })
+        .map(|why| format!("the UEFI loader stopped: {why}"))
+        .collect();
+    r.problems.extend(loader_errors);
     match (r.summary, at_summary) {
         (Some(s), Some((before, seq))) if u64::from(s.records) != before || before != seq => {
             r.problems.push(format!(
@@ -169,6 +180,9 @@ pub fn parse_bytes(bytes: &[u8]) -> Report {
     check_figures(&mut r);
     r
 }
+
+/// How the UEFI loader (loader/) starts an error line on the console.
+pub const LOADER_ERROR: &str = "mtex-loader: error: ";
 
 /// Where the guest was when the run ended, when the ending says.
 fn stopped_at(e: &ExitReason) -> Option<GuestState> {
@@ -751,6 +765,9 @@ mod tests {
             watchdog_ms: 10,
             pmu_instructions: true,
             midr: 0x410f_d0c0,
+            boot_path: 1,
+            guest_ram_pa: 0x6000_0000,
+            console: 0x0900_0000,
         };
         assert!(!boot.is_emulator());
         let (t, s) = qemu_phase();
@@ -884,6 +901,19 @@ mod tests {
     }
 
     #[test]
+    fn a_loader_error_is_a_problem_of_the_run() {
+        let log = b"\x1b[0mBdsDxe: loading Boot0001\r\nmtex-loader: error: cannot read \\EFI\\BOOT\\mtex-guest.bin: NOT_FOUND\r\n";
+        let r = parse_bytes(log);
+        assert!(!r.succeeded());
+        assert!(
+            r.problems[0]
+                .contains("the UEFI loader stopped: cannot read \\EFI\\BOOT\\mtex-guest.bin"),
+            "{:?}",
+            r.problems
+        );
+    }
+
+    #[test]
     fn boot_record_is_kept() {
         let boot = Boot {
             abi_version: 1,
@@ -896,6 +926,9 @@ mod tests {
             watchdog_ms: 10,
             pmu_instructions: true,
             midr: 0x000f_0510,
+            boot_path: 1,
+            guest_ram_pa: 0x6000_0000,
+            console: 0x0900_0000,
         };
         let r = parse(&[frame(0, Record::Boot(boot)), frame(1, summary(1))].concat());
         assert_eq!(r.boot, Some(boot));

@@ -215,3 +215,23 @@ fn parse_reads_damaged_logs_without_crashing() {
     assert!(o.stdout.contains("PROBLEM: damaged record"), "{}", o.stdout);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn an_esp_with_bad_options_is_refused_before_anything_is_written() {
+    let dir = scratch("esp");
+    let esp = dir.join("esp");
+    refused(
+        &[
+            "esp",
+            esp.to_str().unwrap(),
+            "--opt",
+            "workloads=getpid:iters=x",
+        ],
+        &["mtex.workloads"],
+    );
+    assert!(!esp.exists(), "the tree was written");
+    // --acpi belongs to --uefi runs only.
+    let o = mtex(&["run", "--acpi", "off"]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains("--uefi"), "{}", o.stderr);
+}

@@ -8,6 +8,7 @@ use mtex_abi::hypercall;
 use mtex_abi::program::{self, Action};
 use mtex_abi::report::{Conduit, ExitReason, TrapMode};
 use mtex_arch::SysReg;
+use mtex_platform::guest_vm;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -169,10 +170,17 @@ fn unknown_hypercall_gets_not_supported_and_a_record() {
 }
 
 #[test]
-fn touching_hypervisor_memory_ends_the_run_with_a_stage2_fault() {
+fn touching_memory_outside_guest_ram_ends_the_run_with_a_stage2_fault() {
     let (r, wall) = boot("mtex.guest=touch-hyp");
     assert!(!r.succeeded());
-    let hyp_start = r.boot.unwrap().hyp_start;
+    let b = r.boot.unwrap();
+    // The hypervisor's memory and the host memory behind guest RAM are apart.
+    let guest = b.guest_ram_pa..b.guest_ram_pa + guest_vm::RAM_SIZE;
+    assert!(
+        b.hyp_end <= guest.start || b.hyp_start >= guest.end,
+        "{b:?}"
+    );
+    let past_ram = guest_vm::RAM_BASE + guest_vm::RAM_SIZE;
     match r.summary.unwrap().exit {
         ExitReason::UnhandledGuestExit {
             esr,
@@ -181,8 +189,8 @@ fn touching_hypervisor_memory_ends_the_run_with_a_stage2_fault() {
             at,
         } => {
             assert_eq!(esr >> 26, 0x24, "data abort from a lower EL");
-            assert_eq!(hpfar, hyp_start);
-            assert_eq!(far, hyp_start);
+            assert_eq!(hpfar, past_ram);
+            assert_eq!(far, past_ram);
             assert_eq!(at.el, 1);
         }
         other => panic!("unexpected exit {other:?}"),

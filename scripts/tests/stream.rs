@@ -95,6 +95,9 @@ fn records(spec: &RunSpec) -> Vec<Record> {
         watchdog_ms: 10_000,
         pmu_instructions: true,
         midr: 0x000f_0510,
+        boot_path: 1,
+        guest_ram_pa: 0x6000_0000,
+        console: 0x0900_0000,
     })];
     let mut ts = 1000;
     for (i, p) in spec.phases.iter().enumerate() {

@@ -1,0 +1,125 @@
+//! The ESP tree `mtex esp` writes: the UEFI loader at the removable-media path, the two
+//! images and the run's options, all in one directory the loader reads from its own.
+//!
+//! ```text
+//! EFI/BOOT/BOOTAA64.EFI     the loader (loader/)
+//! EFI/BOOT/mtex.cfg         which files to load; what to do on an error
+//! EFI/BOOT/mtex-hyp.bin     the hypervisor's arm64 Image
+//! EFI/BOOT/mtex-guest.bin   the guest kernel's arm64 Image
+//! EFI/BOOT/mtex-options.txt the mtex.* options (the command line of a -kernel run)
+//! ```
+
+use crate::images::Images;
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+
+/// What the loader does when it cannot boot the hypervisor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnError {
+    /// Return an error status to the firmware (its boot manager takes over): for machines a
+    /// person is watching.
+    Return,
+    /// Power the machine off: for automated runs, which must end.
+    Shutdown,
+}
+
+impl OnError {
+    fn as_str(self) -> &'static str {
+        match self {
+            OnError::Return => "return",
+            OnError::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// The directory of the loader and its files inside an ESP rooted at `root`.
+pub fn boot_dir(root: &Path) -> PathBuf {
+    root.join("EFI").join("BOOT")
+}
+
+/// Writes the tree under `root` (created if missing; the files mtex owns are replaced).
+pub fn write(
+    root: &Path,
+    images: &Images,
+    loader: &Path,
+    cmdline: &str,
+    on_error: OnError,
+) -> Result<()> {
+    let dir = boot_dir(root);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let copy = |from: &Path, name: &str| {
+        std::fs::copy(from, dir.join(name))
+            .with_context(|| format!("copying {} to {}", from.display(), dir.join(name).display()))
+    };
+    copy(loader, "BOOTAA64.EFI")?;
+    copy(&images.hyp_image, "mtex-hyp.bin")?;
+    copy(&images.guest_image, "mtex-guest.bin")?;
+    let write = |name: &str, text: String| {
+        std::fs::write(dir.join(name), text)
+            .with_context(|| format!("writing {}", dir.join(name).display()))
+    };
+    write("mtex-options.txt", format!("{cmdline}\n"))?;
+    write(
+        "mtex.cfg",
+        format!(
+            "# mtex UEFI loader configuration (written by `mtex esp`). Paths are relative to\n\
+             # this directory.\n\
+             hyp = mtex-hyp.bin\n\
+             guest = mtex-guest.bin\n\
+             options = mtex-options.txt\n\
+             # return: hand the error back to the firmware; shutdown: power off.\n\
+             on_error = {}\n",
+            on_error.as_str()
+        ),
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tree_has_every_file_the_loader_reads() {
+        let tmp = std::env::temp_dir().join(format!("mtex-esp-test-{}", std::process::id()));
+        let src = tmp.join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        for f in ["hyp", "guest", "loader"] {
+            std::fs::write(src.join(f), f).unwrap();
+        }
+        let images = Images {
+            hyp_elf: src.join("hyp"),
+            hyp_image: src.join("hyp"),
+            guest_image: src.join("guest"),
+        };
+        let root = tmp.join("esp");
+        write(
+            &root,
+            &images,
+            &src.join("loader"),
+            "mtex.guest=trace",
+            OnError::Shutdown,
+        )
+        .unwrap();
+        let dir = boot_dir(&root);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("BOOTAA64.EFI")).unwrap(),
+            "loader"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("mtex-hyp.bin")).unwrap(),
+            "hyp"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("mtex-guest.bin")).unwrap(),
+            "guest"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("mtex-options.txt")).unwrap(),
+            "mtex.guest=trace\n"
+        );
+        let cfg = std::fs::read_to_string(dir.join("mtex.cfg")).unwrap();
+        assert!(cfg.contains("on_error = shutdown"), "{cfg}");
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+}

@@ -1,0 +1,153 @@
+//! The UEFI path on QEMU with Debian's edk2: the loader chain-loads the hypervisor, which
+//! discovers the machine from ACPI (as on a server) or from firmware's device tree, and the
+//! report is the `-kernel` run's, counter for counter, wherever firmware put things.
+
+use mtex::esp::{self, OnError};
+use mtex::images::{self, Images};
+use mtex::qemu::{self, RunConfig, TempDir};
+use mtex::report::{self, Report};
+use mtex_platform::BootPath;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn images() -> &'static (Images, PathBuf) {
+    static IMAGES: OnceLock<(Images, PathBuf)> = OnceLock::new();
+    IMAGES.get_or_init(|| {
+        let i = images::build().expect("building the images");
+        let l = images::build_loader().expect("building the loader");
+        (i, l)
+    })
+}
+
+/// A short kernel scenario: two policies × two workloads, every phase traced.
+const SCENARIO: &str = "mtex.guest=kernel mtex.watchdog_ms=600000 \
+                        mtex.policies=entry-tco,tcma1 mtex.workloads=getpid,futex-hash";
+
+fn run(cfg: &RunConfig) -> (Report, Duration) {
+    let start = Instant::now();
+    let console = qemu::run(&images().0, cfg).expect("running QEMU");
+    assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
+    (report::parse(&console.text), start.elapsed())
+}
+
+fn esp(cmdline: &str) -> TempDir {
+    let dir = TempDir::new("test-esp").unwrap();
+    let (i, loader) = images();
+    esp::write(dir.path(), i, loader, cmdline, OnError::Shutdown).unwrap();
+    dir
+}
+
+fn uefi(esp: &Path, acpi: bool, memory_mib: u32) -> RunConfig {
+    let mut cfg = RunConfig {
+        cmdline: SCENARIO.to_string(),
+        timeout: Duration::from_secs(180),
+        ..RunConfig::default()
+    }
+    .through_uefi(esp, acpi);
+    cfg.memory_mib = memory_mib;
+    cfg
+}
+
+/// The report as JSON without what names the boot path, host addresses or time: the Boot
+/// record, timestamps (firmware's time shifts them), firmware's own console output.
+fn comparable(r: &Report) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                for k in ["boot", "ts", "begin_ts", "end_ts", "other_output", "notes"] {
+                    m.remove(k);
+                }
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(r).unwrap();
+    strip(&mut v);
+    v
+}
+
+fn ok(r: &Report) {
+    assert!(r.succeeded(), "{}", mtex::render::text(r));
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!(r.phases.len(), 4, "one phase per policy x workload");
+    assert!(r.phases.iter().all(|p| p.trace.is_some()));
+}
+
+#[test]
+fn uefi_runs_report_what_the_kernel_path_reports() {
+    let kernel = RunConfig {
+        cmdline: SCENARIO.to_string(),
+        timeout: Duration::from_secs(180),
+        ..RunConfig::default()
+    };
+    let (base, _) = run(&kernel);
+    ok(&base);
+    assert_eq!(base.boot.unwrap().boot_path, BootPath::KernelDtb as u8);
+    let want = comparable(&base);
+
+    let dir = esp(SCENARIO);
+    for (acpi, mib, path) in [
+        (true, 1024, BootPath::UefiAcpi),
+        (false, 1024, BootPath::UefiDtb),
+        // Another RAM size: firmware puts everything elsewhere.
+        (true, 3072, BootPath::UefiAcpi),
+    ] {
+        let (r, wall) = run(&uefi(dir.path(), acpi, mib));
+        ok(&r);
+        let b = r.boot.unwrap();
+        assert_eq!(b.boot_path, path as u8, "acpi={acpi} -m {mib}M");
+        assert_eq!(b.console, mtex_platform::qemu_virt::UART_BASE);
+        assert_eq!(
+            comparable(&r),
+            want,
+            "acpi={acpi} -m {mib}M differs from the -kernel run (in {wall:?})"
+        );
+        eprintln!(
+            "acpi={acpi} -m {mib}M: guest RAM at {:#x}, hypervisor at {:#x}, {wall:?}",
+            b.guest_ram_pa, b.hyp_start
+        );
+    }
+}
+
+#[test]
+fn the_loader_started_at_el1_says_so_and_powers_off() {
+    let dir = esp("mtex.guest=default");
+    let mut cfg = uefi(dir.path(), true, 1024);
+    cfg.virtualization = false;
+    cfg.timeout = Duration::from_secs(60);
+    let (r, wall) = run(&cfg);
+    assert!(!r.succeeded());
+    assert!(r.boot.is_none());
+    assert!(
+        r.problems
+            .iter()
+            .any(|p| p.contains("the UEFI loader stopped") && p.contains("EL1")),
+        "{:?}\n{:?}",
+        r.problems,
+        r.other_output
+    );
+    assert!(wall < Duration::from_secs(30), "{wall:?}");
+}
+
+#[test]
+fn a_missing_guest_image_is_named() {
+    let dir = esp("mtex.guest=default");
+    std::fs::remove_file(esp::boot_dir(dir.path()).join("mtex-guest.bin")).unwrap();
+    let mut cfg = uefi(dir.path(), true, 1024);
+    cfg.timeout = Duration::from_secs(60);
+    let (r, wall) = run(&cfg);
+    assert!(!r.succeeded());
+    assert!(
+        r.problems
+            .iter()
+            .any(|p| p.contains("the UEFI loader stopped") && p.contains("mtex-guest.bin")),
+        "{:?}\n{:?}",
+        r.problems,
+        r.other_output
+    );
+    assert!(wall < Duration::from_secs(30), "{wall:?}");
+}
