@@ -8,11 +8,8 @@ use aarch64_cpu::registers::*;
 use mtex_abi::options::TrapChoice;
 use mtex_abi::report::TrapMode;
 use mtex_platform::Errata;
-use mtex_platform::guest_vm;
+use mtex_platform::{arm64_image, guest_vm};
 use tock_registers::interfaces::{Readable, Writeable};
-
-/// "ARM\x64", the arm64 Image magic at offset 56.
-const IMAGE_MAGIC: u32 = 0x644d_5241;
 
 /// Puts the guest in its RAM: the staged Image at `guest_vm::IMAGE_ADDR` and a device tree
 /// of the guest's machine at `guest_vm::DTB_ADDR`. Returns the entry point and the tree's
@@ -28,14 +25,9 @@ pub fn load(boot: &Boot) -> Result<(u64, u64), &'static str> {
     // (boot.staging); nothing writes it while this slice lives.
     let bytes =
         unsafe { core::slice::from_raw_parts(image.base as *const u8, image.size as usize) };
-    let magic = u32::from_le_bytes([bytes[56], bytes[57], bytes[58], bytes[59]]);
-    if magic != IMAGE_MAGIC {
-        return Err("the guest Image has no arm64 header (magic ARM\\x64)");
-    }
-    // image_size (offset 16) covers the guest's bss: it must fit too.
-    let mut size = [0u8; 8];
-    size.copy_from_slice(&bytes[16..24]);
-    if u64::from_le_bytes(size) > room {
+    let header = arm64_image::parse(bytes, image.size).map_err(|e| e.describe())?;
+    // image_size covers the guest's bss: it must fit too.
+    if header.text_offset + header.image_size > room {
         return Err("the guest Image's image_size is larger than guest RAM");
     }
     let uart = boot.machine.console.base;

@@ -1,5 +1,5 @@
 //! The parts of the mtex UEFI loader that do not touch firmware: its configuration file, the
-//! arm64 Image header of the hypervisor, the RAM list built from the UEFI memory map and the
+//! RAM list built from the UEFI memory map and the
 //! summary it prints. Pure and `no_std`, tested on the host (`cargo test -p mtex-loader`);
 //! the UEFI application in `main.rs` feeds them what it reads from firmware.
 #![cfg_attr(not(test), no_std)]
@@ -7,7 +7,6 @@
 extern crate alloc;
 
 pub mod config;
-pub mod image;
 pub mod ram;
 pub mod summary;
 

@@ -23,7 +23,8 @@ use core::convert::Infallible;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use mtex_loader::config::{self, Config, OnError};
-use mtex_loader::{image, summary};
+use mtex_loader::summary;
+use mtex_platform::arm64_image as image;
 use mtex_platform::{BootInfo, Region, guest_vm};
 use uefi::prelude::*;
 use uefi::runtime::{self, ResetType};

@@ -12,6 +12,7 @@
 //! discovery code is checked against; the hypervisor itself never reads it.
 #![cfg_attr(not(test), no_std)]
 
+pub mod arm64_image;
 pub mod boot_info;
 pub mod errata;
 pub mod guest_vm;

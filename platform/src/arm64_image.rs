@@ -1,5 +1,6 @@
 //! The arm64 Image header (Linux Documentation/arch/arm64/booting.rst, "Call the kernel
-//! image"), which the hypervisor's raw image carries, and where the loader puts the image.
+//! image"), which both of mtex's images carry: the loader checks the hypervisor's and the
+//! guest's, the hypervisor the guest's.
 
 /// "ARM\x64" at byte 56.
 pub const MAGIC: [u8; 4] = *b"ARM\x64";
@@ -100,8 +101,8 @@ impl Header {
 mod tests {
     use super::*;
 
-    fn header(text_offset: u64, image_size: u64, flags: u64, len: usize) -> alloc::vec::Vec<u8> {
-        let mut v = alloc::vec![0u8; len];
+    fn header(text_offset: u64, image_size: u64, flags: u64, len: usize) -> Vec<u8> {
+        let mut v = vec![0u8; len];
         v[8..16].copy_from_slice(&text_offset.to_le_bytes());
         v[16..24].copy_from_slice(&image_size.to_le_bytes());
         v[24..32].copy_from_slice(&flags.to_le_bytes());
