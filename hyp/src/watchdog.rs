@@ -54,7 +54,7 @@ pub fn arm(ms: u64, gic_frames: Gic, hyp_timer: u32, vtimer: u32) {
     .expect("GICv3 redistributor");
     // This CPU's redistributor is the one whose GICR_TYPER affinity is its MPIDR (on a server
     // the boot CPU need not have the first frame).
-    let me = MPIDR_EL1.get() & 0xff_00ff_ffff;
+    let me = MPIDR_EL1.get() & mtex_platform::machine::MPIDR_AFFINITY;
     let cpu = (0..frames)
         .find(|&i| gic.gicr_typer(i).is_ok_and(|t| t.core_mpidr() == me))
         .expect("a GICv3 redistributor for this CPU's MPIDR");

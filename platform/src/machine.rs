@@ -86,6 +86,10 @@ pub struct Gic {
     pub gicr_size: u64,
 }
 
+/// The affinity fields of MPIDR_EL1 (Aff3 at 39:32, Aff2..Aff0 at 23:0): what names a CPU in
+/// firmware's tables and in GICR_TYPER.
+pub const MPIDR_AFFINITY: u64 = 0xff_00ff_ffff;
+
 /// Most RAM ranges and CPUs a [`Machine`] lists; more are counted in the `*_dropped` fields,
 /// never silently lost.
 pub const MAX_RAM_REGIONS: usize = 32;

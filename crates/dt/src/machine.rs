@@ -20,6 +20,7 @@ use core::ops::ControlFlow;
 
 use fdt::Fdt;
 use fdt::node::FdtNode;
+use mtex_platform::machine::MPIDR_AFFINITY;
 use mtex_platform::{Console, ConsoleKind, Machine, PsciConduit, Region};
 
 use crate::DtError;
@@ -27,10 +28,6 @@ use crate::DtError;
 /// Nodes deeper than this are not read (real trees are under 10 deep); also bounds the
 /// recursion of [`visit`] and stays below the 64-entry stack inside `fdt`'s node walk.
 const MAX_DEPTH: usize = 32;
-
-/// MPIDR affinity bits a cpu node's `reg` holds: Aff3 [39:32], Aff2..Aff0 [23:0] (Linux
-/// Documentation/devicetree/bindings/arm/cpus.yaml); other bits must be zero.
-const MPIDR_AFFINITY: u64 = 0xff_00ff_ffff;
 
 /// Reads the machine a device tree describes (RAM included, unlike ACPI).
 pub fn machine(dtb: &[u8]) -> Result<Machine, DtError> {

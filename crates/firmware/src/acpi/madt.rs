@@ -3,6 +3,7 @@
 //! interface (GICC) per CPU, which also carries the CPU's MPIDR.
 
 use mtex_platform::Machine;
+use mtex_platform::machine::MPIDR_AFFINITY;
 
 use super::AcpiError;
 use super::sdt::{u8_at, u32_at, u64_at};
@@ -39,11 +40,6 @@ const GICR_MIN_LEN: usize = GICR_LENGTH + 4;
 /// One redistributor frame pair (RD_base + SGI_base, 2 × 64 KiB): what a GICC's GICR Base
 /// Address points to when no GICR structure describes a whole range.
 const GICC_GICR_SIZE: u64 = 0x2_0000;
-
-/// MPIDR bits that identify a CPU: Aff3 [39:32] and Aff2..Aff0 [23:0]. The GICC MPIDR field
-/// requires every other bit to be zero; masking keeps a firmware slip from creating a CPU
-/// that matches no MPIDR_EL1.
-const MPIDR_AFFINITY: u64 = 0xff_00ff_ffff;
 
 /// What the structures list, before judging it.
 #[derive(Default)]
