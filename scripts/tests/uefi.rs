@@ -101,6 +101,12 @@ fn uefi_runs_report_what_the_kernel_path_reports() {
         let b = r.boot.unwrap();
         assert_eq!(b.boot_path, path as u8, "acpi={acpi} -m {mib}M");
         assert_eq!(b.console, mtex_platform::qemu_virt::UART_BASE);
+        // The loader's allocations: the hypervisor's memory is not behind guest RAM.
+        let guest = b.guest_ram_pa..b.guest_ram_pa + mtex_platform::guest_vm::RAM_SIZE;
+        assert!(
+            b.hyp_end <= guest.start || b.hyp_start >= guest.end,
+            "{b:?}"
+        );
         assert_eq!(
             comparable(&r),
             want,
