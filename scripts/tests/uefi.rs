@@ -33,9 +33,13 @@ fn run(cfg: &RunConfig) -> (Report, Duration) {
 }
 
 fn esp(cmdline: &str) -> TempDir {
+    esp_with(cmdline, OnError::Shutdown)
+}
+
+fn esp_with(cmdline: &str, on_error: OnError) -> TempDir {
     let dir = TempDir::new("test-esp").unwrap();
     let (i, loader) = images();
-    esp::write(dir.path(), i, loader, cmdline, OnError::Shutdown).unwrap();
+    esp::write(dir.path(), i, loader, cmdline, on_error).unwrap();
     dir
 }
 
@@ -137,6 +141,34 @@ fn the_loader_started_at_el1_says_so_and_powers_off() {
         r.other_output
     );
     assert!(wall < Duration::from_secs(30), "{wall:?}");
+}
+
+#[test]
+fn by_default_the_loader_hands_an_error_back_to_the_firmware() {
+    // `mtex esp`'s default, for a person at a server: the loader returns an error status and
+    // firmware's boot manager goes on (here to its shell, whose startup script powers off).
+    let dir = esp_with("mtex.guest=default", OnError::Return);
+    std::fs::write(dir.path().join("startup.nsh"), "reset -s\r\n").unwrap();
+    let mut cfg = uefi(dir.path(), true, 1024);
+    cfg.virtualization = false;
+    // The shell's 5 s countdown is a busy loop: under -icount it takes 5e9 instructions.
+    cfg.icount = false;
+    cfg.timeout = Duration::from_secs(60);
+    let (r, wall) = run(&cfg);
+    assert!(!r.succeeded());
+    let lines = &r.other_output;
+    let error = lines
+        .iter()
+        .position(|l| l.contains("mtex-loader: error: started at EL1"))
+        .unwrap_or_else(|| panic!("no loader error in {lines:?}"));
+    // Firmware took the error back and went on to its next boot option.
+    assert!(
+        lines[error..]
+            .iter()
+            .any(|l| l.contains("failed to start") && l.contains("Unsupported")),
+        "{lines:?}"
+    );
+    assert!(wall < Duration::from_secs(20), "{wall:?}");
 }
 
 #[test]
