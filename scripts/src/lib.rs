@@ -1,8 +1,14 @@
 //! Host side of mtex: builds the images, boots QEMU, reads the report stream.
 
 pub mod bench;
+pub mod compare;
+pub mod csv_out;
 pub mod esp;
 pub mod images;
+pub mod perf_text;
+pub mod plots;
 pub mod qemu;
 pub mod render;
 pub mod report;
+pub mod results;
+pub mod snippet;

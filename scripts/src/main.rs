@@ -72,6 +72,11 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "return")]
         on_error: esp::OnError,
     },
+    /// Compare two results (directories or report.json files): per counter A, B, delta, %.
+    Compare(mtex::compare::Args),
+    /// Assemble your own AArch64 code and run it as a traced phase in a documented
+    /// environment.
+    Snippet(mtex::snippet::Args),
     /// Parse a saved console log and print its report.
     Parse { file: PathBuf },
     /// Build the images only.
@@ -182,6 +187,8 @@ fn real_main() -> Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
+        Cmd::Compare(args) => mtex::compare::run(args),
+        Cmd::Snippet(args) => mtex::snippet::run(args),
         Cmd::Esp {
             dir,
             guest,

@@ -1,0 +1,12 @@
+//! `mtex compare` — being written.
+
+use std::process::ExitCode;
+
+/// Its command-line arguments.
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+/// Runs it.
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("mtex compare is not written yet")
+}

@@ -1,0 +1,1 @@
+//! CSV output — being written.

@@ -1,0 +1,1 @@
+//! The perf-stat-like text report (100 columns) — being written.

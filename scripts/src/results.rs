@@ -1,0 +1,354 @@
+//! `report.json`, schema `mtex-report` version 1: what a run (or a scenario's runs) measured,
+//! in a form meant for scripts rather than for Rust. Documented in the README ("report.json").
+//!
+//! - names in the CLI's spelling (`futex-hash`, `kasan-sync+tfsr-sync-skip`, `sync`);
+//! - 64-bit values that are addresses or register values as hex strings (`"0x4100663c"`), so
+//!   that jq and JavaScript, whose numbers are doubles, never round them; counts stay numbers
+//!   (every count fits 2^53);
+//! - per phase, one flat map of counters under perf-like names ([`counters`]), the input of
+//!   the text report, CSV, comparisons and plots;
+//! - a top-level `success`.
+
+use crate::report::{Phase, Report, Write};
+use mtex_trace::counts::{ByEl, TraceCounts};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub const SCHEMA: &str = "mtex-report";
+pub const VERSION: u32 = 1;
+
+/// The whole document.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    pub schema: String,
+    pub version: u32,
+    /// The mtex that wrote it (`mtex --version`).
+    pub mtex: String,
+    /// Every run succeeded and every expectation held.
+    pub success: bool,
+    /// The scenario file's name, when the runs came from one.
+    pub scenario: Option<String>,
+    pub runs: Vec<Run>,
+    /// The scenario's expectations, judged.
+    pub expectations: Vec<Expectation>,
+}
+
+/// One boot of the guest.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// The scenario's name for it (`run` for a plain `mtex run`).
+    pub name: String,
+    /// 0-based index among the run's repeats.
+    pub repeat: u32,
+    pub success: bool,
+    /// How the run ended, in words (`guest exited with status 0`).
+    pub end: String,
+    pub boot: Option<Boot>,
+    pub phases: Vec<PhaseOut>,
+    pub writes: Vec<WriteOut>,
+    pub console: Vec<String>,
+    pub problems: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Boot {
+    /// `kernel+dtb`, `uefi+dtb`, `uefi+acpi`.
+    pub path: String,
+    pub midr: String,
+    pub console: String,
+    pub hypervisor: String,
+    pub guest_ram: String,
+    /// `fgt` or `tvm`.
+    pub traps: String,
+    pub counter_hz: u64,
+    pub emulator: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PhaseOut {
+    pub name: String,
+    /// The kernel scenario's (policy, workload) run, in CLI spellings.
+    pub policy: Option<String>,
+    pub workload: Option<String>,
+    pub iters: Option<u32>,
+    pub size: Option<u32>,
+    pub tasks: Option<u32>,
+    pub tcf0: Option<String>,
+    pub traced: bool,
+    /// The run ended inside the phase: its counters are up to there.
+    pub partial: bool,
+    /// Counter ticks (`boot.counter_hz`) at its begin and end (end absent when partial).
+    pub begin_ts: u64,
+    pub end_ts: Option<u64>,
+    /// Counter name → value ([`counters`]).
+    pub counters: BTreeMap<String, u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteOut {
+    pub seq: u32,
+    pub register: String,
+    pub old: String,
+    pub new: String,
+    /// `FIELD old→new`, e.g. `TCF0 NONE→SYNC`.
+    pub changes: Vec<String>,
+    pub pc: String,
+    pub el: u8,
+    pub tco: bool,
+    pub phase: Option<String>,
+    /// Counter ticks when it trapped.
+    pub ts: u64,
+}
+
+/// A scenario expectation and whether it held.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Expectation {
+    /// As written in the scenario, in words.
+    pub text: String,
+    pub held: bool,
+    /// The values it was judged on, in words.
+    pub detail: String,
+}
+
+/// `0x…` for an address or register value.
+pub fn hex(v: u64) -> String {
+    format!("{v:#x}")
+}
+
+fn by_el(out: &mut BTreeMap<String, u64>, prefix: &str, name: &str, c: &ByEl) {
+    for (suffix, v) in [
+        ("rd:k", c.rd_k),
+        ("wr:k", c.wr_k),
+        ("rd:u", c.rd_u),
+        ("wr:u", c.wr_u),
+    ] {
+        out.insert(format!("{prefix}{name}_{suffix}"), v);
+    }
+}
+
+/// The counters of a traced phase, under perf-like names. The architectural view has perf's
+/// own names (`mem_access_checked_rd:k` …); the other views are prefixed with theirs
+/// (`tcf_elided.`, `if_tcma1.`, `if_kernel_tco.`); `mem_access_*` counts every data access.
+pub fn trace_counters(t: &TraceCounts) -> BTreeMap<String, u64> {
+    let mut c = BTreeMap::new();
+    by_el(&mut c, "", "mem_access_checked", &t.architectural);
+    by_el(&mut c, "tcf_elided.", "mem_access_checked", &t.tcf_elided);
+    by_el(&mut c, "if_tcma1.", "mem_access_checked", &t.if_tcma1);
+    by_el(&mut c, "if_kernel_tco.", "mem_access_checked", &t.if_kernel_tco);
+    by_el(&mut c, "", "mem_access", &t.accesses);
+    for (k, v) in [
+        ("uaccess_checked_rd", t.uaccess.rd),
+        ("uaccess_checked_wr", t.uaccess.wr),
+        ("instructions:k", t.instructions_el1),
+        ("instructions:u", t.instructions_el0),
+        ("kernel_entries.sync_el0", t.entries.sync_el0),
+        ("kernel_entries.irq_el0", t.entries.irq_el0),
+        ("kernel_entries.sync_el1", t.entries.sync_el1),
+        ("kernel_entries.irq_el1", t.entries.irq_el1),
+        ("kernel_entries.other", t.entries.other),
+        ("tco_writes", t.tco_writes),
+        ("tco_changes", t.tco_changes),
+        ("tag_store_insns", t.tag_store_insns),
+        ("granules_tagged", t.granules_tagged),
+        ("tfsr_reads", t.tfsr_reads),
+        ("dsb", t.dsb),
+        ("dmb", t.dmb),
+        ("isb", t.isb),
+        ("tag_check_faults", t.tag_check_faults),
+        ("failed_store_exclusives", t.failed_store_exclusives),
+    ] {
+        c.insert(k.to_string(), v);
+    }
+    c
+}
+
+/// Every counter of a phase: the trace's (when traced) and the hypervisor's own (exits,
+/// trapped writes, and the PMU's instructions per EL when it counted them: `pmu.instructions:k`,
+/// `:u`, `:h`).
+pub fn counters(p: &Phase) -> BTreeMap<String, u64> {
+    let mut c = p.trace.as_ref().map(trace_counters).unwrap_or_default();
+    if let Some(s) = &p.stats {
+        for (k, v) in [
+            ("exits", Some(s.exits)),
+            ("step_exits", Some(s.step_exits)),
+            ("trapped_writes", Some(s.sysreg_writes)),
+            ("virtual_irqs", Some(s.virqs)),
+            ("emulated", Some(s.emulated)),
+            ("pmu.instructions:h", s.el2_instructions),
+            ("pmu.instructions:k", s.el1_instructions),
+            ("pmu.instructions:u", s.el0_instructions),
+        ] {
+            if let Some(v) = v {
+                c.insert(k.to_string(), v);
+            }
+        }
+    }
+    c
+}
+
+fn phase_out(p: &Phase) -> PhaseOut {
+    let pp = p.params;
+    PhaseOut {
+        name: p.name.clone(),
+        policy: pp.map(|q| q.policy.name().as_str().to_string()),
+        workload: pp.map(|q| q.workload.name().to_string()),
+        iters: pp.map(|q| q.params.iters),
+        size: pp.map(|q| q.params.size),
+        tasks: pp.map(|q| q.params.tasks),
+        tcf0: pp.map(|q| q.tcf0.name().to_string()),
+        traced: p.trace.is_some(),
+        partial: p.end.is_none(),
+        begin_ts: p.begin_ts,
+        end_ts: p.end_ts,
+        counters: counters(p),
+    }
+}
+
+fn write_out(w: &Write) -> WriteOut {
+    WriteOut {
+        seq: w.seq,
+        register: w.register.to_string(),
+        old: hex(w.old),
+        new: hex(w.new),
+        changes: w
+            .changes
+            .iter()
+            .map(|c| format!("{} {}→{}", c.field, c.old, c.new))
+            .collect(),
+        pc: hex(w.at.pc),
+        el: w.at.el,
+        tco: w.at.tco,
+        phase: w.phase.clone(),
+        ts: w.ts,
+    }
+}
+
+/// One run's part of the document.
+pub fn run(name: &str, repeat: u32, r: &Report) -> Run {
+    Run {
+        name: name.to_string(),
+        repeat,
+        success: r.succeeded(),
+        end: r
+            .summary
+            .map_or("no summary record".to_string(), |s| crate::report::describe_exit(&s.exit)),
+        boot: r.boot.map(|b| Boot {
+            path: mtex_platform::BootPath::from_u32(b.boot_path.into())
+                .map_or("unknown", |p| p.name())
+                .to_string(),
+            midr: hex(b.midr),
+            console: hex(b.console),
+            hypervisor: hex(b.hyp_start),
+            guest_ram: hex(b.guest_ram_pa),
+            traps: match b.trap_mode {
+                mtex_abi::report::TrapMode::FineGrained => "fgt",
+                mtex_abi::report::TrapMode::Tvm => "tvm",
+            }
+            .to_string(),
+            counter_hz: b.counter_hz,
+            emulator: b.is_emulator(),
+        }),
+        phases: r.phases.iter().map(phase_out).collect(),
+        writes: r.writes.iter().map(write_out).collect(),
+        console: r.console.clone(),
+        problems: r.problems.clone(),
+        notes: r.notes.clone(),
+    }
+}
+
+impl Results {
+    /// A document of `runs`, judged by `expectations`.
+    pub fn new(scenario: Option<String>, runs: Vec<Run>, expectations: Vec<Expectation>) -> Self {
+        let success = runs.iter().all(|r| r.success) && expectations.iter().all(|e| e.held);
+        Results {
+            schema: SCHEMA.to_string(),
+            version: VERSION,
+            mtex: env!("CARGO_PKG_VERSION").to_string(),
+            success,
+            scenario,
+            runs,
+            expectations,
+        }
+    }
+
+    /// The document of one plain run (`mtex run` without a scenario file, `mtex parse`).
+    pub fn single(r: &Report) -> Self {
+        Results::new(None, vec![run("run", 0, r)], Vec::new())
+    }
+
+    /// Reads a document, refusing another schema or version by name.
+    pub fn from_json(text: &str) -> anyhow::Result<Self> {
+        let v: serde_json::Value = serde_json::from_str(text)?;
+        let schema = v.get("schema").and_then(|s| s.as_str()).unwrap_or("");
+        let version = v.get("version").and_then(|s| s.as_u64()).unwrap_or(0);
+        if schema != SCHEMA || version != u64::from(VERSION) {
+            anyhow::bail!(
+                "not an {SCHEMA} version {VERSION} document (schema {schema:?}, version {version})"
+            );
+        }
+        Ok(serde_json::from_value(v)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use mtex_abi::report::{ExitReason, GuestState, Summary, SysregWrite};
+    use mtex_abi::{Record, frame};
+
+    /// A log of one trapped SCTLR_EL1 write from a kernel address and a summary.
+    fn log() -> Vec<u8> {
+        let records = [
+            Record::SysregWrite(SysregWrite {
+                reg: mtex_arch::SysReg::SctlrEl1,
+                old: 0x30d0_0800,
+                new: 0x0c60_30d0_1805,
+                at: GuestState {
+                    pc: 0xffff_ff80_4100_7250,
+                    el: 1,
+                    tco: false,
+                },
+                ts: 1,
+                phase: 0,
+            }),
+            Record::Summary(Summary {
+                records: 1,
+                exit: ExitReason::GuestExit { status: 0 },
+                ts: 2,
+                exits: 1,
+            }),
+        ];
+        let mut out = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            let mut buf = [0u8; frame::MAX_TEXT];
+            out.extend_from_slice(frame::encode(i as u32, r, &mut buf).unwrap().as_bytes());
+            out.push(b'\n');
+        }
+        out
+    }
+
+    #[test]
+    fn addresses_are_hex_strings_and_names_cli_spellings() {
+        let r = crate::report::parse_bytes(&log());
+        let doc = Results::single(&r);
+        let json = serde_json::to_value(&doc).unwrap();
+        assert_eq!(json["schema"], "mtex-report");
+        assert_eq!(json["version"], 1);
+        let w = &json["runs"][0]["writes"][0];
+        // Above 2^53: a JSON number would be rounded by jq.
+        assert_eq!(w["pc"], "0xffffff8041007250", "{w}");
+        assert_eq!(w["new"], "0xc6030d01805", "{w}");
+        assert!(w["changes"].as_array().unwrap().iter().any(|c| c == "TCF0 NONE→SYNC"), "{w}");
+        let back = Results::from_json(&serde_json::to_string(&doc).unwrap()).unwrap();
+        assert_eq!(back, doc);
+    }
+
+    #[test]
+    fn another_schema_or_version_is_refused() {
+        let e = Results::from_json(r#"{"schema":"mtex-report","version":2}"#).unwrap_err();
+        assert!(e.to_string().contains("version 2"), "{e}");
+        assert!(Results::from_json(r#"{"runs":[]}"#).is_err());
+    }
+}
