@@ -16,6 +16,7 @@ mod mmu;
 mod mte;
 mod programs;
 mod selftest;
+mod snippet;
 mod workloads;
 
 use mtex_abi::options::GuestOptions;

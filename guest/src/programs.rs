@@ -55,6 +55,7 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
             )
         }
         GuestProgram::Differential => crate::differential::run(fdt),
+        GuestProgram::Snippet => crate::snippet::run(&opts.snippet, fdt),
         GuestProgram::HostileDebug
         | GuestProgram::HostileCpu
         | GuestProgram::HostileWfx

@@ -1,12 +1,484 @@
-//! `mtex snippet` — being written.
+//! `mtex snippet FILE.S`: assembles a user's AArch64 code on the host (binutils), hands the
+//! bytes to the guest as data (`mtex.snippet=<hex>` on the command line: the images are built
+//! once, never per snippet) and runs them as one traced phase in a fixed environment
+//! (guest/src/snippet.rs), then prints the phase's counts in every view.
+//!
+//! The environment, as the snippet finds it on every call (README, "Your own code under
+//! trace"):
+//!
+//! | register | EL1 (default) | EL0 (`--el 0`) |
+//! | --- | --- | --- |
+//! | x0 | tagged buffer: 4096 bytes, page-aligned, allocation tag 3 throughout, pointer tag 3 | the user buffer (= x2) |
+//! | x1 | 4096 (x0's size) | 2048 |
+//! | x2 | user buffer: 2048 bytes, EL0 read/write, allocation tag 3, pointer tag 3 (LDTR/STTR) | the same |
+//! | x3 | x0's buffer through the upper half (TTBR1), pointer tag 3 (`0xf3ff_ff80_…`) | the same value; EL1-only memory |
+//! | x4 | an untagged page: 4096 bytes, Normal memory without the Tagged attribute, pointer tag 0 | the same value; EL1-only memory |
+//! | SP | top of a 4096-byte stack, allocation tag 0 | top of a 2048-byte stack above the user buffer, tag 0 |
+//! | x30 | the return address (end with `ret`) | the same |
+//!
+//! The snippet may clobber x0–x18, x30 and the flags; x19–x29 and SP must be as it found them.
 
-use std::process::ExitCode;
+use crate::images::{self, Images};
+use crate::qemu::{self, RunConfig};
+use crate::report::Report;
+use crate::results::Results;
+use anyhow::{Context, Result, bail};
+use comfy_table::{CellAlignment, Table, presets::UTF8_BORDERS_ONLY};
+use mtex_abi::options::SnippetOptions;
+use mtex_trace::counts::{ByEl, TraceCounts};
+use object::{Object, ObjectSection, ObjectSymbol};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// The assembler and the architecture it assembles for: MTE and everything up to Armv8.5
+/// (LSE, RCpc, pointer authentication). A snippet may add more with `.arch_extension`.
+pub const ASSEMBLER: &str = "aarch64-linux-gnu-as";
+pub const MARCH: &str = "-march=armv8.5-a+memtag";
+
+/// The phase's name in the report.
+pub const PHASE: &str = "snippet";
+
+/// Instructions the harness adds to the phase (guest/src/snippet.rs): at EL1, five MOVs, BLR,
+/// SUBS and B.NE per iteration, then the MOV and four instructions that close the phase.
+pub const HARNESS_EL1_PER_ITER: u64 = 8;
+pub const HARNESS_EL1_FIXED: u64 = 5;
+/// At EL0: the same eight per iteration, and the SVC back.
+pub const HARNESS_EL0_PER_ITER: u64 = 8;
+pub const HARNESS_EL0_FIXED: u64 = 1;
+/// At EL1 around an EL0 snippet: the ERET, the lower-EL vector (5), `el0_return` (12: its 7
+/// loads run with PSTATE.TCO set by the exception entry, so they are never checked), and
+/// the 5 that close the phase.
+pub const HARNESS_EL0_AT_EL1: u64 = 23;
+/// The loads `el0_return` makes at EL1 in an EL0 run (in *accesses*, never checked).
+pub const HARNESS_EL0_LOADS_AT_EL1: u64 = 7;
+
+/// SCTLR_EL1.TCF / TCF0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Tcf {
+    None,
+    Sync,
+    Async,
+    Asymm,
+}
+
+impl Tcf {
+    fn name(self) -> &'static str {
+        match self {
+            Tcf::None => "none",
+            Tcf::Sync => "sync",
+            Tcf::Async => "async",
+            Tcf::Asymm => "asymm",
+        }
+    }
+}
+
+/// The controls and repetitions a snippet runs under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Env {
+    pub tcf: Tcf,
+    pub tcf0: Tcf,
+    pub tcma1: bool,
+    pub el: u8,
+    pub iters: u64,
+}
+
+impl Default for Env {
+    fn default() -> Self {
+        Env {
+            tcf: Tcf::Sync,
+            tcf0: Tcf::Sync,
+            tcma1: false,
+            el: 1,
+            iters: 1,
+        }
+    }
+}
 
 /// Its command-line arguments.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// The AArch64 assembly file (GNU as syntax). The code starts at its first instruction
+    /// and ends by returning (`ret`); see the README for the registers it finds.
+    pub file: PathBuf,
+    /// SCTLR_EL1.TCF: what a failed check at EL1 does (the architectural count does not
+    /// depend on it; the elided one does).
+    #[arg(long, value_enum, default_value = "sync")]
+    pub tcf: Tcf,
+    /// SCTLR_EL1.TCF0: what a failed check at EL0, or by LDTR/STTR, does.
+    #[arg(long, value_enum, default_value = "sync")]
+    pub tcf0: Tcf,
+    /// Set TCR_EL1.TCMA1: upper-half pointers with tag 0xF are match-all (unchecked).
+    #[arg(long)]
+    pub tcma1: bool,
+    /// The exception level the snippet runs at.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub el: u8,
+    /// Run it this many times in the one phase.
+    #[arg(long, default_value_t = 1,
+        value_parser = clap::value_parser!(u64).range(1..=SnippetOptions::MAX_ITERS))]
+    pub iters: u64,
+    /// The guest's watchdog budget in milliseconds of guest time (default 10000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub watchdog_ms: Option<u64>,
+    /// Also write the report as JSON (report.json schema).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Print the raw console too.
+    #[arg(long)]
+    pub raw: bool,
+}
+
+/// Why a snippet was not run.
+#[derive(Debug)]
+pub enum AsmError {
+    /// The assembler refused it: its own message (`FILE:LINE: Error: ...`).
+    Assembler(String),
+    /// It assembled, but cannot be loaded as it is (relocations, size, other sections).
+    Refused(String),
+}
+
+impl std::fmt::Display for AsmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AsmError::Assembler(m) => write!(f, "{}", m.trim_end()),
+            AsmError::Refused(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+/// Assembles `file`; returns the bytes of its `.text`, with the assembler's warnings, if any.
+/// A missing assembler is an `Err` of the outer result.
+pub fn assemble(file: &Path) -> Result<std::result::Result<(Vec<u8>, String), AsmError>> {
+    let dir = qemu::TempDir::new("snippet")?;
+    let obj = dir.path().join("snippet.o");
+    let out = Command::new(ASSEMBLER)
+        .arg(MARCH)
+        .arg("-o")
+        .arg(&obj)
+        .arg(file)
+        .output()
+        .with_context(|| {
+            format!("running {ASSEMBLER} (package binutils-aarch64-linux-gnu: scripts/ensure-deps)")
+        })?;
+    let messages = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() {
+        return Ok(Err(AsmError::Assembler(messages)));
+    }
+    let elf = std::fs::read(&obj).with_context(|| format!("reading {}", obj.display()))?;
+    Ok(text_of(&elf).map(|code| (code, messages)))
+}
+
+/// [`assemble`] of source text (written to a temporary `snippet.S`).
+pub fn assemble_source(source: &str) -> Result<std::result::Result<Vec<u8>, AsmError>> {
+    let dir = qemu::TempDir::new("snippet-src")?;
+    let file = dir.path().join("snippet.S");
+    std::fs::write(&file, source)?;
+    Ok(assemble(&file)?.map(|(code, _)| code))
+}
+
+/// ELF section flag: occupies memory at run time.
+const SHF_ALLOC: u64 = 2;
+
+/// The loadable bytes of an assembled object: its `.text`, self-contained.
+pub fn text_of(elf: &[u8]) -> std::result::Result<Vec<u8>, AsmError> {
+    let refuse = |m: String| Err(AsmError::Refused(m));
+    let file = match object::File::parse(elf) {
+        Ok(f) => f,
+        Err(e) => return refuse(format!("the assembler's output is not an ELF object: {e}")),
+    };
+    let undefined: Vec<_> = file
+        .symbols()
+        .filter(|s| s.is_undefined() && !s.name().unwrap_or("").is_empty())
+        .map(|s| s.name().unwrap_or("?").to_string())
+        .collect();
+    if !undefined.is_empty() {
+        return refuse(format!(
+            "the snippet refers to symbols it does not define ({}): it runs alone, with no \
+             library to link against",
+            undefined.join(", ")
+        ));
+    }
+    let mut text = None;
+    for s in file.sections() {
+        let name = s.name().unwrap_or("?");
+        let alloc = match s.flags() {
+            object::SectionFlags::Elf { sh_flags } => sh_flags & SHF_ALLOC != 0,
+            _ => false,
+        };
+        if name == ".text" {
+            text = Some(s);
+        } else if alloc && s.size() > 0 {
+            return refuse(format!(
+                "section {name} ({} bytes): only .text is loaded; put constants in .text \
+                 (or use the buffers the snippet is given)",
+                s.size()
+            ));
+        }
+    }
+    let Some(text) = text else {
+        return refuse("no .text section".into());
+    };
+    if let Some((at, r)) = text.relocations().next() {
+        let target = match r.target() {
+            object::RelocationTarget::Symbol(i) => file
+                .symbol_by_index(i)
+                .ok()
+                .and_then(|s| s.name().ok().map(str::to_string))
+                .unwrap_or_else(|| "?".into()),
+            _ => "?".into(),
+        };
+        return refuse(format!(
+            "relocation at .text+{at:#x} against `{target}`: the snippet must be \
+             self-contained (no references outside its own .text, which is loaded at an \
+             address of the guest's choosing)"
+        ));
+    }
+    let code = match text.data() {
+        Ok(d) => d.to_vec(),
+        Err(e) => return refuse(format!("reading .text: {e}")),
+    };
+    if code.is_empty() {
+        return refuse("the snippet is empty: it needs at least a `ret`".into());
+    }
+    if code.len() % 4 != 0 {
+        return refuse(format!(
+            ".text is {} bytes, not whole instructions",
+            code.len()
+        ));
+    }
+    if code.len() > SnippetOptions::MAX_BYTES {
+        return refuse(format!(
+            "the snippet is {} bytes; at most {} (two pages) are loaded",
+            code.len(),
+            SnippetOptions::MAX_BYTES
+        ));
+    }
+    Ok(code)
+}
+
+/// The `KEY=VALUE` options that carry `code` and `env` to the guest.
+pub fn options(code: &[u8], env: &Env) -> Vec<String> {
+    let hex: String = code.iter().map(|b| format!("{b:02x}")).collect();
+    vec![
+        format!("snippet={hex}"),
+        format!("snippet_tcf={}", env.tcf.name()),
+        format!("snippet_tcf0={}", env.tcf0.name()),
+        format!("snippet_tcma1={}", u8::from(env.tcma1)),
+        format!("snippet_el={}", env.el),
+        format!("snippet_iters={}", env.iters),
+    ]
+}
+
+/// Runs `code` under `env` (under `-icount shift=0`) and returns the report.
+pub fn run_code(images: &Images, code: &[u8], env: &Env) -> Result<(Report, qemu::Console)> {
+    run_with(images, code, env, &[])
+}
+
+fn run_with(
+    images: &Images,
+    code: &[u8],
+    env: &Env,
+    extra: &[String],
+) -> Result<(Report, qemu::Console)> {
+    let mut opts = options(code, env);
+    opts.extend_from_slice(extra);
+    let line = qemu::cmdline("snippet", &opts)?;
+    let cfg = RunConfig::with_default_limits(line, true);
+    let console = qemu::run(images, &cfg)?;
+    Ok((console.report(), console))
+}
+
+/// Instructions the harness adds at (EL1, EL0).
+pub fn harness_instructions(env: &Env) -> (u64, u64) {
+    if env.el == 0 {
+        (
+            HARNESS_EL0_AT_EL1,
+            HARNESS_EL0_PER_ITER * env.iters + HARNESS_EL0_FIXED,
+        )
+    } else {
+        (HARNESS_EL1_PER_ITER * env.iters + HARNESS_EL1_FIXED, 0)
+    }
+}
+
+/// The snippet's phase in every view: one table, then what else the trace counted.
+pub fn summary(r: &Report, env: &Env, name: &str, code_len: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Snippet {name}: {} instructions ({code_len} bytes) at EL{}, {} iteration{}; TCF {}, TCF0 {}, TCMA1 {}",
+        code_len / 4,
+        env.el,
+        env.iters,
+        if env.iters == 1 { "" } else { "s" },
+        env.tcf.name(),
+        env.tcf0.name(),
+        if env.tcma1 { "on" } else { "off" },
+    );
+    let Some(phase) = r.phase(PHASE) else {
+        let _ = writeln!(out, "  the snippet's phase never began");
+        return out;
+    };
+    let Some(t) = phase.trace else {
+        let _ = writeln!(out, "  the snippet's phase has no trace counts");
+        return out;
+    };
+    if phase.stats.is_none() {
+        let _ = writeln!(
+            out,
+            "  (partial: the phase never ended; counts up to where the run stopped)"
+        );
+    }
+    out.push_str(&views_table(&t));
+    out.push('\n');
+    let u = t.uaccess;
+    let _ = writeln!(
+        out,
+        "  uaccess (LDTR/STTR at EL1, judged by EL0's controls, counted under :k): {} rd / {} wr; checked arch {} / {}, elided {} / {}",
+        u.rd, u.wr, u.arch_rd, u.arch_wr, u.elided_rd, u.elided_wr
+    );
+    let (h1, h0) = harness_instructions(env);
+    let _ = writeln!(
+        out,
+        "  instructions: EL1 {} / EL0 {} (the harness's: {h1} / {h0}; the snippet's: {} / {})",
+        t.instructions_el1,
+        t.instructions_el0,
+        t.instructions_el1.saturating_sub(h1),
+        t.instructions_el0.saturating_sub(h0),
+    );
+    if env.el == 0 {
+        let _ = writeln!(
+            out,
+            "  (at EL0 the harness's {HARNESS_EL0_LOADS_AT_EL1} restoring loads at EL1 are in `all accesses rd:k`, never checked)"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  tag-check faults {}; MSR TCO {} (TCO changes {}); tag stores {} ({} granules); TFSR reads {}; DSB / DMB / ISB {} / {} / {}; kernel entries {}",
+        t.tag_check_faults,
+        t.tco_writes,
+        t.tco_changes,
+        t.tag_store_insns,
+        t.granules_tagged,
+        t.tfsr_reads,
+        t.dsb,
+        t.dmb,
+        t.isb,
+        t.entries.total(),
+    );
+    if t.unknown_mem > 0 {
+        let _ = writeln!(
+            out,
+            "  {} load/stores not modelled (not judged)",
+            t.unknown_mem
+        );
+    }
+    out
+}
+
+fn views_table(t: &TraceCounts) -> String {
+    let mut table = Table::new();
+    table.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+        "view",
+        "checked_rd:k",
+        "checked_wr:k",
+        "checked_rd:u",
+        "checked_wr:u",
+    ]);
+    let rows: [(&str, ByEl); 5] = [
+        ("architectural (AmpereOne-like)", t.architectural),
+        ("TCF-elided (Arm cores, QEMU)", t.tcf_elided),
+        ("if TCR_EL1.TCMA1 were set", t.if_tcma1),
+        ("if the kernel left TCO set", t.if_kernel_tco),
+        ("all accesses, checked or not", t.accesses),
+    ];
+    for (name, c) in rows {
+        table.add_row(vec![
+            name.to_string(),
+            c.rd_k.to_string(),
+            c.wr_k.to_string(),
+            c.rd_u.to_string(),
+            c.wr_u.to_string(),
+        ]);
+    }
+    for col in 1..5 {
+        if let Some(c) = table.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    table.to_string()
+}
 
 /// Runs it.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("mtex snippet is not written yet")
+pub fn run(args: Args) -> Result<ExitCode> {
+    let env = Env {
+        tcf: args.tcf,
+        tcf0: args.tcf0,
+        tcma1: args.tcma1,
+        el: args.el,
+        iters: args.iters,
+    };
+    if !args.file.is_file() {
+        bail!("{}: no such file", args.file.display());
+    }
+    let (code, warnings) = match assemble(&args.file)? {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            if matches!(e, AsmError::Refused(_)) {
+                eprintln!("mtex snippet: {} not run", args.file.display());
+            }
+            return Ok(ExitCode::from(2));
+        }
+    };
+    eprint!("{warnings}");
+    if !code
+        .chunks(4)
+        .any(|w| w == 0xd65f_03c0u32.to_le_bytes().as_slice())
+    {
+        eprintln!(
+            "mtex snippet: note: no `ret` in {}: it must return to the harness (x30)",
+            args.file.display()
+        );
+    }
+    let mut extra = Vec::new();
+    if let Some(ms) = args.watchdog_ms {
+        extra.push(format!("watchdog_ms={ms}"));
+    }
+    // The command line is checked before anything is built.
+    let mut opts = options(&code, &env);
+    opts.extend_from_slice(&extra);
+    qemu::cmdline("snippet", &opts)?;
+    let mut json = args
+        .json
+        .as_ref()
+        .map(|p| {
+            std::fs::File::create(p)
+                .with_context(|| format!("--json {}: cannot open for writing", p.display()))
+                .map(|f| (p, f))
+        })
+        .transpose()?;
+    let images = images::build()?;
+    let (r, console) = run_with(&images, &code, &env, &extra)?;
+    if args.raw {
+        println!("{}", console.text);
+    }
+    print!("{}", crate::render::text(&r));
+    let name = args.file.file_name().map_or_else(
+        || args.file.display().to_string(),
+        |n| n.to_string_lossy().into(),
+    );
+    print!("\n{}", summary(&r, &env, &name, code.len()));
+    if let Some((path, file)) = &mut json {
+        use std::io::Write as _;
+        let text = serde_json::to_string_pretty(&Results::single(&r))?;
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.write_all(b"\n"))
+            .with_context(|| format!("writing --json {}", path.display()))?;
+    }
+    Ok(if r.succeeded() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

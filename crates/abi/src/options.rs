@@ -167,10 +167,13 @@ pub enum GuestProgram {
     /// Loads through pointer-authenticated pointers (LDRAA/LDRAB) and across an Untagged and
     /// a Tagged page.
     Addresses,
+    /// Runs the user's code (`mtex.snippet`, assembled by `mtex snippet`) as one traced phase
+    /// in a fixed environment ([`SnippetOptions`], guest/src/snippet.rs).
+    Snippet,
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 22] = [
+    pub const ALL: [(&'static str, GuestProgram); 23] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -193,6 +196,7 @@ impl GuestProgram {
         ("hostile-yield", Self::HostileYield),
         ("hostile-abort-loop", Self::HostileAbortLoop),
         ("addresses", Self::Addresses),
+        ("snippet", Self::Snippet),
     ];
 
     pub fn name(self) -> &'static str {
@@ -213,6 +217,8 @@ pub struct GuestOptions {
     /// The hypervisor's memory as the guest learns it from `mtex.hyp_base` (used only by
     /// the `touch-hyp` program, which must fault on it).
     pub probe_addr: u64,
+    /// The `snippet` program's environment (`mtex.snippet_*`).
+    pub snippet: SnippetOptions,
 }
 
 impl GuestOptions {
@@ -225,7 +231,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-exclusive, hostile-remap, hostile-yield, hostile-abort-loop, addresses)",
+                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-exclusive, hostile-remap, hostile-yield, hostile-abort-loop, addresses, snippet)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;
@@ -236,12 +242,122 @@ impl GuestOptions {
             });
         }
         let probe_addr = parse_u64(cmdline, "probe_addr", 0x4020_0000)?;
+        let snippet = SnippetOptions::parse(cmdline)?;
+        if program == GuestProgram::Snippet && value(cmdline, "snippet").is_none() {
+            return Err(OptionError {
+                key: "snippet",
+                problem: "missing: the code to run (hex bytes, from `mtex snippet`)",
+            });
+        }
         Ok(Self {
             program,
             bench_n,
             probe_addr,
+            snippet,
         })
     }
+}
+
+/// The `snippet` program's code and environment. The code itself (`mtex.snippet`: the
+/// instruction bytes in hex, two digits a byte, in memory order) is checked here and read by
+/// the guest with [`snippet_code`]; the rest are the controls it runs under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnippetOptions {
+    /// `mtex.snippet_tcf`: SCTLR_EL1.TCF (`none|sync|async|asymm`, default sync).
+    pub tcf: u64,
+    /// `mtex.snippet_tcf0`: SCTLR_EL1.TCF0 (default sync).
+    pub tcf0: u64,
+    /// `mtex.snippet_tcma1`: `1` sets TCR_EL1.TCMA1 (default 0).
+    pub tcma1: bool,
+    /// `mtex.snippet_el`: the exception level the snippet runs at, 0 or 1 (default 1).
+    pub el: u8,
+    /// `mtex.snippet_iters`: how many times the snippet runs inside its one phase.
+    pub iters: u64,
+}
+
+impl SnippetOptions {
+    /// Largest snippet: two 4 KiB pages.
+    pub const MAX_BYTES: usize = 8192;
+    pub const MAX_ITERS: u64 = 1_000_000;
+
+    pub fn parse(cmdline: &str) -> Result<Self, OptionError> {
+        if let Some(hex) = value(cmdline, "snippet") {
+            check_snippet_hex(hex)?;
+        }
+        let tcf = |key: &'static str| match value(cmdline, key) {
+            None | Some("sync") => Ok(1),
+            Some("none") => Ok(0),
+            Some("async") => Ok(2),
+            Some("asymm") => Ok(3),
+            Some(_) => Err(OptionError {
+                key,
+                problem: "expected none, sync, async or asymm",
+            }),
+        };
+        let tcma1 = match value(cmdline, "snippet_tcma1") {
+            None | Some("0") => false,
+            Some("1") => true,
+            Some(_) => {
+                return Err(OptionError {
+                    key: "snippet_tcma1",
+                    problem: "expected 0 or 1",
+                });
+            }
+        };
+        let el = match value(cmdline, "snippet_el") {
+            None | Some("1") => 1,
+            Some("0") => 0,
+            Some(_) => {
+                return Err(OptionError {
+                    key: "snippet_el",
+                    problem: "expected 0 or 1",
+                });
+            }
+        };
+        let iters = parse_u64(cmdline, "snippet_iters", 1)?;
+        if iters == 0 || iters > Self::MAX_ITERS {
+            return Err(OptionError {
+                key: "snippet_iters",
+                problem: "must be between 1 and 1000000",
+            });
+        }
+        Ok(Self {
+            tcf: tcf("snippet_tcf")?,
+            tcf0: tcf("snippet_tcf0")?,
+            tcma1,
+            el,
+            iters,
+        })
+    }
+}
+
+fn check_snippet_hex(hex: &str) -> Result<(), OptionError> {
+    let problem = if hex.is_empty() || !hex.len().is_multiple_of(8) {
+        "expected whole instructions: hex digits, a multiple of 8"
+    } else if hex.len() / 2 > SnippetOptions::MAX_BYTES {
+        "longer than 8192 bytes"
+    } else if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        "expected hex digits"
+    } else {
+        return Ok(());
+    };
+    Err(OptionError {
+        key: "snippet",
+        problem,
+    })
+}
+
+/// The snippet's bytes, decoded from `mtex.snippet` into `out`; their number, or None when
+/// there is none or it does not fit.
+pub fn snippet_code(cmdline: &str, out: &mut [u8]) -> Option<usize> {
+    let hex = value(cmdline, "snippet")?;
+    check_snippet_hex(hex).ok()?;
+    let n = hex.len() / 2;
+    let digit = |b: u8| (b as char).to_digit(16).unwrap_or(0) as u8;
+    for (o, pair) in out.get_mut(..n)?.iter_mut().zip(hex.as_bytes().chunks(2)) {
+        *o = digit(pair[0]) << 4 | digit(pair[1]);
+    }
+    Some(n)
 }
 
 /// Formats an option error for a console.
@@ -271,6 +387,12 @@ pub const KNOWN_KEYS: &[&str] = &[
     "workloads",
     "tcf0",
     "hz",
+    "snippet",
+    "snippet_tcf",
+    "snippet_tcf0",
+    "snippet_tcma1",
+    "snippet_el",
+    "snippet_iters",
 ];
 
 /// The key of the first `mtex.` word of `cmdline` that is not in [`KNOWN_KEYS`] (the text
@@ -327,5 +449,24 @@ mod tests {
             GuestOptions::parse("mtex.bench_n=-1").unwrap_err().key,
             "bench_n"
         );
+    }
+
+    #[test]
+    fn snippet_code_round_trips_and_is_checked() {
+        let line = "mtex.guest=snippet mtex.snippet=1f2003d5c0035fd6 mtex.snippet_el=0";
+        let o = GuestOptions::parse(line).unwrap();
+        assert_eq!((o.snippet.el, o.snippet.iters, o.snippet.tcf), (0, 1, 1));
+        let mut buf = [0u8; 16];
+        assert_eq!(snippet_code(line, &mut buf), Some(8));
+        assert_eq!(buf[..8], [0x1f, 0x20, 0x03, 0xd5, 0xc0, 0x03, 0x5f, 0xd6]);
+        assert_eq!(snippet_code(line, &mut buf[..4]), None);
+        for bad in ["1f2003", "1f2003dX", ""] {
+            let e = GuestOptions::parse(&std::format!("mtex.snippet={bad}")).unwrap_err();
+            assert_eq!(e.key, "snippet");
+        }
+        let e = GuestOptions::parse("mtex.guest=snippet").unwrap_err();
+        assert_eq!(e.key, "snippet");
+        let e = GuestOptions::parse("mtex.snippet_iters=0").unwrap_err();
+        assert_eq!(e.key, "snippet_iters");
     }
 }

@@ -1,0 +1,422 @@
+//! `mtex snippet`: the user's own code, assembled on the host and carried here as data
+//! (`mtex.snippet`, hex bytes on the command line), run as one traced phase in a fixed
+//! environment. The image is never rebuilt for a snippet.
+//!
+//! The snippet is a leaf AAPCS64 function entered by BLR at its first byte, `mtex.snippet_iters`
+//! times in the one phase, each time with:
+//!
+//! | register | value |
+//! | --- | --- |
+//! | x0 | a tagged buffer: at EL1 `BUFFER`, 4096 bytes, page-aligned, every granule allocation tag 3, pointer tag 3; at EL0 the user buffer (= x2) |
+//! | x1 | x0's size: 4096 at EL1, 2048 at EL0 |
+//! | x2 | the user buffer: the first 2048 bytes of `mmu::USER_PAGE` (EL0 read/write, Tagged), allocation tag 3, pointer tag 3: the target of LDTR/STTR |
+//! | x3 | `BUFFER`'s upper-half (TTBR1) alias, pointer tag 3 (top byte 0xF3); tag 0xF (`orr x9, x3, #0x0f00000000000000`) is the match-all kernel pointer under TCMA1. EL1 only |
+//! | x4 | `mmu::UNTAGGED_PAGE`: 4096 bytes of Normal memory without the Tagged attribute, pointer tag 0. EL1 only |
+//! | SP | 16-byte aligned top of a stack of allocation tag 0: at EL1 `STACK` (4096 bytes), at EL0 the user page's top (2048 bytes above the user buffer) |
+//! | x30 | the return address: the snippet ends with `ret` |
+//!
+//! It may clobber x0–x18 and x30 and the flags, and must give back x19–x29 and SP as it found
+//! them (the harness keeps its own state in x20–x28). PSTATE.TCO is clear on entry.
+//!
+//! Controls: SCTLR_EL1 = MMU and caches on, ATA, ATA0, TCF = `mtex.snippet_tcf`, TCF0 =
+//! `mtex.snippet_tcf0`; TCR_EL1 = 39-bit TTBR0 and TTBR1 ranges, TBI0, TBI1, TCMA1 when
+//! `mtex.snippet_tcma1=1`; GCR_EL1 = RRND 0, tag 0 excluded; RGSR_EL1 seeded (IRG's tags are
+//! the same on every run).
+//!
+//! The code page (`CODE`, 8 KiB) is ordinary guest RAM in the identity map: RW at EL1 and
+//! executable at EL1 and — its UXN bit being clear — at EL0, where it is execute-only (not
+//! EL0-readable: a literal load faults at EL0; the step engine reads EL0 code as EL1 does).
+//!
+//! What the harness adds to the phase's counts (no memory access at EL1, none checked):
+//! - EL1: per iteration 8 instructions (five MOVs, BLR, SUBS, B.NE), then 5 to close the
+//!   phase;
+//! - EL0: per iteration the same 8 at EL0, then one SVC; at EL1 the ERET in, the vector's 5
+//!   and `el0::el0_return`'s 12 (7 loads, unchecked: PSTATE.TCO is set by the exception
+//!   entry; one MSR TCO), then 5 to close the phase.
+
+use crate::hvc::{PHASE_END_HI, PHASE_END_LO, phase_end_call};
+use crate::programs::{install_idmap, write_sctlr, write_tcr};
+use crate::{mmu, mte, println};
+use aarch64_paging::Mapping;
+use aarch64_paging::descriptor::{El1Attributes, PhysicalAddress};
+use aarch64_paging::idmap::IdTranslation;
+use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, VaRange};
+use alloc::boxed::Box;
+use core::arch::{asm, global_asm};
+use fdt::Fdt;
+use mtex_abi::hypercall::{PHASE_BEGIN, PHASE_TRACED, pack_bytes, ret};
+use mtex_abi::options::{SnippetOptions, snippet_code};
+use mtex_abi::program as p;
+use mtex_arch::mte_bits::{sctlr, tcr, tfsr, with_tag};
+
+#[repr(C, align(4096))]
+struct Pages<const N: usize>([u8; N]);
+
+/// The snippet's code.
+static mut CODE: Pages<{ SnippetOptions::MAX_BYTES }> = Pages([0; SnippetOptions::MAX_BYTES]);
+/// x0 at EL1 (and x3's physical page).
+static mut BUFFER: Pages<4096> = Pages([0; 4096]);
+/// SP at EL1.
+static mut STACK: Pages<4096> = Pages([0; 4096]);
+/// x19, x29 and SP of the Rust code around an EL1 snippet (x19 and x29 cannot be asm
+/// operands; a snippet that breaks the convention must not break the guest).
+#[repr(C, align(16))]
+struct Save([u64; 4]);
+static mut SAVE: Save = Save([0; 4]);
+
+/// Allocation and pointer tag of the buffers.
+const TAG: u64 = 3;
+/// The upper range (T1SZ = 25): `BUFFER`'s alias is `UPPER | pa`.
+const UPPER: u64 = 0xffff_ff80_0000_0000;
+/// The user page: the buffer below, the EL0 stack above.
+const USER_BUFFER: u64 = 2048;
+
+/// TCR_EL1: the identity map's 39-bit TTBR0 range, and a 39-bit TTBR1 range (T1SZ 25, 4 KiB
+/// granule, write-back walks, inner shareable) for x3; TBI0 and TBI1.
+const TCR: u64 = (p::TCR_MMU & !(1 << 23))
+    | (25 << tcr::T1SZ_SHIFT)
+    | (1 << 24)
+    | (1 << 26)
+    | (3 << 28)
+    | (2 << 30)
+    | tcr::TBI0
+    | tcr::TBI1;
+
+/// `BUFFER`'s upper-half alias: Tagged Normal, EL1 only, never executable.
+const UPPER_RAM: El1Attributes = El1Attributes::VALID
+    .union(El1Attributes::ATTRIBUTE_INDEX_0)
+    .union(El1Attributes::INNER_SHAREABLE)
+    .union(El1Attributes::ACCESSED)
+    .union(El1Attributes::UXN)
+    .union(El1Attributes::PXN);
+
+// The EL0 side of the harness: x20 = snippet, x21..x25 = x0..x4, x27 = iterations. It is in
+// the image's RAM, which the identity map leaves executable at EL0 (UXN clear). The SVC
+// returns through entry.rs's lower-EL vector and `el0::el0_return` to the EL1 side.
+global_asm!(
+    ".pushsection .text.mtex_snippet_el0, \"ax\"",
+    ".balign 64",
+    ".global mtex_snippet_el0",
+    "mtex_snippet_el0:",
+    "1: mov x0, x21",
+    "mov x1, x22",
+    "mov x2, x23",
+    "mov x3, x24",
+    "mov x4, x25",
+    "blr x20",
+    "subs x27, x27, #1",
+    "b.ne 1b",
+    ".global mtex_snippet_el0_svc",
+    "mtex_snippet_el0_svc:",
+    "svc #0",
+    ".popsection",
+);
+
+unsafe extern "C" {
+    static mtex_snippet_el0: u8;
+    static mtex_snippet_el0_svc: u8;
+}
+
+/// Runs the snippet; returns the exit status (0: it ran every iteration and returned, with no
+/// asynchronous tag-check fault recorded).
+pub fn run(opts: &SnippetOptions, fdt: &Fdt) -> u64 {
+    let bootargs = fdt.chosen().bootargs().unwrap_or("");
+    let code_at = (&raw mut CODE) as u64;
+    let Some(len) = snippet_code(bootargs, code_bytes()) else {
+        println!("snippet: no code (mtex.snippet)");
+        return 2;
+    };
+
+    install_idmap(fdt);
+    let buffer = (&raw mut BUFFER) as u64;
+    if install_upper_alias(buffer).is_none() {
+        println!("snippet: cannot map the upper-half alias");
+        return 2;
+    }
+    // The tables were written with the MMU off: no stale line may hide them (mmu.rs).
+    mmu::invalidate_heap();
+    write_tcr(TCR);
+    write_sctlr(p::SCTLR_MMU_ON | sctlr::ATA | sctlr::ATA0);
+
+    let user = (&raw mut mmu::USER_PAGE) as u64;
+    let stack = (&raw mut STACK) as u64;
+    let env = [
+        mte::tag_range(buffer, 4096, TAG),
+        4096,
+        mte::tag_range(user, USER_BUFFER, TAG),
+        with_tag(UPPER | buffer, TAG),
+        (&raw mut mmu::UNTAGGED_PAGE) as u64,
+    ];
+    mte::tag_range(user + USER_BUFFER, 4096 - USER_BUFFER, 0);
+    mte::tag_range(stack, 4096, 0);
+    let (x0, x1) = if opts.el == 0 {
+        (env[2], USER_BUFFER)
+    } else {
+        (env[0], env[1])
+    };
+    let regs = [x0, x1, env[2], env[3], env[4]];
+    let sp = if opts.el == 0 {
+        user + 4096
+    } else {
+        stack + 4096
+    };
+    sync_icache(code_at, len as u64);
+    // SAFETY: MTE system registers of this CPU: IRG's exclusion and seed, and the fault
+    // status registers cleared so that what the snippet leaves there is its own.
+    unsafe {
+        asm!(
+            ".arch_extension memtag",
+            "msr gcr_el1, {gcr}",
+            "msr rgsr_el1, {seed}",
+            "msr tfsr_el1, xzr",
+            "msr tfsre0_el1, xzr",
+            "isb",
+            gcr = in(reg) 1u64,
+            seed = in(reg) 0x5a5au64 << 8,
+        )
+    };
+    let tcr_v = TCR | if opts.tcma1 { tcr::TCMA1 } else { 0 };
+    let sctlr_v = p::SCTLR_MMU_ON
+        | sctlr::ATA
+        | sctlr::ATA0
+        | (opts.tcf << sctlr::TCF_SHIFT)
+        | (opts.tcf0 << sctlr::TCF0_SHIFT);
+    if tcr_v != TCR {
+        write_tcr(tcr_v);
+    }
+    write_sctlr(sctlr_v);
+    println!(
+        "snippet: {len} bytes at {code_at:#x}, EL{}, {} iteration(s); SCTLR_EL1 {sctlr_v:#x}, TCR_EL1 {tcr_v:#x}",
+        opts.el, opts.iters
+    );
+    println!(
+        "snippet: x0 {:#x} x1 {} x2 {:#x} x3 {:#x} x4 {:#x} sp {sp:#x}",
+        regs[0], regs[1], regs[2], regs[3], regs[4]
+    );
+
+    let r = if opts.el == 0 {
+        phase_el0(code_at, &regs, sp, opts.iters)
+    } else {
+        phase_el1(code_at, &regs, sp, opts.iters)
+    };
+    if r != ret::SUCCESS {
+        println!("snippet: the phase did not close ({r:#x})");
+        return 6;
+    }
+    if opts.el == 0 {
+        let elr: u64;
+        // SAFETY: reads ELR_EL1, set by the SVC that brought EL0 back.
+        unsafe { asm!("mrs {}, elr_el1", out(reg) elr) };
+        let expected = (&raw const mtex_snippet_el0_svc) as u64 + 4;
+        if elr != expected {
+            println!(
+                "snippet: an SVC at EL0 (pc {:#x}) ended the snippet early",
+                elr - 4
+            );
+            return 5;
+        }
+    }
+    let (tfsr1, tfsr0): (u64, u64);
+    // SAFETY: reads the tag-check fault status registers after a DSB, as Linux's
+    // mte_check_tfsr_el1 does, so that asynchronous faults have reached them.
+    unsafe {
+        asm!(
+            ".arch_extension memtag",
+            "dsb nsh",
+            "isb",
+            "mrs {t1}, tfsr_el1",
+            "mrs {t0}, tfsre0_el1",
+            t1 = out(reg) tfsr1,
+            t0 = out(reg) tfsr0,
+        )
+    };
+    let mask = tfsr::TF0 | tfsr::TF1;
+    if (tfsr1 | tfsr0) & mask != 0 {
+        println!(
+            "snippet: asynchronous tag-check fault recorded: TFSR_EL1 {tfsr1:#x}, TFSRE0_EL1 {tfsr0:#x}"
+        );
+        return 3;
+    }
+    println!("snippet: done");
+    0
+}
+
+/// `CODE` as bytes.
+fn code_bytes() -> &'static mut [u8] {
+    // SAFETY: the guest is single-threaded and CODE is used by this program only, once.
+    #[allow(clippy::deref_addrof, reason = "no reference to a static mut")]
+    unsafe {
+        &mut (*(&raw mut CODE)).0
+    }
+}
+
+/// Maps `buffer`'s page at `UPPER | buffer` in a TTBR1 table of its own (installed while the
+/// MMU is still off).
+fn install_upper_alias(buffer: u64) -> Option<()> {
+    let mut map =
+        Mapping::with_asid_and_va_range(IdTranslation::new(), 0, 1, El1And0, VaRange::Upper);
+    let va = (UPPER | buffer) as usize;
+    map.map_range(
+        &MemoryRegion::new(va, va + 4096),
+        PhysicalAddress(buffer as usize),
+        UPPER_RAM,
+        Constraints::empty(),
+    )
+    .ok()?;
+    let root = map.root_address().0 as u64;
+    // The table lives as long as the run.
+    Box::leak(Box::new(map));
+    // SAFETY: the MMU is off; TTBR1 takes effect when it is turned on (TCR enables its walks).
+    unsafe { asm!("msr ttbr1_el1, {}", "isb", in(reg) root) };
+    Some(())
+}
+
+/// Makes the `len` bytes just written at `at` visible to instruction fetch: clean the data
+/// cache to the point of unification, invalidate the instruction cache there (Arm ARM
+/// B2.4.4). QEMU models no cache; silicon needs exactly this (the copy was made with the
+/// caches on, and the I-cache could hold the page's zeros from speculative fetches).
+fn sync_icache(at: u64, len: u64) {
+    let ctr: u64;
+    // SAFETY: reading CTR_EL0 has no side effects.
+    unsafe { asm!("mrs {}, ctr_el0", out(reg) ctr) };
+    let dline = 4u64 << ((ctr >> 16) & 0xf);
+    let iline = 4u64 << (ctr & 0xf);
+    let end = at + len;
+    let mut a = at & !(dline - 1);
+    while a < end {
+        // SAFETY: cache maintenance of the guest's own code page; no data changes.
+        unsafe { asm!("dc cvau, {}", in(reg) a) };
+        a += dline;
+    }
+    // SAFETY: a barrier.
+    unsafe { asm!("dsb ish") };
+    let mut a = at & !(iline - 1);
+    while a < end {
+        // SAFETY: invalidates instruction cache lines of the code page.
+        unsafe { asm!("ic ivau, {}", in(reg) a) };
+        a += iline;
+    }
+    // SAFETY: barriers.
+    unsafe { asm!("dsb ish", "isb") };
+}
+
+const NAME: &str = "snippet";
+
+/// The phase at EL1: SP = the snippet's stack, then `iters` calls; x19, x29 and SP of the
+/// caller are kept in `SAVE` outside the phase. Returns the PHASE_END result.
+fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
+    let name: [u64; 4] = pack_bytes(NAME.as_bytes());
+    let r: u64;
+    // SAFETY: the snippet is called as an AAPCS64 function on its own stack; every register
+    // it may change is declared clobbered, and x19, x29 and SP, which cannot be, are restored
+    // from SAVE after the phase whatever it did. The HVCs are mtex calls.
+    unsafe {
+        asm!(
+            "adrp x9, {save}",
+            "add x9, x9, :lo12:{save}",
+            "mov x10, sp",
+            "stp x19, x29, [x9]",
+            "str x10, [x9, #16]",
+            "mov sp, x26",
+            "hvc #0",
+            "1: mov x0, x21",
+            "mov x1, x22",
+            "mov x2, x23",
+            "mov x3, x24",
+            "mov x4, x25",
+            "blr x20",
+            "subs x27, x27, #1",
+            "b.ne 1b",
+            "mov x15, x28",
+            phase_end_call!(),
+            "adrp x9, {save}",
+            "add x9, x9, :lo12:{save}",
+            "ldp x19, x29, [x9]",
+            "ldr x10, [x9, #16]",
+            "mov sp, x10",
+            save = sym SAVE,
+            end_lo = const PHASE_END_LO,
+            end_hi = const PHASE_END_HI,
+            inout("x0") PHASE_BEGIN as u64 => r,
+            inout("x1") 1u64 => _,
+            inout("x2") name[0] => _,
+            inout("x3") name[1] => _,
+            inout("x4") name[2] => _,
+            inout("x5") name[3] => _,
+            inout("x6") PHASE_TRACED => _,
+            out("x7") _, out("x8") _, out("x9") _, out("x10") _, out("x11") _,
+            out("x12") _, out("x13") _, out("x14") _, out("x15") _, out("x16") _,
+            out("x17") _, out("x18") _,
+            inout("x20") code => _,
+            inout("x21") regs[0] => _,
+            inout("x22") regs[1] => _,
+            inout("x23") regs[2] => _,
+            inout("x24") regs[3] => _,
+            inout("x25") regs[4] => _,
+            inout("x26") sp => _,
+            inout("x27") iters => _,
+            inout("x28") 1u64 => _,
+            out("x30") _,
+        )
+    };
+    r
+}
+
+/// The phase at EL0: `el0::EL0_SAVE` is filled outside the phase as `el0_call` fills it (so
+/// that the SVC comes back to label 2 through `el0_return`), then the phase ERETs to the EL0
+/// loop, SP_EL0 = `sp`, interrupts masked. Returns the PHASE_END result.
+fn phase_el0(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
+    let name: [u64; 4] = pack_bytes(NAME.as_bytes());
+    let r: u64;
+    // SAFETY: EL0 runs the harness loop and the snippet (user memory only: EL1's is not
+    // EL0-accessible) and comes back by SVC through el0_return, which restores x19–x30 and
+    // SP from EL0_SAVE as saved here; everything else is declared clobbered. The HVCs are
+    // mtex calls.
+    unsafe {
+        asm!(
+            "adrp x9, EL0_SAVE",
+            "add x9, x9, :lo12:EL0_SAVE",
+            "mov x10, sp",
+            "stp x19, x20, [x9, #0]",
+            "stp x21, x22, [x9, #16]",
+            "stp x23, x24, [x9, #32]",
+            "stp x25, x26, [x9, #48]",
+            "stp x27, x28, [x9, #64]",
+            "adr x11, 2f",
+            "stp x29, x11, [x9, #80]",
+            "str x10, [x9, #96]",
+            "msr elr_el1, x14",
+            "mov x11, #0x3c0",
+            "msr spsr_el1, x11",
+            "msr sp_el0, x26",
+            "hvc #0",
+            "eret",
+            "2: mov x15, x28",
+            phase_end_call!(),
+            end_lo = const PHASE_END_LO,
+            end_hi = const PHASE_END_HI,
+            inout("x0") PHASE_BEGIN as u64 => r,
+            inout("x1") 1u64 => _,
+            inout("x2") name[0] => _,
+            inout("x3") name[1] => _,
+            inout("x4") name[2] => _,
+            inout("x5") name[3] => _,
+            inout("x6") PHASE_TRACED => _,
+            out("x7") _, out("x8") _, out("x9") _, out("x10") _, out("x11") _,
+            out("x12") _, out("x13") _,
+            inout("x14") (&raw const mtex_snippet_el0) as u64 => _,
+            out("x15") _, out("x16") _, out("x17") _, out("x18") _,
+            inout("x20") code => _,
+            inout("x21") regs[0] => _,
+            inout("x22") regs[1] => _,
+            inout("x23") regs[2] => _,
+            inout("x24") regs[3] => _,
+            inout("x25") regs[4] => _,
+            inout("x26") sp => _,
+            inout("x27") iters => _,
+            inout("x28") 1u64 => _,
+            out("x30") _,
+        )
+    };
+    r
+}

@@ -1,0 +1,442 @@
+//! `mtex snippet`: one test per register and buffer of the snippet's environment (README,
+//! "Your own code under trace"), under `-icount shift=0`. Every expectation comes from the
+//! snippet's own instructions: N loads through a register are N reads, each checked or not as
+//! the environment says that register's memory and pointer are.
+
+use mtex::images::{self, Images};
+use mtex::report::Report;
+use mtex::snippet::{self, AsmError, Env, Tcf};
+use mtex_trace::counts::{ByEl, TraceCounts};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+fn images() -> &'static Images {
+    static IMAGES: OnceLock<Images> = OnceLock::new();
+    IMAGES.get_or_init(|| images::build().expect("building the images"))
+}
+
+fn assemble(source: &str) -> Vec<u8> {
+    match snippet::assemble_source(source).expect("running the assembler") {
+        Ok(code) => code,
+        Err(e) => panic!("{source}\ndid not assemble: {e}"),
+    }
+}
+
+/// Runs `source` under `env`; the report and the snippet phase's trace counts.
+fn run(source: &str, env: Env) -> (Report, TraceCounts) {
+    let (r, console) = snippet::run_code(images(), &assemble(source), &env).expect("running QEMU");
+    assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
+    let t = r
+        .phase(snippet::PHASE)
+        .and_then(|p| p.trace)
+        .unwrap_or_else(|| panic!("no traced snippet phase:\n{}", mtex::render::text(&r)));
+    (r, t)
+}
+
+/// Like [`run`], and the run must have succeeded.
+fn run_ok(source: &str, env: Env) -> TraceCounts {
+    let (r, t) = run(source, env);
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert_eq!(t.tag_check_faults, 0);
+    t
+}
+
+/// `n` copies of `line`, then `ret`.
+fn repeat(line: &str, n: u64) -> String {
+    let mut s = String::new();
+    for _ in 0..n {
+        s.push_str(line);
+        s.push('\n');
+    }
+    s + "ret\n"
+}
+
+fn el0() -> Env {
+    Env {
+        el: 0,
+        ..Env::default()
+    }
+}
+
+const fn rd_k(n: u64) -> ByEl {
+    ByEl {
+        rd_k: n,
+        wr_k: 0,
+        rd_u: 0,
+        wr_u: 0,
+    }
+}
+
+const fn wr_k(n: u64) -> ByEl {
+    ByEl {
+        rd_k: 0,
+        wr_k: n,
+        rd_u: 0,
+        wr_u: 0,
+    }
+}
+
+const fn rd_u(n: u64) -> ByEl {
+    ByEl {
+        rd_k: 0,
+        wr_k: 0,
+        rd_u: n,
+        wr_u: 0,
+    }
+}
+
+const NONE: ByEl = rd_k(0);
+
+/// x0 at EL1: a buffer of allocation tag 3 through a pointer tagged 3: N loads are N checked
+/// reads under :k in every view but the one where the kernel left TCO set; the instructions
+/// are the snippet's N + 1 and the harness's.
+#[test]
+fn tagged_loads_through_x0_are_checked_reads_at_el1() {
+    const N: u64 = 7;
+    let t = run_ok(&repeat("ldr x9, [x0]", N), Env::default());
+    assert_eq!(t.architectural, rd_k(N));
+    assert_eq!(t.tcf_elided, rd_k(N));
+    assert_eq!(t.if_tcma1, rd_k(N));
+    assert_eq!(t.if_kernel_tco, NONE);
+    assert_eq!(t.accesses, rd_k(N));
+    let env = Env::default();
+    let (h1, h0) = snippet::harness_instructions(&env);
+    assert_eq!((h1, h0), (13, 0));
+    assert_eq!(t.instructions_el1, N + 1 + h1);
+    assert_eq!(t.instructions_el0, 0);
+}
+
+/// x1 is x0's size: a store to its last word stays inside the buffer and is checked; a store
+/// one byte past it would be the next page (not the buffer).
+#[test]
+fn stores_through_x0_are_checked_writes_up_to_x1() {
+    const N: u64 = 5;
+    let src = format!(
+        "{}sub x10, x1, #8\nstr x9, [x0, x10]\nret\n",
+        "str x9, [x0]\n".repeat(N as usize)
+    );
+    let t = run_ok(&src, Env::default());
+    assert_eq!(t.architectural, wr_k(N + 1));
+    assert_eq!(t.accesses, wr_k(N + 1));
+}
+
+/// The example in scripts/snippets: 8 reads (one a pair), and with --iters 3 three times
+/// as many, and three times the snippet's instructions.
+#[test]
+fn the_tagged_loads_example_and_iters_multiply_the_counts() {
+    let file = images::workspace_root().join("scripts/snippets/tagged-loads.S");
+    let src = std::fs::read_to_string(&file).unwrap();
+    let one = run_ok(&src, Env::default());
+    assert_eq!(one.architectural, rd_k(8));
+    let three = run_ok(
+        &src,
+        Env {
+            iters: 3,
+            ..Env::default()
+        },
+    );
+    assert_eq!(three.architectural, rd_k(24));
+    assert_eq!(three.tcf_elided, rd_k(24));
+    let per_iter = 9 + snippet::HARNESS_EL1_PER_ITER;
+    assert_eq!(three.instructions_el1 - one.instructions_el1, 2 * per_iter);
+}
+
+/// The memcpy example copies 256 bytes 32 at a time: 8 loops of two LDPs and two STPs.
+#[test]
+fn the_memcpy_example_counts_its_pairs() {
+    let file = images::workspace_root().join("scripts/snippets/memcpy-variant.S");
+    let t = run_ok(&std::fs::read_to_string(&file).unwrap(), Env::default());
+    let pairs = 256 / 32 * 2;
+    assert_eq!(
+        t.architectural,
+        ByEl {
+            rd_k: pairs,
+            wr_k: pairs,
+            rd_u: 0,
+            wr_u: 0
+        }
+    );
+}
+
+/// At EL0, x0 is the user buffer: the same loads are checked reads under :u. The harness adds
+/// its EL0 loop and SVC, and at EL1 the return path, whose 7 loads are never checked.
+#[test]
+fn el0_loads_are_checked_reads_under_u() {
+    const N: u64 = 6;
+    let env = el0();
+    let t = run_ok(&repeat("ldr x9, [x0]", N), env);
+    assert_eq!(t.architectural, rd_u(N));
+    assert_eq!(t.tcf_elided, rd_u(N));
+    assert_eq!(
+        t.accesses,
+        ByEl {
+            rd_k: snippet::HARNESS_EL0_LOADS_AT_EL1,
+            wr_k: 0,
+            rd_u: N,
+            wr_u: 0
+        }
+    );
+    let (h1, h0) = snippet::harness_instructions(&env);
+    assert_eq!(t.instructions_el0, N + 1 + h0);
+    assert_eq!(t.instructions_el1, h1);
+    // x2 is the same buffer, and TCF0 none elides the checks but not the architectural count.
+    let t = run_ok(
+        &repeat("ldr x9, [x2]", N),
+        Env {
+            tcf0: Tcf::None,
+            ..el0()
+        },
+    );
+    assert_eq!(t.architectural, rd_u(N));
+    assert_eq!(t.tcf_elided, NONE);
+}
+
+/// x2 from EL1 by LDTR/STTR: user accesses judged by EL0's controls, counted under :k, and
+/// as uaccess.
+#[test]
+fn ldtr_and_sttr_through_x2_are_uaccess() {
+    const R: u64 = 4;
+    const W: u64 = 3;
+    let src = format!(
+        "{}{}ret\n",
+        "ldtr x9, [x2]\n".repeat(R as usize),
+        "sttr x9, [x2, #8]\n".repeat(W as usize)
+    );
+    let t = run_ok(&src, Env::default());
+    let u = t.uaccess;
+    assert_eq!((u.rd, u.wr), (R, W));
+    assert_eq!((u.arch_rd, u.arch_wr), (R, W));
+    assert_eq!((u.elided_rd, u.elided_wr), (R, W));
+    assert_eq!(
+        t.architectural,
+        ByEl {
+            rd_k: R,
+            wr_k: W,
+            rd_u: 0,
+            wr_u: 0
+        }
+    );
+    // TCF0 decides the elided view of a uaccess, TCF does not.
+    let t = run_ok(
+        &src,
+        Env {
+            tcf0: Tcf::None,
+            ..Env::default()
+        },
+    );
+    assert_eq!((t.uaccess.arch_rd, t.uaccess.arch_wr), (R, W));
+    assert_eq!((t.uaccess.elided_rd, t.uaccess.elided_wr), (0, 0));
+    assert_eq!(t.tcf_elided, NONE);
+}
+
+/// x3 is x0's buffer through TTBR1, tag 3: checked. With tag 0xF and TCMA1 it is match-all:
+/// unchecked, though still an access.
+#[test]
+fn tcma1_makes_tag_f_upper_half_pointers_unchecked() {
+    const N: u64 = 5;
+    let through_x3 = repeat("ldr x9, [x3]", N);
+    let t = run_ok(&through_x3, Env::default());
+    assert_eq!(t.architectural, rd_k(N));
+    let tcma1 = Env {
+        tcma1: true,
+        ..Env::default()
+    };
+    // Tag 3 is not match-all: TCMA1 changes nothing.
+    let t = run_ok(&through_x3, tcma1);
+    assert_eq!(t.architectural, rd_k(N));
+
+    let tag_f = format!(
+        "orr x10, x3, #0x0f00000000000000\n{}",
+        repeat("ldr x9, [x10]", N)
+    );
+    let t = run_ok(&tag_f, tcma1);
+    assert_eq!(t.architectural, NONE);
+    assert_eq!(t.tcf_elided, NONE);
+    assert_eq!(t.accesses, rd_k(N));
+    // Without TCMA1 the same pointer is checked (and mismatches: TCF none lets it run); the
+    // counterfactual view says what TCMA1 would have saved.
+    let t = run_ok(
+        &tag_f,
+        Env {
+            tcf: Tcf::None,
+            ..Env::default()
+        },
+    );
+    assert_eq!(t.architectural, rd_k(N));
+    assert_eq!(t.tcf_elided, NONE);
+    assert_eq!(t.if_tcma1, NONE);
+}
+
+/// x4 is a page without the Tagged attribute: nothing through it is checked.
+#[test]
+fn loads_through_x4_the_untagged_page_are_not_checked() {
+    const N: u64 = 6;
+    let t = run_ok(&repeat("ldr x9, [x4]", N), Env::default());
+    assert_eq!(t.architectural, NONE);
+    assert_eq!(t.tcf_elided, NONE);
+    assert_eq!(t.if_tcma1, NONE);
+    assert_eq!(t.accesses, rd_k(N));
+}
+
+/// SP: a stack of allocation tag 0. A push and pop with writeback are checked (and match);
+/// SP-relative accesses without writeback are not checkable.
+#[test]
+fn the_stack_matches_sp_and_only_writeback_is_checked() {
+    let src = "stp x29, x30, [sp, #-32]!\n\
+               str x9, [sp, #16]\n\
+               ldr x9, [sp, #16]\n\
+               ldp x29, x30, [sp], #32\n\
+               ret\n";
+    let t = run_ok(src, Env::default());
+    assert_eq!(
+        t.architectural,
+        ByEl {
+            rd_k: 1,
+            wr_k: 1,
+            rd_u: 0,
+            wr_u: 0
+        }
+    );
+    assert_eq!(
+        t.accesses,
+        ByEl {
+            rd_k: 2,
+            wr_k: 2,
+            rd_u: 0,
+            wr_u: 0
+        }
+    );
+}
+
+/// TCF none: the architectural count is unchanged and nothing is elided-checked.
+#[test]
+fn tcf_none_leaves_the_architectural_count() {
+    const N: u64 = 4;
+    let t = run_ok(
+        &repeat("ldr x9, [x0]", N),
+        Env {
+            tcf: Tcf::None,
+            ..Env::default()
+        },
+    );
+    assert_eq!(t.architectural, rd_k(N));
+    assert_eq!(t.tcf_elided, NONE);
+}
+
+/// A pointer tag that does not match: under TCF sync the snippet faults, which ends the run
+/// (failed, the phase partial, the fault counted); under async the access completes and the
+/// fault recorded in TFSR_EL1 fails the run after the phase.
+#[test]
+fn a_mismatching_tag_fails_the_run() {
+    let src = "eor x9, x0, #0x0100000000000000\nldr x10, [x9]\nret\n";
+    let (r, t) = run(src, Env::default());
+    assert!(!r.succeeded());
+    assert_eq!(t.tag_check_faults, 1);
+    assert!(r.phase(snippet::PHASE).unwrap().stats.is_none());
+
+    let (r, t) = run(
+        src,
+        Env {
+            tcf: Tcf::Async,
+            ..Env::default()
+        },
+    );
+    assert!(!r.succeeded());
+    assert_eq!(t.tag_check_faults, 0);
+    assert_eq!(t.architectural, rd_k(1));
+    assert!(
+        r.console
+            .iter()
+            .any(|l| l.contains("asynchronous tag-check fault recorded")),
+        "{:?}",
+        r.console
+    );
+}
+
+/// An SVC of the snippet's own at EL0 comes back to EL1 before the loop ends: the run fails,
+/// saying so, rather than reporting the iterations it skipped.
+#[test]
+fn an_svc_at_el0_ends_the_run_as_a_failure() {
+    let (r, t) = run("ldr x9, [x0]\nsvc #0\nret\n", el0());
+    assert!(!r.succeeded());
+    assert_eq!(t.architectural, rd_u(1));
+    assert!(
+        r.console
+            .iter()
+            .any(|l| l.contains("ended the snippet early")),
+        "{:?}",
+        r.console
+    );
+}
+
+/// Runs the mtex binary; (exit code, stderr).
+fn mtex(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// The command exits 0 on a clean run and 1 when the snippet faulted, with the fault in the
+/// summary.
+#[test]
+fn the_command_exits_1_when_the_snippet_faults() {
+    let file = images::workspace_root().join("scripts/snippets/tagged-loads.S");
+    let (code, stderr) = mtex(&["snippet", file.to_str().unwrap(), "--iters", "2"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let dir = mtex::qemu::TempDir::new("snippet-test").unwrap();
+    let bad = dir.path().join("mismatch.S");
+    std::fs::write(
+        &bad,
+        "eor x9, x0, #0x0100000000000000\nldr x10, [x9]\nret\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .args(["snippet", bad.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("tag-check faults 1;"), "{stdout}");
+}
+
+/// A snippet that does not assemble: exit 2 with the assembler's own line, before any boot.
+#[test]
+fn bad_assembly_exits_2_with_the_assemblers_line() {
+    let dir = mtex::qemu::TempDir::new("snippet-test").unwrap();
+    let file = dir.path().join("bad.S");
+    std::fs::write(&file, "ldr x9, [x0]\nldr x9, [x0, #1, lsl #3]\nret\n").unwrap();
+    let (code, stderr) = mtex(&["snippet", file.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let line = format!("{}:2: Error: ", file.display());
+    assert!(stderr.contains(&line), "{stderr}");
+}
+
+/// A snippet that needs a symbol it does not define is refused (exit 2), naming it.
+#[test]
+fn external_symbols_are_refused() {
+    match snippet::assemble_source("bl memcpy\nret\n").unwrap() {
+        Err(AsmError::Refused(m)) => assert!(m.contains("memcpy"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    match snippet::assemble_source(".data\n.quad 1\n.text\nret\n").unwrap() {
+        Err(AsmError::Refused(m)) => assert!(m.contains(".data"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    match snippet::assemble_source(".rept 2049\nnop\n.endr\nret\n").unwrap() {
+        Err(AsmError::Refused(m)) => assert!(m.contains("8192"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let dir = mtex::qemu::TempDir::new("snippet-test").unwrap();
+    let file = dir.path().join("ext.S");
+    std::fs::write(&file, "bl memcpy\nret\n").unwrap();
+    let (code, stderr) = mtex(&["snippet", file.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("memcpy"), "{stderr}");
+}
