@@ -1,1 +1,577 @@
-//! The perf-stat-like text report (100 columns) — being written.
+//! The text report in `perf stat`'s manner, fitting [`WIDTH`] columns: per run and phase one
+//! counter per line under perf's names with thousands separators, then the run's trapped
+//! writes, problems and how it ended; the scenario's expectations last.
+//!
+//! Every string of the document is shown through [`clean`] and every line through [`Lines`],
+//! so that no document — whatever its names, console or problems hold — can exceed the width,
+//! move the terminal's cursor, or make this panic.
+
+use crate::results::{PhaseOut, Results, Run, WriteOut};
+use mtex_abi::scenario::Workload;
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+
+/// The width every line fits, in characters (a terminal column per character: the report's
+/// own text is ASCII plus `→`, `≠`, `…`, `—`; wide characters in a document's strings may
+/// take two columns on a terminal).
+pub const WIDTH: usize = 100;
+
+/// Trapped writes listed per run; the rest are counted (all of them are in report.json).
+pub const WRITES_LISTED: usize = 20;
+
+/// Where the counter names start on a counter line (perf stat's layout: the value
+/// right-aligned in 18 columns, then 6 spaces).
+const VALUE_COLUMNS: usize = 18;
+/// The width the names are padded to, so that the notes line up: the longest standard name
+/// (`if_kernel_tco.mem_access_checked_rd:k`).
+const NAME_COLUMNS: usize = 37;
+
+/// `1,234,567`.
+pub fn thousands(v: u64) -> String {
+    group_digits(&v.to_string())
+}
+
+/// `-1,240`, `+157`, `0`: a signed difference as the comparison shows it.
+pub fn signed_thousands(v: i128) -> String {
+    let digits = group_digits(&v.unsigned_abs().to_string());
+    match v.signum() {
+        1 => format!("+{digits}"),
+        -1 => format!("-{digits}"),
+        _ => digits,
+    }
+}
+
+/// `9,453.3`: a mean with `decimals` decimals, its integer part grouped. Not finite values
+/// (a sum past f64's range) are shown as Rust prints them rather than grouped.
+pub fn thousands_f64(v: f64, decimals: usize) -> String {
+    if !v.is_finite() {
+        return format!("{v}");
+    }
+    let s = format!("{:.*}", decimals, v.abs());
+    let (int, frac) = s.split_once('.').map_or((s.as_str(), ""), |(i, f)| (i, f));
+    let mut out = String::new();
+    // `-0.0` after rounding is shown as `0.0`.
+    if v < 0.0 && s.chars().any(|c| c.is_ascii_digit() && c != '0') {
+        out.push('-');
+    }
+    out.push_str(&group_digits(int));
+    if !frac.is_empty() {
+        out.push('.');
+        out.push_str(frac);
+    }
+    out
+}
+
+/// Inserts a comma every three digits from the right of a string of ASCII digits.
+fn group_digits(digits: &str) -> String {
+    let n = digits.len();
+    let mut out = String::with_capacity(n + n / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (n - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Characters shown escaped: control characters, and the bidirectional overrides that would
+/// reorder what follows them on the terminal.
+fn unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{061c}')
+}
+
+/// A document's string made safe to print: control characters (a newline in a problem, an
+/// escape sequence from a guest's console) and bidirectional overrides are shown escaped
+/// (`\n`, `\u{1b}`) so that they can neither break the layout nor drive the terminal.
+pub fn clean(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(unsafe_char) {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if unsafe_char(c) {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Breaks `line` into lines of at most `width` characters: at the last space that fits,
+/// else anywhere; continuation lines are indented 4 more than the line was (at most half the
+/// width, so that each continuation still carries text). `width` must be at least 2.
+pub fn wrap(line: &str, width: usize) -> Vec<String> {
+    let chars: Vec<char> = line.chars().collect();
+    if chars.len() <= width {
+        return vec![line.to_string()];
+    }
+    let indent = chars.iter().take_while(|c| **c == ' ').count();
+    let cont = (indent + 4).min(width / 2);
+    let mut out = Vec::new();
+    let mut rest = &chars[..];
+    let mut prefix = 0;
+    loop {
+        let room = width - prefix;
+        if rest.len() <= room {
+            out.push(format!(
+                "{}{}",
+                " ".repeat(prefix),
+                rest.iter().collect::<String>()
+            ));
+            break;
+        }
+        // A space at index `room` still allows a break: the space itself is dropped. Never
+        // break inside the indentation (no progress).
+        let cut = (1..=room)
+            .rev()
+            .find(|&i| rest[i] == ' ' && rest[..i].iter().any(|c| *c != ' '))
+            .unwrap_or(room);
+        let part: String = rest[..cut].iter().collect();
+        out.push(format!("{}{}", " ".repeat(prefix), part.trim_end()));
+        rest = &rest[cut..];
+        while rest.first() == Some(&' ') {
+            rest = &rest[1..];
+        }
+        if rest.is_empty() {
+            break;
+        }
+        prefix = cont;
+    }
+    out
+}
+
+/// Text assembled line by line, every line wrapped to [`WIDTH`] and its trailing spaces
+/// dropped.
+#[derive(Debug, Default)]
+pub struct Lines(String);
+
+impl Lines {
+    /// Appends `text`: one line, or several if it holds newlines.
+    pub fn push(&mut self, text: &str) {
+        for l in text.split('\n') {
+            for w in wrap(l.trim_end(), WIDTH) {
+                self.0.push_str(&w);
+                self.0.push('\n');
+            }
+        }
+    }
+
+    /// An empty line.
+    pub fn blank(&mut self) {
+        self.0.push('\n');
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+/// `futex-hash i=32 s=16 t=16 tcf0=sync`: the workload and the parameters that mean
+/// something for it (all those given, for a workload this mtex does not know), or None for a
+/// phase that is not a (policy, workload) run.
+pub fn workload_label(p: &PhaseOut) -> Option<String> {
+    let name = p.workload.as_deref()?;
+    let known = Workload::ALL
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, w)| *w);
+    // `-` in units: the parameter means nothing for the workload.
+    let (size_unit, tasks_unit) = known.map_or(("", ""), |w| w.units());
+    let mut s = clean(name).into_owned();
+    for (key, v, unit) in [
+        ("i", p.iters, ""),
+        ("s", p.size, size_unit),
+        ("t", p.tasks, tasks_unit),
+    ] {
+        if let Some(v) = v
+            && unit != "-"
+        {
+            s.push_str(&format!(" {key}={v}"));
+        }
+    }
+    if let Some(t) = &p.tcf0 {
+        s.push_str(&format!(" tcf0={}", clean(t)));
+    }
+    Some(s)
+}
+
+/// `'futex-hash i=32 s=16 t=16 tcf0=sync' under entry-tco`, or `phase 'mte-sync'` for a
+/// phase that is not a (policy, workload) run.
+pub fn phase_title(p: &PhaseOut) -> String {
+    let what = match workload_label(p) {
+        Some(l) if l.split(' ').next() == Some(&*clean(&p.name)) => format!("'{l}'"),
+        // A scenario that named the phase itself: both names.
+        Some(l) => format!("'{}' ({l})", clean(&p.name)),
+        None => format!("phase '{}'", clean(&p.name)),
+    };
+    match &p.policy {
+        Some(pol) => format!("{what} under {}", clean(pol)),
+        None => what,
+    }
+}
+
+/// `run 1/1`, `baseline 2/3`: the run's name, its repeat and how many repeats of it the
+/// document holds.
+pub fn run_label(doc: &Results, run: &Run) -> String {
+    let of = doc.runs.iter().filter(|r| r.name == run.name).count() as u64;
+    let nth = u64::from(run.repeat) + 1;
+    format!("{} {nth}/{}", clean(&run.name), of.max(nth))
+}
+
+/// Which counters a phase's block shows, in order, under a note on the group's first shown
+/// line; `true`: shown even when zero (when the phase has the counter at all).
+const GROUPS: &[(&str, &[(&str, bool)])] = &[
+    (
+        "architectural (AmpereOne-like)",
+        &[
+            ("mem_access_checked_rd:k", true),
+            ("mem_access_checked_wr:k", true),
+            ("mem_access_checked_rd:u", true),
+            ("mem_access_checked_wr:u", true),
+        ],
+    ),
+    (
+        "where TCF ≠ NONE (Arm cores, QEMU)",
+        &[
+            ("tcf_elided.mem_access_checked_rd:k", true),
+            ("tcf_elided.mem_access_checked_wr:k", true),
+            ("tcf_elided.mem_access_checked_rd:u", true),
+            ("tcf_elided.mem_access_checked_wr:u", true),
+        ],
+    ),
+    (
+        "kernel LDTR/STTR, also in :k",
+        &[("uaccess_checked_rd", true), ("uaccess_checked_wr", true)],
+    ),
+    (
+        "traced, per EL",
+        &[("instructions:k", true), ("instructions:u", true)],
+    ),
+    (
+        "PMU, per EL",
+        &[("pmu.instructions:k", true), ("pmu.instructions:u", true)],
+    ),
+    ("MSR TCO executed", &[("tco_writes", true)]),
+    ("PSTATE.TCO changes", &[("tco_changes", false)]),
+    (
+        "system calls, EL0 aborts",
+        &[("kernel_entries.sync_el0", true)],
+    ),
+    ("interrupts from EL0", &[("kernel_entries.irq_el0", true)]),
+    ("EL1 faults", &[("kernel_entries.sync_el1", false)]),
+    ("interrupts from EL1", &[("kernel_entries.irq_el1", false)]),
+    ("FIQ, SError, AArch32", &[("kernel_entries.other", false)]),
+    ("MRS TFSR_EL1/TFSRE0_EL1", &[("tfsr_reads", true)]),
+    ("barriers", &[("dsb", true), ("isb", true), ("dmb", false)]),
+    ("STG, DC GVA …", &[("tag_store_insns", false)]),
+    ("16-byte granules", &[("granules_tagged", false)]),
+    ("SCTLR_EL1/TCR_EL1 writes", &[("trapped_writes", true)]),
+    ("synchronous, taken", &[("tag_check_faults", true)]),
+    (
+        "had TCR_EL1.TCMA1 been set",
+        &[
+            ("if_tcma1.mem_access_checked_rd:k", false),
+            ("if_tcma1.mem_access_checked_wr:k", false),
+            ("if_tcma1.mem_access_checked_rd:u", false),
+            ("if_tcma1.mem_access_checked_wr:u", false),
+        ],
+    ),
+    (
+        "had EL1 kept PSTATE.TCO set",
+        &[
+            ("if_kernel_tco.mem_access_checked_rd:k", false),
+            ("if_kernel_tco.mem_access_checked_wr:k", false),
+            ("if_kernel_tco.mem_access_checked_rd:u", false),
+            ("if_kernel_tco.mem_access_checked_wr:u", false),
+        ],
+    ),
+    (
+        "every data access",
+        &[
+            ("mem_access_rd:k", false),
+            ("mem_access_wr:k", false),
+            ("mem_access_rd:u", false),
+            ("mem_access_wr:u", false),
+        ],
+    ),
+    ("hypervisor (EL2), PMU", &[("pmu.instructions:h", false)]),
+    ("guest exits to EL2", &[("exits", false)]),
+    ("of them single steps", &[("step_exits", false)]),
+    ("", &[("virtual_irqs", false), ("emulated", false)]),
+    (
+        "not in the access counts",
+        &[("failed_store_exclusives", false)],
+    ),
+];
+
+/// One counter line: `             1,272      mem_access_checked_rd:k   #  note`.
+fn counter_line(value: u64, name: &str, note: &str) -> String {
+    let mut l = format!(
+        "{:>VALUE_COLUMNS$}      {:<NAME_COLUMNS$}",
+        thousands(value),
+        clean(name)
+    );
+    if !note.is_empty() {
+        l.push_str("  #  ");
+        l.push_str(note);
+    }
+    l
+}
+
+/// A phase's block: its title, its counters, the guest time it took.
+fn phase_block(out: &mut Lines, doc: &Results, run: &Run, p: &PhaseOut) {
+    out.blank();
+    out.push(&format!(
+        " Performance counter stats for {} ({}):",
+        phase_title(p),
+        run_label(doc, run)
+    ));
+    if p.partial {
+        out.push("   (partial: the run ended inside this phase; its counts go up to there)");
+    }
+    if !p.traced {
+        out.push("   (not traced: the hypervisor's own counters only)");
+    }
+    out.blank();
+    let mut listed = BTreeSet::new();
+    for (note, members) in GROUPS {
+        let mut note = *note;
+        for (name, always) in *members {
+            listed.insert(*name);
+            let Some(&v) = p.counters.get(*name) else {
+                continue;
+            };
+            if v != 0 || *always {
+                out.push(&counter_line(v, name, note));
+                note = "";
+            }
+        }
+    }
+    // Counters this renderer has no place for (a newer mtex's): none is hidden.
+    let mut zero = 0;
+    for (name, &v) in &p.counters {
+        if listed.contains(name.as_str()) {
+            if v == 0
+                && !GROUPS
+                    .iter()
+                    .any(|(_, m)| m.contains(&(name.as_str(), true)))
+            {
+                zero += 1;
+            }
+        } else if v != 0 {
+            out.push(&counter_line(v, name, ""));
+        } else {
+            zero += 1;
+        }
+    }
+    if zero > 0 {
+        out.push(&format!(
+            "{:VALUE_COLUMNS$}      ({zero} other counter{} zero)",
+            "",
+            if zero == 1 { "" } else { "s" }
+        ));
+    }
+    if let Some(secs) = elapsed(run, p) {
+        out.blank();
+        out.push(&format!(
+            "{secs:>VALUE_COLUMNS$.9} seconds guest time elapsed"
+        ));
+    }
+}
+
+/// The phase's length in seconds of the guest's counter, when it ended and the counter's
+/// frequency is known.
+fn elapsed(run: &Run, p: &PhaseOut) -> Option<f64> {
+    let hz = run.boot.as_ref()?.counter_hz;
+    let ticks = p.end_ts?.checked_sub(p.begin_ts)?;
+    (hz > 0).then(|| ticks as f64 / hz as f64)
+}
+
+/// `EL1`.
+fn el(e: u8) -> String {
+    format!("EL{e}")
+}
+
+/// The run's trapped writes: the first [`WRITES_LISTED`], each with the MTE fields it
+/// changed on a second line.
+fn trap_log(out: &mut Lines, doc: &Results, run: &Run) {
+    if run.writes.is_empty() {
+        return;
+    }
+    out.blank();
+    out.push(&format!(
+        " Trapped writes ({}): {}; old → new, EL, PSTATE.TCO, pc; MTE fields changed (phase)",
+        run_label(doc, run),
+        thousands(run.writes.len() as u64)
+    ));
+    out.blank();
+    for w in run.writes.iter().take(WRITES_LISTED) {
+        write_lines(out, w);
+    }
+    if run.writes.len() > WRITES_LISTED {
+        out.push(&format!(
+            "{:>8}  … {} more (all in report.json)",
+            "",
+            thousands((run.writes.len() - WRITES_LISTED) as u64)
+        ));
+    }
+}
+
+/// One trapped write, on two lines: `      19  TCR_EL1    0x62b5193519 → 0x4000062b5193519
+/// EL1 TCO=0  pc 0xffffff8041005998`, then the fields changed and the phase it was in.
+fn write_lines(out: &mut Lines, w: &WriteOut) {
+    out.push(&format!(
+        "{:>8}  {:<10} {:<39}  {} TCO={}  pc {}",
+        w.seq,
+        clean(&w.register),
+        format!("{} → {}", clean(&w.old), clean(&w.new)),
+        el(w.el),
+        u8::from(w.tco),
+        clean(&w.pc),
+    ));
+    let mut changes = if w.changes.is_empty() {
+        "no MTE field changed".to_string()
+    } else {
+        w.changes
+            .iter()
+            .map(|c| clean(c))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(p) = &w.phase {
+        changes.push_str(&format!("  (in {})", clean(p)));
+    }
+    out.push(&format!("{:10}{changes}", ""));
+}
+
+/// One run: its boot, its phases' blocks, its trapped writes, console, problems and end.
+fn run_text(out: &mut Lines, doc: &Results, run: &Run) {
+    let label = run_label(doc, run);
+    out.blank();
+    match &run.boot {
+        Some(b) => out.push(&format!(
+            "mtex {label}: {}, MIDR_EL1 {} ({}), traps {}, counter at {} Hz",
+            clean(&b.path),
+            clean(&b.midr),
+            if b.emulator { "an emulator" } else { "silicon" },
+            clean(&b.traps),
+            thousands(b.counter_hz),
+        )),
+        None => out.push(&format!("mtex {label}: no boot record")),
+    }
+    for p in &run.phases {
+        phase_block(out, doc, run, p);
+    }
+    trap_log(out, doc, run);
+    if !run.console.is_empty() {
+        out.blank();
+        out.push(&format!(" Guest console ({label}):"));
+        for l in &run.console {
+            out.push(&format!("   {}", clean(l)));
+        }
+    }
+    if !run.problems.is_empty() || !run.notes.is_empty() {
+        out.blank();
+    }
+    for p in &run.problems {
+        out.push(&format!("PROBLEM: {}", clean(p)));
+    }
+    for n in &run.notes {
+        out.push(&format!("NOTE: {}", clean(n)));
+    }
+    out.blank();
+    out.push(&format!(
+        " {label} ended: {} — {}",
+        clean(&run.end),
+        if run.success { "success" } else { "FAILED" }
+    ));
+}
+
+/// The whole document as text, every line at most [`WIDTH`] columns.
+pub fn render(doc: &Results) -> String {
+    let mut out = Lines::default();
+    let n = doc.runs.len();
+    out.push(&format!(
+        "mtex {} report ({} v{}): {} run{}{}",
+        clean(&doc.mtex),
+        clean(&doc.schema),
+        doc.version,
+        n,
+        if n == 1 { "" } else { "s" },
+        doc.scenario
+            .as_deref()
+            .map_or(String::new(), |s| format!(" of scenario {}", clean(s)))
+    ));
+    for run in &doc.runs {
+        run_text(&mut out, doc, run);
+    }
+    if !doc.expectations.is_empty() {
+        out.blank();
+        out.push(" Expectations:");
+        out.blank();
+        for e in &doc.expectations {
+            out.push(&format!(
+                "   {}  {} ({})",
+                if e.held { "PASS" } else { "FAIL" },
+                clean(&e.text),
+                clean(&e.detail)
+            ));
+        }
+    }
+    out.blank();
+    out.push(if doc.success {
+        "mtex: success"
+    } else {
+        "mtex: FAILED (a run failed or an expectation did not hold)"
+    });
+    out.into_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digits_are_grouped_by_three() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1_272), "1,272");
+        assert_eq!(thousands(u64::MAX), "18,446,744,073,709,551,615");
+        assert_eq!(signed_thousands(-1240), "-1,240");
+        assert_eq!(signed_thousands(157), "+157");
+        assert_eq!(signed_thousands(0), "0");
+        assert_eq!(thousands_f64(9453.333, 1), "9,453.3");
+        assert_eq!(thousands_f64(-1234567.0, 0), "-1,234,567");
+        assert_eq!(thousands_f64(-0.01, 1), "0.0");
+        assert_eq!(thousands_f64(f64::INFINITY, 1), "inf");
+    }
+
+    #[test]
+    fn long_lines_wrap_at_spaces_and_within_words() {
+        let l = format!("  {}", "word ".repeat(50));
+        let w = wrap(&l, 30);
+        assert!(w.len() > 1);
+        assert!(w.iter().all(|l| l.chars().count() <= 30), "{w:?}");
+        assert!(w[1].starts_with("      word"), "{w:?}");
+        let l = "x".repeat(250);
+        let w = wrap(&l, 100);
+        assert_eq!(w.iter().map(|l| l.trim().len()).sum::<usize>(), 250);
+        assert!(w.iter().all(|l| l.chars().count() <= 100));
+        // All indentation: still progress.
+        let l = " ".repeat(120) + "x";
+        assert!(wrap(&l, 100).iter().all(|l| l.chars().count() <= 100));
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(clean("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
+        assert_eq!(clean("x\u{202e}y"), "x\\u{202e}y");
+        assert!(matches!(clean("plain → text"), Cow::Borrowed(_)));
+    }
+}

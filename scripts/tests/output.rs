@@ -1,0 +1,629 @@
+//! The text report, CSV and `mtex compare`, from saved console logs of real runs
+//! (tests/fixtures/*.log, parsed as `mtex parse` does) and from generated documents.
+//!
+//! The snapshots (tests/snapshots/) are the reviewed outputs: a change to the layout shows up
+//! as a diff there (`INSTA_UPDATE=always cargo test -p mtex --test output`, then read it).
+
+use mtex::compare::{self, Select, Test, Verdict};
+use mtex::perf_text::{self, WIDTH};
+use mtex::results::{Boot, Expectation, PhaseOut, Results, Run, WriteOut};
+use mtex::{csv_out, report};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+/// A saved console log's document, as `mtex parse LOG` reads it.
+fn fixture(name: &str) -> Results {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    Results::single(&report::parse_bytes(&bytes))
+}
+
+/// The kernel scenario, policies entry-tco and tcma1, workloads getpid and futex-hash.
+fn kernel() -> Results {
+    fixture("kernel-getpid-futex.log")
+}
+
+/// Every line of `text` is at most [`WIDTH`] characters.
+fn assert_width(text: &str) {
+    for (i, l) in text.lines().enumerate() {
+        assert!(
+            l.chars().count() <= WIDTH,
+            "line {} is {} wide:\n{l}",
+            i + 1,
+            l.chars().count()
+        );
+    }
+}
+
+/// `doc`'s runs repeated `n` times as repeats of `name`, `f` changing each repeat's phases.
+fn repeated(doc: &Results, name: &str, n: u32, f: impl Fn(u32, &mut PhaseOut)) -> Results {
+    let mut runs = Vec::new();
+    for repeat in 0..n {
+        for r in &doc.runs {
+            let mut r = r.clone();
+            r.name = name.to_string();
+            r.repeat = repeat;
+            for p in &mut r.phases {
+                f(repeat, p);
+            }
+            runs.push(r);
+        }
+    }
+    Results::new(Some("repeats.toml".into()), runs, Vec::new())
+}
+
+#[test]
+fn text_of_the_kernel_scenario() {
+    let text = perf_text::render(&kernel());
+    assert_width(&text);
+    // The seed's figure, where a kernel engineer looks for it.
+    assert!(
+        text.contains("             1,272      mem_access_checked_rd:k"),
+        "{text}"
+    );
+    insta::assert_snapshot!("text_kernel", text);
+}
+
+#[test]
+fn text_of_the_controls_walk() {
+    let text = perf_text::render(&fixture("controls.log"));
+    assert_width(&text);
+    insta::assert_snapshot!("text_controls", text);
+}
+
+#[test]
+fn text_of_a_failed_run_with_problems_many_writes_and_expectations() {
+    let mut doc = kernel();
+    let run = &mut doc.runs[0];
+    run.success = false;
+    run.end = "host time limit (30 s) hit; guest at pc 0xffffff8041006be0, EL1".into();
+    run.problems
+        .push("phase futex-hash never ended: counts up to pc 0xffffff8041006be0 (EL1)".into());
+    run.notes
+        .push("line 7: bytes that are not UTF-8 outside a record".into());
+    run.phases[3].partial = true;
+    run.phases[3].end_ts = None;
+    let w = run.writes[2].clone();
+    while run.writes.len() < 45 {
+        let mut w = w.clone();
+        w.seq = 100 + run.writes.len() as u32;
+        w.phase = Some("futex-hash".into());
+        run.writes.push(w);
+    }
+    let expectations = vec![
+        Expectation {
+            text: "futex-hash under tcma1: mem_access_checked_rd:k < 5% of entry-tco's".into(),
+            held: true,
+            detail: "32 < 63.6".into(),
+        },
+        Expectation {
+            text: "getpid under tcma1: tco_writes = 0".into(),
+            held: false,
+            detail: "33".into(),
+        },
+    ];
+    let doc = Results::new(None, doc.runs, expectations);
+    let text = perf_text::render(&doc);
+    assert_width(&text);
+    assert!(text.contains("… 25 more (all in report.json)"), "{text}");
+    assert!(
+        text.contains("PROBLEM: phase futex-hash never ended"),
+        "{text}"
+    );
+    assert!(text.contains("   FAIL  getpid under tcma1"), "{text}");
+    insta::assert_snapshot!("text_failed", text);
+}
+
+#[test]
+fn csv_of_the_kernel_scenario() {
+    let doc = kernel();
+    let csv = csv_out::render(&doc);
+    let rows = parse_csv(&csv);
+    assert_eq!(rows[0].join(","), csv_out::HEADER);
+    let n: usize = doc
+        .runs
+        .iter()
+        .flat_map(|r| &r.phases)
+        .map(|p| p.counters.len())
+        .sum();
+    assert_eq!(rows.len(), n + 1);
+    assert!(csv.contains("run,0,2,futex-hash,entry-tco,futex-hash,mem_access_checked_rd:k,1272\n"));
+    insta::assert_snapshot!("csv_kernel", csv);
+}
+
+#[test]
+fn compare_two_policies_of_one_run() {
+    let doc = kernel();
+    let sel = |p: &str| Select {
+        run: None,
+        policy: Some(p.into()),
+    };
+    let c = compare::compare(&doc, &sel("entry-tco"), &doc, &sel("tcma1"));
+    let text = compare::render_text(&c, false);
+    assert_width(&text);
+    assert!(
+        text.contains(
+            "  futex-hash: 97.5% of the kernel-space tag-checked reads (mem_access_checked_rd:k) \
+             are eliminated\n      (1,272 → 32)\n"
+        ),
+        "{text}"
+    );
+    insta::assert_snapshot!("compare_policies", text);
+    insta::assert_snapshot!("compare_policies_csv", compare::render_csv(&c));
+}
+
+#[test]
+fn compare_of_a_document_with_itself_finds_nothing() {
+    let doc = kernel();
+    let c = compare::compare(&doc, &Select::default(), &doc, &Select::default());
+    let s = c.summary();
+    assert_eq!((s.improvements, s.regressions), (0, 0));
+    assert_eq!(s.results, s.unchanged);
+    assert_eq!(s.results, 4 * 47);
+    let text = compare::render_text(&c, false);
+    assert!(
+        text.contains("188 results: 0 improvements, 0 regressions, 188 unchanged"),
+        "{text}"
+    );
+}
+
+/// Three repeats on each side: the counts identical (QEMU, `-icount`), cycles varying as on
+/// silicon — [10, 12, 11] against [20, 21, 19] in futex-hash.
+fn repeats() -> (Results, Results) {
+    let base = kernel();
+    let a = repeated(&base, "run", 3, |i, p| {
+        p.counters.insert("cycles".into(), [10, 12, 11][i as usize]);
+    });
+    let b = repeated(&base, "run", 3, |i, p| {
+        p.counters.insert("cycles".into(), [20, 21, 19][i as usize]);
+        // A patch that removes one TCO write per phase, exactly.
+        if let Some(v) = p.counters.get_mut("tco_writes") {
+            *v -= 1;
+        }
+        // And noise that is not a change.
+        if let Some(v) = p.counters.get_mut("pmu.instructions:h") {
+            *v += [0, 7, 3][i as usize];
+        }
+    });
+    (a, b)
+}
+
+#[test]
+fn welch_on_a_hand_checked_example() {
+    let a = compare::stats(&[10, 12, 11]).unwrap();
+    let b = compare::stats(&[20, 21, 19]).unwrap();
+    assert_eq!((a.mean, a.sd, b.mean, b.sd), (11.0, 1.0, 20.0, 1.0));
+    let (t, df, p) = compare::welch(&a, &b).unwrap();
+    // t = 9 / sqrt(1/3 + 1/3); df = (2/3)² / ((1/3)²/2 + (1/3)²/2) = 4; for 4 degrees of
+    // freedom the CDF has a closed form, F(t) = 1/2 + 3/8·x·(1 − x²/12)·… (x = t/√(1+t²/4)),
+    // which gives p = 2·(1 − F(t)) = 0.000385068 (checked by numerical integration too).
+    assert!((t - 11.022_703_842_524_3).abs() < 1e-9, "{t}");
+    assert!((df - 4.0).abs() < 1e-9, "{df}");
+    assert!((p - 0.000_385_067_711).abs() < 1e-9, "{p}");
+
+    let (a, b) = repeats();
+    let c = compare::compare(&a, &Select::default(), &b, &Select::default());
+    let futex = &c.phases[1];
+    assert_eq!(futex.phase, "futex-hash");
+    let cycles = futex.rows.iter().find(|r| r.counter == "cycles").unwrap();
+    assert!(matches!(cycles.test, Test::Welch { p, .. } if (p - 0.000_385_067_711).abs() < 1e-9));
+    assert_eq!(cycles.verdict, Verdict::Regression);
+    let tco = futex
+        .rows
+        .iter()
+        .find(|r| r.counter == "tco_writes")
+        .unwrap();
+    assert_eq!(
+        (&tco.test, tco.verdict),
+        (&Test::Exact, Verdict::Improvement)
+    );
+    let hyp = futex
+        .rows
+        .iter()
+        .find(|r| r.counter == "pmu.instructions:h")
+        .unwrap();
+    assert!(
+        matches!(hyp.test, Test::Welch { p, .. } if p > 0.05),
+        "{hyp:?}"
+    );
+    assert_eq!(hyp.verdict, Verdict::Unchanged);
+    let s = c.summary();
+    assert_eq!((s.improvements, s.regressions), (4, 4), "{s:?}");
+    let text = compare::render_text(&c, false);
+    assert_width(&text);
+    assert!(
+        text.contains("192 results: 4 improvements, 4 regressions, 184 unchanged"),
+        "{text}"
+    );
+    insta::assert_snapshot!("compare_repeats", text);
+}
+
+#[test]
+fn phases_on_one_side_only_are_named() {
+    let a = kernel();
+    let mut b = kernel();
+    b.runs[0].phases.truncate(2);
+    b.runs[0].phases[1].counters.insert("cycles".into(), 5);
+    let c = compare::compare(&a, &Select::default(), &b, &Select::default());
+    assert_eq!(c.only_a, ["getpid #2", "futex-hash #2"]);
+    let text = compare::render_text(&c, false);
+    assert_width(&text);
+    assert!(
+        text.contains("Only in A: getpid #2, futex-hash #2"),
+        "{text}"
+    );
+    assert!(text.contains("; 1 counter on one side only"), "{text}");
+}
+
+#[test]
+fn two_runs_of_one_scenario_meet_when_both_are_named() {
+    let (a, b) = repeats();
+    let named = |doc: &Results, name: &str| -> Vec<Run> {
+        let rename = |r: &Run| Run {
+            name: name.into(),
+            ..r.clone()
+        };
+        doc.runs.iter().map(rename).collect()
+    };
+    let mut runs = named(&a, "baseline");
+    runs.extend(named(&b, "patched"));
+    let doc = Results::new(None, runs, Vec::new());
+    let run = |r: &str| Select {
+        run: Some(r.into()),
+        policy: None,
+    };
+    let c = compare::compare(&doc, &run("baseline"), &doc, &run("patched"));
+    assert_eq!(c.phases.len(), 4);
+    assert_eq!(
+        c.summary(),
+        compare::compare(&a, &Select::default(), &b, &Select::default()).summary()
+    );
+    // One side named only: runs meet by name, and these do not.
+    let c = compare::compare(&doc, &run("baseline"), &doc, &Select::default());
+    assert_eq!(c.phases.len(), 4);
+    assert_eq!(c.only_b.len(), 4, "{:?}", c.only_b);
+    assert_eq!(c.summary().improvements + c.summary().regressions, 0);
+}
+
+/// A directory for one test, removed first.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("mtex-output-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn mtex_compare_reads_a_directory_or_a_file_and_refuses_bad_input() {
+    let dir = scratch("cli");
+    let json = serde_json::to_string_pretty(&kernel()).unwrap();
+    std::fs::write(dir.join("report.json"), &json).unwrap();
+    let file = dir.join("b.json");
+    std::fs::write(&file, &json).unwrap();
+    let mtex = env!("CARGO_BIN_EXE_mtex");
+    let out = std::process::Command::new(mtex)
+        .arg("compare")
+        .arg(&dir)
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("0 improvements, 0 regressions"), "{stdout}");
+    let out = std::process::Command::new(mtex)
+        .args([
+            "compare",
+            "--format",
+            "csv",
+            "--a-policy",
+            "entry-tco",
+            "--b-policy",
+            "tcma1",
+        ])
+        .arg(&file)
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.starts_with("run,phase,occurrence,"), "{stdout}");
+
+    std::fs::write(
+        dir.join("bad.json"),
+        r#"{"schema":"mtex-report","version":9}"#,
+    )
+    .unwrap();
+    for bad in [dir.join("missing.json"), dir.join("bad.json")] {
+        let out = std::process::Command::new(mtex)
+            .arg("compare")
+            .arg(&dir)
+            .arg(&bad)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(&*bad.to_string_lossy()), "{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A minimal RFC 4180 reader: records of fields, quotes doubled inside quoted fields.
+fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let mut records = Vec::new();
+    let (mut record, mut field) = (Vec::new(), String::new());
+    let (mut quoted, mut chars) = (false, text.chars().peekable());
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => record.push(std::mem::take(&mut field)),
+            (false, '\n') => {
+                record.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut record));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    assert!(
+        field.is_empty() && record.is_empty() && !quoted,
+        "unterminated record"
+    );
+    records
+}
+
+/// The counter names mtex writes.
+fn standard_names() -> Vec<String> {
+    let mut names: Vec<String> = mtex::results::trace_counters(&Default::default())
+        .into_keys()
+        .collect();
+    for n in [
+        "exits",
+        "step_exits",
+        "trapped_writes",
+        "virtual_irqs",
+        "emulated",
+    ] {
+        names.push(n.into());
+    }
+    for el in ["h", "k", "u"] {
+        names.push(format!("pmu.instructions:{el}"));
+    }
+    names
+}
+
+/// Any string: names as mtex writes them, or anything (control characters, newlines, long).
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z0-9:+._-]{0,12}",
+        "(?s:.){0,40}",
+        "[ a-zA-Z→]{0,250}",
+        "[\\x00-\\x1f\\x7f]{0,4}",
+    ]
+}
+
+fn value() -> impl Strategy<Value = u64> {
+    prop_oneof![Just(0u64), 0..5_000_000u64, any::<u64>()]
+}
+
+fn counters() -> impl Strategy<Value = BTreeMap<String, u64>> {
+    let names = standard_names();
+    let name = prop_oneof![4 => proptest::sample::select(names), 1 => text()];
+    proptest::collection::btree_map(name, value(), 0..60)
+}
+
+fn phase() -> impl Strategy<Value = PhaseOut> {
+    let workload = prop_oneof![
+        Just(None),
+        proptest::sample::select(vec!["getpid", "futex-hash", "memcached"])
+            .prop_map(|w| Some(w.to_string())),
+        text().prop_map(Some),
+    ];
+    (
+        (text(), proptest::option::of(text()), workload),
+        proptest::collection::vec(proptest::option::of(any::<u32>()), 3),
+        (proptest::option::of(text()), any::<bool>(), any::<bool>()),
+        (any::<u64>(), proptest::option::of(any::<u64>()), counters()),
+    )
+        .prop_map(
+            |((name, policy, workload), params, (tcf0, traced, partial), (b, e, counters))| {
+                PhaseOut {
+                    name,
+                    policy,
+                    workload,
+                    iters: params[0],
+                    size: params[1],
+                    tasks: params[2],
+                    tcf0,
+                    traced,
+                    partial,
+                    begin_ts: b,
+                    end_ts: e,
+                    counters,
+                }
+            },
+        )
+}
+
+fn write() -> impl Strategy<Value = WriteOut> {
+    (
+        (any::<u32>(), text(), text(), text()),
+        proptest::collection::vec(text(), 0..4),
+        (
+            text(),
+            any::<u8>(),
+            any::<bool>(),
+            proptest::option::of(text()),
+            any::<u64>(),
+        ),
+    )
+        .prop_map(
+            |((seq, register, old, new), changes, (pc, el, tco, phase, ts))| WriteOut {
+                seq,
+                register,
+                old,
+                new,
+                changes,
+                pc,
+                el,
+                tco,
+                phase,
+                ts,
+            },
+        )
+}
+
+fn boot() -> impl Strategy<Value = Boot> {
+    (
+        text(),
+        text(),
+        text(),
+        prop_oneof![Just(0u64), any::<u64>()],
+        any::<bool>(),
+    )
+        .prop_map(|(path, midr, traps, counter_hz, emulator)| Boot {
+            path,
+            midr,
+            console: "0x9000000".into(),
+            hypervisor: "0x40200000".into(),
+            guest_ram: "0x50000000".into(),
+            traps,
+            counter_hz,
+            emulator,
+        })
+}
+
+fn run() -> impl Strategy<Value = Run> {
+    (
+        (
+            prop_oneof![Just("run".to_string()), text()],
+            any::<u32>(),
+            any::<bool>(),
+            text(),
+        ),
+        proptest::option::of(boot()),
+        proptest::collection::vec(phase(), 0..4),
+        proptest::collection::vec(write(), 0..25),
+        proptest::collection::vec(text(), 0..3),
+        proptest::collection::vec(text(), 0..3),
+        proptest::collection::vec(text(), 0..2),
+    )
+        .prop_map(
+            |((name, repeat, success, end), boot, phases, writes, console, problems, notes)| Run {
+                name,
+                repeat,
+                success,
+                end,
+                boot,
+                phases,
+                writes,
+                console,
+                problems,
+                notes,
+            },
+        )
+}
+
+fn document() -> impl Strategy<Value = Results> {
+    (
+        proptest::collection::vec(run(), 0..3),
+        proptest::collection::vec((text(), any::<bool>(), text()), 0..3),
+        proptest::option::of(text()),
+        text(),
+    )
+        .prop_map(|(runs, exps, scenario, mtex)| {
+            let exps = exps
+                .into_iter()
+                .map(|(text, held, detail)| Expectation { text, held, detail })
+                .collect();
+            let mut doc = Results::new(scenario, runs, exps);
+            doc.mtex = mtex;
+            doc
+        })
+}
+
+/// The checked-access counters, architectural and TCF-elided.
+fn checked(name: &str) -> bool {
+    let base = name.strip_prefix("tcf_elided.").unwrap_or(name);
+    ["rd:k", "wr:k", "rd:u", "wr:u"]
+        .iter()
+        .any(|s| base == format!("mem_access_checked_{s}"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// The text keeps every non-zero checked counter of every phase, in that phase's block,
+    /// with its value; and no line is wider than 100 columns, whatever the document holds.
+    #[test]
+    fn text_loses_no_checked_counter_and_fits_100_columns(doc in document()) {
+        let text = perf_text::render(&doc);
+        assert_width(&text);
+        let blocks: Vec<&str> = text.split("\n Performance counter stats for").skip(1).collect();
+        let phases: Vec<&PhaseOut> = doc.runs.iter().flat_map(|r| &r.phases).collect();
+        prop_assert_eq!(blocks.len(), phases.len());
+        for (block, p) in blocks.iter().zip(phases) {
+            // A block ends at the next run's header or trap log; a console or problem line
+            // can never look like a counter line (it starts otherwise).
+            for (name, &v) in p.counters.iter().filter(|(n, v)| checked(n) && **v != 0) {
+                let want = format!("{}      {name}", perf_text::thousands(v));
+                prop_assert!(
+                    block.lines().any(|l| {
+                        let l = l.trim_start();
+                        l.strip_prefix(&want).is_some_and(|r| r.is_empty() || r.starts_with(' '))
+                    }),
+                    "{} = {} missing from:\n{}", name, v, block
+                );
+            }
+        }
+    }
+
+    /// CSV gives back every counter of every phase, quoted as RFC 4180 has it.
+    #[test]
+    fn csv_round_trips(doc in document()) {
+        let rows = parse_csv(&csv_out::render(&doc));
+        let mut want = Vec::new();
+        for r in &doc.runs {
+            for (i, p) in r.phases.iter().enumerate() {
+                for (c, v) in &p.counters {
+                    want.push(vec![
+                        r.name.clone(),
+                        r.repeat.to_string(),
+                        (i + 1).to_string(),
+                        p.name.clone(),
+                        p.policy.clone().unwrap_or_default(),
+                        p.workload.clone().unwrap_or_default(),
+                        c.clone(),
+                        v.to_string(),
+                    ]);
+                }
+            }
+        }
+        prop_assert_eq!(&rows[1..], &want[..]);
+    }
+
+    /// A document compared with itself: nothing changed, and the text fits 100 columns.
+    #[test]
+    fn compare_with_itself_finds_no_change(doc in document()) {
+        let c = compare::compare(&doc, &Select::default(), &doc, &Select::default());
+        let s = c.summary();
+        prop_assert_eq!((s.improvements, s.regressions, s.one_sided), (0, 0, 0));
+        let text = compare::render_text(&c, true);
+        assert_width(&text);
+        let want = "0 improvements, 0 regressions";
+        prop_assert!(text.contains(want), "{}", text);
+        let _ = compare::render_csv(&c);
+    }
+
+    /// Any two documents compare without a panic, within 100 columns.
+    #[test]
+    fn compare_of_any_two_documents_fits(a in document(), b in document()) {
+        let c = compare::compare(&a, &Select::default(), &b, &Select::default());
+        assert_width(&compare::render_text(&c, true));
+        let _ = compare::render_csv(&c);
+    }
+}
