@@ -1,1 +1,344 @@
-//! SVG plots — being written.
+//! SVG plots of a results document (plotters, SVG backend):
+//!
+//! - `checked-<run>-<workload>.svg`: tag-checked accesses per policy, grouped by EL and
+//!   direction (rd:k, wr:k, rd:u, wr:u), the architectural view (AmpereOne-like: what perf's
+//!   MEM_ACCESS_CHECKED events count) beside the TCF-elided one (Arm cores, QEMU);
+//! - `timeline-<run>.svg`: the run's phases along the counter's time, each trapped write of
+//!   SCTLR_EL1 / TCR_EL1 as a tick in its register's lane (red where the guest's PSTATE.TCO
+//!   was set), and below, each phase's TCO changes as a bar across the phase.
+
+use crate::results::{PhaseOut, Results, Run};
+use anyhow::{Result, anyhow};
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::path::{Path, PathBuf};
+
+const EL_DIR: [&str; 4] = ["rd:k", "wr:k", "rd:u", "wr:u"];
+/// One colour per EL and direction; the TCF-elided bar is the same colour, lighter.
+const COLOURS: [RGBColor; 4] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+];
+
+/// A file-name-safe form of a name.
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn err(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow!("drawing a plot: {e}")
+}
+
+/// Writes every plot of `doc` into `dir`; returns the files.
+pub fn write(doc: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for run in doc.runs.iter().filter(|r| r.repeat == 0) {
+        let mut workloads: Vec<&str> = run
+            .phases
+            .iter()
+            .filter_map(|p| p.workload.as_deref())
+            .collect();
+        workloads.dedup();
+        for w in workloads {
+            let phases: Vec<&PhaseOut> = run
+                .phases
+                .iter()
+                .filter(|p| p.workload.as_deref() == Some(w) && p.traced)
+                .collect();
+            if phases.is_empty() {
+                continue;
+            }
+            let f = dir.join(format!("checked-{}-{}.svg", slug(&run.name), slug(w)));
+            checked(
+                &f,
+                &format!("{w}: tag-checked accesses ({})", run.name),
+                &phases,
+            )?;
+            files.push(f);
+        }
+        if !run.phases.is_empty() {
+            let f = dir.join(format!("timeline-{}.svg", slug(&run.name)));
+            timeline(&f, run)?;
+            files.push(f);
+        }
+    }
+    Ok(files)
+}
+
+fn counter(p: &PhaseOut, name: &str) -> u64 {
+    p.counters.get(name).copied().unwrap_or(0)
+}
+
+/// Grouped bars: one group per policy, two bars (architectural, elided) per EL and direction.
+fn checked(path: &Path, title: &str, phases: &[&PhaseOut]) -> Result<()> {
+    let area = SVGBackend::new(path, (1000, 480)).into_drawing_area();
+    area.fill(&WHITE).map_err(err)?;
+    let top = phases
+        .iter()
+        .flat_map(|p| EL_DIR.map(|d| counter(p, &format!("mem_access_checked_{d}"))))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let n = phases.len();
+    let mut chart = ChartBuilder::on(&area)
+        .caption(title, ("sans-serif", 20))
+        .margin(10)
+        .x_label_area_size(60)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..n as f64, 0f64..top as f64 * 1.1)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .x_desc("policy")
+        .y_desc("checked accesses")
+        .draw()
+        .map_err(err)?;
+    // The policies under their groups, placed by hand: a numeric axis would label numbers.
+    for (i, p) in phases.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
+        let style =
+            TextStyle::from(("sans-serif", 12).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+        area.draw(&Text::new(
+            p.policy.clone().unwrap_or_default(),
+            (x, y + 6),
+            style,
+        ))
+        .map_err(err)?;
+    }
+    // 8 bars in the middle 80% of each unit-wide group.
+    let w = 0.8 / 8.0;
+    for (k, d) in EL_DIR.iter().enumerate() {
+        for (view, prefix, mix) in [(0, "", 1.0), (1, "tcf_elided.", 0.45)] {
+            let c = COLOURS[k].mix(mix);
+            let series = phases.iter().enumerate().map(move |(i, p)| {
+                let x0 = i as f64 + 0.1 + (2 * k + view) as f64 * w;
+                let v = counter(p, &format!("{prefix}mem_access_checked_{d}")) as f64;
+                Rectangle::new([(x0, 0.0), (x0 + w * 0.9, v)], c.filled())
+            });
+            let name = if view == 0 {
+                format!("{d} architectural")
+            } else {
+                format!("{d} TCF-elided")
+            };
+            chart
+                .draw_series(series)
+                .map_err(err)?
+                .label(name)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    area.present().map_err(err)
+}
+
+/// The run's phases, trapped writes and TCO changes along the counter's time (ms from the
+/// first phase's start).
+fn timeline(path: &Path, run: &Run) -> Result<()> {
+    let hz = run
+        .boot
+        .as_ref()
+        .map_or(1_000_000_000, |b| b.counter_hz.max(1)) as f64;
+    let t0 = run.phases.iter().map(|p| p.begin_ts).min().unwrap_or(0);
+    let ms = |ts: u64| ts.saturating_sub(t0) as f64 * 1000.0 / hz;
+    let end = run
+        .phases
+        .iter()
+        .map(|p| p.end_ts.unwrap_or(p.begin_ts))
+        .chain(run.writes.iter().map(|w| w.ts))
+        .max()
+        .unwrap_or(t0);
+    let span = ms(end).max(1e-3) * 1.02;
+    let area = SVGBackend::new(path, (1000, 520)).into_drawing_area();
+    area.fill(&WHITE).map_err(err)?;
+    let (upper, lower) = area.split_vertically(300);
+
+    // Lanes: 0 phases, 1 SCTLR_EL1, 2 TCR_EL1 (other VM controls under TVM: lane 3).
+    let lane = |reg: &str| match reg {
+        "SCTLR_EL1" => 1.0,
+        "TCR_EL1" => 2.0,
+        _ => 3.0,
+    };
+    let mut chart = ChartBuilder::on(&upper)
+        .caption(
+            format!("{}: phases and trapped writes", run.name),
+            ("sans-serif", 20),
+        )
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(90)
+        .build_cartesian_2d(0f64..span, 0f64..4f64)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .y_labels(0)
+        .x_desc("ms of counter time")
+        .draw()
+        .map_err(err)?;
+    // Lane names beside the axis, placed by hand (the axis is numeric).
+    for (y, name) in [
+        (0.0, "phases"),
+        (1.0, "SCTLR_EL1"),
+        (2.0, "TCR_EL1"),
+        (3.0, "other"),
+    ] {
+        let (px, py) = chart.backend_coord(&(0.0, y));
+        let style = TextStyle::from(("sans-serif", 12).into_font())
+            .pos(Pos::new(HPos::Right, VPos::Center));
+        upper
+            .draw(&Text::new(name, (px - 6, py), style))
+            .map_err(err)?;
+    }
+    chart
+        .draw_series(run.phases.iter().enumerate().map(|(i, p)| {
+            let c = Palette99::pick(i).mix(0.6);
+            let x1 = ms(p.end_ts.unwrap_or(end));
+            Rectangle::new([(ms(p.begin_ts), -0.3), (x1, 0.3)], c.filled())
+        }))
+        .map_err(err)?;
+    chart
+        .draw_series(run.writes.iter().map(|w| {
+            let y = lane(&w.register);
+            let c = if w.tco { RED } else { BLACK };
+            PathElement::new(
+                vec![(ms(w.ts), y - 0.3), (ms(w.ts), y + 0.3)],
+                c.stroke_width(1),
+            )
+        }))
+        .map_err(err)?;
+
+    let top = run
+        .phases
+        .iter()
+        .map(|p| counter(p, "tco_changes"))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let mut lower_chart = ChartBuilder::on(&lower)
+        .caption("TCO changes per phase", ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(90)
+        .build_cartesian_2d(0f64..span, 0f64..top as f64 * 1.1)
+        .map_err(err)?;
+    lower_chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .draw()
+        .map_err(err)?;
+    lower_chart
+        .draw_series(run.phases.iter().enumerate().map(|(i, p)| {
+            let c = Palette99::pick(i).filled();
+            let x1 = ms(p.end_ts.unwrap_or(end));
+            Rectangle::new(
+                [
+                    (ms(p.begin_ts), 0.0),
+                    (x1, counter(p, "tco_changes") as f64),
+                ],
+                c,
+            )
+        }))
+        .map_err(err)?;
+    area.present().map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{PhaseOut, Run, WriteOut};
+    use std::collections::BTreeMap;
+
+    fn phase(policy: &str, rd_k: u64, elided: u64, begin: u64) -> PhaseOut {
+        let mut counters = BTreeMap::new();
+        counters.insert("mem_access_checked_rd:k".to_string(), rd_k);
+        counters.insert("tcf_elided.mem_access_checked_rd:k".to_string(), elided);
+        counters.insert("tco_changes".to_string(), 66);
+        PhaseOut {
+            name: "futex-hash".into(),
+            policy: Some(policy.into()),
+            workload: Some("futex-hash".into()),
+            iters: Some(32),
+            size: None,
+            tasks: None,
+            tcf0: Some("sync".into()),
+            traced: true,
+            partial: false,
+            begin_ts: begin,
+            end_ts: Some(begin + 1_000_000),
+            counters,
+        }
+    }
+
+    #[test]
+    fn plots_are_svg_with_every_policy_and_bar() {
+        let run = Run {
+            name: "matrix".into(),
+            repeat: 0,
+            success: true,
+            end: "guest exited with status 0".into(),
+            boot: None,
+            phases: vec![
+                phase("entry-tco", 1272, 32, 0),
+                phase("tcma1", 32, 0, 2_000_000),
+            ],
+            writes: vec![WriteOut {
+                seq: 3,
+                register: "SCTLR_EL1".into(),
+                old: "0x0".into(),
+                new: "0x1".into(),
+                changes: vec![],
+                pc: "0x41000000".into(),
+                el: 1,
+                tco: true,
+                phase: None,
+                ts: 500_000,
+            }],
+            console: vec![],
+            problems: vec![],
+            notes: vec![],
+        };
+        let doc = Results::new(None, vec![run], vec![]);
+        let dir = std::env::temp_dir().join(format!("mtex-plots-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = write(&doc, &dir).unwrap();
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            ["checked-matrix-futex-hash.svg", "timeline-matrix.svg"]
+        );
+        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
+        assert!(svg.contains("entry-tco") && svg.contains("tcma1"));
+        assert!(svg.contains("rd:k TCF-elided"));
+        // 8 bars per policy (4 EL/direction x 2 views), 2 policies, plus 8 legend swatches.
+        assert!(
+            svg.matches("<rect").count() >= 16,
+            "{}",
+            svg.matches("<rect").count()
+        );
+        let t = std::fs::read_to_string(&files[1]).unwrap();
+        assert!(t.contains("SCTLR_EL1") && t.contains("TCO changes per phase"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -135,7 +135,12 @@ pub fn trace_counters(t: &TraceCounts) -> BTreeMap<String, u64> {
     by_el(&mut c, "", "mem_access_checked", &t.architectural);
     by_el(&mut c, "tcf_elided.", "mem_access_checked", &t.tcf_elided);
     by_el(&mut c, "if_tcma1.", "mem_access_checked", &t.if_tcma1);
-    by_el(&mut c, "if_kernel_tco.", "mem_access_checked", &t.if_kernel_tco);
+    by_el(
+        &mut c,
+        "if_kernel_tco.",
+        "mem_access_checked",
+        &t.if_kernel_tco,
+    );
     by_el(&mut c, "", "mem_access", &t.accesses);
     for (k, v) in [
         ("uaccess_checked_rd", t.uaccess.rd),
@@ -230,9 +235,9 @@ pub fn run(name: &str, repeat: u32, r: &Report) -> Run {
         name: name.to_string(),
         repeat,
         success: r.succeeded(),
-        end: r
-            .summary
-            .map_or("no summary record".to_string(), |s| crate::report::describe_exit(&s.exit)),
+        end: r.summary.map_or("no summary record".to_string(), |s| {
+            crate::report::describe_exit(&s.exit)
+        }),
         boot: r.boot.map(|b| Boot {
             path: mtex_platform::BootPath::from_u32(b.boot_path.into())
                 .map_or("unknown", |p| p.name())
@@ -340,7 +345,14 @@ mod tests {
         // Above 2^53: a JSON number would be rounded by jq.
         assert_eq!(w["pc"], "0xffffff8041007250", "{w}");
         assert_eq!(w["new"], "0xc6030d01805", "{w}");
-        assert!(w["changes"].as_array().unwrap().iter().any(|c| c == "TCF0 NONE→SYNC"), "{w}");
+        assert!(
+            w["changes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c == "TCF0 NONE→SYNC"),
+            "{w}"
+        );
         let back = Results::from_json(&serde_json::to_string(&doc).unwrap()).unwrap();
         assert_eq!(back, doc);
     }
