@@ -11,4 +11,6 @@ pub mod qemu;
 pub mod render;
 pub mod report;
 pub mod results;
+pub mod scenario_file;
+pub mod scenario_run;
 pub mod snippet;

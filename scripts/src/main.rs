@@ -2,7 +2,10 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use mtex::{bench, esp, images, qemu, render, report};
+use mtex::results::Results;
+use mtex::{
+    bench, csv_out, esp, images, perf_text, qemu, render, report, scenario_file, scenario_run,
+};
 use std::fs::File;
 use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
@@ -12,7 +15,9 @@ use std::time::Duration;
 #[derive(Parser)]
 #[command(
     name = "mtex",
-    about = "MTE exerciser: measure what a guest's MTE policy costs"
+    version,
+    about = "MTE exerciser: measure what a guest's MTE policy costs",
+    max_term_width = 100
 )]
 struct Cli {
     #[command(subcommand)]
@@ -21,19 +26,32 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Build the images, boot QEMU, print the report.
+    /// Run a scenario file (default: scripts/scenarios/default.toml, the seeds' matrix), or one
+    /// guest program given by --guest/--opt; print the report and write a results directory.
     Run {
-        /// Guest program: kernel (the scenario: policies x workloads), controls, trace,
-        /// differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace,
-        /// exclusive-loop.
-        #[arg(long, default_value = "kernel")]
-        guest: String,
-        /// More `mtex.<key>=<value>` options (e.g. --opt watchdog_ms=500 --opt traps=tvm).
+        /// A scenario file (TOML, README "Scenario files"): runs, repeats, expectations.
+        scenario: Option<PathBuf>,
+        /// Guest program instead of a scenario: kernel (policies x workloads from --opt),
+        /// controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps,
+        /// bench-trace, exclusive-loop, hostile-*.
+        #[arg(long)]
+        guest: Option<String>,
+        /// More `mtex.<key>=<value>` options for --guest (e.g. --opt policies=entry-tco,tcma1
+        /// --opt workloads=futex-hash:iters=64; keys: policies, workloads, tcf0, hz,
+        /// watchdog_ms, traps, runs, bench_n).
         #[arg(long = "opt", value_name = "KEY=VALUE")]
         opts: Vec<String>,
-        /// Also write the report as JSON to this file (checked for writing before the run).
+        /// Also write report.json (schema mtex-report v1) to this file (checked for writing
+        /// before the run).
         #[arg(long)]
         json: Option<PathBuf>,
+        /// The report's form on stdout: text (perf stat's manner, 100 columns), matrix (the
+        /// wide tables), csv.
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
+        /// Where results directories go (each run makes NAME-N inside).
+        #[arg(long, default_value = "mtex-results")]
+        out: PathBuf,
         /// Host time limit in seconds, at least 1. Default: long enough for the guest's
         /// watchdog to end the run first (30 s + 200 x the budget under -icount, 2 x without);
         /// a run whose guest clock stops, or passes the budget, is ended at once either way.
@@ -78,7 +96,16 @@ enum Cmd {
     /// environment.
     Snippet(mtex::snippet::Args),
     /// Parse a saved console log and print its report.
-    Parse { file: PathBuf },
+    Parse {
+        file: PathBuf,
+        /// Print report.json (schema mtex-report v1) instead of text: a log captured on
+        /// hardware becomes the same document a run writes.
+        #[arg(long)]
+        json: bool,
+        /// The text's form (as for run): text, matrix, csv.
+        #[arg(long, value_enum, default_value = "text", conflicts_with = "json")]
+        format: Format,
+    },
     /// Build the images only.
     Build,
     /// Benchmarks that print figures.
@@ -86,6 +113,13 @@ enum Cmd {
         #[command(subcommand)]
         which: BenchCmd,
     },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Text,
+    Matrix,
+    Csv,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -123,9 +157,12 @@ fn main() -> ExitCode {
 fn real_main() -> Result<ExitCode> {
     match Cli::parse().command {
         Cmd::Run {
+            scenario,
             guest,
             opts,
             json,
+            format,
+            out,
             timeout,
             no_icount,
             raw,
@@ -134,53 +171,100 @@ fn real_main() -> Result<ExitCode> {
             memory,
         } => {
             // Bad input is found here, before anything is built or booted.
-            let line = qemu::cmdline(&guest, &opts)?;
+            let plan = match (scenario, guest.is_some() || !opts.is_empty()) {
+                (Some(_), true) => anyhow::bail!(
+                    "give a scenario file or --guest/--opt, not both (a scenario file says \
+                     everything in its [[run]] tables)"
+                ),
+                (Some(path), false) => scenario_file::load(&path)?,
+                (None, true) => {
+                    let g = guest.unwrap_or_else(|| "kernel".to_string());
+                    scenario_file::ScenarioFile::single(&g, qemu::cmdline(&g, &opts)?)
+                }
+                (None, false) => scenario_file::load(
+                    &images::workspace_root().join("scripts/scenarios/default.toml"),
+                )?,
+            };
             let mut json = json.map(|p| open_json(&p).map(|f| (p, f))).transpose()?;
             let images = images::build()?;
-            let mut cfg = qemu::RunConfig::with_default_limits(line, !no_icount);
-            if let Some(s) = timeout {
-                cfg.timeout = Duration::from_secs(s);
-            }
-            // Kept until the run ends: QEMU reads the ESP from it.
-            let mut _esp_dir = None;
-            if uefi {
-                let dir = qemu::TempDir::new("esp")?;
-                let loader = images::build_loader()?;
-                esp::write(
-                    dir.path(),
-                    &images,
-                    &loader,
-                    &cfg.cmdline,
-                    esp::OnError::Shutdown,
-                )?;
-                cfg = cfg.through_uefi(dir.path(), acpi == OnOff::On);
-                _esp_dir = Some(dir);
-            }
-            if let Some(m) = memory {
-                cfg.memory_mib = m;
-            }
-            let console = qemu::run(&images, &cfg)?;
+            let loader = uefi.then(images::build_loader).transpose()?;
+            let dir = scenario_run::results_dir(&out, &plan.name)?;
+            let configure =
+                |mut cfg: qemu::RunConfig| -> Result<(qemu::RunConfig, scenario_run::Keep)> {
+                    cfg.icount = !no_icount;
+                    if no_icount {
+                        cfg.timeout = qemu::default_timeout(
+                            cfg.watch_budget_ms.unwrap_or(qemu::KERNEL_WATCHDOG_MS),
+                            false,
+                        );
+                    }
+                    if let Some(s) = timeout {
+                        cfg.timeout = Duration::from_secs(s);
+                    }
+                    // Kept until the boot ends: QEMU reads the ESP from it.
+                    let mut keep = None;
+                    if let Some(loader) = &loader {
+                        let esp_dir = qemu::TempDir::new("esp")?;
+                        esp::write(
+                            esp_dir.path(),
+                            &images,
+                            loader,
+                            &cfg.cmdline,
+                            esp::OnError::Shutdown,
+                        )?;
+                        cfg = cfg.through_uefi(esp_dir.path(), acpi == OnOff::On);
+                        keep = Some(esp_dir);
+                    }
+                    if let Some(m) = memory {
+                        cfg.memory_mib = m;
+                    }
+                    Ok((cfg, keep))
+                };
+            let (doc, reports) = scenario_run::run(&plan, &images, &dir, &configure)?;
             if raw {
-                println!("{}", console.text);
+                for spec in &plan.runs {
+                    for k in 0..spec.repeat {
+                        let log = dir.join(format!("{}-{}.log", spec.name, k + 1));
+                        println!("{}", String::from_utf8_lossy(&std::fs::read(&log)?));
+                    }
+                }
             }
-            let r = console.report();
-            print!("{}", render::text(&r));
+            match format {
+                Format::Text => print!("{}", perf_text::render(&doc)),
+                Format::Matrix => reports.iter().for_each(|r| print!("{}", render::text(r))),
+                Format::Csv => print!("{}", csv_out::render(&doc)),
+            }
+            let files = scenario_run::write_outputs(&doc, &dir)?;
             if let Some((path, file)) = &mut json {
-                write_json(file, &serde_json::to_string_pretty(&r)?)
+                write_json(file, &serde_json::to_string_pretty(&doc)?)
                     .with_context(|| format!("writing --json {}", path.display()))?;
             }
-            Ok(if r.succeeded() {
+            eprintln!(
+                "mtex: results in {} ({} files: report.json, report.txt, report.csv, plots, logs)",
+                dir.display(),
+                files.len() + doc.runs.len()
+            );
+            Ok(if doc.success {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
             })
         }
-        Cmd::Parse { file } => {
+        Cmd::Parse { file, json, format } => {
             // Bytes, not text: one byte that is not UTF-8 must not cost the whole log.
             let bytes =
                 std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
             let r = report::parse_bytes(&bytes);
-            print!("{}", render::text(&r));
+            let doc = Results::single(&r);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&doc)?);
+            } else {
+                match format {
+                    Format::Text => print!("{}", perf_text::render(&doc)),
+                    Format::Matrix => print!("{}", render::text(&r)),
+                    Format::Csv => print!("{}", csv_out::render(&doc)),
+                }
+            }
             Ok(if r.succeeded() {
                 ExitCode::SUCCESS
             } else {

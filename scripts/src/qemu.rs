@@ -161,6 +161,8 @@ pub struct Console {
     /// Why the host killed QEMU and where the guest was: a problem of the run.
     pub killed: Option<String>,
     pub wall: Duration,
+    /// QEMU's own stderr (also at the end of `bytes`): its error messages.
+    pub stderr: String,
 }
 
 impl Console {
@@ -168,6 +170,16 @@ impl Console {
     pub fn report(&self) -> Report {
         let mut r = report::parse_bytes(&self.bytes);
         r.problems.extend(self.killed.clone());
+        // A run that did not finish: what QEMU itself said is often why (a bad -drive, a
+        // missing firmware file, a machine option this QEMU lacks).
+        if r.summary.is_none() && self.killed.is_none() {
+            let said = self.stderr.trim();
+            r.problems.push(match (self.status, said.is_empty()) {
+                (Some(s), true) => format!("QEMU exited with status {s}"),
+                (Some(s), false) => format!("QEMU exited with status {s}: {said}"),
+                (None, _) => format!("QEMU ended by a signal: {said}"),
+            });
+        }
         r
     }
 }
@@ -558,6 +570,7 @@ fn run_with_qmp(images: &Images, cfg: &RunConfig, qmp_path: &Path) -> Result<Con
     drop(qmp);
     let out = reader.join().unwrap_or_default();
     let err = err_reader.join().unwrap_or_default();
+    let stderr = String::from_utf8_lossy(&err).into_owned();
     let mut bytes = out;
     bytes.extend_from_slice(&err);
     Ok(Console {
@@ -567,6 +580,7 @@ fn run_with_qmp(images: &Images, cfg: &RunConfig, qmp_path: &Path) -> Result<Con
         timed_out: killed.is_some(),
         killed,
         wall: start.elapsed(),
+        stderr,
     })
 }
 

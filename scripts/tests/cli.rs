@@ -235,3 +235,39 @@ fn an_esp_with_bad_options_is_refused_before_anything_is_written() {
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert!(o.stderr.contains("--uefi"), "{}", o.stderr);
 }
+
+#[test]
+fn a_bad_scenario_file_is_refused_naming_file_line_and_field() {
+    let d = scratch("scenario");
+    let f = d.join("bad.toml");
+    std::fs::write(
+        &f,
+        "version = 1\n[[run]]\npolicies = [\"entry-tco\"]\nworkloads = [\"getpid:iters=0\"]\n",
+    )
+    .unwrap();
+    let file = f.to_str().unwrap();
+    refused(
+        &["run", file],
+        &[
+            &format!("{file}:4: run[0].workloads"),
+            "between 1 and 100000",
+        ],
+    );
+    std::fs::write(&f, "version = 1\n[[run]]\nrepeats = 2\n").unwrap();
+    refused(
+        &["run", file],
+        &[&format!("{file}:3"), "unknown field `repeats`"],
+    );
+    // A scenario and --opt together: which one would win is not guessed.
+    refused(&["run", file, "--opt", "hz=100"], &["not both"]);
+}
+
+#[test]
+fn version_is_printed() {
+    let o = mtex(&["--version"]);
+    assert_eq!(o.code, Some(0));
+    assert_eq!(
+        o.stdout.trim(),
+        format!("mtex {}", env!("CARGO_PKG_VERSION"))
+    );
+}

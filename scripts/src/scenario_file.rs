@@ -1,0 +1,643 @@
+//! Scenario files: a set of runs described once, in TOML, with expectations that decide the
+//! exit status. Schema version 1 (documented in the README, "Scenario files"):
+//!
+//! ```toml
+//! version = 1                      # required
+//! name = "quick"                   # default: the file's stem
+//! description = "…"
+//!
+//! [[run]]                          # one boot of the guest kernel per repeat
+//! name = "matrix"                  # unique; default run-1, run-2, …
+//! policies = ["entry-tco", "tcma1"]             # default: the seeds' eight
+//! workloads = ["getpid", "futex-hash:iters=64"] # default: the seeds' seven
+//! tcf0 = "sync"                    # user tasks' mode: none, sync, async, asymm
+//! hz = 250                         # the kernel's tick, 0 to 100000
+//! repeat = 1                       # 1 to 100
+//! backend = "trace"                # trace (exact); pmu: not available yet
+//! breakpoint_runs = false          # mtex.runs=1
+//! watchdog_ms = 600000
+//!
+//! [[expect]]                       # judged after all runs; a failure exits 1
+//! counter = "mem_access_checked_rd:k"
+//! workload = "futex-hash"          # the phase: this workload …
+//! from = "entry-tco"               # … under this policy …
+//! to = "tcma1"                     # … against this one
+//! run = "matrix"                   # default: the first run (from_run / to_run to differ)
+//! drop_at_least = 90               # percent; or rise_at_most = P, or equal = true
+//! ```
+//!
+//! Every run is checked with the parsers the guest uses, before anything is built or booted;
+//! an error names the file, the line and the field.
+
+use mtex_abi::scenario::{Policy, Scenario};
+use serde::Deserialize;
+use std::ops::Range;
+use std::path::Path;
+use toml::Spanned;
+
+pub const VERSION: u32 = 1;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRaw {
+    version: Spanned<u32>,
+    name: Option<String>,
+    #[allow(dead_code, reason = "documentation for the reader of the file")]
+    description: Option<String>,
+    #[serde(default)]
+    run: Vec<Spanned<RunRaw>>,
+    #[serde(default)]
+    expect: Vec<Spanned<ExpectRaw>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunRaw {
+    name: Option<Spanned<String>>,
+    policies: Option<Vec<Spanned<String>>>,
+    workloads: Option<Vec<Spanned<String>>>,
+    tcf0: Option<Spanned<String>>,
+    hz: Option<Spanned<u32>>,
+    repeat: Option<Spanned<u32>>,
+    backend: Option<Spanned<String>>,
+    breakpoint_runs: Option<bool>,
+    watchdog_ms: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExpectRaw {
+    counter: Spanned<String>,
+    workload: Spanned<String>,
+    from: Spanned<String>,
+    to: Spanned<String>,
+    run: Option<Spanned<String>>,
+    from_run: Option<Spanned<String>>,
+    to_run: Option<Spanned<String>>,
+    drop_at_least: Option<Spanned<f64>>,
+    rise_at_most: Option<Spanned<f64>>,
+    equal: Option<Spanned<bool>>,
+}
+
+/// A checked scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScenarioFile {
+    pub name: String,
+    pub runs: Vec<RunSpec>,
+    pub expectations: Vec<Expect>,
+}
+
+/// One run: the guest's command line and how many times to boot it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunSpec {
+    pub name: String,
+    /// `mtex.*` options for the kernel guest.
+    pub cmdline: String,
+    pub repeat: u32,
+    /// The phases it will report: (workload, policy) in CLI spellings.
+    pub phases: Vec<(String, String)>,
+}
+
+/// How an expectation judges `to` against `from`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Rule {
+    /// `to` at least this many percent below `from`.
+    DropAtLeast(f64),
+    /// `to` at most this many percent above `from`.
+    RiseAtMost(f64),
+    Equal,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expect {
+    pub counter: String,
+    pub workload: String,
+    pub from: (String, String),
+    pub to: (String, String),
+    pub rule: Rule,
+}
+
+impl Expect {
+    /// The expectation in words.
+    pub fn text(&self) -> String {
+        let rule = match self.rule {
+            Rule::DropAtLeast(p) => format!("drops by at least {p}%"),
+            Rule::RiseAtMost(p) => format!("rises by at most {p}%"),
+            Rule::Equal => "stays equal".to_string(),
+        };
+        format!(
+            "{} of {} {rule} from {}/{} to {}/{}",
+            self.counter, self.workload, self.from.0, self.from.1, self.to.0, self.to.1
+        )
+    }
+
+    /// Judges the rule on the two values; returns whether it held and the values in words.
+    pub fn judge(&self, from: f64, to: f64) -> (bool, String) {
+        let change = if from == 0.0 {
+            if to == 0.0 { 0.0 } else { f64::INFINITY }
+        } else {
+            (to - from) / from * 100.0
+        };
+        let held = match self.rule {
+            Rule::DropAtLeast(p) => change <= -p,
+            Rule::RiseAtMost(p) => change <= p,
+            Rule::Equal => to == from,
+        };
+        (held, format!("{from} → {to} ({change:+.1}%)"))
+    }
+}
+
+/// An error in a scenario file, with where it is.
+#[derive(Debug)]
+pub struct ScenarioError(pub String);
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// 1-based line of byte offset `at` in `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text[..at.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn at(
+        &self,
+        span: Range<usize>,
+        field: &str,
+        problem: impl std::fmt::Display,
+    ) -> ScenarioError {
+        ScenarioError(format!(
+            "{}:{}: {field}: {problem}",
+            self.file,
+            line_of(self.text, span.start)
+        ))
+    }
+}
+
+const BACKENDS: &str = "trace (pmu needs the PMU backend, not built yet)";
+
+impl ScenarioFile {
+    /// A one-run scenario of a guest command line (`mtex run --guest … --opt …`).
+    pub fn single(name: &str, cmdline: String) -> Self {
+        let phases = Scenario::parse(&cmdline)
+            .map(|s| {
+                s.runs()
+                    .map(|p| {
+                        (
+                            p.workload.name().to_string(),
+                            p.policy.name().as_str().to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        ScenarioFile {
+            name: name.to_string(),
+            runs: vec![RunSpec {
+                name: "run".to_string(),
+                cmdline,
+                repeat: 1,
+                phases,
+            }],
+            expectations: Vec::new(),
+        }
+    }
+}
+
+/// Reads and checks a scenario file.
+pub fn load(path: &Path) -> Result<ScenarioFile, ScenarioError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ScenarioError(format!("{}: cannot read: {e}", path.display())))?;
+    let stem = path
+        .file_stem()
+        .map_or("scenario".to_string(), |s| s.to_string_lossy().into_owned());
+    parse(&path.display().to_string(), &stem, &text)
+}
+
+/// Checks a scenario given as text (`file` names it in errors, `stem` is its default name).
+pub fn parse(file: &str, stem: &str, text: &str) -> Result<ScenarioFile, ScenarioError> {
+    let cx = Ctx { file, text };
+    let raw: FileRaw = toml::from_str(text).map_err(|e| {
+        let line = e.span().map_or(0, |s| line_of(text, s.start));
+        ScenarioError(format!("{file}:{line}: {}", e.message()))
+    })?;
+    if *raw.version.get_ref() != VERSION {
+        return Err(cx.at(
+            raw.version.span(),
+            "version",
+            format!(
+                "this mtex reads version {VERSION} (given {})",
+                raw.version.get_ref()
+            ),
+        ));
+    }
+    if raw.run.is_empty() {
+        return Err(ScenarioError(format!(
+            "{file}: no [[run]]: a scenario needs at least one"
+        )));
+    }
+    let mut runs = Vec::new();
+    for (i, r) in raw.run.iter().enumerate() {
+        runs.push(run_spec(&cx, i, r)?);
+    }
+    let mut expectations = Vec::new();
+    for (i, e) in raw.expect.iter().enumerate() {
+        expectations.push(expect(&cx, i, e, &runs)?);
+    }
+    Ok(ScenarioFile {
+        name: raw.name.unwrap_or_else(|| stem.to_string()),
+        runs,
+        expectations,
+    })
+}
+
+fn run_spec(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<RunSpec, ScenarioError> {
+    let at = |field: &str| format!("run[{i}].{field}");
+    let raw = r.get_ref();
+    let name = raw
+        .name
+        .as_ref()
+        .map_or(format!("run-{}", i + 1), |n| n.get_ref().clone());
+    let mut cmdline = vec!["mtex.guest=kernel".to_string()];
+    if let Some(ps) = &raw.policies {
+        if ps.is_empty() {
+            return Err(cx.at(
+                r.span(),
+                &at("policies"),
+                "an empty list: name at least one",
+            ));
+        }
+        for p in ps {
+            Policy::parse(p.get_ref())
+                .map_err(|e| cx.at(p.span(), &at("policies"), format!("{:?}: {e}", p.get_ref())))?;
+        }
+        let list: Vec<&str> = ps.iter().map(|p| p.get_ref().as_str()).collect();
+        cmdline.push(format!("mtex.policies={}", list.join(",")));
+    }
+    if let Some(ws) = &raw.workloads {
+        if ws.is_empty() {
+            return Err(cx.at(
+                r.span(),
+                &at("workloads"),
+                "an empty list: name at least one",
+            ));
+        }
+        for w in ws {
+            if w.get_ref().contains([',', ' ']) {
+                return Err(cx.at(w.span(), &at("workloads"), "one workload per string"));
+            }
+            Scenario::parse(&format!("mtex.workloads={}", w.get_ref())).map_err(|e| {
+                cx.at(
+                    w.span(),
+                    &at("workloads"),
+                    format!("{:?}: {}", w.get_ref(), e.problem),
+                )
+            })?;
+        }
+        let list: Vec<&str> = ws.iter().map(|w| w.get_ref().as_str()).collect();
+        cmdline.push(format!("mtex.workloads={}", list.join(",")));
+    }
+    if let Some(t) = &raw.tcf0 {
+        Scenario::parse(&format!("mtex.tcf0={}", t.get_ref())).map_err(|e| {
+            cx.at(
+                t.span(),
+                &at("tcf0"),
+                format!("{:?}: {}", t.get_ref(), e.problem),
+            )
+        })?;
+        cmdline.push(format!("mtex.tcf0={}", t.get_ref()));
+    }
+    if let Some(h) = &raw.hz {
+        Scenario::parse(&format!("mtex.hz={}", h.get_ref())).map_err(|e| {
+            cx.at(
+                h.span(),
+                &at("hz"),
+                format!("{}: {}", h.get_ref(), e.problem),
+            )
+        })?;
+        cmdline.push(format!("mtex.hz={}", h.get_ref()));
+    }
+    let repeat = match &raw.repeat {
+        Some(n) if !(1..=100).contains(n.get_ref()) => {
+            return Err(cx.at(
+                n.span(),
+                &at("repeat"),
+                format!("{}: expected 1 to 100", n.get_ref()),
+            ));
+        }
+        Some(n) => *n.get_ref(),
+        None => 1,
+    };
+    if let Some(b) = raw.backend.as_ref().filter(|b| b.get_ref() != "trace") {
+        return Err(cx.at(
+            b.span(),
+            &at("backend"),
+            format!("{:?}: expected {BACKENDS}", b.get_ref()),
+        ));
+    }
+    if raw.breakpoint_runs == Some(true) {
+        cmdline.push("mtex.runs=1".to_string());
+    }
+    let watchdog = raw.watchdog_ms.as_ref().map_or(600_000, |w| *w.get_ref());
+    if !(1..=3_600_000).contains(&watchdog) {
+        let span = raw.watchdog_ms.as_ref().map_or(r.span(), |w| w.span());
+        return Err(cx.at(
+            span,
+            &at("watchdog_ms"),
+            format!("{watchdog}: expected 1 to 3600000"),
+        ));
+    }
+    cmdline.push(format!("mtex.watchdog_ms={watchdog}"));
+    let cmdline = cmdline.join(" ");
+    // The whole line through the guest's own parser: what it accepts is what boots.
+    let scenario = Scenario::parse(&cmdline).map_err(|e| cx.at(r.span(), &at(e.key), e.problem))?;
+    let phases = scenario
+        .runs()
+        .map(|p| {
+            (
+                p.workload.name().to_string(),
+                p.policy.name().as_str().to_string(),
+            )
+        })
+        .collect();
+    Ok(RunSpec {
+        name,
+        cmdline,
+        repeat,
+        phases,
+    })
+}
+
+fn expect(
+    cx: &Ctx<'_>,
+    i: usize,
+    e: &Spanned<ExpectRaw>,
+    runs: &[RunSpec],
+) -> Result<Expect, ScenarioError> {
+    let at = |field: &str| format!("expect[{i}].{field}");
+    let raw = e.get_ref();
+    let default_run = raw.run.as_ref();
+    let pick = |which: &Option<Spanned<String>>, field: &str| -> Result<String, ScenarioError> {
+        match which.as_ref().or(default_run) {
+            Some(n) => runs
+                .iter()
+                .find(|r| r.name == *n.get_ref())
+                .map(|r| r.name.clone())
+                .ok_or_else(|| {
+                    cx.at(
+                        n.span(),
+                        &at(field),
+                        format!("no run named {:?}", n.get_ref()),
+                    )
+                }),
+            None => Ok(runs[0].name.clone()),
+        }
+    };
+    let from_run = pick(&raw.from_run, "from_run")?;
+    let to_run = pick(&raw.to_run, "to_run")?;
+    let workload = raw.workload.get_ref().clone();
+    for (run, policy) in [(&from_run, &raw.from), (&to_run, &raw.to)] {
+        let spec = runs.iter().find(|r| r.name == *run).expect("picked above");
+        if !spec
+            .phases
+            .iter()
+            .any(|(w, p)| *w == workload && p == policy.get_ref())
+        {
+            let field = if std::ptr::eq(policy, &raw.from) {
+                "from"
+            } else {
+                "to"
+            };
+            return Err(cx.at(
+                policy.span(),
+                &at(field),
+                format!(
+                    "run {run:?} has no phase of {workload} under {:?}",
+                    policy.get_ref()
+                ),
+            ));
+        }
+    }
+    let counter = raw.counter.get_ref().clone();
+    if !KNOWN_COUNTER_PREFIXES
+        .iter()
+        .any(|p| counter.starts_with(p))
+    {
+        return Err(cx.at(
+            raw.counter.span(),
+            &at("counter"),
+            format!(
+                "{counter:?}: not a counter name of report.json (e.g. mem_access_checked_rd:k)"
+            ),
+        ));
+    }
+    let rules: Vec<Rule> = [
+        raw.drop_at_least
+            .as_ref()
+            .map(|p| (p, Rule::DropAtLeast(*p.get_ref()))),
+        raw.rise_at_most
+            .as_ref()
+            .map(|p| (p, Rule::RiseAtMost(*p.get_ref()))),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|(p, r)| {
+        if (0.0..=100_000.0).contains(p.get_ref()) {
+            Ok(r)
+        } else {
+            Err(cx.at(
+                p.span(),
+                &at("percent"),
+                format!("{}: expected 0 to 100000", p.get_ref()),
+            ))
+        }
+    })
+    .chain(
+        raw.equal
+            .as_ref()
+            .filter(|b| *b.get_ref())
+            .map(|_| Ok(Rule::Equal)),
+    )
+    .collect::<Result<_, _>>()?;
+    let rule = match rules.as_slice() {
+        [r] => *r,
+        _ => {
+            return Err(cx.at(
+                e.span(),
+                &at("rule"),
+                "exactly one of drop_at_least, rise_at_most, equal = true",
+            ));
+        }
+    };
+    Ok(Expect {
+        counter,
+        workload,
+        from: (from_run, raw.from.get_ref().clone()),
+        to: (to_run, raw.to.get_ref().clone()),
+        rule,
+    })
+}
+
+/// Counter names start with one of these (see `results::counters`).
+const KNOWN_COUNTER_PREFIXES: &[&str] = &[
+    "mem_access",
+    "tcf_elided.",
+    "if_tcma1.",
+    "if_kernel_tco.",
+    "uaccess_checked",
+    "instructions:",
+    "pmu.",
+    "kernel_entries.",
+    "tco_",
+    "tag_",
+    "granules_tagged",
+    "tfsr_reads",
+    "dsb",
+    "dmb",
+    "isb",
+    "failed_store_exclusives",
+    "exits",
+    "step_exits",
+    "trapped_writes",
+    "virtual_irqs",
+    "emulated",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+version = 1
+name = "t"
+
+[[run]]
+name = "a"
+policies = ["entry-tco", "tcma1"]
+workloads = ["getpid", "futex-hash:iters=8"]
+repeat = 2
+
+[[expect]]
+counter = "mem_access_checked_rd:k"
+workload = "futex-hash"
+from = "entry-tco"
+to = "tcma1"
+drop_at_least = 90
+"#;
+
+    fn err(text: &str) -> String {
+        parse("s.toml", "s", text).unwrap_err().0
+    }
+
+    #[test]
+    fn a_good_file_becomes_runs_and_expectations() {
+        let s = parse("s.toml", "s", GOOD).unwrap();
+        assert_eq!(s.name, "t");
+        assert_eq!(s.runs.len(), 1);
+        let r = &s.runs[0];
+        assert_eq!(r.repeat, 2);
+        assert!(
+            r.cmdline.contains("mtex.policies=entry-tco,tcma1"),
+            "{}",
+            r.cmdline
+        );
+        assert!(
+            r.cmdline
+                .contains("mtex.workloads=getpid,futex-hash:iters=8")
+        );
+        assert_eq!(r.phases.len(), 4);
+        assert_eq!(s.expectations[0].rule, Rule::DropAtLeast(90.0));
+        let (held, _) = s.expectations[0].judge(1272.0, 32.0);
+        assert!(held);
+        let (held, detail) = s.expectations[0].judge(100.0, 20.0);
+        assert!(!held, "{detail}");
+    }
+
+    #[test]
+    fn every_error_names_file_line_and_field() {
+        let cases: &[(&str, &str)] = &[
+            // unknown key
+            ("version = 1\n[[run]]\npolices = [\"tcma1\"]\n", "s.toml:3"),
+            // wrong type
+            ("version = 1\n[[run]]\nhz = \"fast\"\n", "s.toml:3"),
+            // unknown policy
+            (
+                "version = 1\n[[run]]\npolicies = [\"kasan\"]\n",
+                "s.toml:3: run[0].policies: \"kasan\"",
+            ),
+            // unknown workload
+            (
+                "version = 1\n[[run]]\nworkloads = [\"getpids\"]\n",
+                "s.toml:3: run[0].workloads",
+            ),
+            // out of range, with the range
+            (
+                "version = 1\n[[run]]\nworkloads = [\"getpid:iters=0\"]\n",
+                "between 1 and 100000",
+            ),
+            (
+                "version = 1\n[[run]]\nhz = 200000\n",
+                "s.toml:3: run[0].hz: 200000: expected a tick rate from 0",
+            ),
+            (
+                "version = 1\n[[run]]\nrepeat = 0\n",
+                "s.toml:3: run[0].repeat: 0: expected 1 to 100",
+            ),
+            // impossible combination
+            (
+                "version = 1\n[[run]]\npolicies = [\"entry-tco+uaccess-tco\"]\n",
+                "exclude each other",
+            ),
+            (
+                "version = 1\n[[run]]\nbackend = \"pmu\"\n",
+                "s.toml:3: run[0].backend",
+            ),
+            // version
+            (
+                "version = 2\n[[run]]\n",
+                "s.toml:1: version: this mtex reads version 1",
+            ),
+            ("[[run]]\n", "missing field `version`"),
+            ("version = 1\n", "no [[run]]"),
+        ];
+        for (text, want) in cases {
+            let e = err(text);
+            assert!(e.contains(want), "{text:?}: {e:?} lacks {want:?}");
+        }
+    }
+
+    #[test]
+    fn expectations_must_name_what_the_runs_have() {
+        let bad_policy = GOOD.replace("to = \"tcma1\"", "to = \"kasan-sync\"");
+        let e = err(&bad_policy);
+        assert!(e.contains("expect[0].to") && e.contains("s.toml:15"), "{e}");
+        let bad_run = GOOD.replace("drop_at_least = 90", "drop_at_least = 90\nrun = \"b\"");
+        assert!(err(&bad_run).contains("no run named \"b\""));
+        let two_rules = GOOD.replace("drop_at_least = 90", "drop_at_least = 90\nequal = true");
+        assert!(err(&two_rules).contains("exactly one of"));
+        let bad_counter = GOOD.replace("mem_access_checked_rd:k", "checked_reads");
+        assert!(err(&bad_counter).contains("expect[0].counter"));
+    }
+
+    #[test]
+    fn the_shipped_scenarios_are_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        for f in ["default.toml", "quick.toml"] {
+            load(&dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Running a scenario file: every run and repeat booted in turn (a failed run is reported and
+//! the rest go on), progress on a terminal, the expectations judged, and a results directory:
+//!
+//! ```text
+//! DIR/report.json     every run (schema mtex-report v1, results.rs)
+//! DIR/report.txt      the text report
+//! DIR/report.csv      one row per counter
+//! DIR/*.svg           the plots
+//! DIR/<run>-<k>.log   each boot's raw serial console (for `mtex parse`)
+//! ```
+
+use crate::images::Images;
+use crate::qemu::{self, RunConfig};
+use crate::report::Report;
+use crate::results::{self, Expectation, Results};
+use crate::scenario_file::{Expect, ScenarioFile};
+use anyhow::{Context, Result};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// A fresh directory under `base` named after the scenario: `base/NAME-1`, `-2`, …
+pub fn results_dir(base: &Path, name: &str) -> Result<PathBuf> {
+    std::fs::create_dir_all(base).with_context(|| format!("creating {}", base.display()))?;
+    for n in 1.. {
+        let d = base.join(format!("{name}-{n}"));
+        match std::fs::create_dir(&d) {
+            Ok(()) => return Ok(d),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", d.display())),
+        }
+    }
+    unreachable!("an unbounded range")
+}
+
+/// What `configure` may keep alive for the length of one boot (the ESP of a UEFI run).
+pub type Keep = Option<qemu::TempDir>;
+
+/// Boots every run of `s` (each repeat) with `configure` applied to its QEMU settings, writes
+/// the logs into `dir`, and returns the judged results and each boot's parsed report.
+pub fn run(
+    s: &ScenarioFile,
+    images: &Images,
+    dir: &Path,
+    configure: &dyn Fn(RunConfig) -> Result<(RunConfig, Keep)>,
+) -> Result<(Results, Vec<Report>)> {
+    let total: u32 = s.runs.iter().map(|r| r.repeat).sum();
+    let show = std::io::stderr().is_terminal();
+    let start = Instant::now();
+    let mut done = 0u32;
+    let mut out = Vec::new();
+    let mut reports = Vec::new();
+    for spec in &s.runs {
+        for k in 0..spec.repeat {
+            if show {
+                let elapsed = start.elapsed().as_secs_f64();
+                let left = if done == 0 {
+                    String::new()
+                } else {
+                    format!(
+                        ", about {:.0} s left",
+                        elapsed / f64::from(done) * f64::from(total - done)
+                    )
+                };
+                eprint!(
+                    "\rmtex: run {}/{total} {} ({}/{}): {elapsed:.0} s{left}   ",
+                    done + 1,
+                    spec.name,
+                    k + 1,
+                    spec.repeat
+                );
+                let _ = std::io::stderr().flush();
+            }
+            let (cfg, _keep) =
+                configure(RunConfig::with_default_limits(spec.cmdline.clone(), true))?;
+            let console = qemu::run(images, &cfg)?;
+            let log = dir.join(format!("{}-{}.log", spec.name, k + 1));
+            std::fs::write(&log, &console.bytes)
+                .with_context(|| format!("writing {}", log.display()))?;
+            let report = console.report();
+            out.push(results::run(&spec.name, k, &report));
+            reports.push(report);
+            done += 1;
+        }
+    }
+    if show {
+        eprintln!(
+            "\rmtex: {total} runs in {:.1} s{:30}",
+            start.elapsed().as_secs_f64(),
+            ""
+        );
+    }
+    let judged = s.expectations.iter().map(|e| judge(e, &out)).collect();
+    Ok((Results::new(Some(s.name.clone()), out, judged), reports))
+}
+
+/// The mean of `counter` in the phase of (`workload`, `policy`) over the repeats of `run`.
+fn value(
+    runs: &[results::Run],
+    run: &str,
+    workload: &str,
+    policy: &str,
+    counter: &str,
+) -> Option<f64> {
+    let v: Vec<u64> = runs
+        .iter()
+        .filter(|r| r.name == run)
+        .filter_map(|r| {
+            r.phases
+                .iter()
+                .find(|p| {
+                    p.workload.as_deref() == Some(workload) && p.policy.as_deref() == Some(policy)
+                })
+                .and_then(|p| p.counters.get(counter).copied())
+        })
+        .collect();
+    (!v.is_empty()).then(|| v.iter().sum::<u64>() as f64 / v.len() as f64)
+}
+
+/// Judges one expectation on the runs' results.
+pub fn judge(e: &Expect, runs: &[results::Run]) -> Expectation {
+    let from = value(runs, &e.from.0, &e.workload, &e.from.1, &e.counter);
+    let to = value(runs, &e.to.0, &e.workload, &e.to.1, &e.counter);
+    let (held, detail) = match (from, to) {
+        (Some(a), Some(b)) => e.judge(a, b),
+        _ => (
+            false,
+            "no such counter in the results (did the run fail?)".to_string(),
+        ),
+    };
+    Expectation {
+        text: e.text(),
+        held,
+        detail,
+    }
+}
+
+/// Writes the document and its renderings into `dir`; returns the files written.
+pub fn write_outputs(doc: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut put = |name: &str, text: String| -> Result<()> {
+        let p = dir.join(name);
+        std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
+        files.push(p);
+        Ok(())
+    };
+    put("report.json", serde_json::to_string_pretty(doc)? + "\n")?;
+    put("report.txt", crate::perf_text::render(doc))?;
+    put("report.csv", crate::csv_out::render(doc))?;
+    files.extend(crate::plots::write(doc, dir)?);
+    Ok(files)
+}

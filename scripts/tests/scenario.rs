@@ -1,0 +1,81 @@
+//! A scenario file end to end, through the `mtex` binary: the quick scenario with one
+//! expectation that holds and one that cannot, its exit status, its text and its results
+//! directory.
+
+use mtex::results::Results;
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn a_scenario_runs_judges_its_expectations_and_writes_its_results() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let quick = std::fs::read_to_string(root.join("scenarios/quick.toml")).unwrap();
+    // TCMA1 leaves the kernel's checked reads of futex-hash far below entry-tco's: claiming
+    // they stay equal must fail the run.
+    let scenario = format!(
+        "{quick}\n[[expect]]\ncounter = \"mem_access_checked_rd:k\"\nworkload = \"futex-hash\"\n\
+         from = \"entry-tco\"\nto = \"tcma1\"\nequal = true\n"
+    );
+    let tmp = std::env::temp_dir().join(format!("mtex-scenario-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let file = tmp.join("quick-plus.toml");
+    std::fs::write(&file, scenario).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .arg("run")
+        .arg(&file)
+        .arg("--out")
+        .arg(tmp.join("results"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("PASS  mem_access_checked_rd:k of futex-hash drops by at least 90%"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("FAIL  mem_access_checked_rd:k of futex-hash stays equal"),
+        "{stdout}"
+    );
+    // Every line of the text fits 100 columns.
+    for l in stdout.lines() {
+        assert!(
+            l.chars().count() <= 100,
+            "{} columns: {l}",
+            l.chars().count()
+        );
+    }
+    // The results directory: named after the scenario, with everything in it.
+    let dir = tmp.join("results/quick-1");
+    assert!(stderr.contains(&dir.display().to_string()), "{stderr}");
+    let doc =
+        Results::from_json(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert!(!doc.success);
+    assert_eq!(doc.runs.len(), 1);
+    assert!(doc.runs[0].success, "{:?}", doc.runs[0].problems);
+    assert_eq!(doc.runs[0].phases.len(), 4);
+    let held: Vec<bool> = doc.expectations.iter().map(|e| e.held).collect();
+    assert_eq!(held, [true, true, false]);
+    for f in [
+        "report.txt",
+        "report.csv",
+        "quick-1.log",
+        "timeline-quick.svg",
+        "checked-quick-futex-hash.svg",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    // The raw log turns into the same document with `mtex parse --json`.
+    let parsed = Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .args(["parse", "--json"])
+        .arg(dir.join("quick-1.log"))
+        .output()
+        .unwrap();
+    assert_eq!(parsed.status.code(), Some(0));
+    let p = Results::from_json(&String::from_utf8_lossy(&parsed.stdout)).unwrap();
+    assert_eq!(p.runs[0].phases, doc.runs[0].phases);
+    assert_eq!(p.runs[0].writes, doc.runs[0].writes);
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
