@@ -24,10 +24,34 @@ struct Cli {
     command: Cmd,
 }
 
+/// What `mtex run --help` lists after the options: the scenario file's keys, the policies
+/// and the workloads, in the spellings the scenario file and --opt take (from the parsers'
+/// own tables, so the list cannot go stale).
+fn run_help() -> String {
+    use mtex_abi::scenario::{TOKENS, Tcf, Workload};
+    let workloads: Vec<&str> = Workload::ALL.iter().map(|(n, _)| *n).collect();
+    let modes: Vec<&str> = Tcf::ALL.iter().map(|(n, _)| *n).collect();
+    format!(
+        "Scenario file (TOML, version 1; README \"Scenario files\"):\n  \
+         version, name, description\n  \
+         [[run]]: name, policies, workloads, tcf0, hz, repeat, backend, breakpoint_runs, \
+         watchdog_ms\n  \
+         [[expect]]: counter, workload, from, to, run, from_run, to_run, \
+         drop_at_least | rise_at_most | equal\n\n\
+         Policies (tokens joined by +): {}\n\n\
+         Workloads (with :iters=N :size=N :tasks=N :tcf0=MODE): {}\n\n\
+         User modes (tcf0): {}",
+        TOKENS.join(", "),
+        workloads.join(", "),
+        modes.join(", ")
+    )
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a scenario file (default: scripts/scenarios/default.toml, the seeds' matrix), or one
     /// guest program given by --guest/--opt; print the report and write a results directory.
+    #[command(after_help = run_help())]
     Run {
         /// A scenario file (TOML, README "Scenario files"): runs, repeats, expectations.
         scenario: Option<PathBuf>,

@@ -271,3 +271,18 @@ fn version_is_printed() {
         format!("mtex {}", env!("CARGO_PKG_VERSION"))
     );
 }
+
+#[test]
+fn run_help_lists_every_policy_token_and_workload() {
+    let o = mtex(&["run", "--help"]);
+    assert_eq!(o.code, Some(0));
+    // Wrapped lines break the lists: compare with whitespace collapsed.
+    let flat = o.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    for t in mtex_abi::scenario::TOKENS {
+        assert!(flat.contains(t), "{t} missing from run --help");
+    }
+    for (w, _) in mtex_abi::scenario::Workload::ALL {
+        assert!(flat.contains(w), "{w} missing from run --help");
+    }
+    assert!(flat.contains("[[expect]]") && flat.contains("drop_at_least"));
+}

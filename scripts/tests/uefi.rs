@@ -5,7 +5,7 @@
 use mtex::esp::{self, OnError};
 use mtex::images::{self, Images};
 use mtex::qemu::{self, RunConfig, TempDir};
-use mtex::report::{self, Report};
+use mtex::report::Report;
 use mtex_platform::BootPath;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ fn run(cfg: &RunConfig) -> (Report, Duration) {
     let start = Instant::now();
     let console = qemu::run(&images().0, cfg).expect("running QEMU");
     assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
-    (report::parse(&console.text), start.elapsed())
+    (console.report(), start.elapsed())
 }
 
 fn esp(cmdline: &str) -> TempDir {
@@ -188,4 +188,20 @@ fn a_missing_guest_image_is_named() {
         r.other_output
     );
     assert!(wall < Duration::from_secs(30), "{wall:?}");
+}
+
+#[test]
+fn what_qemu_says_when_it_cannot_start_is_a_problem_of_the_run() {
+    let missing = std::env::temp_dir().join(format!("mtex-no-such-esp-{}", std::process::id()));
+    let mut cfg = uefi(&missing, true, 1024);
+    cfg.timeout = Duration::from_secs(30);
+    let (r, _) = run(&cfg);
+    assert!(!r.succeeded());
+    let p = r
+        .problems
+        .iter()
+        .find(|p| p.starts_with("QEMU exited with status"))
+        .unwrap_or_else(|| panic!("{:?}", r.problems));
+    // QEMU's own message, naming what it could not open.
+    assert!(p.contains(&missing.display().to_string()), "{p}");
 }

@@ -76,7 +76,8 @@ pub struct Policy {
     pub skip_tag_stacks_pgtables: bool,
 }
 
-const TOKENS: [&str; 8] = [
+/// Every policy token, in the spelling the command line and scenario files use.
+pub const TOKENS: [&str; 8] = [
     "entry-tco",
     "uaccess-tco",
     "tcma1",
