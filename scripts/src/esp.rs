@@ -91,6 +91,7 @@ mod tests {
             hyp_elf: src.join("hyp"),
             hyp_image: src.join("hyp"),
             guest_image: src.join("guest"),
+            guest_elf: src.join("guest"),
         };
         let root = tmp.join("esp");
         write(

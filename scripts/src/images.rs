@@ -24,6 +24,8 @@ pub struct Images {
     pub hyp_image: PathBuf,
     /// The guest kernel as an arm64 Image.
     pub guest_image: PathBuf,
+    /// The guest's ELF (symbols, for naming PCs).
+    pub guest_elf: PathBuf,
 }
 
 fn cargo(alias: &str, root: &Path) -> Result<()> {
@@ -79,7 +81,20 @@ pub fn build() -> Result<Images> {
         hyp_elf,
         hyp_image,
         guest_image,
+        guest_elf,
     })
+}
+
+/// Where `build` leaves the guest's ELF (it may not have been built yet).
+pub fn guest_elf_path() -> PathBuf {
+    workspace_root().join("target/images/aarch64-unknown-none-softfloat/release/mtex-guest")
+}
+
+/// The guest's symbols, if its ELF has been built.
+pub fn guest_symbols() -> crate::symbols::Symbols {
+    std::fs::read(guest_elf_path())
+        .map(|b| crate::symbols::Symbols::from_elf(&b))
+        .unwrap_or_default()
 }
 
 /// Builds the UEFI loader; returns its .efi.

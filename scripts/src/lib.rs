@@ -14,3 +14,4 @@ pub mod results;
 pub mod scenario_file;
 pub mod scenario_run;
 pub mod snippet;
+pub mod symbols;

@@ -279,7 +279,9 @@ fn real_main() -> Result<ExitCode> {
             let bytes =
                 std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
             let r = report::parse_bytes(&bytes);
-            let doc = Results::single(&r);
+            let mut doc = Results::single(&r);
+            // The log came from this tree's guest, when it has been built here.
+            doc.symbolize(&images::guest_symbols());
             if json {
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             } else {

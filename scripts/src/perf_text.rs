@@ -434,6 +434,9 @@ fn write_lines(out: &mut Lines, w: &WriteOut) {
         u8::from(w.tco),
         clean(&w.pc),
     ));
+    if let Some(sym) = &w.symbol {
+        out.push(&format!("{:10}in {}", "", clean(sym)));
+    }
     let mut changes = if w.changes.is_empty() {
         "no MTE field changed".to_string()
     } else {

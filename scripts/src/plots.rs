@@ -306,6 +306,7 @@ mod tests {
                 new: "0x1".into(),
                 changes: vec![],
                 pc: "0x41000000".into(),
+                symbol: None,
                 el: 1,
                 tco: true,
                 phase: None,

@@ -94,6 +94,9 @@ pub struct WriteOut {
     /// `FIELD old→new`, e.g. `TCF0 NONE→SYNC`.
     pub changes: Vec<String>,
     pub pc: String,
+    /// The guest function the pc is in (`name+0xoff`), when the guest's symbols were known.
+    #[serde(default)]
+    pub symbol: Option<String>,
     pub el: u8,
     pub tco: bool,
     pub phase: Option<String>,
@@ -222,6 +225,7 @@ fn write_out(w: &Write) -> WriteOut {
             .map(|c| format!("{} {}→{}", c.field, c.old, c.new))
             .collect(),
         pc: hex(w.at.pc),
+        symbol: None,
         el: w.at.el,
         tco: w.at.tco,
         phase: w.phase.clone(),
@@ -280,6 +284,15 @@ impl Results {
     /// The document of one plain run (`mtex run` without a scenario file, `mtex parse`).
     pub fn single(r: &Report) -> Self {
         Results::new(None, vec![run("run", 0, r)], Vec::new())
+    }
+
+    /// Names the function of every trapped write's pc, from the guest's symbols.
+    pub fn symbolize(&mut self, symbols: &crate::symbols::Symbols) {
+        for w in self.runs.iter_mut().flat_map(|r| r.writes.iter_mut()) {
+            w.symbol = u64::from_str_radix(w.pc.trim_start_matches("0x"), 16)
+                .ok()
+                .and_then(|pc| symbols.lookup(pc));
+        }
     }
 
     /// Reads a document, refusing another schema or version by name.

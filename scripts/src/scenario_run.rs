@@ -91,7 +91,11 @@ pub fn run(
         );
     }
     let judged = s.expectations.iter().map(|e| judge(e, &out)).collect();
-    Ok((Results::new(Some(s.name.clone()), out, judged), reports))
+    let mut doc = Results::new(Some(s.name.clone()), out, judged);
+    doc.symbolize(&crate::symbols::Symbols::from_elf(
+        &std::fs::read(&images.guest_elf).unwrap_or_default(),
+    ));
+    Ok((doc, reports))
 }
 
 /// The mean of `counter` in the phase of (`workload`, `policy`) over the repeats of `run`.

@@ -468,6 +468,7 @@ fn write() -> impl Strategy<Value = WriteOut> {
                 old,
                 new,
                 changes,
+                symbol: phase.clone().map(|p| format!("{p}+0x4")),
                 pc,
                 el,
                 tco,

@@ -56,6 +56,10 @@ fn a_scenario_runs_judges_its_expectations_and_writes_its_results() {
     assert_eq!(doc.runs.len(), 1);
     assert!(doc.runs[0].success, "{:?}", doc.runs[0].problems);
     assert_eq!(doc.runs[0].phases.len(), 4);
+    // Trapped writes are named by the guest function that made them.
+    let w = &doc.runs[0].writes;
+    assert!(w.iter().all(|w| w.symbol.is_some()), "{w:?}");
+    assert!(stdout.contains("in mtex_guest::kernel::"), "{stdout}");
     let held: Vec<bool> = doc.expectations.iter().map(|e| e.held).collect();
     assert_eq!(held, [true, true, false]);
     for f in [

@@ -5,6 +5,11 @@
 
 /// SCTLR_EL1 when the guest is entered: RES1 bits only, MMU and caches off (booting.rst).
 pub const SCTLR_EL1_AT_ENTRY: u64 = 0x30d0_0800;
+
+/// The guest kernel's linear map in the upper half (T1SZ = 25): a kernel virtual address is
+/// this | the guest physical address, like Linux's PAGE_OFFSET map. The host reads PCs back
+/// to the image's link addresses with it (symbols in the trap log).
+pub const KERNEL_LINEAR_BASE: u64 = 0xffff_ff80_0000_0000;
 /// TCR_EL1 when the guest is entered.
 pub const TCR_EL1_AT_ENTRY: u64 = 0;
 

@@ -9,7 +9,7 @@
 use mtex_abi::program;
 
 /// T1SZ = 25: the upper range starts here; a kernel virtual address is `KVA_BASE | pa`.
-pub const KVA_BASE: u64 = 0xffff_ff80_0000_0000;
+pub const KVA_BASE: u64 = program::KERNEL_LINEAR_BASE;
 /// Bits of a physical address inside the linear map (39-bit VA).
 const PA_MASK: u64 = (1 << 39) - 1;
 
