@@ -40,7 +40,9 @@ extern "C" fn guest_main(dtb: usize) -> ! {
             hvc::exit(2)
         }
     };
+    console::init_log(opts.log);
     println!("guest: booted, program {}", opts.program.name());
+    log::debug!("device tree at {dtb:#x}, bootargs {bootargs:?}");
     let status = programs::run(&opts, &fdt);
     hvc::exit(status)
 }

@@ -38,6 +38,15 @@ impl<T> Global<T> {
         self.with_slot(|slot| f(slot.as_mut().expect("hypervisor state not initialised")))
     }
 
+    /// Like [`Global::with`], but None instead of a panic when the value is not initialised
+    /// or already borrowed (for diagnostics, which must never be the reason a run dies).
+    pub fn try_with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        if self.busy.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.with_slot(|slot| slot.as_mut().map(f))
+    }
+
     #[inline(always)]
     fn with_slot<R>(&self, f: impl FnOnce(&mut Option<T>) -> R) -> R {
         // One CPU, no EL2 interrupts: a relaxed load/store pair is enough to catch re-entry.

@@ -63,9 +63,10 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     // Counting starts after the record went out, so a phase's EL2 figures hold its own
     // exits and not the cost of announcing it.
     hyp.begin_phase(id);
-    if flags & hc::PHASE_TRACED != 0 && !hyp.tracer.start(id) {
-        hyp.report
-            .console(b"mtex-hyp: an OS lock was set at the start of a traced phase; cleared\n");
+    let traced = flags & hc::PHASE_TRACED != 0;
+    log::debug!("phase {id} begins at pc {:#x}, traced: {traced}", ctx.elr);
+    if traced && !hyp.tracer.start(id) {
+        log::warn!("an OS lock was set at the start of traced phase {id}; cleared");
     }
     ret::SUCCESS
 }
@@ -79,6 +80,11 @@ fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
     let Some((id, stats)) = hyp.end_phase() else {
         return ret::INVALID_PARAMETERS;
     };
+    log::debug!(
+        "phase {id} ends: {} exits, {} steps",
+        stats.exits,
+        stats.step_exits
+    );
     if hyp.tracer.active() {
         let (counts, sites) = hyp.tracer.stop(ctx);
         for site in sites.into_iter().flatten() {

@@ -21,6 +21,7 @@ mod guest_boot;
 mod heap;
 mod hypercall;
 mod id_regs;
+mod logger;
 mod mmu;
 mod pmu;
 mod psci;
@@ -82,12 +83,32 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         report::fail_boot_msg(&mut reporter, m);
     }
 
+    logger::init(opts.log);
     let midr = {
         use tock_registers::interfaces::Readable;
         aarch64_cpu::registers::MIDR_EL1.get()
     };
     let errata = mtex_platform::Errata::for_midr(midr);
     let m = &boot.machine;
+    log::info!(
+        "booted by {}: console {:#x}, GICD {:#x}, GICR {:#x}+{:#x}, timers {}/{}, {} CPUs",
+        boot.path.name(),
+        m.console.base,
+        m.gic.gicd,
+        m.gic.gicr,
+        m.gic.gicr_size,
+        m.hyp_timer_intid,
+        m.vtimer_intid,
+        m.cpus().len()
+    );
+    log::info!(
+        "hypervisor at {:#x}, guest RAM at {:#x} (guest {:#x}+{:#x})",
+        hyp_region().base,
+        boot.guest_ram.pa,
+        boot.guest_ram.ipa.base,
+        boot.guest_ram.ipa.size
+    );
+    log::debug!("MIDR_EL1 {midr:#x}: errata {errata:?}");
     let gic = mtex_platform::Region::new(m.gic.gicd, 0x1_0000);
     let gicr = mtex_platform::Region::new(m.gic.gicr, m.gic.gicr_size);
     let uart = mtex_platform::Region::new(m.console.base, 0x1000);

@@ -135,8 +135,10 @@ impl Reporter {
         self.queued += 1;
     }
 
-    /// Frames every queued write.
+    /// Frames every queued write, then the hypervisor's queued log lines.
     pub fn flush(&mut self) {
+        let uart = &mut self.uart;
+        crate::logger::drain(|line| send_on(uart, &Record::Console(line)));
         if self.queued == 0 {
             return;
         }

@@ -76,6 +76,10 @@ enum Cmd {
         /// Where results directories go (each run makes NAME-N inside).
         #[arg(long, default_value = "mtex-results")]
         out: PathBuf,
+        /// Diagnostics of the hypervisor and the guest (the log crate) shown as console lines,
+        /// up to this level (mtex.log; default warn). The guest logs only between phases.
+        #[arg(long, value_enum)]
+        log: Option<LogLevel>,
         /// Host time limit in seconds, at least 1. Default: long enough for the guest's
         /// watchdog to end the run first (30 s + 200 x the budget under -icount, 2 x without);
         /// a run whose guest clock stops, or passes the budget, is ended at once either way.
@@ -147,6 +151,16 @@ enum Format {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogLevel {
+    Off,
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum OnOff {
     On,
     Off,
@@ -187,6 +201,7 @@ fn real_main() -> Result<ExitCode> {
             json,
             format,
             out,
+            log,
             timeout,
             no_icount,
             raw,
@@ -216,6 +231,10 @@ fn real_main() -> Result<ExitCode> {
             let configure =
                 |mut cfg: qemu::RunConfig| -> Result<(qemu::RunConfig, scenario_run::Keep)> {
                     cfg.icount = !no_icount;
+                    if let Some(level) = log {
+                        let name = format!("{level:?}").to_lowercase();
+                        cfg.cmdline = format!("{} mtex.log={name}", cfg.cmdline);
+                    }
                     if no_icount {
                         cfg.timeout = qemu::default_timeout(
                             cfg.watch_budget_ms.unwrap_or(qemu::KERNEL_WATCHDOG_MS),

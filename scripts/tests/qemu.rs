@@ -598,3 +598,48 @@ fn the_step_engine_follows_the_guest_into_el0_and_back() {
     assert_eq!(p.tco_sites.len(), 1);
     assert!(!p.tco_sites[0].value);
 }
+
+#[test]
+fn diagnostics_come_at_the_level_asked_and_change_no_figure() {
+    let (quiet, _) = boot("mtex.guest=trace");
+    let (loud, _) = boot("mtex.guest=trace mtex.log=debug");
+    assert!(quiet.succeeded() && loud.succeeded(), "{:?}", loud.problems);
+    let has = |r: &Report, s: &str| r.console.iter().any(|l| l.starts_with(s));
+    // At debug: the hypervisor's boot and phase lines and the guest's own.
+    assert!(
+        has(&loud, "hyp INFO: booted by kernel+dtb"),
+        "{:?}",
+        loud.console
+    );
+    assert!(
+        has(&loud, "hyp DEBUG: phase 1 begins"),
+        "{:?}",
+        loud.console
+    );
+    assert!(
+        has(&loud, "guest DEBUG: device tree at"),
+        "{:?}",
+        loud.console
+    );
+    // At the default level (warn) none of them.
+    assert!(
+        !quiet
+            .console
+            .iter()
+            .any(|l| l.starts_with("hyp ") || l.starts_with("guest DEBUG"))
+    );
+    // Logging happens outside the phases' counting: every figure is the same.
+    let figures = |r: &Report| {
+        r.phases
+            .iter()
+            .map(|p| {
+                (
+                    p.name.clone(),
+                    p.trace,
+                    p.stats.map(|s| (s.el1_instructions, s.el0_instructions)),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(figures(&quiet), figures(&loud));
+}

@@ -54,6 +54,20 @@ pub struct HypOptions {
     /// `mtex.selftest`: make the hypervisor fail on purpose after boot, to test that such
     /// failures end the run with a record: `hyp-fault` (an exception at EL2) or `hyp-panic`.
     pub selftest: Option<SelfTest>,
+    /// `mtex.log`: the most detailed diagnostics sent as console records.
+    pub log: log::LevelFilter,
+}
+
+/// `mtex.log=off|error|warn|info|debug|trace` (default `warn`): how much of the hypervisor's
+/// and the guest's diagnostics (the `log` crate) reach the report as console lines.
+pub fn parse_log(cmdline: &str) -> Result<log::LevelFilter, OptionError> {
+    match value(cmdline, "log") {
+        None => Ok(log::LevelFilter::Warn),
+        Some(v) => v.parse().map_err(|_| OptionError {
+            key: "log",
+            problem: "expected off, error, warn, info, debug or trace",
+        }),
+    }
 }
 
 /// A deliberate hypervisor failure (`mtex.selftest`).
@@ -105,7 +119,9 @@ impl HypOptions {
                 });
             }
         };
+        let log = parse_log(cmdline)?;
         Ok(Self {
+            log,
             watchdog_ms,
             traps,
             runs,
@@ -219,6 +235,8 @@ pub struct GuestOptions {
     pub probe_addr: u64,
     /// The `snippet` program's environment (`mtex.snippet_*`).
     pub snippet: SnippetOptions,
+    /// `mtex.log` ([`parse_log`]).
+    pub log: log::LevelFilter,
 }
 
 impl GuestOptions {
@@ -254,6 +272,7 @@ impl GuestOptions {
             bench_n,
             probe_addr,
             snippet,
+            log: parse_log(cmdline)?,
         })
     }
 }
@@ -381,6 +400,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "traps",
     "runs",
     "selftest",
+    "log",
     "bench_n",
     "probe_addr",
     "policies",
@@ -423,6 +443,17 @@ mod tests {
             GuestOptions::parse("").unwrap().program,
             GuestProgram::Kernel
         );
+    }
+
+    #[test]
+    fn log_levels_parse_and_a_bad_one_is_named() {
+        assert_eq!(parse_log(""), Ok(log::LevelFilter::Warn));
+        assert_eq!(parse_log("mtex.log=debug"), Ok(log::LevelFilter::Debug));
+        assert_eq!(
+            HypOptions::parse("mtex.log=off").unwrap().log,
+            log::LevelFilter::Off
+        );
+        assert_eq!(parse_log("mtex.log=loud").unwrap_err().key, "log");
     }
 
     #[test]

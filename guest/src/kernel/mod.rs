@@ -87,6 +87,10 @@ pub fn run(fdt: &Fdt, scenario: Scenario) -> ! {
         hvc::exit(2)
     };
     let (base, size) = (mem.starting_address as u64, mem.size.unwrap_or(0) as u64);
+    log::info!(
+        "kernel: RAM {base:#x}+{size:#x}, {} runs",
+        scenario.runs().count()
+    );
     if size < layout::POOL_OFFSET + layout::POOL_SIZE {
         println!(
             "kernel: needs {} MiB of RAM",
