@@ -81,10 +81,15 @@ pub fn phase_begin(id: u32, name: &str, traced: bool) -> u64 {
 }
 
 /// Opens traced phase `id` for one (policy, workload) run of the kernel scenario.
-pub fn phase_begin_run(id: u32, name: &str, params: &mtex_abi::scenario::PhaseParams) -> u64 {
+pub fn phase_begin_run(
+    id: u32,
+    name: &str,
+    params: &mtex_abi::scenario::PhaseParams,
+    traced: bool,
+) -> u64 {
     let r: [u64; 4] = hc::pack_bytes(name.as_bytes());
     let p = params.to_regs();
-    let flags = hc::PHASE_TRACED | hc::PHASE_PARAMS;
+    let flags = if traced { hc::PHASE_TRACED } else { 0 } | hc::PHASE_PARAMS;
     call(
         hc::PHASE_BEGIN,
         &[

@@ -34,8 +34,8 @@ fn run_help() -> String {
     format!(
         "Scenario file (TOML, version 1; README \"Scenario files\"):\n  \
          version, name, description\n  \
-         [[run]]: name, policies, workloads, tcf0, hz, repeat, backend, breakpoint_runs, \
-         watchdog_ms\n  \
+         [[run]]: name, policies, workloads, tcf0, hz, repeat, backend, trace, \
+         breakpoint_runs, watchdog_ms\n  \
          [[expect]]: counter, workload, from, to, run, from_run, to_run, \
          drop_at_least | rise_at_most | equal\n\n\
          Policies (tokens joined by +): {}\n\n\

@@ -15,6 +15,7 @@
 //! repeat = 1                       # 1 to 100
 //! backend = "trace"                # trace (exact); pmu: not available yet
 //! breakpoint_runs = false          # mtex.runs=1
+//! trace = true                     # false: phases at full speed, PMU figures only
 //! watchdog_ms = 600000
 //!
 //! [[expect]]                       # judged after all runs; a failure exits 1
@@ -61,6 +62,7 @@ struct RunRaw {
     repeat: Option<Spanned<u32>>,
     backend: Option<Spanned<String>>,
     breakpoint_runs: Option<bool>,
+    trace: Option<bool>,
     watchdog_ms: Option<Spanned<u64>>,
 }
 
@@ -96,6 +98,8 @@ pub struct RunSpec {
     pub repeat: u32,
     /// The phases it will report: (workload, policy) in CLI spellings.
     pub phases: Vec<(String, String)>,
+    /// Its phases are traced (exact counts); otherwise PMU figures only.
+    pub traced: bool,
 }
 
 /// How an expectation judges `to` against `from`.
@@ -209,6 +213,7 @@ impl ScenarioFile {
             name: name.to_string(),
             runs: vec![RunSpec {
                 name: "run".to_string(),
+                traced: !cmdline.contains("mtex.trace=0"),
                 cmdline,
                 repeat: 1,
                 phases,
@@ -352,6 +357,10 @@ fn run_spec(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<RunSpec, Scen
     if raw.breakpoint_runs == Some(true) {
         cmdline.push("mtex.runs=1".to_string());
     }
+    let traced = raw.trace != Some(false);
+    if !traced {
+        cmdline.push("mtex.trace=0".to_string());
+    }
     let watchdog = raw.watchdog_ms.as_ref().map_or(600_000, |w| *w.get_ref());
     if !(1..=3_600_000).contains(&watchdog) {
         let span = raw.watchdog_ms.as_ref().map_or(r.span(), |w| w.span());
@@ -379,6 +388,7 @@ fn run_spec(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<RunSpec, Scen
         cmdline,
         repeat,
         phases,
+        traced,
     })
 }
 
@@ -433,6 +443,21 @@ fn expect(
         }
     }
     let counter = raw.counter.get_ref().clone();
+    // An untraced run has only the hypervisor's and the PMU's figures.
+    let untraced = [&from_run, &to_run]
+        .into_iter()
+        .find(|n| runs.iter().any(|r| r.name == **n && !r.traced));
+    if let Some(run) = untraced.filter(|_| !UNTRACED_COUNTERS.contains(&counter.as_str())) {
+        return Err(cx.at(
+            raw.counter.span(),
+            &at("counter"),
+            format!(
+                "{counter:?} is counted by the trace, and run {run:?} has trace = false \
+                 (untraced runs give {})",
+                UNTRACED_COUNTERS.join(", ")
+            ),
+        ));
+    }
     if !KNOWN_COUNTER_PREFIXES
         .iter()
         .any(|p| counter.starts_with(p))
@@ -491,6 +516,17 @@ fn expect(
         rule,
     })
 }
+
+/// The counters an untraced phase has (see `results::counters`).
+const UNTRACED_COUNTERS: &[&str] = &[
+    "pmu.instructions:k",
+    "pmu.instructions:u",
+    "pmu.instructions:h",
+    "exits",
+    "trapped_writes",
+    "virtual_irqs",
+    "emulated",
+];
 
 /// Counter names start with one of these (see `results::counters`).
 const KNOWN_COUNTER_PREFIXES: &[&str] = &[
@@ -631,6 +667,19 @@ drop_at_least = 90
         assert!(err(&two_rules).contains("exactly one of"));
         let bad_counter = GOOD.replace("mem_access_checked_rd:k", "checked_reads");
         assert!(err(&bad_counter).contains("expect[0].counter"));
+    }
+
+    #[test]
+    fn an_untraced_run_has_no_trace_counter_to_expect() {
+        let untraced = GOOD.replace("repeat = 2", "repeat = 2\ntrace = false");
+        let e = err(&untraced);
+        assert!(
+            e.contains("s.toml:13: expect[0].counter") && e.contains("trace = false"),
+            "{e}"
+        );
+        let pmu = untraced.replace("\"mem_access_checked_rd:k\"", "\"pmu.instructions:k\"");
+        let s = parse("s.toml", "s", &pmu).unwrap();
+        assert!(!s.runs[0].traced && s.runs[0].cmdline.contains("mtex.trace=0"));
     }
 
     #[test]

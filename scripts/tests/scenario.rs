@@ -83,3 +83,37 @@ fn a_scenario_runs_judges_its_expectations_and_writes_its_results() {
     assert_eq!(p.runs[0].writes, doc.runs[0].writes);
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+#[test]
+fn untraced_phases_run_at_full_speed_with_the_pmus_figures() {
+    use mtex::qemu::{self, RunConfig};
+    let images = mtex::images::build().unwrap();
+    let run = |extra: &str| {
+        let cfg = RunConfig::with_default_limits(
+            format!(
+                "mtex.guest=kernel mtex.watchdog_ms=600000 mtex.policies=entry-tco \
+                 mtex.workloads=getpid,futex-hash {extra}"
+            ),
+            true,
+        );
+        let r = qemu::run(&images, &cfg).unwrap().report();
+        assert!(r.succeeded(), "{:?}", r.problems);
+        r
+    };
+    let traced = run("");
+    let untraced = run("mtex.trace=0");
+    assert_eq!(untraced.phases.len(), 2);
+    for (t, u) in traced.phases.iter().zip(&untraced.phases) {
+        assert_eq!(t.name, u.name);
+        assert!(u.trace.is_none(), "{} was traced", u.name);
+        let s = u.stats.unwrap();
+        assert_eq!(s.step_exits, 0, "{} was stepped", u.name);
+        // The PMU at full speed agrees with the trace on what EL0 executed.
+        assert_eq!(
+            s.el0_instructions,
+            Some(t.trace.unwrap().instructions_el0),
+            "{}",
+            u.name
+        );
+    }
+}

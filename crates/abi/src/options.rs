@@ -407,6 +407,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "workloads",
     "tcf0",
     "hz",
+    "trace",
     "snippet",
     "snippet_tcf",
     "snippet_tcf0",

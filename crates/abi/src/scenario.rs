@@ -10,7 +10,8 @@
 //!   optional `:iters=`, `:size=`, `:tasks=`, and `:tcf0=` (its own user mode);
 //! - `mtex.tcf0=none|sync|async|asymm` — the user tasks' mode, as prctl(PR_SET_TAGGED_ADDR_CTRL)
 //!   sets it (default sync, as glibc.mem.tagging=3 asks);
-//! - `mtex.hz=N` — the kernel's timer tick (default 250; 0 = none).
+//! - `mtex.hz=N` — the kernel's timer tick (default 250; 0 = none);
+//! - `mtex.trace=1|0` — trace every phase (default) or run them untraced, PMU figures only.
 
 use crate::options::{OptionError, value};
 use serde::{Deserialize, Serialize};
@@ -369,6 +370,9 @@ pub struct Scenario {
     pub tcf0: Tcf,
     /// The kernel's timer tick rate (`mtex.hz`, like CONFIG_HZ; 0 = no tick).
     pub hz: u32,
+    /// `mtex.trace=1` (default): every phase is single-stepped and counted exactly; `0`: the
+    /// phases run at full speed with the PMU's figures only (instructions per EL, exits).
+    pub traced: bool,
 }
 
 /// The default tick rate, Linux's common CONFIG_HZ=250.
@@ -390,6 +394,7 @@ impl Scenario {
             workloads: [None; MAX_WORKLOADS],
             tcf0: Tcf::Sync,
             hz: DEFAULT_HZ,
+            traced: true,
         };
         let policies = value(cmdline, "policies").unwrap_or(DEFAULT_POLICIES);
         for (i, p) in policies.split(',').enumerate() {
@@ -415,6 +420,16 @@ impl Scenario {
                 .filter(|&hz| hz <= 100_000)
                 .ok_or(err("hz", "expected a tick rate from 0 (no tick) to 100000"))?;
         }
+        s.traced = match value(cmdline, "trace") {
+            None | Some("1") => true,
+            Some("0") => false,
+            Some(_) => {
+                return Err(err(
+                    "trace",
+                    "expected 1 (trace every phase) or 0 (PMU only)",
+                ));
+            }
+        };
         Ok(s)
     }
 

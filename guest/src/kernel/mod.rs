@@ -241,7 +241,8 @@ fn phase_mark(begin: bool) -> u64 {
         r.switches = unsafe { task::SCHED.get() }.switches;
         r.ticks = irq::TICKS.load(core::sync::atomic::Ordering::Relaxed);
         r.phase_open = true;
-        if hvc::phase_begin_run(r.id, params.workload.name(), &params) != ret::SUCCESS {
+        let traced = r.scenario.is_none_or(|s| s.traced);
+        if hvc::phase_begin_run(r.id, params.workload.name(), &params, traced) != ret::SUCCESS {
             die(format_args!("the hypervisor refused phase {}", r.id));
         }
         0
