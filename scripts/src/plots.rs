@@ -93,9 +93,10 @@ fn checked(path: &Path, title: &str, phases: &[&PhaseOut]) -> Result<()> {
     let mut chart = ChartBuilder::on(&area)
         .caption(title, ("sans-serif", 20))
         .margin(10)
-        .x_label_area_size(60)
+        .x_label_area_size(70)
         .y_label_area_size(70)
-        .build_cartesian_2d(0f64..n as f64, 0f64..top as f64 * 1.1)
+        // Headroom above the tallest bar for the legend.
+        .build_cartesian_2d(0f64..n as f64, 0f64..top as f64 * 1.5)
         .map_err(err)?;
     chart
         .configure_mesh()
@@ -105,17 +106,22 @@ fn checked(path: &Path, title: &str, phases: &[&PhaseOut]) -> Result<()> {
         .y_desc("checked accesses")
         .draw()
         .map_err(err)?;
-    // The policies under their groups, placed by hand: a numeric axis would label numbers.
+    // The policies under their groups, placed by hand (a numeric axis would label numbers),
+    // one line per `+` token so that long combinations do not run into each other.
     for (i, p) in phases.iter().enumerate() {
         let (x, y) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
-        let style =
-            TextStyle::from(("sans-serif", 12).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
-        area.draw(&Text::new(
-            p.policy.clone().unwrap_or_default(),
-            (x, y + 6),
-            style,
-        ))
-        .map_err(err)?;
+        let policy = p.policy.clone().unwrap_or_default();
+        for (j, part) in policy.split('+').enumerate() {
+            let style = TextStyle::from(("sans-serif", 12).into_font())
+                .pos(Pos::new(HPos::Center, VPos::Top));
+            let text = if j == 0 {
+                part.to_string()
+            } else {
+                format!("+{part}")
+            };
+            area.draw(&Text::new(text, (x, y + 6 + 14 * j as i32), style))
+                .map_err(err)?;
+        }
     }
     // 8 bars in the middle 80% of each unit-wide group.
     let w = 0.8 / 8.0;
