@@ -117,3 +117,41 @@ fn untraced_phases_run_at_full_speed_with_the_pmus_figures() {
         );
     }
 }
+
+#[test]
+fn a_failed_run_is_reported_and_the_next_one_still_runs() {
+    let tmp = std::env::temp_dir().join(format!("mtex-scenario-fail-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let file = tmp.join("two.toml");
+    // The first run's budget is far too small: its watchdog ends it.
+    std::fs::write(
+        &file,
+        "version = 1\n\
+         [[run]]\nname = \"starved\"\npolicies = [\"entry-tco\"]\nworkloads = [\"getpid\"]\n\
+         watchdog_ms = 1\n\
+         [[run]]\nname = \"fine\"\npolicies = [\"entry-tco\"]\nworkloads = [\"getpid\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .arg("run")
+        .arg(&file)
+        .arg("--out")
+        .arg(tmp.join("results"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let doc = Results::from_json(
+        &std::fs::read_to_string(tmp.join("results/two-1/report.json")).unwrap(),
+    )
+    .unwrap();
+    let runs: Vec<(&str, bool)> = doc
+        .runs
+        .iter()
+        .map(|r| (r.name.as_str(), r.success))
+        .collect();
+    assert_eq!(runs, [("starved", false), ("fine", true)]);
+    assert!(doc.runs[0].end.contains("watchdog"), "{}", doc.runs[0].end);
+    assert_eq!(doc.runs[1].phases.len(), 1);
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
