@@ -16,6 +16,29 @@ struct SaveArea([u64; 14]);
 #[unsafe(no_mangle)]
 static mut EL0_SAVE: SaveArea = SaveArea([0; 14]);
 
+/// Fills `EL0_SAVE` as `el0_return` reads it back: x19–x29, then `$ret` in x30's slot (where
+/// `el0_return` returns to), then SP. Clobbers x9 and x10. One definition of the area's
+/// layout for `el0_call` and the snippet harness (snippet.rs), which returns elsewhere.
+macro_rules! el0_save {
+    ($ret:literal) => {
+        concat!(
+            "adrp x9, EL0_SAVE\n",
+            "add x9, x9, :lo12:EL0_SAVE\n",
+            "mov x10, sp\n",
+            "stp x19, x20, [x9, #0]\n",
+            "stp x21, x22, [x9, #16]\n",
+            "stp x23, x24, [x9, #32]\n",
+            "stp x25, x26, [x9, #48]\n",
+            "stp x27, x28, [x9, #64]\n",
+            "stp x29, ",
+            $ret,
+            ", [x9, #80]\n",
+            "str x10, [x9, #96]"
+        )
+    };
+}
+pub(crate) use el0_save;
+
 global_asm!(
     ".section .usertext, \"ax\"",
     ".balign 4096",
@@ -32,16 +55,7 @@ global_asm!(
 #[unsafe(naked)]
 unsafe extern "C" fn el0_call() {
     naked_asm!(
-        "adrp x9, EL0_SAVE",
-        "add x9, x9, :lo12:EL0_SAVE",
-        "mov x10, sp",
-        "stp x19, x20, [x9, #0]",
-        "stp x21, x22, [x9, #16]",
-        "stp x23, x24, [x9, #32]",
-        "stp x25, x26, [x9, #48]",
-        "stp x27, x28, [x9, #64]",
-        "stp x29, x30, [x9, #80]",
-        "str x10, [x9, #96]",
+        el0_save!("x30"),
         "msr elr_el1, x0",
         "msr spsr_el1, xzr", // EL0t, nothing masked
         "msr sp_el0, x2",

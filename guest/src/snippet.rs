@@ -374,17 +374,8 @@ fn phase_el0(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
     // mtex calls.
     unsafe {
         asm!(
-            "adrp x9, EL0_SAVE",
-            "add x9, x9, :lo12:EL0_SAVE",
-            "mov x10, sp",
-            "stp x19, x20, [x9, #0]",
-            "stp x21, x22, [x9, #16]",
-            "stp x23, x24, [x9, #32]",
-            "stp x25, x26, [x9, #48]",
-            "stp x27, x28, [x9, #64]",
             "adr x11, 2f",
-            "stp x29, x11, [x9, #80]",
-            "str x10, [x9, #96]",
+            crate::el0::el0_save!("x11"),
             "msr elr_el1, x14",
             "mov x11, #0x3c0",
             "msr spsr_el1, x11",
