@@ -306,7 +306,8 @@ pub fn summary(r: &Report, env: &Env, name: &str, code_len: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Snippet {name}: {} instructions ({code_len} bytes) at EL{}, {} iteration{}; TCF {}, TCF0 {}, TCMA1 {}",
+        "Snippet {name}: {} instructions ({code_len} bytes) at EL{}, {} iteration{}\n  \
+         TCF {}, TCF0 {}, TCMA1 {}",
         code_len / 4,
         env.el,
         env.iters,
@@ -334,7 +335,8 @@ pub fn summary(r: &Report, env: &Env, name: &str, code_len: usize) -> String {
     let u = t.uaccess;
     let _ = writeln!(
         out,
-        "  uaccess (LDTR/STTR at EL1, judged by EL0's controls, counted under :k): {} rd / {} wr; checked arch {} / {}, elided {} / {}",
+        "  uaccess (LDTR/STTR at EL1, EL0's controls, under :k): {} rd / {} wr\n    \
+         checked: architectural {} / {}, TCF-elided {} / {}",
         u.rd, u.wr, u.arch_rd, u.arch_wr, u.elided_rd, u.elided_wr
     );
     let (h1, h0) = harness_instructions(env);
@@ -349,12 +351,14 @@ pub fn summary(r: &Report, env: &Env, name: &str, code_len: usize) -> String {
     if env.el == 0 {
         let _ = writeln!(
             out,
-            "  (at EL0 the harness's {HARNESS_EL0_LOADS_AT_EL1} restoring loads at EL1 are in `all accesses rd:k`, never checked)"
+            "  (at EL0 the harness's {HARNESS_EL0_LOADS_AT_EL1} restoring loads at EL1 are in \
+             `all accesses rd:k`,\n   never checked)"
         );
     }
     let _ = writeln!(
         out,
-        "  tag-check faults {}; MSR TCO {} (TCO changes {}); tag stores {} ({} granules); TFSR reads {}; DSB / DMB / ISB {} / {} / {}; kernel entries {}",
+        "  tag-check faults {}; MSR TCO {} (TCO changes {}); tag stores {} ({} granules)\n  \
+         TFSR reads {}; DSB / DMB / ISB {} / {} / {}; kernel entries {}",
         t.tag_check_faults,
         t.tco_writes,
         t.tco_changes,
@@ -463,7 +467,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if args.raw {
         println!("{}", console.text);
     }
-    print!("{}", crate::render::text(&r));
+    let mut doc = Results::single(&r);
+    doc.symbolize(&crate::symbols::Symbols::from_elf(
+        &std::fs::read(&images.guest_elf).unwrap_or_default(),
+    ));
+    print!("{}", crate::perf_text::render(&doc));
     let name = args.file.file_name().map_or_else(
         || args.file.display().to_string(),
         |n| n.to_string_lossy().into(),
@@ -471,7 +479,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     print!("\n{}", summary(&r, &env, &name, code.len()));
     if let Some((path, file)) = &mut json {
         use std::io::Write as _;
-        let text = serde_json::to_string_pretty(&Results::single(&r))?;
+        let text = serde_json::to_string_pretty(&doc)?;
         file.write_all(text.as_bytes())
             .and_then(|()| file.write_all(b"\n"))
             .with_context(|| format!("writing --json {}", path.display()))?;
