@@ -43,12 +43,14 @@ fn err(e: impl std::fmt::Display) -> anyhow::Error {
 pub fn write(doc: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for run in doc.runs.iter().filter(|r| r.repeat == 0) {
-        let mut workloads: Vec<&str> = run
-            .phases
-            .iter()
-            .filter_map(|p| p.workload.as_deref())
-            .collect();
-        workloads.dedup();
+        // Each workload once, in the order the phases first show it (the matrix is
+        // policy-major, so the same workload comes back after the others).
+        let mut workloads: Vec<&str> = Vec::new();
+        for w in run.phases.iter().filter_map(|p| p.workload.as_deref()) {
+            if !workloads.contains(&w) {
+                workloads.push(w);
+            }
+        }
         for w in workloads {
             let phases: Vec<&PhaseOut> = run
                 .phases
@@ -346,6 +348,15 @@ mod tests {
         );
         let t = std::fs::read_to_string(&files[1]).unwrap();
         assert!(t.contains("SCTLR_EL1") && t.contains("TCO changes per phase"));
+        // The matrix is policy-major: a workload comes back after the others, and still gets
+        // one plot.
+        let mut doc = doc;
+        let mut getpid = phase("tcma1", 1, 0, 4_000_000);
+        getpid.workload = Some("getpid".into());
+        let again = phase("uaccess-tco", 2, 0, 6_000_000);
+        doc.runs[0].phases = vec![phase("entry-tco", 1, 0, 0), getpid, again];
+        let n = write(&doc, &dir).unwrap().len();
+        assert_eq!(n, 3, "futex-hash, getpid, timeline");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -197,7 +197,9 @@ const BACKENDS: &str = "trace (pmu needs the PMU backend, not built yet)";
 impl ScenarioFile {
     /// A one-run scenario of a guest command line (`mtex run --guest … --opt …`).
     pub fn single(name: &str, cmdline: String) -> Self {
-        let phases = Scenario::parse(&cmdline)
+        let parsed = Scenario::parse(&cmdline).ok();
+        let phases = parsed
+            .as_ref()
             .map(|s| {
                 s.runs()
                     .map(|p| {
@@ -213,7 +215,7 @@ impl ScenarioFile {
             name: name.to_string(),
             runs: vec![RunSpec {
                 name: "run".to_string(),
-                traced: !cmdline.contains("mtex.trace=0"),
+                traced: parsed.is_none_or(|s| s.traced),
                 cmdline,
                 repeat: 1,
                 phases,
@@ -257,7 +259,17 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<ScenarioFile, Scenari
     }
     let mut runs = Vec::new();
     for (i, r) in raw.run.iter().enumerate() {
-        runs.push(run_spec(&cx, i, r)?);
+        let spec = run_spec(&cx, i, r)?;
+        // Names are file names in the results directory and keys of the expectations.
+        if runs.iter().any(|o: &RunSpec| o.name == spec.name) {
+            let span = r.get_ref().name.as_ref().map_or(r.span(), |n| n.span());
+            return Err(cx.at(
+                span,
+                &format!("run[{i}].name"),
+                format!("{:?}: another run has this name", spec.name),
+            ));
+        }
+        runs.push(spec);
     }
     let mut expectations = Vec::new();
     for (i, e) in raw.expect.iter().enumerate() {
@@ -277,6 +289,21 @@ fn run_spec(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<RunSpec, Scen
         .name
         .as_ref()
         .map_or(format!("run-{}", i + 1), |n| n.get_ref().clone());
+    let good = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if let Some(n) = raw
+        .name
+        .as_ref()
+        .filter(|n| n.get_ref().is_empty() || !n.get_ref().chars().all(good))
+    {
+        return Err(cx.at(
+            n.span(),
+            &at("name"),
+            format!(
+                "{:?}: use letters, digits, - and _ (it names files)",
+                n.get_ref()
+            ),
+        ));
+    }
     let mut cmdline = vec!["mtex.guest=kernel".to_string()];
     if let Some(ps) = &raw.policies {
         if ps.is_empty() {
@@ -422,25 +449,30 @@ fn expect(
     let workload = raw.workload.get_ref().clone();
     for (run, policy) in [(&from_run, &raw.from), (&to_run, &raw.to)] {
         let spec = runs.iter().find(|r| r.name == *run).expect("picked above");
-        if !spec
+        let matching = spec
             .phases
             .iter()
-            .any(|(w, p)| *w == workload && p == policy.get_ref())
-        {
-            let field = if std::ptr::eq(policy, &raw.from) {
-                "from"
-            } else {
-                "to"
-            };
-            return Err(cx.at(
-                policy.span(),
-                &at(field),
-                format!(
-                    "run {run:?} has no phase of {workload} under {:?}",
-                    policy.get_ref()
-                ),
-            ));
-        }
+            .filter(|(w, p)| *w == workload && p == policy.get_ref())
+            .count();
+        let field = if std::ptr::eq(policy, &raw.from) {
+            "from"
+        } else {
+            "to"
+        };
+        let problem = match matching {
+            0 => format!(
+                "run {run:?} has no phase of {workload} under {:?}",
+                policy.get_ref()
+            ),
+            1 => continue,
+            // The same workload with other parameters: which phase is meant cannot be told.
+            n => format!(
+                "run {run:?} has {n} phases of {workload} under {:?} (the workload with \
+                 different parameters): an expectation needs exactly one",
+                policy.get_ref()
+            ),
+        };
+        return Err(cx.at(policy.span(), &at(field), problem));
     }
     let counter = raw.counter.get_ref().clone();
     // An untraced run has only the hypervisor's and the PMU's figures.
@@ -667,6 +699,38 @@ drop_at_least = 90
         assert!(err(&two_rules).contains("exactly one of"));
         let bad_counter = GOOD.replace("mem_access_checked_rd:k", "checked_reads");
         assert!(err(&bad_counter).contains("expect[0].counter"));
+    }
+
+    #[test]
+    fn run_names_are_unique_file_names_and_phases_unambiguous() {
+        let two = format!("{GOOD}\n[[run]]\nname = \"a\"\n");
+        assert!(
+            err(&two).contains("run[1].name: \"a\": another run has this name"),
+            "{}",
+            err(&two)
+        );
+        // A default name clashing with a given one.
+        let clash = GOOD.replace("name = \"a\"", "name = \"run-2\"") + "\n[[run]]\n";
+        assert!(
+            err(&clash).contains("another run has this name"),
+            "{}",
+            err(&clash)
+        );
+        let path = GOOD.replace("name = \"a\"", "name = \"../x\"");
+        assert!(
+            err(&path).contains("run[0].name: \"../x\": use letters"),
+            "{}",
+            err(&path)
+        );
+        let twice = GOOD.replace(
+            "\"futex-hash:iters=8\"",
+            "\"futex-hash:iters=8\", \"futex-hash:iters=64\"",
+        );
+        assert!(
+            err(&twice).contains("has 2 phases of futex-hash"),
+            "{}",
+            err(&twice)
+        );
     }
 
     #[test]
