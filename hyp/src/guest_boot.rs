@@ -138,7 +138,13 @@ pub fn enter(entry: u64, dtb: u64) -> ! {
     // guest's clock, and so where its ticks fall, is the same on every boot path.
     CNTVOFF_EL2.set(CNTPCT_EL0.get());
     // CPTR_EL2 (non-VHE): RES1 bits only; FP/SIMD, SVE, SME, trace and AMU not trapped.
-    CPTR_EL2.set(0x22ff);
+    // TZ (bit 8) and TSM (bit 12) are trap controls only with FEAT_SVE / FEAT_SME and RES1
+    // without them (QEMU's max CPU has both, AmpereOne neither): write 1 where RES1.
+    const TZ: u64 = 1 << 8;
+    const TSM: u64 = 1 << 12;
+    let has_sve = (ID_AA64PFR0_EL1.get() >> 32) & 0xf != 0;
+    let has_sme = (ID_AA64PFR1_EL1.get() >> 24) & 0xf != 0;
+    CPTR_EL2.set(0x22ff | if has_sve { 0 } else { TZ } | if has_sme { 0 } else { TSM });
     VMPIDR_EL2.set(MPIDR_EL1.get());
     // SAFETY: VPIDR_EL2 only sets what the guest reads as MIDR_EL1 (no aarch64-cpu accessor).
     unsafe { core::arch::asm!("msr vpidr_el2, {}", in(reg) MIDR_EL1.get()) };
