@@ -83,14 +83,19 @@ pub fn drain(mut send: impl FnMut(ConsoleText)) {
 }
 
 impl Global<Queue> {
-    /// The queued lines and the lost count, emptying the queue; None before `init`.
+    /// The queued lines and the lost count, emptying the queue; None before `init` and when
+    /// nothing is queued (the common case: the reporter asks at every flush, so an empty
+    /// queue must cost a compare, not a copy of the array).
     fn try_take(&self) -> Option<([Option<ConsoleText>; LINES], u64)> {
         self.try_with(|q| {
-            let taken = core::mem::replace(&mut q.lines, [None; LINES]);
-            let d = q.dropped;
-            q.len = 0;
-            q.dropped = 0;
-            (taken, d)
+            (q.len > 0 || q.dropped > 0).then(|| {
+                let taken = core::mem::replace(&mut q.lines, [None; LINES]);
+                let d = q.dropped;
+                q.len = 0;
+                q.dropped = 0;
+                (taken, d)
+            })
         })
+        .flatten()
     }
 }

@@ -53,7 +53,7 @@ pub fn build() -> Result<Images> {
     }
     let images = root.join("target/images");
     let hyp_elf = images.join("aarch64-unknown-none-softfloat/release/mtex-hyp");
-    let guest_elf = images.join("aarch64-unknown-none-softfloat/release/mtex-guest");
+    let guest_elf = guest_elf_path();
     let hyp_image = hyp_elf.with_extension("img");
     let guest_image = guest_elf.with_extension("img");
 
@@ -88,13 +88,6 @@ pub fn build() -> Result<Images> {
 /// Where `build` leaves the guest's ELF (it may not have been built yet).
 pub fn guest_elf_path() -> PathBuf {
     workspace_root().join("target/images/aarch64-unknown-none-softfloat/release/mtex-guest")
-}
-
-/// The guest's symbols, if its ELF has been built.
-pub fn guest_symbols() -> crate::symbols::Symbols {
-    std::fs::read(guest_elf_path())
-        .map(|b| crate::symbols::Symbols::from_elf(&b))
-        .unwrap_or_default()
 }
 
 /// Builds the UEFI loader; returns its .efi.

@@ -300,7 +300,7 @@ fn real_main() -> Result<ExitCode> {
             let r = report::parse_bytes(&bytes);
             let mut doc = Results::single(&r);
             // The log came from this tree's guest, when it has been built here.
-            doc.symbolize(&images::guest_symbols());
+            doc.symbolize(&mtex::symbols::Symbols::load(&images::guest_elf_path()));
             if json {
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             } else {

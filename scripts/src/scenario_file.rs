@@ -198,19 +198,7 @@ impl ScenarioFile {
     /// A one-run scenario of a guest command line (`mtex run --guest … --opt …`).
     pub fn single(name: &str, cmdline: String) -> Self {
         let parsed = Scenario::parse(&cmdline).ok();
-        let phases = parsed
-            .as_ref()
-            .map(|s| {
-                s.runs()
-                    .map(|p| {
-                        (
-                            p.workload.name().to_string(),
-                            p.policy.name().as_str().to_string(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let phases = parsed.as_ref().map(phases_of).unwrap_or_default();
         ScenarioFile {
             name: name.to_string(),
             runs: vec![RunSpec {
@@ -384,8 +372,7 @@ fn run_spec(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<RunSpec, Scen
     if raw.breakpoint_runs == Some(true) {
         cmdline.push("mtex.runs=1".to_string());
     }
-    let traced = raw.trace != Some(false);
-    if !traced {
+    if raw.trace == Some(false) {
         cmdline.push("mtex.trace=0".to_string());
     }
     let watchdog = raw.watchdog_ms.as_ref().map_or(600_000, |w| *w.get_ref());
@@ -401,22 +388,25 @@ fn run_spec(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<RunSpec, Scen
     let cmdline = cmdline.join(" ");
     // The whole line through the guest's own parser: what it accepts is what boots.
     let scenario = Scenario::parse(&cmdline).map_err(|e| cx.at(r.span(), &at(e.key), e.problem))?;
-    let phases = scenario
-        .runs()
+    Ok(RunSpec {
+        name,
+        cmdline,
+        repeat,
+        phases: phases_of(&scenario),
+        traced: scenario.traced,
+    })
+}
+
+/// The (workload, policy) phases a scenario reports, in CLI spellings and run order.
+fn phases_of(s: &Scenario) -> Vec<(String, String)> {
+    s.runs()
         .map(|p| {
             (
                 p.workload.name().to_string(),
                 p.policy.name().as_str().to_string(),
             )
         })
-        .collect();
-    Ok(RunSpec {
-        name,
-        cmdline,
-        repeat,
-        phases,
-        traced,
-    })
+        .collect()
 }
 
 fn expect(

@@ -92,9 +92,7 @@ pub fn run(
     }
     let judged = s.expectations.iter().map(|e| judge(e, &out)).collect();
     let mut doc = Results::new(Some(s.name.clone()), out, judged);
-    doc.symbolize(&crate::symbols::Symbols::from_elf(
-        &std::fs::read(&images.guest_elf).unwrap_or_default(),
-    ));
+    doc.symbolize(&crate::symbols::Symbols::load(&images.guest_elf));
     Ok((doc, reports))
 }
 

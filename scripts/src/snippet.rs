@@ -468,9 +468,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         println!("{}", console.text);
     }
     let mut doc = Results::single(&r);
-    doc.symbolize(&crate::symbols::Symbols::from_elf(
-        &std::fs::read(&images.guest_elf).unwrap_or_default(),
-    ));
+    doc.symbolize(&crate::symbols::Symbols::load(&images.guest_elf));
     print!("{}", crate::perf_text::render(&doc));
     let name = args.file.file_name().map_or_else(
         || args.file.display().to_string(),

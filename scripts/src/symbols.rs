@@ -28,6 +28,14 @@ impl Symbols {
         Symbols { funcs }
     }
 
+    /// The function symbols of the ELF at `path`; none if it cannot be read (a log whose
+    /// guest was not built here still gets its report, with PCs only).
+    pub fn load(path: &std::path::Path) -> Self {
+        std::fs::read(path)
+            .map(|b| Self::from_elf(&b))
+            .unwrap_or_default()
+    }
+
     /// `name+0xoff` for `pc`, at its link address or through the kernel's linear map.
     pub fn lookup(&self, pc: u64) -> Option<String> {
         let link = if pc >= KERNEL_LINEAR_BASE {

@@ -6,6 +6,17 @@ use mtex::results::Results;
 use std::path::Path;
 use std::process::Command;
 
+/// `mtex run FILE --out OUT`, through the binary.
+fn run_scenario(file: &Path, out: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .arg("run")
+        .arg(file)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn a_scenario_runs_judges_its_expectations_and_writes_its_results() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -21,13 +32,7 @@ fn a_scenario_runs_judges_its_expectations_and_writes_its_results() {
     std::fs::create_dir_all(&tmp).unwrap();
     let file = tmp.join("quick-plus.toml");
     std::fs::write(&file, scenario).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_mtex"))
-        .arg("run")
-        .arg(&file)
-        .arg("--out")
-        .arg(tmp.join("results"))
-        .output()
-        .unwrap();
+    let out = run_scenario(&file, &tmp.join("results"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
@@ -133,13 +138,7 @@ fn a_failed_run_is_reported_and_the_next_one_still_runs() {
          [[run]]\nname = \"fine\"\npolicies = [\"entry-tco\"]\nworkloads = [\"getpid\"]\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_mtex"))
-        .arg("run")
-        .arg(&file)
-        .arg("--out")
-        .arg(tmp.join("results"))
-        .output()
-        .unwrap();
+    let out = run_scenario(&file, &tmp.join("results"));
     assert_eq!(out.status.code(), Some(1));
     let doc = Results::from_json(
         &std::fs::read_to_string(tmp.join("results/two-1/report.json")).unwrap(),
