@@ -161,6 +161,7 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         boot.guest_ram,
         trace::block_granules(),
         opts.runs,
+        opts.step,
     ));
     guest_boot::enter(entry, guest_dtb)
 }

@@ -58,6 +58,7 @@ impl Hyp {
         guest_ram: GuestRam,
         block_granules: mtex_trace::counts::BlockGranules,
         runs: bool,
+        step: mtex_abi::options::StepMode,
     ) -> Self {
         Self {
             report,
@@ -71,7 +72,7 @@ impl Hyp {
                 hcr_ata: true,
                 features: mte_features(),
             },
-            tracer: Tracer::new(guest_ram, block_granules, runs),
+            tracer: Tracer::new(guest_ram, block_granules, runs, step),
             guest_pmu: Default::default(),
             guest_debug: Default::default(),
         }

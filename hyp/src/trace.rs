@@ -133,6 +133,9 @@ pub struct Tracer {
     failed_stxr: Option<(u64, u8)>,
     /// Runs were asked for (`mtex.runs=1`) and the CPU has the breakpoints they need.
     runs_enabled: bool,
+    /// The step fast path may retire inert instructions (`mtex.step=fast`); off, every step
+    /// goes through the full path (the reference the fast paths are proven against).
+    fast_enabled: bool,
     /// Planned runs, direct-mapped by start address, with the exact key each was planned
     /// under (start, TTBR0, TTBR1): a loop re-enters the same runs, and planning costs more
     /// than looking here. The run in progress is `plans[run_slot]` while `run_armed`.
@@ -164,14 +167,21 @@ pub struct Tracer {
 impl Tracer {
     /// An idle step engine for a guest whose RAM is `guest_ram` (the instruction reader
     /// refuses anything else).
-    pub fn new(guest_ram: GuestRam, block_granules: BlockGranules, runs: bool) -> Self {
+    pub fn new(
+        guest_ram: GuestRam,
+        block_granules: BlockGranules,
+        runs: bool,
+        step: mtex_abi::options::StepMode,
+    ) -> Self {
+        let fast = step == mtex_abi::options::StepMode::Fast;
         Self {
             active: false,
             exclusive_pc: 0,
             exclusive_retries: 0,
             stxr_status: None,
             failed_stxr: None,
-            runs_enabled: runs && breakpoints() >= RUN_BREAKPOINTS,
+            runs_enabled: fast && runs && breakpoints() >= RUN_BREAKPOINTS,
+            fast_enabled: fast,
             plans: [Plan::default(); PLAN_SLOTS],
             plan_keys: [[u64::MAX; 3]; PLAN_SLOTS],
             run_slot: 0,
@@ -532,11 +542,13 @@ impl Tracer {
                 self.armed = false;
                 return;
             }
-            // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-            let f = unsafe { fast() };
-            // Inert: the fast path may retire it (and those after it) on its own.
-            f.pending_inert = 1;
-            f.pending_pc = st.pc;
+            if self.fast_enabled {
+                // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
+                let f = unsafe { fast() };
+                // Inert: the fast path may retire it (and those after it) on its own.
+                f.pending_inert = 1;
+                f.pending_pc = st.pc;
+            }
         }
         self.armed = true;
         self.note_exclusive(ctx, st.pc, word, &insn);

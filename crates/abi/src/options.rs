@@ -41,6 +41,17 @@ pub enum TrapChoice {
     Tvm,
 }
 
+/// Which step engine a traced phase uses (`mtex.step`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepMode {
+    /// Every short path on: the step fast path, breakpoint runs (if `mtex.runs` allows) and
+    /// the SCTLR_EL1/TCR_EL1 trap fast path.
+    Fast,
+    /// The reference: every exit through the full Rust path, every traced instruction
+    /// stepped. The optimised paths are proven against it (same counts, field by field).
+    Plain,
+}
+
 /// The hypervisor's options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HypOptions {
@@ -51,6 +62,8 @@ pub struct HypOptions {
     /// `mtex.runs`: `1` lets traced phases run stretches of inert instructions at full speed
     /// between hardware breakpoints (fewer exits, same counts); `0` (default) steps them.
     pub runs: bool,
+    /// `mtex.step`: `fast` (default) or `plain` (the reference path: no fast paths, no runs).
+    pub step: StepMode,
     /// `mtex.selftest`: make the hypervisor fail on purpose after boot, to test that such
     /// failures end the run with a record: `hyp-fault` (an exception at EL2) or `hyp-panic`.
     pub selftest: Option<SelfTest>,
@@ -108,6 +121,16 @@ impl HypOptions {
                 });
             }
         };
+        let step = match value(cmdline, "step") {
+            None | Some("fast") => StepMode::Fast,
+            Some("plain") => StepMode::Plain,
+            Some(_) => {
+                return Err(OptionError {
+                    key: "step",
+                    problem: "expected fast or plain",
+                });
+            }
+        };
         let selftest = match value(cmdline, "selftest") {
             None => None,
             Some("hyp-fault") => Some(SelfTest::HypFault),
@@ -125,6 +148,7 @@ impl HypOptions {
             watchdog_ms,
             traps,
             runs,
+            step,
             selftest,
         })
     }
@@ -399,6 +423,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "watchdog_ms",
     "traps",
     "runs",
+    "step",
     "selftest",
     "log",
     "bench_n",
@@ -473,6 +498,12 @@ mod tests {
         );
         assert_eq!(HypOptions::parse("mtex.runs=yes").unwrap_err().key, "runs");
         assert!(HypOptions::parse("mtex.runs=1").unwrap().runs);
+        assert_eq!(HypOptions::parse("mtex.step=slow").unwrap_err().key, "step");
+        assert_eq!(HypOptions::parse("").unwrap().step, StepMode::Fast);
+        assert_eq!(
+            HypOptions::parse("mtex.step=plain").unwrap().step,
+            StepMode::Plain
+        );
         assert_eq!(
             GuestOptions::parse("mtex.guest=nope").unwrap_err().key,
             "guest"
