@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod compare;
 pub mod csv_out;
+pub mod equality;
 pub mod esp;
 pub mod images;
 pub mod perf_text;
