@@ -103,6 +103,13 @@ impl MemOp {
             && !matches!(self.kind, MemKind::Literal)
     }
 
+    /// True when the architecture may Tag Check this access at all: an ordinary data access
+    /// or DC ZVA, not SP-based. Everything else (literals, SP-based forms, prefetches, tag
+    /// loads and stores) is Unchecked whatever the registers hold.
+    pub fn form_checkable(&self) -> bool {
+        matches!(self.kind, MemKind::Data | MemKind::DcZva) && !self.sp_based()
+    }
+
     /// The virtual address accessed, given the general-purpose registers (x0..x30) and SP.
     /// For DC ZVA/GVA/GZVA the operand register holds the address (stored in `base`). For
     /// LDRAA/LDRAB this is the signed pointer plus the offset: see [`Self::auth`].

@@ -1,16 +1,126 @@
-//! Runs: instead of single-stepping a stretch of inert instructions (`decode::is_inert`:
-//! data processing and direct branches, which neither access memory nor change TCO, the EL
-//! or the MTE controls), the step engine lets the guest run through it at full speed and
-//! stops it with hardware breakpoints at every place the stretch can leave to. The count of
-//! instructions run is the depth of the place it stopped at, which is unique: a plan in which
-//! any address could be reached two ways is refused, and the engine steps instead.
+//! Runs: instead of single-stepping every instruction, the step engine lets the guest run at
+//! full speed through the stretch of code after a stop and stops it with hardware breakpoints
+//! at every place the stretch can leave to. A stretch ([`Plan`]) holds only instructions
+//! whose effect on the counts is known without the registers:
+//! - inert ones (`decode::is_inert`: data processing and direct branches);
+//! - *static* ones ([`NodeKind::Static`]): accesses the architecture never Tag Checks
+//!   (literal and SP-based forms, prefetches, tag loads and stores), barriers, `MSR TCO,
+//!   #imm`, reads of system registers;
+//! - as its first instruction only, a *dynamic root*: a checkable data access judged at the
+//!   stop with the live registers, exactly as a stepped one is;
+//! - *predicted* accesses ([`Plan::predicted`]): later checkable accesses whose address
+//!   registers no instruction before them in the run can have written (an over-approximation,
+//!   [`written_registers`]), so that the registers at the stop give their address: they are
+//!   judged at the stop too, with the PSTATE.TCO the run's `MSR TCO, #imm` give them.
+//!
+//! Everything else (checkable accesses after the first, exclusives, MSR TCO from a register,
+//! system instructions, exception-generating instructions, indirect branches) is a leaf: the
+//! run stops before it. The count of instructions run is the depth of the place it stopped
+//! at, which is unique: a plan in which any address could be reached two ways is refused, and
+//! the engine steps instead; the static instructions executed are the ones on the one path
+//! from the root to that place ([`Plan::path`]).
 
-use crate::decode::is_inert;
+use crate::decode::{Insn, decode, is_inert};
 
 /// Most exits a run may have (hardware breakpoints; two more are kept for the EL1 vectors).
 pub const MAX_LEAVES: usize = 4;
 /// Most instructions a plan looks at.
 pub const MAX_VISITED: usize = 48;
+
+/// What an instruction is to a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// No effect but one instruction; branches go where `successors` says.
+    Inert,
+    /// Falls through to the next instruction, with an effect on the counts that does not
+    /// depend on the registers (`counts::Pending::new` of it never reads them).
+    Static,
+    /// The run must stop before it.
+    Stop,
+}
+
+/// Classifies `word` for planning. One rule with the judge: a static access is one whose
+/// form is not checkable (`MemOp::form_checkable`, the same test `Pending::new` uses).
+pub fn node_kind(word: u32) -> NodeKind {
+    node_kind_of(word, &decode(word))
+}
+
+/// [`node_kind`] of `word` already decoded as `insn`.
+pub fn node_kind_of(word: u32, insn: &Insn) -> NodeKind {
+    if is_inert(word) {
+        return NodeKind::Inert;
+    }
+    match insn {
+        Insn::Mem(m) if m.exclusive || m.form_checkable() => NodeKind::Stop,
+        Insn::Mem(_) => NodeKind::Static,
+        Insn::MsrTcoImm(_) | Insn::Barrier(_) | Insn::SysRegRead(..) | Insn::MrsTco(_) => {
+            NodeKind::Static
+        }
+        _ => NodeKind::Stop,
+    }
+}
+
+/// True for an instruction a run may start at with its access judged at the stop: an
+/// ordinary checkable data access (not an exclusive, which stepping must watch).
+pub fn is_dynamic_root(word: u32) -> bool {
+    is_dynamic_root_of(&decode(word))
+}
+
+/// [`is_dynamic_root`] of an instruction already decoded.
+pub fn is_dynamic_root_of(insn: &Insn) -> bool {
+    matches!(insn, Insn::Mem(m) if !m.exclusive && m.form_checkable())
+}
+
+/// True if a run may start at `word` (decoded as `insn`).
+pub fn may_start_run(word: u32, insn: &Insn) -> bool {
+    node_kind_of(word, insn) != NodeKind::Stop || is_dynamic_root_of(insn)
+}
+
+/// Registers an instruction a plan may hold can write: bit n for Xn, bit 31 for SP (or XZR,
+/// taken as SP). Over-approximates (a load marks bits 4:0, 14:10 and 20:16 whatever its
+/// form): a register wrongly taken as written only makes fewer accesses predictable.
+pub fn written_registers(word: u32, insn: &Insn) -> u32 {
+    let field = |lo: u32| 1u32 << ((word >> lo) & 0x1f);
+    if is_inert(word) {
+        return if word & 0x7c00_0000 == 0x1400_0000 {
+            // B writes nothing, BL the link register.
+            if word >> 31 == 1 { 1 << 30 } else { 0 }
+        } else if word & 0x7c00_0000 == 0x3400_0000 || word >> 24 == 0x54 {
+            // CBZ/CBNZ/TBZ/TBNZ, B.cond.
+            0
+        } else {
+            // Data processing: Rd.
+            field(0)
+        };
+    }
+    match insn {
+        Insn::Mem(m) => {
+            let wb = if m.writeback { 1 << m.base } else { 0 };
+            field(0) | field(10) | field(16) | wb
+        }
+        Insn::SysRegRead(_, rt) | Insn::MrsTco(rt) => 1 << rt,
+        Insn::Barrier(_) | Insn::MsrTcoImm(_) => 0,
+        _ => u32::MAX,
+    }
+}
+
+/// True if `insn` is a checkable access whose address the registers at the start of a run
+/// give, when the instructions before it in the run wrote (at most) `written`.
+fn predictable(insn: &Insn, written: u32) -> bool {
+    let Insn::Mem(m) = insn else {
+        return false;
+    };
+    let untouched = |r: u8| written & (1 << r) == 0;
+    let index_untouched = match m.offset {
+        crate::decode::Offset::Reg { m: 31, .. } => true,
+        crate::decode::Offset::Reg { m: r, .. } => untouched(r),
+        _ => true,
+    };
+    is_dynamic_root_of(insn) && m.base != 31 && untouched(m.base) && index_untouched
+}
+
+/// Most predicted accesses in one plan.
+pub const MAX_PREDICTED: usize = 8;
 
 /// Where control can go after an inert instruction at `pc`.
 pub fn successors(word: u32, pc: u64) -> [Option<u64>; 2] {
@@ -34,6 +144,70 @@ pub fn successors(word: u32, pc: u64) -> [Option<u64>; 2] {
     }
 }
 
+/// Where a direct branch at `pc` goes when it executes, given the condition flags (NZCV as
+/// in SPSR bits 31:28) and the registers (x0..x30): the target and whether it links (BL
+/// writes `pc + 4` to x30). None for any other instruction. The step engine executes a
+/// branch that ends a run itself (`Plan` makes a branch back into the run a leaf), so that
+/// a loop costs one exit per iteration.
+pub fn branch_outcome(word: u32, pc: u64, nzcv: u64, x: &[u64; 31]) -> Option<(u64, bool)> {
+    let [next, target] = successors(word, pc);
+    let reg = |n: u32| x.get(n as usize).copied().unwrap_or(0);
+    let rt = word & 0x1f;
+    if word & 0x7c00_0000 == 0x1400_0000 {
+        // B, BL (bit 31).
+        return Some((target_of_b(word, pc), word >> 31 == 1));
+    }
+    let taken = if word & 0x7e00_0000 == 0x3400_0000 {
+        // CBZ/CBNZ (bit 24), 32-bit unless bit 31.
+        let v = if word >> 31 == 1 {
+            reg(rt)
+        } else {
+            reg(rt) as u32 as u64
+        };
+        (v == 0) != ((word >> 24) & 1 == 1)
+    } else if word & 0x7e00_0000 == 0x3600_0000 {
+        // TBZ/TBNZ (bit 24): bit b5:b40.
+        let bit = ((word >> 31) << 5) | ((word >> 19) & 0x1f);
+        ((reg(rt) >> bit) & 1 == 0) != ((word >> 24) & 1 == 1)
+    } else if word >> 24 == 0x54 && word & 0x10 == 0 {
+        condition_holds(word & 0xf, nzcv)
+    } else {
+        return None;
+    };
+    Some((if taken { target? } else { next? }, false))
+}
+
+fn target_of_b(word: u32, pc: u64) -> u64 {
+    let off = (((word & 0x03ff_ffff) as i64) << 38) >> 36;
+    pc.wrapping_add(off as u64)
+}
+
+/// `ConditionHolds` (Arm ARM J1) for a B.cond condition and NZCV in bits 31:28.
+pub fn condition_holds(cond: u32, nzcv: u64) -> bool {
+    let (n, z, c, v) = (
+        nzcv >> 31 & 1 == 1,
+        nzcv >> 30 & 1 == 1,
+        nzcv >> 29 & 1 == 1,
+        nzcv >> 28 & 1 == 1,
+    );
+    let base = match cond >> 1 {
+        0 => z,
+        1 => c,
+        2 => n,
+        3 => v,
+        4 => c && !z,
+        5 => n == v,
+        6 => n == v && !z,
+        _ => true,
+    };
+    // Odd conditions negate, except 0b1111 (always, like 0b1110).
+    if cond & 1 == 1 && cond != 0xf {
+        !base
+    } else {
+        base
+    }
+}
+
 /// A planned run: the addresses it can stop at, with how many instructions it has executed
 /// when it gets there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,25 +215,62 @@ pub struct Plan {
     /// (address, instructions executed on arrival) of every exit.
     pub leaves: [(u64, u32); MAX_LEAVES],
     pub n_leaves: usize,
+    /// The first instruction is a checkable access judged at the stop ([`is_dynamic_root`]).
+    pub dynamic_root: bool,
     /// Every address in the run, leaves included, with its depth.
     visited: [(u64, u32); MAX_VISITED],
     n_visited: usize,
     /// The instruction word at each visited address when the plan was made (`NO_WORD` where
     /// it could not be read), so a reused plan can be checked against the code as it is now.
     words: [u64; MAX_VISITED],
+    /// Index of each node's predecessor (the root's is itself).
+    parent: [u8; MAX_VISITED],
+    /// Static instructions on the path from the root to each node, the node excluded (the
+    /// root counted only when it is static, never when it is dynamic).
+    statics_before: [u8; MAX_VISITED],
+    /// Bit i: node i is static.
+    statics: u64,
+    /// Bit i: node i is a predicted access.
+    predicted: u64,
+    /// The predicted accesses' node indices, in the order they were planned.
+    predicted_nodes: [u8; MAX_PREDICTED],
+    pub n_predicted: usize,
+    /// Registers the path to each node may have written before it ([`written_registers`]).
+    written: [u32; MAX_VISITED],
+    /// PSTATE.TCO after each node, as the run's `MSR TCO, #imm` set it: 0 as at the start,
+    /// 1 clear, 2 set.
+    tco_after: [u8; MAX_VISITED],
 }
 
 /// A visited address whose word the plan could not read.
 const NO_WORD: u64 = u64::MAX;
 
+/// The instructions a run executed before it stopped at a node: how many, and how many of
+/// them are static ([`Plan::statics_on_path`] lists those).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Path {
+    /// The node stopped at.
+    pub stop: usize,
+    pub depth: u32,
+    pub n_statics: usize,
+}
+
 impl Plan {
     /// Instructions executed when the guest is at `pc` (a leaf, or an instruction inside the
     /// run where an interrupt stopped it); None if `pc` is not in the run.
     pub fn depth_of(&self, pc: u64) -> Option<u32> {
+        self.index_of(pc).map(|i| self.visited[i].1)
+    }
+
+    fn index_of(&self, pc: u64) -> Option<usize> {
         self.visited[..self.n_visited]
             .iter()
-            .find(|(a, _)| *a == pc)
-            .map(|(_, d)| *d)
+            .position(|(a, _)| *a == pc)
+    }
+
+    /// The root's word as planned.
+    pub fn root_word(&self) -> Option<u32> {
+        (self.n_visited > 0 && self.words[0] != NO_WORD).then(|| self.words[0] as u32)
     }
 
     /// True when every instruction the plan looked at still reads the same: code rewritten in
@@ -69,6 +280,47 @@ impl Plan {
             .iter()
             .zip(&self.words)
             .all(|((pc, _), w)| fetch(*pc).map_or(NO_WORD, u64::from) == *w)
+    }
+
+    /// What the run executed if it stopped at `pc`: None if `pc` is not in the plan, or if
+    /// an instruction on the path to it no longer reads as planned (code rewritten under the
+    /// run: its count cannot be known, and is reported, never guessed). Reads only the
+    /// path's words, so that checking costs what the run executed, not what it might have.
+    pub fn path(&self, pc: u64, mut fetch: impl FnMut(u64) -> Option<u32>) -> Option<Path> {
+        let stop = self.index_of(pc)?;
+        let mut i = stop;
+        while i != 0 {
+            i = self.parent[i] as usize;
+            if fetch(self.visited[i].0).map_or(NO_WORD, u64::from) != self.words[i] {
+                return None;
+            }
+        }
+        Some(Path {
+            stop,
+            depth: self.visited[stop].1,
+            n_statics: self.statics_before[stop] as usize,
+        })
+    }
+
+    /// Calls `f(address, word, predicted)` for each static instruction and predicted access
+    /// the run executed on `path`, from the last to the first; `predicted` is the index of a
+    /// predicted access among them ([`Plan::predicted`]).
+    pub fn statics_on_path(&self, path: &Path, mut f: impl FnMut(u64, u32, Option<usize>)) {
+        let mut left = path.n_statics;
+        let mut i = path.stop;
+        while left > 0 && i != 0 {
+            i = self.parent[i] as usize;
+            if (self.statics | self.predicted) & (1 << i) != 0 {
+                let k = (self.predicted & (1 << i) != 0).then(|| self.slot_of(i));
+                f(self.visited[i].0, self.words[i] as u32, k);
+                left -= 1;
+            }
+        }
+    }
+
+    /// True if `pc` is one of the plan's exits.
+    pub fn is_leaf(&self, pc: u64) -> bool {
+        self.leaves[..self.n_leaves].iter().any(|(a, _)| *a == pc)
     }
 
     /// The shortest way out.
@@ -86,63 +338,173 @@ impl Default for Plan {
         Self {
             leaves: [(0, 0); MAX_LEAVES],
             n_leaves: 0,
+            dynamic_root: false,
             visited: [(0, 0); MAX_VISITED],
             n_visited: 0,
             words: [NO_WORD; MAX_VISITED],
+            parent: [0; MAX_VISITED],
+            statics_before: [0; MAX_VISITED],
+            statics: 0,
+            predicted: 0,
+            predicted_nodes: [0; MAX_PREDICTED],
+            n_predicted: 0,
+            written: [0; MAX_VISITED],
+            tco_after: [0; MAX_VISITED],
         }
     }
 }
 
-/// Plans a run from `start` (which must be inert). `fetch` reads an instruction word, or
-/// None where the plan may not look (another page, not guest RAM): such an address is a leaf.
-/// Returns None when there is no run to make: the start is not inert, an address is reached
-/// twice (a loop, or two paths joining), or there are too many exits.
+/// Plans a run from `start` (which must be inert or static, or a dynamic root). `fetch` reads
+/// an instruction word, or None where the plan may not look (another page, not guest RAM):
+/// such an address is a leaf. Returns None when there is no run to make: the start must stop,
+/// an address is reached twice (a loop, or two paths joining), or there are too many exits.
 pub fn plan(start: u64, fetch: impl FnMut(u64) -> Option<u32>) -> Option<Plan> {
     let mut p = Plan::default();
     p.build(start, fetch).then_some(p)
 }
 
 impl Plan {
-    /// [`plan`], written in place (the step path keeps one `Plan` and does not move it).
+    /// [`plan`], written in place (the step path keeps its plans and does not move them).
     pub fn build(&mut self, start: u64, mut fetch: impl FnMut(u64) -> Option<u32>) -> bool {
         self.n_leaves = 0;
         self.n_visited = 0;
+        self.statics = 0;
+        self.predicted = 0;
+        self.n_predicted = 0;
+        self.dynamic_root = false;
         self.fill(start, &mut fetch).is_some()
     }
 
     fn fill(&mut self, start: u64, fetch: &mut impl FnMut(u64) -> Option<u32>) -> Option<()> {
         let p = self;
-        let mut work: [(u64, u32); MAX_VISITED] = [(0, 0); MAX_VISITED];
+        // (address, depth, parent index)
+        let mut work: [(u64, u32, u8); MAX_VISITED] = [(0, 0, 0); MAX_VISITED];
         let mut n_work = 1;
-        work[0] = (start, 0);
+        work[0] = (start, 0, 0);
         while n_work > 0 {
             n_work -= 1;
-            let (pc, depth) = work[n_work];
+            let (pc, depth, parent) = work[n_work];
             if p.depth_of(pc).is_some() || p.n_visited == MAX_VISITED {
                 return None;
             }
-            p.visited[p.n_visited] = (pc, depth);
+            let i = p.n_visited;
+            p.visited[i] = (pc, depth);
+            p.parent[i] = parent;
+            let q = parent as usize;
+            (p.statics_before[i], p.written[i], p.tco_after[i]) = if i == 0 {
+                (0, 0, 0)
+            } else {
+                let counted = ((p.statics | p.predicted) >> q) & 1;
+                let w = p.words[q] as u32;
+                (
+                    p.statics_before[q] + counted as u8,
+                    p.written[q] | written_registers(w, &decode(w)),
+                    p.tco_after[q],
+                )
+            };
             let fetched = fetch(pc);
-            p.words[p.n_visited] = fetched.map_or(NO_WORD, u64::from);
+            p.words[i] = fetched.map_or(NO_WORD, u64::from);
             p.n_visited += 1;
-            let word = fetched.filter(|w| is_inert(*w));
-            let Some(word) = word.filter(|_| p.n_visited < MAX_VISITED - 2) else {
-                if depth == 0 || p.n_leaves == MAX_LEAVES {
+            let insn = fetched.map(decode);
+            let kind = match (fetched, &insn) {
+                (Some(_), Some(d)) if i == 0 && is_dynamic_root_of(d) => {
+                    p.dynamic_root = true;
+                    NodeKind::Static
+                }
+                (Some(_), Some(d))
+                    if i > 0 && p.n_predicted < MAX_PREDICTED && predictable(d, p.written[i]) =>
+                {
+                    p.predicted |= 1 << i;
+                    p.predicted_nodes[p.n_predicted] = i as u8;
+                    p.n_predicted += 1;
+                    NodeKind::Static
+                }
+                (Some(w), Some(d)) => node_kind_of(w, d),
+                _ => NodeKind::Stop,
+            };
+            if let Some(Insn::MsrTcoImm(v)) = insn {
+                p.tco_after[i] = 1 + v as u8;
+            }
+            let room = p.n_visited < MAX_VISITED - 2;
+            let successors = match (kind, fetched) {
+                (NodeKind::Inert, Some(w)) if room => successors(w, pc),
+                (NodeKind::Static, Some(_)) if room => {
+                    if !(i == 0 && p.dynamic_root) && p.predicted & (1 << i) == 0 {
+                        p.statics |= 1 << i;
+                    }
+                    [Some(pc.wrapping_add(4)), None]
+                }
+                _ => {
+                    p.unpredict(i);
+                    if depth == 0 || p.n_leaves == MAX_LEAVES {
+                        return None;
+                    }
+                    p.leaves[p.n_leaves] = (pc, depth);
+                    p.n_leaves += 1;
+                    continue;
+                }
+            };
+            // A way back into the run (a loop's back edge, or two paths joining) would make
+            // an address reachable at two depths: the instruction that leads there is a leaf
+            // instead (the engine executes a branch leaf itself, `branch_outcome`).
+            let seen =
+                |a: u64| p.depth_of(a).is_some() || work[..n_work].iter().any(|(w, _, _)| *w == a);
+            if successors.into_iter().flatten().any(seen) {
+                if i == 0 || p.n_leaves == MAX_LEAVES {
                     return None;
                 }
+                p.statics &= !(1 << i);
+                p.unpredict(i);
                 p.leaves[p.n_leaves] = (pc, depth);
                 p.n_leaves += 1;
                 continue;
-            };
-            for s in successors(word, pc).into_iter().flatten() {
+            }
+            for s in successors.into_iter().flatten() {
                 if n_work == MAX_VISITED {
                     return None;
                 }
-                work[n_work] = (s, depth + 1);
+                work[n_work] = (s, depth + 1, i as u8);
                 n_work += 1;
             }
         }
         Some(())
+    }
+
+    /// Node `i` turned out to be a leaf: it is not executed by the run, so not predicted.
+    fn unpredict(&mut self, i: usize) {
+        if self.predicted & (1 << i) != 0 {
+            self.predicted &= !(1 << i);
+            self.n_predicted -= 1;
+        }
+    }
+
+    /// The predicted accesses: (index among them, node address, word, PSTATE.TCO before it:
+    /// None as at the start of the run, else the value an `MSR TCO, #imm` before it set).
+    pub fn predicted(&self) -> impl Iterator<Item = (usize, u64, u32, Option<bool>)> + '_ {
+        self.predicted_nodes[..self.n_predicted]
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| {
+                let i = i as usize;
+                let tco = match self.tco_after[self.parent[i] as usize] {
+                    0 => None,
+                    t => Some(t == 2),
+                };
+                (k, self.visited[i].0, self.words[i] as u32, tco)
+            })
+    }
+
+    /// Index among the predicted accesses of the one at `pc`, if it is one.
+    pub fn predicted_at(&self, pc: u64) -> Option<usize> {
+        let i = self.index_of(pc)?;
+        (self.predicted & (1 << i) != 0).then(|| self.slot_of(i))
+    }
+
+    fn slot_of(&self, i: usize) -> usize {
+        self.predicted_nodes[..self.n_predicted]
+            .iter()
+            .position(|&n| n as usize == i)
+            .unwrap_or(0)
     }
 }
 
@@ -151,7 +513,8 @@ mod tests {
     use super::*;
 
     const ADD: u32 = 0x9100_0421; // add x1, x1, #1
-    const LDR: u32 = 0xf940_0041; // ldr x1, [x2]
+    const LDR: u32 = 0xf940_0021; // ldr x1, [x1]: its base is what ADD and LDR write
+    const LDR_X3: u32 = 0xf940_0064; // ldr x4, [x3]: x3 untouched by ADD/LDR above
     const HVC: u32 = 0xd400_0002;
 
     fn code(words: &[u32]) -> impl FnMut(u64) -> Option<u32> + '_ {
@@ -182,13 +545,75 @@ mod tests {
     }
 
     #[test]
-    fn loops_and_joins_are_refused() {
-        // 0: add; 4: b.ne 0 — an inert loop revisits 0.
-        assert_eq!(plan(0, code(&[ADD, b_ne(-1), LDR])), None);
-        // A non-inert start is no run.
-        assert_eq!(plan(0, code(&[LDR])), None);
-        // 0: b.ne 8; 4: add; 8: ldr — two paths join at 8 with depths 1 and 2.
-        assert_eq!(plan(0, code(&[b_ne(2), ADD, LDR])), None);
+    fn back_edges_and_joins_end_at_the_instruction_leading_there() {
+        let leaves = |p: Plan| {
+            let mut l = p.leaves[..p.n_leaves].to_vec();
+            l.sort();
+            l
+        };
+        // 0: add; 4: b.ne 0 — the back edge is a leaf (the engine executes that branch).
+        assert_eq!(
+            leaves(plan(0, code(&[ADD, b_ne(-1), LDR])).unwrap()),
+            [(4, 1)]
+        );
+        // The same with a dynamic root: 0: ldr; 4: add; 8: b.ne 0 (never a leaf at the root,
+        // whose breakpoint would fire before it ran).
+        let p = plan(0, code(&[LDR, ADD, b_ne(-2), HVC])).unwrap();
+        assert!(p.dynamic_root);
+        assert_eq!(leaves(p), [(8, 2)]);
+        // 0: b.ne 8; 4: add; 8: hvc — two paths join at 8: the add before it is a leaf.
+        assert_eq!(
+            leaves(plan(0, code(&[b_ne(2), ADD, HVC])).unwrap()),
+            [(4, 1), (8, 1)]
+        );
+        // A start that must stop is no run; nor is a branch to itself.
+        assert_eq!(plan(0, code(&[HVC])), None);
+        assert_eq!(plan(0, code(&[b_ne(0), LDR])), None);
+    }
+
+    #[test]
+    fn branches_go_where_the_flags_and_registers_say() {
+        let mut x = [0u64; 31];
+        x[1] = 0x1_0000_0000; // zero as a W register, not as an X register
+        x[2] = 1 << 35;
+        let z = 1 << 30;
+        // b.ne .+12 at 100: not taken with Z, taken without.
+        let bne = b_ne(3);
+        assert_eq!(branch_outcome(bne, 100, z, &x), Some((104, false)));
+        assert_eq!(branch_outcome(bne, 100, 0, &x), Some((112, false)));
+        // cbz w1, .+12 (taken: w1 = 0) and cbz x1, .+12 (not taken).
+        assert_eq!(branch_outcome(0x3400_0061, 100, 0, &x), Some((112, false)));
+        assert_eq!(branch_outcome(0xb400_0061, 100, 0, &x), Some((104, false)));
+        // tbnz x2, #35, .+8: taken.
+        let tbnz = 0x3600_0000 | (1 << 31) | (1 << 24) | (3 << 19) | (2 << 5) | 2;
+        assert_eq!(branch_outcome(tbnz, 100, 0, &x), Some((108, false)));
+        // bl .-4 links; b .+8 does not.
+        assert_eq!(branch_outcome(0x97ff_ffff, 100, 0, &x), Some((96, true)));
+        assert_eq!(branch_outcome(0x1400_0002, 100, 0, &x), Some((108, false)));
+        assert_eq!(branch_outcome(ADD, 100, 0, &x), None);
+        assert_eq!(branch_outcome(RET, 100, 0, &x), None);
+    }
+
+    #[test]
+    fn conditions_follow_the_pseudocode() {
+        // (cond, N Z C V) -> holds
+        let n = |f: u64| f << 28;
+        for (cond, flags, want) in [
+            (0x0, n(0b0100), true),  // EQ
+            (0x1, n(0b0100), false), // NE
+            (0x2, n(0b0010), true),  // CS
+            (0x8, n(0b0010), true),  // HI: C && !Z
+            (0x8, n(0b0110), false),
+            (0xa, n(0b1001), true), // GE: N == V
+            (0xb, n(0b1000), true), // LT
+            (0xc, n(0b0000), true), // GT
+            (0xc, n(0b0100), false),
+            (0xd, n(0b0100), true), // LE
+            (0xe, 0, true),         // AL
+            (0xf, 0, true),         // NV behaves as AL
+        ] {
+            assert_eq!(condition_holds(cond, flags), want, "cond {cond:#x}");
+        }
     }
 
     #[test]
@@ -204,6 +629,126 @@ mod tests {
         let p = plan(0, code(&words)).unwrap();
         words[3] = ADD;
         assert!(!p.still_matches(code(&words)));
+    }
+
+    const LDR_SP: u32 = 0xf940_07e0; // ldr x0, [sp, #8]: Unchecked
+    const STR_SP_PRE: u32 = 0xf81f_0fe0; // str x0, [sp, #-16]!: writeback, checkable
+    const LDR_LIT: u32 = 0x5800_0040; // ldr x0, .+8
+    const TCO_SET: u32 = 0xd503_419f; // msr tco, #1
+    const TCO_REG: u32 = 0xd51b_42e0; // msr tco, x0
+    const DSB: u32 = 0xd503_3b9f; // dsb ish
+    const LDXR: u32 = 0xc85f_7c20; // ldxr x0, [x1]
+    const RET: u32 = 0xd65f_03c0;
+
+    /// The statics on `path`, last first, padded with zeros to 2.
+    fn statics(p: &Plan, path: &Path) -> [(u64, u32); 2] {
+        let mut v = [(0, 0); 2];
+        let mut n = 0;
+        p.statics_on_path(path, |a, w, _| {
+            v[n] = (a, w);
+            n += 1;
+        });
+        v
+    }
+
+    #[test]
+    fn what_a_plan_may_hold() {
+        for w in [ADD, b_ne(3)] {
+            assert_eq!(node_kind(w), NodeKind::Inert, "{w:#x}");
+        }
+        for w in [LDR_SP, LDR_LIT, TCO_SET, DSB] {
+            assert_eq!(node_kind(w), NodeKind::Static, "{w:#x}");
+        }
+        for w in [LDR, STR_SP_PRE, TCO_REG, LDXR, RET, HVC] {
+            assert_eq!(node_kind(w), NodeKind::Stop, "{w:#x}");
+        }
+        assert!(is_dynamic_root(LDR) && is_dynamic_root(STR_SP_PRE));
+        assert!(!is_dynamic_root(LDXR) && !is_dynamic_root(LDR_SP) && !is_dynamic_root(ADD));
+    }
+
+    #[test]
+    fn a_dynamic_root_runs_to_the_next_checkable_access() {
+        // 0: ldr (root); 4: add; 8: ldr [sp]; 12: msr tco, #1; 16: add; 20: ldr x1, [x2]
+        let words = [LDR, ADD, LDR_SP, TCO_SET, ADD, LDR];
+        let p = plan(0, code(&words)).unwrap();
+        assert!(p.dynamic_root);
+        assert_eq!(&p.leaves[..p.n_leaves], &[(20, 5)]);
+        let path = p.path(20, code(&words)).unwrap();
+        assert_eq!(path.depth, 5);
+        // The root is judged at the stop, not a static; the two statics, last first.
+        assert_eq!(statics(&p, &path), [(12, TCO_SET), (8, LDR_SP)]);
+        // Stopped inside (an interrupt at EL2 before the add at 16).
+        let path = p.path(16, code(&words)).unwrap();
+        assert_eq!((path.depth, path.n_statics), (4, 2));
+        let path = p.path(8, code(&words)).unwrap();
+        assert_eq!((path.depth, path.n_statics), (2, 0));
+        assert_eq!(p.path(24, code(&words)), None);
+    }
+
+    #[test]
+    fn statics_are_counted_on_the_branch_taken_only() {
+        // 0: add; 4: b.ne 16; 8: dsb; 12: ldr (leaf); 16: ldr [sp]; 20: ldr (leaf)
+        let words = [ADD, b_ne(3), DSB, LDR, LDR_SP, LDR];
+        let p = plan(0, code(&words)).unwrap();
+        assert!(!p.dynamic_root);
+        let fall = p.path(12, code(&words)).unwrap();
+        assert_eq!((fall.depth, statics(&p, &fall)), (3, [(8, DSB), (0, 0)]));
+        let taken = p.path(20, code(&words)).unwrap();
+        assert_eq!(
+            (taken.depth, statics(&p, &taken)),
+            (3, [(16, LDR_SP), (0, 0)])
+        );
+    }
+
+    #[test]
+    fn a_path_through_rewritten_code_has_no_count() {
+        let mut words = [ADD, b_ne(3), DSB, LDR, LDR_SP, LDR];
+        let p = plan(0, code(&words)).unwrap();
+        // Off the path taken: still countable.
+        words[2] = ADD;
+        assert!(p.path(20, code(&words)).is_some());
+        // On it: not.
+        assert_eq!(p.path(12, code(&words)), None);
+    }
+
+    #[test]
+    fn accesses_whose_base_the_run_cannot_have_written_are_predicted() {
+        // 0: ldr x1,[x1] (root); 4: msr tco,#1; 8: ldr x4,[x3] (predicted); 12: add x1;
+        // 16: ldr x1,[x1] (x1 written: a leaf)
+        let words = [LDR, TCO_SET, LDR_X3, ADD, LDR];
+        let p = plan(0, code(&words)).unwrap();
+        assert_eq!(&p.leaves[..p.n_leaves], &[(16, 4)]);
+        let predicted: [_; 1] = core::array::from_fn(|_| p.predicted().next().unwrap());
+        assert_eq!(predicted, [(0, 8, LDR_X3, Some(true))]);
+        assert_eq!(p.predicted_at(8), Some(0));
+        assert_eq!(p.predicted_at(4), None);
+        let path = p.path(16, code(&words)).unwrap();
+        assert_eq!((path.depth, path.n_statics), (4, 2));
+        let mut seen = [(0, 0, None); 2];
+        let mut n = 0;
+        p.statics_on_path(&path, |a, w, k| {
+            seen[n] = (a, w, k);
+            n += 1;
+        });
+        assert_eq!(seen, [(8, LDR_X3, Some(0)), (4, TCO_SET, None)]);
+        // Written on the way: x3 by an add, or by the root's writeback, is not predicted.
+        let add_x3 = 0x9100_0463; // add x3, x3, #1
+        let p = plan(0, code(&[LDR, add_x3, LDR_X3, HVC])).unwrap();
+        assert_eq!((p.n_predicted, &p.leaves[..p.n_leaves]), (0, &[(8, 2)][..]));
+    }
+
+    #[test]
+    fn what_each_instruction_may_write() {
+        let w = |word: u32| written_registers(word, &decode(word));
+        assert_eq!(w(ADD), 1 << 1);
+        assert_eq!(w(b_ne(3)), 0);
+        assert_eq!(w(0x97ff_ffff), 1 << 30); // bl
+        assert_eq!(w(0x1400_0002), 0); // b
+        assert_eq!(w(DSB), 0);
+        assert_eq!(w(TCO_SET), 0);
+        assert_ne!(w(LDR_X3) & (1 << 4), 0);
+        assert_ne!(w(STR_SP_PRE) & (1 << 31), 0, "writeback of SP");
+        assert_eq!(w(HVC), u32::MAX);
     }
 
     #[test]
