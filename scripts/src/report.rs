@@ -58,6 +58,8 @@ pub struct Report {
     pub unknown_calls: Vec<UnknownCall>,
     /// The guest's debug-register writes, kept in its shadow (never reaching the hardware).
     pub debug_writes: Vec<mtex_abi::report::DebugWrite>,
+    /// How the step engine ran each traced phase (by phase id).
+    pub engines: Vec<mtex_abi::report::StepEngine>,
     pub summary: Option<Summary>,
     /// Records that were damaged, missing or unexpected, and a missing summary.
     pub problems: Vec<String>,
@@ -259,7 +261,14 @@ fn check_figures(r: &mut Report) {
         if let Some(t) = p.trace.filter(|t| t.runs_lost == 0) {
             // No Boot record (a damaged stream, already a problem): QEMU's rule, the measured one.
             let emulator = r.boot.is_none_or(|b| b.is_emulator());
-            problems.extend(pmu_mismatches(&name, s, &t, emulator));
+            let engine = r.engines.iter().rev().find(|e| e.id == p.id).copied();
+            problems.extend(pmu_mismatches(
+                &name,
+                s,
+                &t,
+                engine.unwrap_or_default(),
+                emulator,
+            ));
         }
     }
     r.problems.extend(problems);
@@ -285,21 +294,35 @@ fn check_figures(r: &mut Report) {
 /// instruction that trapped to EL2 is not architecturally executed, so INST_RETIRED does not
 /// count it: the architecture's relation is PMU EL1 = trace EL1 - emulated (the emulated
 /// instructions are the guest kernel's; not yet measured on hardware).
-fn pmu_mismatches(name: &str, s: &PhaseStats, t: &TraceCounts, emulator: bool) -> Vec<String> {
+///
+/// Direct branches the step engine executed for the guest at the end of a run
+/// (`StepEngine::branches_el*`) are in the trace's count but were never executed by the CPU,
+/// so they are taken out of the expected PMU count on every machine.
+fn pmu_mismatches(
+    name: &str,
+    s: &PhaseStats,
+    t: &TraceCounts,
+    engine: mtex_abi::report::StepEngine,
+    emulator: bool,
+) -> Vec<String> {
     let mut out = Vec::new();
     let entries = t.entries.total();
     if let Some(pmu) = s.el1_instructions {
+        let traced = t.instructions_el1.saturating_sub(engine.branches_el1);
         let (expected, why) = if emulator {
             (
-                t.instructions_el1 + entries,
-                format!("the trace's count and one per kernel entry, {entries}, QEMU's step stub"),
+                traced + entries,
+                format!(
+                    "the trace's count less {} branches the hypervisor executed, and one per kernel entry, {entries}, QEMU's step stub",
+                    engine.branches_el1
+                ),
             )
         } else {
             (
-                t.instructions_el1.saturating_sub(s.emulated),
+                traced.saturating_sub(s.emulated),
                 format!(
-                    "the trace's count less the {} trapped and emulated, which the architecture does not count as executed",
-                    s.emulated
+                    "the trace's count less {} branches the hypervisor executed and the {} trapped and emulated, which the architecture does not count as executed",
+                    engine.branches_el1, s.emulated
                 ),
             )
         };
@@ -311,10 +334,14 @@ fn pmu_mismatches(name: &str, s: &PhaseStats, t: &TraceCounts, emulator: bool) -
         }
     }
     if let Some(pmu) = s.el0_instructions
-        && pmu != t.instructions_el0
+        && pmu != t.instructions_el0 - engine.branches_el0.min(t.instructions_el0)
     {
+        let branches = match engine.branches_el0 {
+            0 => String::new(),
+            n => format!(" ({n} of them branches the hypervisor executed)"),
+        };
         out.push(format!(
-            "{name}: trace counted {} EL0 instructions, the PMU {pmu}",
+            "{name}: trace counted {} EL0 instructions{branches}, the PMU {pmu}",
             t.instructions_el0
         ));
     }
@@ -448,6 +475,7 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
         Record::UnknownCall(c) => r.unknown_calls.push(c),
         Record::DebugWrite(w) => r.debug_writes.push(w),
         Record::Summary(s) => r.summary = Some(s),
+        Record::StepEngine(e) => r.engines.push(e),
     }
 }
 
@@ -704,9 +732,21 @@ mod tests {
         s: Option<PhaseStats>,
         exit: ExitReason,
     ) -> Report {
+        one_phase_with(boot, t, s, None, exit)
+    }
+
+    /// [`one_phase_on`] with the step engine's record after the trace, when given.
+    fn one_phase_with(
+        boot: Option<Boot>,
+        t: Option<TraceCounts>,
+        s: Option<PhaseStats>,
+        engine: Option<mtex_abi::report::StepEngine>,
+        exit: ExitReason,
+    ) -> Report {
         let mut records: Vec<_> = boot.map(Record::Boot).into_iter().collect();
         records.push(begin(1, "work"));
         records.extend(t.map(|t| traced(1, t)));
+        records.extend(engine.map(Record::StepEngine));
         records.extend(s.map(|s| end(1, s)));
         let n = records.len() as u32;
         records.push(Record::Summary(Summary {
@@ -805,6 +845,30 @@ mod tests {
             r.problems[1],
             "phase 1 (work): trace counted 20 EL0 instructions, the PMU 21"
         );
+    }
+
+    #[test]
+    fn branches_the_hypervisor_executed_are_not_expected_from_the_pmu() {
+        let (t, s) = qemu_phase();
+        let engine = mtex_abi::report::StepEngine {
+            id: 1,
+            branches_el0: 5,
+            branches_el1: 7,
+            ..Default::default()
+        };
+        // QEMU: PMU EL1 = trace - branches + entries (3); EL0 = trace - branches.
+        let counted = PhaseStats {
+            el1_instructions: Some(100 - 7 + 3),
+            el0_instructions: Some(20 - 5),
+            ..s
+        };
+        assert!(
+            !one_phase(Some(t), Some(counted), OK).succeeded(),
+            "without the StepEngine record, a mismatch"
+        );
+        let r = one_phase_with(None, Some(t), Some(counted), Some(engine), OK);
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(r.engines, [engine]);
     }
 
     #[test]

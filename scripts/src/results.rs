@@ -171,6 +171,26 @@ pub fn trace_counters(t: &TraceCounts) -> BTreeMap<String, u64> {
     c
 }
 
+/// How the step engine ran a traced phase: its breakpoint runs, how they were planned, and
+/// the branches it executed for the guest (`engine.*`).
+fn engine_counters(
+    e: &mtex_abi::report::StepEngine,
+    t: Option<&TraceCounts>,
+) -> impl Iterator<Item = (String, u64)> {
+    let (runs, lost) = t.map_or((0, 0), |t| (t.runs, t.runs_lost));
+    [
+        ("engine.runs", runs),
+        ("engine.runs_lost", lost),
+        ("engine.plans_made", e.plans_made),
+        ("engine.plans_reused", e.plans_reused),
+        ("engine.stepped_starts", e.stepped_starts),
+        ("engine.branches:k", e.branches_el1),
+        ("engine.branches:u", e.branches_el0),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+}
+
 /// Every counter of a phase: the trace's (when traced) and the hypervisor's own (exits,
 /// trapped writes, and the PMU's instructions per EL when it counted them: `pmu.instructions:k`,
 /// `:u`, `:h`).
@@ -195,7 +215,7 @@ pub fn counters(p: &Phase) -> BTreeMap<String, u64> {
     c
 }
 
-fn phase_out(p: &Phase) -> PhaseOut {
+fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
     let pp = p.params;
     PhaseOut {
         name: p.name.clone(),
@@ -209,7 +229,13 @@ fn phase_out(p: &Phase) -> PhaseOut {
         partial: p.end.is_none(),
         begin_ts: p.begin_ts,
         end_ts: p.end_ts,
-        counters: counters(p),
+        counters: {
+            let mut c = counters(p);
+            if let Some(e) = engines.iter().rev().find(|e| e.id == p.id) {
+                c.extend(engine_counters(e, p.trace.as_ref()));
+            }
+            c
+        },
     }
 }
 
@@ -258,7 +284,7 @@ pub fn run(name: &str, repeat: u32, r: &Report) -> Run {
             counter_hz: b.counter_hz,
             emulator: b.is_emulator(),
         }),
-        phases: r.phases.iter().map(phase_out).collect(),
+        phases: r.phases.iter().map(|p| phase_out(p, &r.engines)).collect(),
         writes: r.writes.iter().map(write_out).collect(),
         console: r.console.clone(),
         problems: r.problems.clone(),

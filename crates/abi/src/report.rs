@@ -43,6 +43,26 @@ pub enum Record {
     DebugWrite(DebugWrite),
     /// Last record of a run.
     Summary(Summary),
+    /// How the step engine ran a traced phase (sent with its PhaseTrace). Last of the
+    /// variants so that logs written before it still decode.
+    StepEngine(StepEngine),
+}
+
+/// How the step engine ran a traced phase: what it did for the guest that the CPU did not
+/// do itself, and how its breakpoint runs were planned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepEngine {
+    pub id: u32,
+    /// Direct branches that ended a run and that the hypervisor executed for the guest
+    /// (counted in the trace's instructions; never executed by the CPU, so never counted
+    /// by its PMU), at EL0 and EL1.
+    pub branches_el0: u64,
+    pub branches_el1: u64,
+    /// Run plans made, and reused from the plan cache.
+    pub plans_made: u64,
+    pub plans_reused: u64,
+    /// Stops from which no run was worth making (stepped instead).
+    pub stepped_starts: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
