@@ -7,7 +7,7 @@
 use crate::context::GuestContext;
 use crate::fast_step::fast;
 use aarch64_cpu::registers::*;
-use mtex_abi::report::TcoSite;
+use mtex_abi::report::{StepEngine, TcoSite};
 use mtex_platform::guest_vm::GuestRam;
 use mtex_trace::EXCLUSIVE_RETRIES;
 use mtex_trace::counts::{BlockGranules, Effect, Pending, Tally, TraceCounts};
@@ -34,14 +34,18 @@ const SITES: usize = 16;
 const MDSCR_MDE: u64 = 1 << 15;
 /// DBGBCR<n>_EL1: enabled, all byte lanes, EL1 and EL0 (PMC = 0b11), address match.
 const BCR_ENABLED: u64 = (0b1111 << 5) | (0b11 << 1) | 1;
-/// Shortest run worth its two exits' set-up: below this, stepping (mostly through the fast
-/// path) costs fewer EL2 instructions.
-const RUN_MIN_DEPTH: u32 = 6;
+/// Shortest run worth making: a run whose nearest exit is the next instruction saves no
+/// exit over a step (measured on the kernel matrix: allowing them from non-inert starts
+/// changes no exit count and costs 5% more EL2 instructions).
+const RUN_MIN_DEPTH: u32 = 2;
 /// Breakpoints a run uses: one per exit, plus the EL1 synchronous vectors (current EL, lower
 /// EL) so that a fault inside the run cannot slip by untraced.
 const RUN_BREAKPOINTS: usize = MAX_LEAVES + 2;
-/// Cached run plans.
-const PLAN_SLOTS: usize = 8;
+/// Cached run plans (every stop is the start of a run, so a kernel's hot code needs a few
+/// dozen).
+const PLAN_SLOTS: usize = 256;
+/// Start addresses remembered as not worth a run.
+const NO_RUN_SLOTS: usize = 1024;
 
 /// Breakpoints the CPU has (ID_AA64DFR0_EL1.BRPs + 1).
 pub fn breakpoints() -> usize {
@@ -139,14 +143,35 @@ pub struct Tracer {
     /// Planned runs, direct-mapped by start address, with the exact key each was planned
     /// under (start, TTBR0, TTBR1): a loop re-enters the same runs, and planning costs more
     /// than looking here. The run in progress is `plans[run_slot]` while `run_armed`.
-    plans: [Plan; PLAN_SLOTS],
-    plan_keys: [[u64; 3]; PLAN_SLOTS],
+    /// On the heap: they are too big to be built on the EL2 stack.
+    plans: alloc::boxed::Box<[Plan]>,
+    plan_keys: alloc::boxed::Box<[[u64; 3]]>,
+    /// `code_gen` when each plan was last checked word by word against the code.
+    plan_gens: alloc::boxed::Box<[u64]>,
     run_slot: usize,
     run_armed: bool,
     run_el: u8,
     /// Start addresses (xor TTBR0) from which no run is worth making, direct-mapped: loops
     /// come back to the same places, and planning is costlier than looking here.
-    no_run: [u64; 64],
+    no_run: alloc::boxed::Box<[u64]>,
+    /// Bumped when a traced store may have rewritten planned code (it hit a page in
+    /// `plan_pages`): plans are then checked word by word before their next use. (Stores
+    /// inside runs are caught after the fact: `Plan::path` checks the words the run
+    /// executed.)
+    code_gen: u64,
+    /// One bit per page of guest RAM: plans were made from code in it.
+    plan_pages: alloc::boxed::Box<[u64]>,
+    any_plan_page: bool,
+    /// The breakpoints as last written: only changes are written (each write costs EL2
+    /// instructions, and QEMU rebuilds its breakpoint list).
+    bp_armed: [u64; RUN_BREAKPOINTS],
+    /// The armed run's predicted accesses, judged when it was armed (`Plan::predicted`).
+    predicted: [Pending; mtex_trace::run::MAX_PREDICTED],
+    /// What the engine did in this phase (sent at its end).
+    engine: StepEngine,
+    /// The run that just ended stopped at one of its leaves, on code it executed: if that
+    /// leaf is a direct branch, the engine may execute it (`emulate_branch`).
+    stopped_at_leaf: bool,
     tally: Tally,
     /// The instruction about to run; valid when `armed`. Kept in place (not an Option that
     /// is moved out and back) because this is the step path.
@@ -182,12 +207,21 @@ impl Tracer {
             failed_stxr: None,
             runs_enabled: fast && runs && breakpoints() >= RUN_BREAKPOINTS,
             fast_enabled: fast,
-            plans: [Plan::default(); PLAN_SLOTS],
-            plan_keys: [[u64::MAX; 3]; PLAN_SLOTS],
+            plans: alloc::vec![Plan::default(); PLAN_SLOTS].into_boxed_slice(),
+            plan_keys: alloc::vec![[u64::MAX; 3]; PLAN_SLOTS].into_boxed_slice(),
+            plan_gens: alloc::vec![0; PLAN_SLOTS].into_boxed_slice(),
             run_slot: 0,
             run_armed: false,
             run_el: 0,
-            no_run: [u64::MAX; 64],
+            no_run: alloc::vec![u64::MAX; NO_RUN_SLOTS].into_boxed_slice(),
+            code_gen: 0,
+            plan_pages: alloc::vec![0; (guest_ram.ipa.size >> 12).div_ceil(64) as usize]
+                .into_boxed_slice(),
+            any_plan_page: false,
+            bp_armed: [0; RUN_BREAKPOINTS],
+            predicted: [Pending::default(); mtex_trace::run::MAX_PREDICTED],
+            engine: StepEngine::default(),
+            stopped_at_leaf: false,
             tally: Tally::default(),
             pending: Pending::default(),
             armed: false,
@@ -259,6 +293,7 @@ impl Tracer {
         // Between phases the guest ran untraced: whatever it did to its code or its mappings
         // (IC, TLBI) went unseen, so nothing cached about its code is trusted.
         self.forget_code();
+        self.clear_breakpoints();
         self.saved_mdscr = MDSCR_EL1.get();
         MDSCR_EL1.set(self.saved_mdscr | MDSCR_SS);
         MDCR_EL2.set(MDCR_EL2.get() | MDCR_TDE);
@@ -269,6 +304,11 @@ impl Tracer {
         f.inert_el0 = 0;
         f.inert_el1 = 0;
         self.tally.reset();
+        self.engine = StepEngine {
+            id: phase,
+            ..StepEngine::default()
+        };
+        self.stopped_at_leaf = false;
         self.armed = false;
         self.run_armed = false;
         self.sites = [None; SITES];
@@ -286,12 +326,18 @@ impl Tracer {
         if self.run_armed {
             self.disarm_run();
         }
+        self.clear_breakpoints();
         MDCR_EL2.set(MDCR_EL2.get() & !MDCR_TDE);
         MDSCR_EL1.set(self.saved_mdscr);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         self.active = false;
         self.armed = false;
         (counts, self.sites)
+    }
+
+    /// What the engine did in the phase that `stop` ended.
+    pub fn engine(&self) -> StepEngine {
+        self.engine
     }
 
     /// The phase's counts: the tally with the inert instructions the fast path retired.
@@ -394,16 +440,13 @@ impl Tracer {
         self.note_tco_site(pc, value);
     }
 
-    /// A run ended: count the instructions it executed, known from where the guest stopped
-    /// (a planned exit; inside the run, if an interrupt stopped it; or, at an EL1 vector, the
-    /// instruction that faulted, which did not complete).
+    /// A run ended: count what it executed, known from where the guest stopped (a planned
+    /// exit; inside the run, if an interrupt stopped it; or, at an EL1 vector, the
+    /// instruction that faulted, which did not complete): the root if the run got past it,
+    /// the inert instructions by number and the static ones on the path one by one.
     fn retire_run(&mut self, ctx: &GuestContext) {
         self.disarm_run();
         let now = ctx.state();
-        // Inert instructions keep TCO; an exception taken inside the run sets it.
-        if now.tco != self.pending_tco {
-            self.tally.counts_mut().tco_changes += 1;
-        }
         let vbar = VBAR_EL1.get();
         let at_sync_vector = now.el == 1 && (now.pc == vbar + 0x200 || now.pc == vbar + 0x400);
         let stopped_at = if at_sync_vector {
@@ -412,25 +455,107 @@ impl Tracer {
         } else {
             now.pc
         };
-        let counts = self.tally.counts_mut();
-        match self.plans[self.run_slot].depth_of(stopped_at) {
-            Some(n) if self.run_el == 0 => counts.instructions_el0 += n as u64,
-            Some(n) => counts.instructions_el1 += n as u64,
-            None => counts.runs_lost += 1,
+        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
+        let c = unsafe { fast() };
+        let (va_page, pa_page) = (c.va_page, c.pa_page);
+        let fetch = |a: u64| {
+            // SAFETY: the page is guest RAM (checked when it was cached), identity-mapped at
+            // EL2; reading instruction words has no side effects.
+            (a & !0xfff == va_page)
+                .then(|| unsafe { core::ptr::read_volatile((pa_page | (a & 0xffc)) as *const u32) })
+        };
+        let plan = &self.plans[self.run_slot];
+        let Some(path) = plan.path(stopped_at, fetch) else {
+            // Not in the plan, or the code on the path was rewritten under the run.
+            let counts = self.tally.counts_mut();
+            counts.runs_lost += 1;
+            if now.tco != self.pending_tco {
+                counts.tco_changes += 1;
+            }
+            self.forget_code();
+            return;
+        };
+        let el = self.run_el;
+        self.stopped_at_leaf = !at_sync_vector && plan.is_leaf(stopped_at) && path.depth > 0;
+        let mut inert = path.depth as u64 - path.n_statics as u64;
+        if plan.dynamic_root {
+            if path.depth == 0 {
+                // The root did not complete: an interrupt before it, or an exception on it.
+                if at_sync_vector {
+                    access_faulted(&mut self.tally, &self.pending);
+                }
+            } else {
+                self.tally.retire(&self.pending);
+                inert -= 1;
+            }
         }
+        if at_sync_vector && let Some(k) = plan.predicted_at(stopped_at) {
+            // A predicted access took an exception instead of completing.
+            access_faulted(&mut self.tally, &self.predicted[k]);
+        }
+        let counts = self.tally.counts_mut();
+        if el == 0 {
+            counts.instructions_el0 += inert;
+        } else {
+            counts.instructions_el1 += inert;
+        }
+        // PSTATE.TCO along the path, as stepping would have seen it change: the changes are
+        // the unequal neighbours in (TCO at the start, each MSR TCO's value, TCO now), which
+        // the same whichever way the path is walked (backwards, here).
+        let (blocks, now_tco) = (self.block_granules, now.tco);
+        let mut tco = now_tco;
+        let mut changes = 0;
+        let (plan, tally, sites) = (&self.plans[self.run_slot], &mut self.tally, &mut self.sites);
+        let (phase, predicted) = (self.phase, &self.predicted);
+        plan.statics_on_path(&path, |pc, word, k| {
+            if let Some(k) = k {
+                tally.retire(&predicted[k]);
+                return;
+            }
+            let p = Pending::of_static(pc, el, word, blocks);
+            tally.retire(&p);
+            if let Effect::TcoImm(v) = p.effect {
+                changes += (v != tco) as u64;
+                tco = v;
+                note_tco_site(sites, tally, phase, pc, v);
+            }
+        });
+        changes += (self.pending_tco != tco) as u64;
+        self.tally.counts_mut().tco_changes += changes;
     }
 
+    /// Back to stepping: breakpoints off (MDSCR_EL1.MDE clear: they stay programmed, and the
+    /// next run rewrites only those that change), single-step on.
     fn disarm_run(&mut self) {
         self.run_armed = false;
-        for n in 0..RUN_BREAKPOINTS {
-            set_breakpoint(n, 0, 0);
-        }
         MDSCR_EL1.set(self.saved_mdscr | MDSCR_SS);
     }
 
-    /// Tries to let the guest run from `pc` (an inert instruction) to the next instruction
-    /// that matters; true if a run is armed.
-    fn arm_run(&mut self, ctx: &mut GuestContext, pc: u64, el: u8) -> bool {
+    /// Programs breakpoint `n` unless it already holds `addr` (0: disabled).
+    #[inline(always)]
+    fn put_breakpoint(&mut self, n: usize, addr: u64) {
+        if self.bp_armed[n] != addr {
+            self.bp_armed[n] = addr;
+            set_breakpoint(n, addr, if addr == 0 { 0 } else { BCR_ENABLED });
+        }
+    }
+
+    fn clear_breakpoints(&mut self) {
+        for n in 0..RUN_BREAKPOINTS {
+            set_breakpoint(n, 0, 0);
+        }
+        self.bp_armed = [0; RUN_BREAKPOINTS];
+    }
+
+    /// Tries to let the guest run from `pc` (an inert or static instruction, or a checkable
+    /// access already judged in `self.pending`) to the next instruction that matters; true if
+    /// a run is armed.
+    fn arm_run(
+        &mut self,
+        ctx: &mut GuestContext,
+        controls: &Controls,
+        (pc, el, word): (u64, u8, u32),
+    ) -> bool {
         // In EL1t an exception goes to VBAR_EL1 + 0x000, which has no breakpoint: step.
         if ctx.spsr & 0xf == 0b0100 {
             return false;
@@ -445,18 +570,32 @@ impl Tracer {
             (a & !0xfff == va_page)
                 .then(|| unsafe { core::ptr::read_volatile((pa_page | (a & 0xffc)) as *const u32) })
         };
-        let key = pc ^ c.ttbr0;
-        let slot = ((pc >> 2) & 63) as usize;
+        // Code is translated by the one TTBR its half of the address space uses (VA bit 55):
+        // kernel plans survive every switch of user address space.
+        let (ttbr0, ttbr1) = if pc >> 55 & 1 == 1 {
+            (0, c.ttbr1)
+        } else {
+            (c.ttbr0, 0)
+        };
+        let key = pc ^ ttbr0 ^ ttbr1;
+        let slot = ((pc >> 2) as usize) % NO_RUN_SLOTS;
         if self.no_run[slot] == key {
+            self.engine.stepped_starts += 1;
             return false;
         }
-        let exact = [pc, c.ttbr0, c.ttbr1];
+        let exact = [pc, ttbr0, ttbr1];
         let ps = ((pc >> 2) as usize) % PLAN_SLOTS;
         let k = &self.plan_keys[ps];
-        // A cached plan is used only if the code still reads as it did when it was planned
-        // (rewritten in place, it would count the old instructions).
-        let fresh = k[0] == exact[0] && k[1] == exact[1] && k[2] == exact[2];
-        if !(fresh && self.plans[ps].still_matches(fetch)) {
+        // A cached plan is used if its root still reads as it did, and, after a traced store
+        // to a page with plans, if all of it does (rewritten in place, it would count the old
+        // instructions; `Plan::path` checks the executed ones again afterwards).
+        let fresh = k[0] == exact[0]
+            && k[1] == exact[1]
+            && k[2] == exact[2]
+            && self.plans[ps].root_word() == Some(word)
+            && (self.plan_gens[ps] == self.code_gen || self.plans[ps].still_matches(fetch));
+        if !fresh {
+            self.engine.plans_made += 1;
             self.plan_keys[ps] = [u64::MAX; 3];
             let plan = &mut self.plans[ps];
             // A plan that runs into an EL1 synchronous vector could not tell falling through
@@ -467,21 +606,31 @@ impl Tracer {
                 || plan.depth_of(vbar + 0x200).is_some()
                 || plan.depth_of(vbar + 0x400).is_some()
             {
+                self.engine.stepped_starts += 1;
                 self.no_run[slot] = key;
                 return false;
             }
             self.plan_keys[ps] = exact;
+            self.note_plan_page(pa_page);
         }
+        if fresh {
+            self.engine.plans_reused += 1;
+        }
+        self.plan_gens[ps] = self.code_gen;
         self.run_slot = ps;
-        for (n, (addr, _)) in self.plans[ps].leaves[..self.plans[ps].n_leaves]
-            .iter()
-            .enumerate()
-        {
-            set_breakpoint(n, *addr, BCR_ENABLED);
+        self.judge_predicted(ctx, controls, el);
+        let n_leaves = self.plans[ps].n_leaves;
+        for n in 0..MAX_LEAVES {
+            let addr = if n < n_leaves {
+                self.plans[ps].leaves[n].0
+            } else {
+                0
+            };
+            self.put_breakpoint(n, addr);
         }
         let vbar = VBAR_EL1.get();
-        set_breakpoint(MAX_LEAVES, vbar + 0x200, BCR_ENABLED);
-        set_breakpoint(MAX_LEAVES + 1, vbar + 0x400, BCR_ENABLED);
+        self.put_breakpoint(MAX_LEAVES, vbar + 0x200);
+        self.put_breakpoint(MAX_LEAVES + 1, vbar + 0x400);
         // Stepping off (with MDSCR_EL1.SS set the guest would step at once), breakpoints on.
         MDSCR_EL1.set((self.saved_mdscr & !MDSCR_SS) | MDSCR_MDE);
         ctx.spsr &= !SPSR_SS;
@@ -493,32 +642,91 @@ impl Tracer {
         true
     }
 
-    fn note_tco_site(&mut self, pc: u64, value: bool) {
-        for slot in self.sites.iter_mut() {
-            match slot {
-                Some(s) if s.pc == pc && s.value == value => {
-                    s.count += 1;
-                    return;
-                }
-                None => {
-                    *slot = Some(TcoSite {
-                        phase: self.phase,
-                        pc,
-                        value,
-                        count: 1,
-                    });
-                    return;
-                }
-                _ => {}
-            }
+    /// Bit index in `plan_pages` of host page `pa_page`, if it is guest RAM.
+    fn page_bit(&self, pa_page: u64) -> Option<(usize, u64)> {
+        let n = pa_page.checked_sub(self.guest_ram.pa)? >> 12;
+        let word = (n / 64) as usize;
+        (word < self.plan_pages.len()).then_some((word, 1 << (n % 64)))
+    }
+
+    /// Judges the armed plan's predicted accesses with the registers as they are now, which
+    /// is what their address registers will hold when they run (`Plan::predicted`).
+    fn judge_predicted(&mut self, ctx: &GuestContext, controls: &Controls, el: u8) {
+        let plan = &self.plans[self.run_slot];
+        if plan.n_predicted == 0 {
+            return;
         }
-        self.tally.counts_mut().tco_site_overflow += 1;
+        let (tco_now, uao) = (
+            ctx.spsr & crate::context::SPSR_TCO != 0,
+            ctx.spsr & SPSR_UAO != 0,
+        );
+        let mut stores = [None; 2 * mtex_trace::run::MAX_PREDICTED];
+        let mut n_stores = 0;
+        for (k, pc, word, tco) in plan.predicted() {
+            let mut pages = [None; 2];
+            let p = Pending::new(
+                pc,
+                el,
+                (tco.unwrap_or(tco_now), uao),
+                decode::decode(word),
+                controls,
+                &ctx.x,
+                0,
+                self.block_granules,
+                |va, as_el0| {
+                    let t = translate(va, as_el0);
+                    pages = [pages[1], t.map(|(ipa, _)| ipa & !0xfff)];
+                    t.is_some_and(|(_, attr)| attr == ATTR_TAGGED)
+                },
+            );
+            if p.write.present() {
+                stores[n_stores] = pages[0];
+                stores[n_stores + 1] = pages[1];
+                n_stores += 2;
+            }
+            self.predicted[k] = p;
+        }
+        for page in stores {
+            self.note_store(page);
+        }
+    }
+
+    /// Remembers that plans exist for code in the page at `pa_page`.
+    fn note_plan_page(&mut self, pa_page: u64) {
+        if let Some((w, bit)) = self.page_bit(pa_page) {
+            self.plan_pages[w] |= bit;
+            self.any_plan_page = true;
+        }
+    }
+
+    /// A traced store to guest IPA page `ipa_page` is about to run: if it may rewrite planned
+    /// code, plans are checked before their next use.
+    fn note_store(&mut self, ipa_page: Option<u64>) {
+        if !self.any_plan_page {
+            return;
+        }
+        // Not guest RAM: not code the hypervisor reads either.
+        let Some(pa) = ipa_page.and_then(|ipa| self.guest_ram.pa_of(ipa, 0x1000)) else {
+            return;
+        };
+        if let Some((w, bit)) = self.page_bit(pa)
+            && self.plan_pages[w] & bit != 0
+        {
+            self.code_gen += 1;
+        }
+    }
+
+    fn note_tco_site(&mut self, pc: u64, value: bool) {
+        note_tco_site(&mut self.sites, &mut self.tally, self.phase, pc, value);
     }
 
     /// Before returning to the guest: decodes and judges the instruction at ELR, and arms
     /// the step so the guest runs exactly that one.
     #[inline(never)]
     pub fn prepare(&mut self, ctx: &mut GuestContext, controls: &Controls) {
+        if core::mem::take(&mut self.stopped_at_leaf) {
+            self.emulate_branch(ctx, controls);
+        }
         let st = ctx.state();
         let word = self.fetch(st.pc, st.el == 0, controls.sctlr_el1);
         if word.is_some_and(mtex_trace::maintenance::invalidates_code) {
@@ -537,21 +745,9 @@ impl Tracer {
         if self.virq_pending && !crate::vtimer::virq_still_pending() {
             self.virq_pending = false;
         }
-        if word.is_some_and(decode::is_inert) && !self.virq_pending {
-            if self.runs_enabled && self.arm_run(ctx, st.pc, st.el) {
-                self.armed = false;
-                return;
-            }
-            if self.fast_enabled {
-                // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-                let f = unsafe { fast() };
-                // Inert: the fast path may retire it (and those after it) on its own.
-                f.pending_inert = 1;
-                f.pending_pc = st.pc;
-            }
-        }
-        self.armed = true;
         self.note_exclusive(ctx, st.pc, word, &insn);
+        // The pages a store writes, for `note_store` (both parts of one that crosses pages).
+        let mut pages = [None; 2];
         self.pending = Pending::new(
             st.pc,
             st.el,
@@ -561,10 +757,71 @@ impl Tracer {
             &ctx.x,
             sp,
             self.block_granules,
-            |va, as_el0| translate(va, as_el0).is_some_and(|(_, attr)| attr == ATTR_TAGGED),
+            |va, as_el0| {
+                let t = translate(va, as_el0);
+                pages = [pages[1], t.map(|(ipa, _)| ipa & !0xfff)];
+                t.is_some_and(|(_, attr)| attr == ATTR_TAGGED)
+            },
         );
+        if self.pending.write.present() {
+            self.note_store(pages[0]);
+            self.note_store(pages[1]);
+        }
         self.pending_tco = st.tco;
+        if let Some(w) = word
+            && self.runs_enabled
+            && !self.virq_pending
+            && mtex_trace::run::may_start_run(w, &insn)
+            && self.arm_run(ctx, controls, (st.pc, st.el, w))
+        {
+            self.armed = false;
+            return;
+        }
+        if self.fast_enabled && !self.virq_pending && word.is_some_and(decode::is_inert) {
+            // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
+            let f = unsafe { fast() };
+            // Inert: the fast path may retire it (and those after it) on its own.
+            f.pending_inert = 1;
+            f.pending_pc = st.pc;
+        }
+        self.armed = true;
         ctx.spsr |= SPSR_SS;
+    }
+
+    /// A run stopped at a leaf: if it is a direct branch (a loop's back edge, `Plan`), the
+    /// engine executes it for the guest, so that the loop's next iteration starts with a run
+    /// rather than a step. Safe where stepping it would be the same: the branch is on the page
+    /// the run just executed from (so its fetch cannot fault), it cannot fault itself, and no
+    /// virtual interrupt is pending that the guest would take before it.
+    fn emulate_branch(&mut self, ctx: &mut GuestContext, controls: &Controls) {
+        if self.virq_pending && crate::vtimer::virq_still_pending() {
+            return;
+        }
+        let st = ctx.state();
+        let Some(word) = self.fetch(st.pc, st.el == 0, controls.sctlr_el1) else {
+            return;
+        };
+        let Some((target, link)) = mtex_trace::run::branch_outcome(word, st.pc, ctx.spsr, &ctx.x)
+        else {
+            return;
+        };
+        if link {
+            ctx.x[30] = st.pc.wrapping_add(4);
+        }
+        ctx.elr = target;
+        // Guest time follows the guest's own execution (entry.rs): the branch it did not
+        // execute advances its clock as executing it would have, one tick of the counter
+        // per instruction under `-icount shift=0` at 1 GHz (as entry.rs's constants count).
+        // Without this, a timer interrupt would land elsewhere than on the stepped path.
+        CNTVOFF_EL2.set(CNTVOFF_EL2.get().wrapping_sub(1));
+        let counts = self.tally.counts_mut();
+        if st.el == 0 {
+            counts.instructions_el0 += 1;
+            self.engine.branches_el0 += 1;
+        } else {
+            counts.instructions_el1 += 1;
+            self.engine.branches_el1 += 1;
+        }
     }
 
     /// Drops everything cached about guest code: the code page's translation and the run
@@ -574,8 +831,12 @@ impl Tracer {
         // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
         let c = unsafe { fast() };
         c.pa_page = 0;
-        self.plan_keys = [[u64::MAX; 3]; PLAN_SLOTS];
-        self.no_run = [u64::MAX; 64];
+        self.plan_keys.fill([u64::MAX; 3]);
+        self.no_run.fill(u64::MAX);
+        if self.any_plan_page {
+            self.plan_pages.fill(0);
+            self.any_plan_page = false;
+        }
     }
 
     /// Reads the guest instruction at `pc`, only from guest RAM, through the code-page cache
@@ -613,6 +874,53 @@ impl Tracer {
         // page was cached), which EL2 identity-maps as Normal memory; reading an instruction word has no side effects.
         Some(unsafe { core::ptr::read_volatile(pa as *const u32) })
     }
+}
+
+/// A run's judged access `p` (its root, or a predicted one) took an exception instead of
+/// completing: as the step path does, a tag-check fault counts its access as made and
+/// checked (and as a disagreement if the model judged it unchecked).
+fn access_faulted(tally: &mut Tally, p: &Pending) {
+    if ELR_EL1.get() != p.pc {
+        return;
+    }
+    let esr = ESR_EL1.get();
+    let ec = esr >> 26;
+    if (ec == 0x24 || ec == 0x25) && esr & 0x3f == DFSC_TAG_CHECK {
+        tally.retire_faulted_access(p);
+        if !(p.read.views().architectural || p.write.views().architectural) {
+            tally.counts_mut().unexpected_tag_check_faults += 1;
+        }
+    }
+}
+
+/// Counts a TCO write at `pc` of `value` in its site (the first `SITES` distinct ones kept,
+/// the rest counted as an overflow).
+fn note_tco_site(
+    sites: &mut [Option<TcoSite>; SITES],
+    tally: &mut Tally,
+    phase: u32,
+    pc: u64,
+    value: bool,
+) {
+    for slot in sites.iter_mut() {
+        match slot {
+            Some(s) if s.pc == pc && s.value == value => {
+                s.count += 1;
+                return;
+            }
+            None => {
+                *slot = Some(TcoSite {
+                    phase,
+                    pc,
+                    value,
+                    count: 1,
+                });
+                return;
+            }
+            _ => {}
+        }
+    }
+    tally.counts_mut().tco_site_overflow += 1;
 }
 
 /// The status register (Ws, bits 20:16) of a store-exclusive.
