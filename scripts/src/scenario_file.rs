@@ -14,7 +14,7 @@
 //! hz = 250                         # the kernel's tick, 0 to 100000
 //! repeat = 1                       # 1 to 100
 //! backend = "trace"                # trace (exact); pmu: not available yet
-//! breakpoint_runs = false          # mtex.runs=1
+//! breakpoint_runs = true           # mtex.runs: run between breakpoints (default)
 //! trace = true                     # false: phases at full speed, PMU figures only
 //! watchdog_ms = 600000
 //!
@@ -369,8 +369,10 @@ fn run_spec(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<RunSpec, Scen
             format!("{:?}: expected {BACKENDS}", b.get_ref()),
         ));
     }
-    if raw.breakpoint_runs == Some(true) {
-        cmdline.push("mtex.runs=1".to_string());
+    match raw.breakpoint_runs {
+        Some(true) => cmdline.push("mtex.runs=1".to_string()),
+        Some(false) => cmdline.push("mtex.runs=0".to_string()),
+        None => {}
     }
     if raw.trace == Some(false) {
         cmdline.push("mtex.trace=0".to_string());
@@ -573,6 +575,7 @@ const KNOWN_COUNTER_PREFIXES: &[&str] = &[
     "trapped_writes",
     "virtual_irqs",
     "emulated",
+    "engine.",
 ];
 
 #[cfg(test)]

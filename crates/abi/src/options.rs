@@ -59,8 +59,9 @@ pub struct HypOptions {
     pub watchdog_ms: u64,
     /// `mtex.traps`: `auto` or `tvm`.
     pub traps: TrapChoice,
-    /// `mtex.runs`: `1` lets traced phases run stretches of inert instructions at full speed
-    /// between hardware breakpoints (fewer exits, same counts); `0` (default) steps them.
+    /// `mtex.runs`: `1` (default) lets traced phases run at full speed between hardware
+    /// breakpoints from one instruction that matters to the next (fewer exits, same counts;
+    /// `mtex.step=plain` turns runs off too); `0` steps every instruction.
     pub runs: bool,
     /// `mtex.step`: `fast` (default) or `plain` (the reference path: no fast paths, no runs).
     pub step: StepMode,
@@ -112,8 +113,8 @@ impl HypOptions {
             }
         };
         let runs = match value(cmdline, "runs") {
-            None | Some("0") => false,
-            Some("1") => true,
+            Some("0") => false,
+            None | Some("1") => true,
             Some(_) => {
                 return Err(OptionError {
                     key: "runs",
