@@ -751,6 +751,89 @@ mod tests {
         assert_eq!(w(HVC), u32::MAX);
     }
 
+    proptest::proptest! {
+        /// Any program, any start, any branch directions: a run that executes until it meets
+        /// a leaf has executed exactly `depth` instructions, never one that must stop (but
+        /// the root), never the same address twice, and the statics and predicted accesses
+        /// `statics_on_path` lists are exactly those it executed after the root.
+        #[test]
+        fn a_plan_counts_what_any_execution_of_it_runs(
+            program in proptest::collection::vec(0usize..12, 4..40),
+            start in 0usize..40,
+            directions: u64,
+        ) {
+            let palette = |i: usize, at: usize| -> u32 {
+                match i {
+                    0 => ADD,
+                    1 => b_ne(((at as i32 * 7) % 9) - 4),
+                    2 => 0xb400_0061 | ((((at as u32 * 5) % 7) & 0x7ffff) << 5), // cbz x1, fwd
+                    3 => LDR,
+                    4 => LDR_X3,
+                    5 => LDR_SP,
+                    6 => TCO_SET,
+                    7 => DSB,
+                    8 => HVC,
+                    9 => RET,
+                    10 => 0x1400_0000 | (((at as u32 * 3) % 5 + 1) & 0x03ff_ffff), // b fwd
+                    _ => 0x9100_0463, // add x3, x3, #1
+                }
+            };
+            let words: [u32; 40] = core::array::from_fn(|k| {
+                program.get(k).map_or(HVC, |&i| palette(i, k))
+            });
+            let fetch = |pc: u64| words.get((pc / 4) as usize).copied();
+            let start = (start % program.len()) as u64 * 4;
+            let Some(p) = plan(start, fetch) else { return Ok(()); };
+            let mut pc = start;
+            let mut executed = [0u64; 64];
+            let mut n = 0usize;
+            let mut bits = directions;
+            let stop = loop {
+                if p.is_leaf(pc) {
+                    break pc;
+                }
+                proptest::prop_assert!(p.depth_of(pc).is_some(), "left the plan at {}", pc);
+                proptest::prop_assert!(!executed[..n].contains(&pc), "{} twice", pc);
+                let w = fetch(pc).unwrap();
+                let kind = node_kind(w);
+                proptest::prop_assert!(pc == start || kind != NodeKind::Stop
+                    || p.predicted_at(pc).is_some(), "ran a stop at {}", pc);
+                executed[n] = pc;
+                n += 1;
+                let [next, target] = successors(w, pc);
+                let taken = bits & 1 == 1;
+                bits = bits.rotate_right(1);
+                pc = match (kind, target) {
+                    (NodeKind::Inert, Some(t)) if taken || next.is_none() => t,
+                    _ => next.unwrap(),
+                };
+                if w & 0x7c00_0000 == 0x1400_0000 {
+                    pc = target.unwrap_or(pc);
+                }
+            };
+            let path = p.path(stop, fetch).unwrap();
+            proptest::prop_assert_eq!(path.depth as usize, n);
+            let mut listed = [0u64; 64];
+            let mut m = 0;
+            p.statics_on_path(&path, |a, _, _| { listed[m] = a; m += 1; });
+            let mut want = [0u64; 64];
+            let mut k = 0;
+            for &a in executed[..n].iter().skip(1).rev() {
+                let w = fetch(a).unwrap();
+                if node_kind(w) == NodeKind::Static || p.predicted_at(a).is_some() {
+                    want[k] = a;
+                    k += 1;
+                }
+            }
+            // A static root (not a dynamic one) is listed too: it executed.
+            if !p.dynamic_root && node_kind(fetch(start).unwrap()) == NodeKind::Static && n > 0 {
+                want[k] = start;
+                k += 1;
+            }
+            proptest::prop_assert_eq!(&listed[..m], &want[..k]);
+        }
+    }
+
     #[test]
     fn branch_targets() {
         // b .+8, bl .-4, cbz x1, .+12, tbz w1, #3, .-8, b.eq .+16
