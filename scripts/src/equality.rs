@@ -109,7 +109,7 @@ fn fields<T: Serialize>(prefix: &str, t: &T) -> Vec<(String, Value)> {
 /// Everything of a phase that must not depend on how it was stepped, by field: the trace
 /// counts (but the fast paths' own), the PMU's guest instruction counts (with `pmu`), the
 /// guest's counts the hypervisor took (trapped writes, emulated instructions), and where
-/// TCO was written.
+/// TCO was written how often.
 fn phase_fields(p: &Phase, pmu: bool) -> Vec<(String, Value)> {
     let mut out = fields("params", &p.params);
     match &p.trace {
@@ -130,7 +130,15 @@ fn phase_fields(p: &Phase, pmu: bool) -> Vec<(String, Value)> {
     } else {
         out.push(("stats".into(), Value::Null));
     }
-    out.extend(fields("tco_sites", &p.tco_sites));
+    // The sites as a set: their order is the order the engine met them in, which a
+    // breakpoint run that plans past a site may change; the count at each is the figure.
+    let mut sites: Vec<_> = p
+        .tco_sites
+        .iter()
+        .map(|t| (t.pc, t.value, t.count))
+        .collect();
+    sites.sort_unstable();
+    out.extend(fields("tco_sites", &sites));
     out
 }
 
