@@ -1,11 +1,108 @@
-//! Benchmarks that print figures (never asserted by tests).
+//! Benchmarks that print figures (never asserted by tests), and the count-equality verdict
+//! of issue 11 next to them.
 
+use crate::equality::{self, FAST, FAST_RUNS, KERNEL, MODES, Mode, PLAIN, PROGRAMS};
 use crate::images::Images;
 use crate::qemu::{self, RunConfig};
 use crate::report::{self, Report};
 
 use anyhow::{Context, Result, bail};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// One boot's report and wall time.
+pub struct Booted {
+    pub report: Report,
+    pub wall: Duration,
+}
+
+/// Boots the benchmarks share: each (command line, -icount) at most once, so that the
+/// figures and the equality verdict come from the same runs.
+pub struct Boots<'a> {
+    images: &'a Images,
+    done: Mutex<HashMap<(String, bool), Arc<Booted>>>,
+}
+
+impl<'a> Boots<'a> {
+    pub fn new(images: &'a Images) -> Self {
+        Self {
+            images,
+            done: Mutex::default(),
+        }
+    }
+
+    /// The run of `cmdline` (with or without `-icount shift=0`), booted now unless it was.
+    pub fn get(&self, cmdline: &str, icount: bool) -> Result<Arc<Booted>> {
+        let key = (cmdline.to_string(), icount);
+        if let Some(b) = self.done.lock().unwrap().get(&key) {
+            return Ok(b.clone());
+        }
+        let cfg = RunConfig {
+            cmdline: cmdline.to_string(),
+            icount,
+            timeout: Duration::from_secs(600),
+            ..RunConfig::default()
+        };
+        let console = qemu::run(self.images, &cfg)?;
+        if console.timed_out {
+            bail!("{cmdline}: host time limit hit");
+        }
+        let b = Arc::new(Booted {
+            report: report::parse(&console.text),
+            wall: console.wall,
+        });
+        self.done.lock().unwrap().insert(key, b.clone());
+        Ok(b)
+    }
+
+    /// Boots every run of `list` not booted yet, `threads` at a time (for runs under
+    /// -icount, whose figures do not depend on what else the host runs).
+    pub fn prefetch(&self, list: &[(String, bool)], threads: usize) -> Result<()> {
+        let next = Mutex::new(list.iter());
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads.max(1))
+                .map(|_| {
+                    s.spawn(|| -> Result<()> {
+                        loop {
+                            let Some((line, icount)) = next.lock().unwrap().next() else {
+                                return Ok(());
+                            };
+                            self.get(line, *icount)?;
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .try_for_each(|w| w.join().expect("a bench thread panicked"))
+        })
+    }
+
+    /// A run that must have succeeded.
+    fn ok(&self, cmdline: &str, icount: bool) -> Result<Arc<Booted>> {
+        let b = self.get(cmdline, icount)?;
+        if !b.report.succeeded() {
+            bail!(
+                "bench run {cmdline} failed:\n{}",
+                crate::render::text(&b.report)
+            );
+        }
+        Ok(b)
+    }
+}
+
+/// The fast paths as a run gets them by default: with or without breakpoint runs, as
+/// `mtex.runs` defaults.
+pub fn default_fast() -> Mode {
+    let defaults = mtex_abi::options::HypOptions::parse("").expect("the defaults parse");
+    if defaults.runs { FAST_RUNS } else { FAST }
+}
+
+/// `line` in `mode`.
+fn with(line: &str, mode: Mode) -> String {
+    format!("{line} {}", mode.opts)
+}
 
 /// EL2 instructions per trapped SCTLR_EL1 write, from the `bench-traps` guest program.
 pub struct TrapFigures {
@@ -29,26 +126,23 @@ fn el2(r: &Report, phase: &str) -> Result<(u64, u64)> {
     }
 }
 
-/// Runs the bench: phase `bench-n` makes n trapped writes, `bench-2n` 2n; everything else in
-/// the two phases is the same, so the difference over n is the cost of one write.
-pub fn traps(images: &Images, n: u64) -> Result<TrapFigures> {
-    let cfg = RunConfig {
-        cmdline: format!("mtex.guest=bench-traps mtex.bench_n={n}"),
-        timeout: Duration::from_secs(120),
-        ..RunConfig::default()
-    };
-    let console = qemu::run(images, &cfg)?;
-    let r = report::parse(&console.text);
-    if !r.succeeded() {
-        bail!("bench run failed:\n{}", crate::render::text(&r));
-    }
-    let (t1, r1) = el2(&r, "bench-n")?;
-    let (t2, r2) = el2(&r, "bench-2n")?;
+fn traps_line(n: u64, mode: Mode) -> String {
+    with(&format!("mtex.guest=bench-traps mtex.bench_n={n}"), mode)
+}
+
+/// Runs the bench in `mode`: phase `bench-n` makes n trapped writes, `bench-2n` 2n;
+/// everything else in the two phases is the same, so the difference over n is the cost of
+/// one write.
+pub fn traps(boots: &Boots, n: u64, mode: Mode) -> Result<TrapFigures> {
+    let b = boots.ok(&traps_line(n, mode), true)?;
+    let r = &b.report;
+    let (t1, r1) = el2(r, "bench-n")?;
+    let (t2, r2) = el2(r, "bench-2n")?;
     Ok(TrapFigures {
         n,
         trap_path: ((t2 - r2) as f64 - (t1 - r1) as f64) / n as f64,
         with_reporting: (t2 as f64 - t1 as f64) / n as f64,
-        wall: console.wall,
+        wall: b.wall,
     })
 }
 
@@ -75,25 +169,17 @@ pub struct TraceFigures {
     pub n: u64,
 }
 
-fn run_ok(images: &Images, cmdline: String, icount: bool) -> Result<Report> {
-    let cfg = RunConfig {
-        cmdline,
-        icount,
-        timeout: Duration::from_secs(300),
-        ..RunConfig::default()
-    };
-    let console = qemu::run(images, &cfg)?;
-    let r = report::parse(&console.text);
-    if !r.succeeded() {
-        bail!("bench run failed:\n{}", crate::render::text(&r));
-    }
-    Ok(r)
+/// EL2 instructions and exits per traced guest instruction over the traced phases of a run
+/// under -icount, framing of report records excluded.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PerInstruction {
+    pub el2: f64,
+    pub exits: f64,
+    /// Traced guest instructions (EL1 and EL0).
+    pub instructions: u64,
 }
 
-/// (EL2 instructions per traced instruction, exits per traced instruction, traced
-/// instructions) over the traced phases of a run under -icount.
-fn per_instruction(images: &Images, cmdline: &str) -> Result<(f64, f64, u64)> {
-    let r = run_ok(images, cmdline.into(), true)?;
+fn per_instruction(r: &Report) -> Result<PerInstruction> {
     let (mut el2, mut instructions, mut exits) = (0u64, 0u64, 0u64);
     for p in &r.phases {
         let (Some(s), Some(t)) = (p.stats, p.trace) else {
@@ -107,28 +193,39 @@ fn per_instruction(images: &Images, cmdline: &str) -> Result<(f64, f64, u64)> {
         exits += s.step_exits + s.exits;
     }
     let n = instructions.max(1) as f64;
-    Ok((el2 as f64 / n, exits as f64 / n, instructions))
+    Ok(PerInstruction {
+        el2: el2 as f64 / n,
+        exits: exits as f64 / n,
+        instructions,
+    })
+}
+
+fn per_instruction_of(boots: &Boots, cmdline: &str) -> Result<PerInstruction> {
+    per_instruction(&boots.ok(cmdline, true)?.report)
 }
 
 /// Runs the trace and default programs under -icount for instruction figures (with and
 /// without breakpoint runs), and `bench-trace` (n tagged loads untraced, then traced)
 /// without it for wall-clock figures.
-pub fn trace(images: &Images, n: u64) -> Result<TraceFigures> {
-    let (el2_per_step, exits_per_instruction, instructions) =
-        per_instruction(images, "mtex.guest=trace")?;
-    let with_runs_trace = per_instruction(images, "mtex.guest=trace mtex.runs=1")?;
-    let default_program = per_instruction(images, "mtex.guest=controls")?;
-    let default_program_with_runs = per_instruction(images, "mtex.guest=controls mtex.runs=1")?;
+pub fn trace(boots: &Boots, n: u64) -> Result<TraceFigures> {
+    let trace = per_instruction_of(boots, &with("mtex.guest=trace", default_fast()))?;
+    let with_runs_trace = per_instruction_of(boots, &with("mtex.guest=trace", FAST_RUNS))?;
+    let default_program = per_instruction_of(boots, &with("mtex.guest=controls", default_fast()))?;
+    let default_program_with_runs =
+        per_instruction_of(boots, &with("mtex.guest=controls", FAST_RUNS))?;
     let cmdline = format!("mtex.guest=bench-trace mtex.bench_n={n} mtex.watchdog_ms=600000");
-    let steady = run_ok(images, cmdline.clone(), true)?;
-    let traced_phase = steady.phase("traced").context("phase traced missing")?;
+    let steady = boots.ok(&cmdline, true)?;
+    let traced_phase = steady
+        .report
+        .phase("traced")
+        .context("phase traced missing")?;
     let (Some(s), Some(t)) = (traced_phase.stats, traced_phase.trace) else {
         bail!("traced phase without figures");
     };
     let el2_per_step_steady = (s.el2_instructions.unwrap_or(0)
         - s.el2_report_instructions.unwrap_or(0)) as f64
         / (t.instructions_el1 + t.instructions_el0) as f64;
-    let w = run_ok(images, cmdline, false)?;
+    let w = &boots.ok(&cmdline, false)?.report;
     let span = |name: &str| -> Result<u64> {
         let p = w
             .phase(name)
@@ -142,15 +239,303 @@ pub fn trace(images: &Images, n: u64) -> Result<TraceFigures> {
         .and_then(|p| p.trace)
         .map_or(0, |t| t.instructions_el1 + t.instructions_el0);
     Ok(TraceFigures {
-        el2_per_step,
-        exits_per_instruction,
-        with_runs_trace: (with_runs_trace.0, with_runs_trace.1),
-        default_program: (default_program.0, default_program.1),
-        default_program_with_runs: (default_program_with_runs.0, default_program_with_runs.1),
+        el2_per_step: trace.el2,
+        exits_per_instruction: trace.exits,
+        with_runs_trace: (with_runs_trace.el2, with_runs_trace.exits),
+        default_program: (default_program.el2, default_program.exits),
+        default_program_with_runs: (
+            default_program_with_runs.el2,
+            default_program_with_runs.exits,
+        ),
         el2_per_step_steady,
-        traced_instructions: instructions,
+        traced_instructions: trace.instructions,
         slowdown: traced as f64 / untraced.max(1) as f64,
         steps_per_second: stepped as f64 / (traced as f64 / hz),
         n,
     })
+}
+
+/// Wall-clock time of the kernel matrix's phases traced over the same phases untraced, from
+/// the phases' begin and end timestamps (counter ticks), without -icount. The guest kernel
+/// traces every phase of a boot or none (`mtex.trace` is per boot: a workload has no trace
+/// key), so the two come from two boots of the same scenario.
+pub struct Slowdown {
+    pub traced_s: f64,
+    pub untraced_s: f64,
+    pub phases: usize,
+    /// Wall time of the traced boot, whole.
+    pub traced_boot: Duration,
+}
+
+impl Slowdown {
+    pub fn ratio(&self) -> f64 {
+        self.traced_s / self.untraced_s.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// The untraced boot of the kernel matrix.
+fn kernel_untraced() -> String {
+    format!("{KERNEL} mtex.trace=0")
+}
+
+/// (seconds inside phases, phases) of a run, by the guest's counter.
+fn phase_seconds(r: &Report) -> Result<(f64, usize)> {
+    let hz = r.boot.map_or(1_000_000_000, |b| b.counter_hz) as f64;
+    let mut ticks = 0;
+    for p in &r.phases {
+        let end = p
+            .end_ts
+            .with_context(|| format!("phase {} never ended", p.name))?;
+        ticks += end - p.begin_ts;
+    }
+    Ok((ticks as f64 / hz, r.phases.len()))
+}
+
+pub fn slowdown(boots: &Boots, mode: Mode) -> Result<Slowdown> {
+    let traced = boots.ok(&with(KERNEL, mode), false)?;
+    let untraced = boots.ok(&kernel_untraced(), false)?;
+    let (traced_s, phases) = phase_seconds(&traced.report)?;
+    let (untraced_s, n) = phase_seconds(&untraced.report)?;
+    if n != phases || untraced.report.phases.iter().any(|p| p.trace.is_some()) {
+        bail!("the untraced boot has {n} phases (traced: {phases}), or traced ones");
+    }
+    Ok(Slowdown {
+        traced_s,
+        untraced_s,
+        phases,
+        traced_boot: traced.wall,
+    })
+}
+
+/// The count-equality check: every program of [`PROGRAMS`] in every mode against
+/// [`PLAIN`].
+pub struct Verdict {
+    pub phases: usize,
+    pub programs: usize,
+    /// Counts that differ (the first field of each phase, the first few phases of a run):
+    /// empty when every count is equal.
+    pub differences: Vec<String>,
+    /// What makes a run unusable as evidence (a report problem, a lost breakpoint run).
+    pub problems: Vec<String>,
+}
+
+impl Verdict {
+    pub fn holds(&self) -> bool {
+        self.differences.is_empty() && self.problems.is_empty()
+    }
+}
+
+/// The first few `lines` of a run, each prefixed with `what`: a systematic fault repeats on
+/// every phase.
+fn first_few(what: &str, mut lines: Vec<String>) -> Vec<String> {
+    let more = lines.len().saturating_sub(SHOWN_PER_RUN);
+    lines.truncate(SHOWN_PER_RUN);
+    if more > 0 {
+        lines.push(format!("... and {more} more"));
+    }
+    lines.into_iter().map(|l| format!("{what}: {l}")).collect()
+}
+
+/// Differences and problems printed per run.
+const SHOWN_PER_RUN: usize = 4;
+
+fn equality_lines() -> Vec<(String, bool)> {
+    PROGRAMS
+        .iter()
+        .flat_map(|(_, line)| MODES.iter().map(move |&m| (with(line, m), true)))
+        .collect()
+}
+
+pub fn equality(boots: &Boots) -> Result<Verdict> {
+    let mut v = Verdict {
+        phases: 0,
+        programs: PROGRAMS.len(),
+        differences: Vec::new(),
+        problems: Vec::new(),
+    };
+    for (name, line) in PROGRAMS {
+        let reference = boots.get(&with(line, PLAIN), true)?;
+        for mode in MODES {
+            let b = boots.get(&with(line, mode), true)?;
+            let what = format!("{name}, {}", mode.opts);
+            let problems = equality::run_problems(&b.report);
+            v.problems.extend(first_few(&what, problems));
+            if mode != PLAIN {
+                let c = equality::compare(&reference.report, &b.report, mode);
+                v.phases += c.phases;
+                v.differences.extend(first_few(&what, c.differences));
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// Issue 11's figures in one place.
+pub struct Headline {
+    pub traps: Vec<(Mode, TrapFigures)>,
+    /// (program, mode, figures) on the trace program and the kernel matrix.
+    pub per_instruction: Vec<(&'static str, Mode, PerInstruction)>,
+    pub slowdown: Vec<(Mode, Slowdown)>,
+    pub verdict: Verdict,
+}
+
+/// Boots everything under -icount first (two at a time: exact figures whatever else runs),
+/// then the wall-clock runs one at a time.
+pub fn headline(boots: &Boots, traps_n: u64) -> Result<Headline> {
+    let mut icount: Vec<(String, bool)> = [default_fast(), PLAIN]
+        .iter()
+        .map(|&m| (traps_line(traps_n, m), true))
+        .collect();
+    icount.extend(equality_lines());
+    boots.prefetch(&icount, 2)?;
+    let mut h = Headline {
+        traps: Vec::new(),
+        per_instruction: Vec::new(),
+        slowdown: Vec::new(),
+        verdict: equality(boots)?,
+    };
+    for mode in [default_fast(), PLAIN] {
+        h.traps.push((mode, traps(boots, traps_n, mode)?));
+    }
+    for (what, line) in [
+        ("trace program", "mtex.guest=trace"),
+        ("kernel matrix", KERNEL),
+    ] {
+        for mode in [FAST, FAST_RUNS, PLAIN] {
+            let f = per_instruction(&boots.get(&with(line, mode), true)?.report)?;
+            h.per_instruction.push((what, mode, f));
+        }
+    }
+    for mode in [FAST, FAST_RUNS, PLAIN] {
+        h.slowdown.push((mode, slowdown(boots, mode)?));
+    }
+    Ok(h)
+}
+
+/// `step=fast runs=1` for `mtex.step=fast mtex.runs=1`, `*` marking the default.
+pub fn mode_name(mode: Mode) -> String {
+    let name = mode.opts.replace("mtex.", "");
+    if mode == default_fast() {
+        name + "*"
+    } else {
+        name
+    }
+}
+
+fn goal(met: bool) -> &'static str {
+    if met { "met" } else { "not met" }
+}
+
+/// Issue 11's goals.
+pub const GOAL_TRAP: f64 = 50.0;
+pub const GOAL_EL2_PER_INSTRUCTION: f64 = 60.0;
+pub const GOAL_EXITS_PER_INSTRUCTION: f64 = 0.25;
+pub const STRETCH_EXITS_PER_INSTRUCTION: f64 = 0.05;
+pub const GOAL_SLOWDOWN: f64 = 40.0;
+
+/// The figures and the verdict as `cargo mtex bench` prints them first (within 100 columns).
+pub fn render_headline(h: &Headline, traps_n: u64) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "mtex bench: issue 11's figures on QEMU (instruction counts under -icount shift=0: exact)"
+    );
+    let _ = writeln!(
+        o,
+        "\nEL2 instructions per trapped SCTLR_EL1 write, entry to ERET ({traps_n} + {} writes)",
+        2 * traps_n
+    );
+    for (mode, f) in &h.traps {
+        let _ = writeln!(
+            o,
+            "  {:<18} {:>8.1}    goal ≤ {GOAL_TRAP}: {}",
+            mode_name(*mode),
+            f.trap_path,
+            goal(f.trap_path <= GOAL_TRAP)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nPer traced guest instruction, framing of records excluded (goals: EL2 instructions \
+         ≤ {GOAL_EL2_PER_INSTRUCTION},\n  exits ≤ {GOAL_EXITS_PER_INSTRUCTION}, \
+         stretch ≤ {STRETCH_EXITS_PER_INSTRUCTION})"
+    );
+    let _ = writeln!(
+        o,
+        "  {:<15}{:<18}{:>9}{:>9}{:>13}   goals (EL2, exits)",
+        "", "", "EL2 instr", "exits", "traced instr"
+    );
+    let mut last = "";
+    for (what, mode, f) in &h.per_instruction {
+        let exits = if f.exits <= STRETCH_EXITS_PER_INSTRUCTION {
+            "stretch met"
+        } else {
+            goal(f.exits <= GOAL_EXITS_PER_INSTRUCTION)
+        };
+        let _ = writeln!(
+            o,
+            "  {:<15}{:<18}{:>9.1}{:>9.3}{:>13}   {}, {exits}",
+            if *what == last { "" } else { what },
+            mode_name(*mode),
+            f.el2,
+            f.exits,
+            f.instructions,
+            goal(f.el2 <= GOAL_EL2_PER_INSTRUCTION),
+        );
+        last = what;
+    }
+    let _ = writeln!(
+        o,
+        "\nWall-clock slowdown of traced vs untraced phases, kernel matrix, no -icount \
+         (goal ≤ {GOAL_SLOWDOWN}x)"
+    );
+    let _ = writeln!(
+        o,
+        "  from TWO boots, traced and `mtex.trace=0`: the guest kernel traces every phase of a boot\n  \
+         or none (mtex.trace is per boot, a workload has no trace key); phase begin/end timestamps"
+    );
+    for (mode, s) in &h.slowdown {
+        let _ = writeln!(
+            o,
+            "  {:<18} {} phases: traced {:.2} s, untraced {:.3} s: {:.0}x {} (boot {:.1} s)",
+            mode_name(*mode),
+            s.phases,
+            s.traced_s,
+            s.untraced_s,
+            s.ratio(),
+            goal(s.ratio() <= GOAL_SLOWDOWN),
+            s.traced_boot.as_secs_f64()
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  (* the default: mtex.step=fast, mtex.runs as it defaults)"
+    );
+    let v = &h.verdict;
+    let modes: Vec<String> = MODES[1..].iter().map(|&m| mode_name(m)).collect();
+    let _ = writeln!(
+        o,
+        "\nCount equality, {} programs, {} against {}:\n  trace counts (not runs, \
+         runs_lost), PMU EL1 (where both step everything) and EL0 instructions,\n  \
+         trapped writes in order, TCO sites; no run may lose a run or report a problem",
+        v.programs,
+        modes.join(" and "),
+        mode_name(PLAIN)
+    );
+    if v.differences.is_empty() {
+        let _ = writeln!(o, "counts equal: yes ({} phases compared)", v.phases);
+    } else {
+        let _ = writeln!(o, "counts equal: NO ({} phases compared)", v.phases);
+        for d in &v.differences {
+            let _ = writeln!(o, "  {d}");
+        }
+    }
+    if !v.problems.is_empty() {
+        let _ = writeln!(o, "runs with problems (not evidence until fixed):");
+        for p in &v.problems {
+            let _ = writeln!(o, "  {p}");
+        }
+    }
+    o
 }

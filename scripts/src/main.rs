@@ -136,10 +136,14 @@ enum Cmd {
     },
     /// Build the images only.
     Build,
-    /// Benchmarks that print figures.
+    /// Benchmarks that print figures. Without a subcommand: issue 11's three figures (EL2
+    /// instructions per trapped write; EL2 instructions and exits per traced instruction on
+    /// the trace program and the kernel matrix; the kernel matrix's traced vs untraced
+    /// slowdown) for mtex.step=fast and plain, the count-equality verdict, then both
+    /// benchmarks' details. Exit 1 when a count differs or a run has a problem.
     Bench {
         #[command(subcommand)]
-        which: BenchCmd,
+        which: Option<BenchCmd>,
     },
 }
 
@@ -339,70 +343,89 @@ fn real_main() -> Result<ExitCode> {
             println!("{}\n{}", i.hyp_elf.display(), i.guest_image.display());
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Bench {
-            which: BenchCmd::Traps { n },
-        } => {
+        Cmd::Bench { which } => {
             let images = images::build()?;
-            let f = bench::traps(&images, n)?;
-            println!(
-                "bench traps: {} + {} trapped SCTLR_EL1 writes under -icount shift=0",
-                f.n,
-                2 * f.n
-            );
-            println!(
-                "  EL2 instructions per trapped write, entry to ERET: {:.1}",
-                f.trap_path
-            );
-            println!(
-                "  including framing its report record:            {:.1}",
-                f.with_reporting
-            );
-            println!("  wall time of the run: {:.2} s", f.wall.as_secs_f64());
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Bench {
-            which: BenchCmd::Trace { n },
-        } => {
-            let images = images::build()?;
-            let f = bench::trace(&images, n)?;
-            println!(
-                "bench trace: the trace program's {} stepped instructions under -icount shift=0",
-                f.traced_instructions
-            );
-            println!(
-                "  EL2 instructions per stepped guest instruction: {:.1}",
-                f.el2_per_step
-            );
-            println!(
-                "  EL2 exits per traced guest instruction:          {:.3}",
-                f.exits_per_instruction
-            );
-            println!(
-                "  EL2 instructions per step in a long loop of {} tagged loads: {:.1}",
-                f.n, f.el2_per_step_steady
-            );
-            for (what, (el2, exits)) in [
-                ("trace program, with runs (mtex.runs=1)", f.with_runs_trace),
-                ("default program (compiled code)", f.default_program),
-                ("default program, with runs", f.default_program_with_runs),
-            ] {
-                println!("  {what}: {el2:.1} EL2 instructions, {exits:.3} exits per instruction");
+            let boots = bench::Boots::new(&images);
+            match which {
+                None => {
+                    let traps_n = 1000;
+                    let h = bench::headline(&boots, traps_n)?;
+                    print!("{}", bench::render_headline(&h, traps_n));
+                    println!();
+                    print_bench_traps(&h.traps[0].1);
+                    print_bench_trace(&bench::trace(&boots, 200_000)?);
+                    Ok(if h.verdict.holds() {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    })
+                }
+                Some(BenchCmd::Traps { n }) => {
+                    print_bench_traps(&bench::traps(&boots, n, bench::default_fast())?);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(BenchCmd::Trace { n }) => {
+                    print_bench_trace(&bench::trace(&boots, n)?);
+                    Ok(ExitCode::SUCCESS)
+                }
             }
-            println!(
-                "bench trace: {} tagged loads, untraced then traced, without -icount",
-                f.n
-            );
-            println!(
-                "  wall-clock slowdown of the traced phase: {:.0}x",
-                f.slowdown
-            );
-            println!(
-                "  stepped guest instructions per second:   {:.0}",
-                f.steps_per_second
-            );
-            Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn print_bench_traps(f: &bench::TrapFigures) {
+    println!(
+        "bench traps: {} + {} trapped SCTLR_EL1 writes under -icount shift=0",
+        f.n,
+        2 * f.n
+    );
+    println!(
+        "  EL2 instructions per trapped write, entry to ERET: {:.1}",
+        f.trap_path
+    );
+    println!(
+        "  including framing its report record:            {:.1}",
+        f.with_reporting
+    );
+    println!("  wall time of the run: {:.2} s", f.wall.as_secs_f64());
+}
+
+fn print_bench_trace(f: &bench::TraceFigures) {
+    println!(
+        "bench trace: the trace program's {} stepped instructions under -icount shift=0",
+        f.traced_instructions
+    );
+    println!(
+        "  EL2 instructions per stepped guest instruction: {:.1}",
+        f.el2_per_step
+    );
+    println!(
+        "  EL2 exits per traced guest instruction:          {:.3}",
+        f.exits_per_instruction
+    );
+    println!(
+        "  EL2 instructions per step in a long loop of {} tagged loads: {:.1}",
+        f.n, f.el2_per_step_steady
+    );
+    for (what, (el2, exits)) in [
+        ("trace program, with runs (mtex.runs=1)", f.with_runs_trace),
+        ("default program (compiled code)", f.default_program),
+        ("default program, with runs", f.default_program_with_runs),
+    ] {
+        println!("  {what}: {el2:.1} EL2 instructions, {exits:.3} exits per instruction");
+    }
+    println!(
+        "bench trace: {} tagged loads, untraced then traced, without -icount",
+        f.n
+    );
+    println!(
+        "  wall-clock slowdown of the traced phase: {:.0}x",
+        f.slowdown
+    );
+    println!(
+        "  stepped guest instructions per second:   {:.0}",
+        f.steps_per_second
+    );
 }
 
 /// Opens the `--json` file for writing before the run, so that a path that cannot be written is
