@@ -90,14 +90,16 @@ pub unsafe extern "C" fn _start() -> ! {
 /// the difference to CNTVOFF_EL2: the guest's virtual counter, and its timer, advance with
 /// its own execution. The EL2 instructions of an exit outside that window are accounted as
 /// constants: those before the entry read are subtracted from the timestamp it stores
-/// (4 on the IRQ/other vectors, 6 on the synchronous one through the fast path), those
-/// after the exit read are added to the difference (8 on the full path, 10 on the fast one),
-/// plus one for the exception entry, which QEMU's icount also counts (measured: without it
-/// the guest clock ran one tick per exit fast).
+/// (4 on the IRQ/other vectors, 6 on the synchronous one through the fast paths), those
+/// after the exit read are added to the difference (8 on the full path, 10 on the step fast
+/// path, 9 on the trap fast path, which has no x4/x5 to restore), plus one for the exception
+/// entry, which QEMU's icount also counts (measured: without it the guest clock ran one tick
+/// per exit fast).
 pub const EL2_BEFORE_ENTRY_READ_VECTOR: u64 = 4;
 pub const EL2_BEFORE_ENTRY_READ_SYNC: u64 = 6;
 pub const EL2_AFTER_EXIT_READ_FULL: u64 = 8 + 1;
 pub const EL2_AFTER_EXIT_READ_FAST: u64 = 10 + 1;
+pub const EL2_AFTER_EXIT_READ_TRAP: u64 = 9 + 1;
 
 // The vector table (Arm ARM D1.3.1): 16 entries of 0x80 bytes. Exceptions from the guest
 // (lower EL, AArch64) save the full context and go to `exits::dispatch`; anything taken at

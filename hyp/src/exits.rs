@@ -59,8 +59,9 @@ fn count_exit(hyp: &mut Hyp, ctx: &GuestContext, step: bool) {
     } else {
         hyp.counters.exits += 1;
         hyp.counters.exits_with_tco += ctx.state().tco as u64;
+        // The trap fast path's exits are added as they are framed (`Reporter::flush`).
+        RUN_EXITS.fetch_add(1, Ordering::Relaxed);
     }
-    RUN_EXITS.store(hyp.counters.exits, Ordering::Relaxed);
 }
 
 /// Traced phases are bounded by steps as well as by the watchdog's counter time: every step

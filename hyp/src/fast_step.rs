@@ -1,12 +1,22 @@
-//! The step engine's fast path, in assembly: a single-step exit whose retiring instruction
-//! and next instruction are both inert (`mtex_trace::decode::is_inert`: data processing and
-//! direct branches) only adds one to the instruction count, so it is handled in a few dozen
-//! instructions without the full context save or the Rust dispatch. Everything else (a cache
-//! miss on the code page, a memory access, a system instruction, any other exit) falls through
-//! to the full path unchanged. The exactness tests prove the counts identical either way.
+//! The fast paths, in assembly, for the two exits that dominate: the step engine's and the
+//! trapped MTE control write.
+//!
+//! - A single-step exit whose retiring instruction and next instruction are both inert
+//!   (`mtex_trace::decode::is_inert`: data processing and direct branches) only adds one to the
+//!   instruction count, so it is handled in a few dozen instructions without the full context
+//!   save or the Rust dispatch.
+//! - Outside traced phases, a trapped `MSR SCTLR_EL1/TCR_EL1, Xt` is emulated here and leaves
+//!   a raw entry in the trap ring, which `report.rs` turns into its record (and counts) when it
+//!   frames it.
+//!
+//! Everything else (a cache miss on the code page, a memory access, a system instruction, a
+//! full ring, any other exit) falls through to the full path unchanged. The exactness tests
+//! prove the counts and records identical either way (`mtex.step=plain` turns both off).
 
 use core::arch::global_asm;
-use core::mem::offset_of;
+use core::mem::{offset_of, size_of};
+use mtex_arch::SysReg;
+use mtex_arch::esr::ISS_RT_MASK;
 
 /// State shared by the fast path and `trace.rs`. Written by Rust only inside the hypervisor
 /// state's exclusive borrow, read and written by the fast path while the guest is stopped:
@@ -32,6 +42,13 @@ pub struct FastStep {
     pub inert_el1: u64,
     /// CNTPCT_EL0 when the current exit entered EL2 (see `entry.rs`, guest time).
     pub exit_ts: u64,
+    /// Where the trap fast path writes its next ring entry, with `TRAP_OFF` set while the
+    /// path is off; `TRAP_FULL` set when the ring is full (see `TrapRing`). Rust changes it only
+    /// through the functions below.
+    trap_next: u64,
+    /// ESR_EL2 of a trapped write of SCTLR_EL1 and of TCR_EL1, Rt cleared.
+    trap_esr_sctlr: u64,
+    trap_esr_tcr: u64,
 }
 
 const _: () = assert!(offset_of!(FastStep, pending_inert) == 0);
@@ -59,6 +76,9 @@ static mut MTEX_FAST: FastStep = FastStep {
     inert_el0: 0,
     inert_el1: 0,
     exit_ts: 0,
+    trap_next: 0,
+    trap_esr_sctlr: ESR_SCTLR,
+    trap_esr_tcr: ESR_TCR,
 };
 
 /// Access to the shared state.
@@ -73,6 +93,140 @@ pub unsafe fn fast() -> &'static mut FastStep {
     unsafe { &mut *state }
 }
 
+/// ESR_EL2 of the two writes the trap fast path emulates, Rt cleared (`mtex_arch`'s encodings).
+const ESR_SCTLR: u64 = SysReg::SctlrEl1.msr_esr();
+const ESR_TCR: u64 = SysReg::TcrEl1.msr_esr();
+/// All but ISS.Rt: the bits an ESR must share with one of the two to be handled here.
+const NOT_RT: u64 = !(ISS_RT_MASK as u64);
+/// A bit set in TCR_EL1's syndrome and clear in SCTLR_EL1's: which of the two was written.
+const TCR_BIT: u32 = (ESR_TCR & !ESR_SCTLR).trailing_zeros();
+const _: () = assert!((ESR_TCR >> TCR_BIT) & 1 == 1 && (ESR_SCTLR >> TCR_BIT) & 1 == 0);
+// The Xt jump table is indexed by ESR bits 9:0 (Rt × 32): CRm and the direction, bits 4:0,
+// are zero in both syndromes (CRm 0, a write).
+const _: () = assert!(ESR_SCTLR & 0x1f == 0 && ESR_TCR & 0x1f == 0);
+const _: () = assert!(ISS_RT_MASK == 0x1f << 5);
+
+/// One trapped write as the trap paths queue it: raw register values, formatted into a
+/// `Record::SysregWrite` (and counted, if `RAW_COUNTED` is clear) when `report.rs` frames it.
+/// 64 bytes, so that entries never straddle the ring's end bits.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct RawWrite {
+    /// ESR_EL2 of the trapped MSR (Rt included), `RAW_COUNTED` set by the full path.
+    pub esr: u64,
+    /// CNTPCT_EL0 at the trap.
+    pub ts: u64,
+    /// The value written, and the register's value before.
+    pub new: u64,
+    pub old: u64,
+    /// ELR_EL2 (the MSR) and SPSR_EL2 (the guest's EL and PSTATE.TCO) at the trap.
+    pub pc: u64,
+    pub spsr: u64,
+    _pad: [u64; 2],
+}
+
+impl RawWrite {
+    pub fn new(esr: u64, ts: u64, new: u64, old: u64, pc: u64, spsr: u64) -> Self {
+        Self {
+            esr,
+            ts,
+            new,
+            old,
+            pc,
+            spsr,
+            _pad: [0; 2],
+        }
+    }
+}
+
+/// ESR bit 63 (RES0 in the syndrome) of an entry whose exit the full path already counted in
+/// `Hyp::counters` and `RUN_EXITS`; entries without it are counted as they are framed.
+pub const RAW_COUNTED: u64 = 1 << 63;
+
+/// Entries in the trap ring.
+pub const TRAP_RING: usize = 128;
+const RING_BYTES: u64 = (TRAP_RING * size_of::<RawWrite>()) as u64;
+/// `trap_next` with this bit set (the address just past the ring): the ring is full.
+const TRAP_FULL: u64 = RING_BYTES;
+/// `trap_next` with this bit set: the fast trap path is off.
+const TRAP_OFF: u64 = 2 * RING_BYTES;
+
+/// The trap ring: one queue for both trap paths, so records keep the order of the writes. It is
+/// aligned to four times its size, so every entry's address has the `TRAP_FULL` and `TRAP_OFF`
+/// bits clear and the address just past it has `TRAP_FULL` set: the fast path tests room and
+/// permission in one `tst` of `trap_next`. (The image is loaded 2 MiB-aligned: link.ld.)
+#[repr(C, align(32768))]
+struct TrapRing([RawWrite; TRAP_RING]);
+
+const _: () = assert!(size_of::<RawWrite>() == 64);
+const _: () = assert!(RING_BYTES.is_power_of_two());
+const _: () = assert!(core::mem::align_of::<TrapRing>() as u64 == 4 * RING_BYTES);
+
+static mut MTEX_TRAP_RING: TrapRing = TrapRing(
+    [RawWrite {
+        esr: 0,
+        ts: 0,
+        new: 0,
+        old: 0,
+        pc: 0,
+        spsr: 0,
+        _pad: [0; 2],
+    }; TRAP_RING],
+);
+
+fn ring_base() -> u64 {
+    (&raw const MTEX_TRAP_RING) as u64
+}
+
+impl FastStep {
+    /// Empties the ring (the fast trap path stays off until `set_fast_traps`). Once, at boot,
+    /// before any other ring function.
+    pub fn init_trap_ring(&mut self) {
+        assert!(
+            ring_base().is_multiple_of(4 * RING_BYTES),
+            "trap ring misaligned"
+        );
+        self.trap_next = ring_base() | TRAP_OFF;
+    }
+
+    /// Lets the trap fast path run, or stops it.
+    pub fn set_fast_traps(&mut self, on: bool) {
+        self.trap_next = (self.trap_next & !TRAP_OFF) | if on { 0 } else { TRAP_OFF };
+    }
+
+    /// Entries in the ring.
+    pub fn ring_len(&self) -> usize {
+        if self.trap_next == 0 {
+            return 0;
+        }
+        ((self.trap_next & !TRAP_OFF) - ring_base()) as usize / size_of::<RawWrite>()
+    }
+
+    /// Entry `i` (< `ring_len`).
+    pub fn ring_entry(&self, i: usize) -> RawWrite {
+        // SAFETY: the ring is only accessed through `FastStep`, whose contract (`fast`)
+        // excludes the fast path meanwhile; a copy is taken.
+        unsafe { MTEX_TRAP_RING.0[i] }
+    }
+
+    /// Appends `w`; false when the ring is full.
+    pub fn ring_push(&mut self, w: RawWrite) -> bool {
+        let len = self.ring_len();
+        if len == TRAP_RING {
+            return false;
+        }
+        // SAFETY: as in `ring_entry`; `len` is in bounds.
+        unsafe { MTEX_TRAP_RING.0[len] = w };
+        self.trap_next += size_of::<RawWrite>() as u64;
+        true
+    }
+
+    /// Empties the ring.
+    pub fn ring_clear(&mut self) {
+        self.trap_next = ring_base() | (self.trap_next & TRAP_OFF);
+    }
+}
+
 // Entered from the lower-EL synchronous vector with x0..x3 saved in a fresh context frame.
 global_asm!(
     ".global mtex_fast_step",
@@ -82,9 +236,9 @@ global_asm!(
     "mrs x1, cntpct_el0",
     "sub x1, x1, #{before_sync}",
     "str x1, [x0, #80]",
-    "ldr x1, [x0, #0]",
-    // Not tracing an inert instruction (every exit outside traced phases): leave at once.
-    "cbz x1, 9f",
+    "ldr x2, [x0, #0]",
+    // Not tracing an inert instruction (every exit outside traced phases): the trap path.
+    "cbz x2, 7f",
     "stp x4, x5, [sp, #32]",
     "mrs x2, esr_el2",
     "lsr x1, x2, #26",
@@ -168,6 +322,75 @@ global_asm!(
     "ldp x0, x1, [sp, #0]",
     "add sp, sp, #{size}",
     "eret",
+    // The trap path: x0 = MTEX_FAST, x1 = this exit's timestamp (as stored at [x0, #80]).
+    // Only while the path is on and the ring has room (checked first: in traced phases every
+    // other step exit comes here and leaves at once), and only a trapped MSR SCTLR_EL1/TCR_EL1
+    // (the ESR but for Rt); anything else goes to the full path.
+    "7: ldr x3, [x0, #{next}]",
+    "tst x3, #{no_room}",
+    "b.ne 9f",
+    "mrs x2, esr_el2",
+    "ldr x3, [x0, #{esr_sctlr}]",
+    "eor x3, x3, x2",
+    "tst x3, #{not_rt}",
+    "b.eq 1f",
+    "ldr x3, [x0, #{esr_tcr}]",
+    "eor x3, x3, x2",
+    "tst x3, #{not_rt}",
+    "b.ne 9f",
+    // Take the entry; x3 points just past it from here on.
+    "1: ldr x3, [x0, #{next}]",
+    "add x3, x3, #{entry}",
+    "str x3, [x0, #{next}]",
+    "stp x2, x1, [x3, #{e_esr}]",
+    // x0 = Xt, from a table of 32-byte entries indexed by ESR bits 9:0 (Rt × 32, see the
+    // asserts): x0..x3 from the frame, x4..x30 live, XZR.
+    "adr x0, 5f",
+    "bfxil x0, x2, #0, #10",
+    "br x0",
+    ".balign 1024",
+    "5: ldr x0, [sp, #0]",
+    "b 6f",
+    ".balign 32",
+    "ldr x0, [sp, #8]",
+    "b 6f",
+    ".balign 32",
+    "ldr x0, [sp, #16]",
+    "b 6f",
+    ".balign 32",
+    "ldr x0, [sp, #24]",
+    "b 6f",
+    ".irp n, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30",
+    ".balign 32",
+    "mov x0, x\\n",
+    "b 6f",
+    ".endr",
+    ".balign 32",
+    "mov x0, xzr",
+    // The write itself (old value first), then the rest of the entry. The ERET synchronises.
+    "6: tbz x2, #{tcr_bit}, 2f",
+    "mrs x2, tcr_el1",
+    "msr tcr_el1, x0",
+    "b 3f",
+    "2: mrs x2, sctlr_el1",
+    "msr sctlr_el1, x0",
+    "3: stp x0, x2, [x3, #{e_new}]",
+    "mrs x0, elr_el2",
+    "mrs x2, spsr_el2",
+    "stp x0, x2, [x3, #{e_pc}]",
+    "add x0, x0, #4",
+    "msr elr_el2, x0",
+    // Guest time, as above, from the timestamp still in x1 (EL2_AFTER_EXIT_READ_TRAP).
+    "mrs x0, cntpct_el0",
+    "sub x1, x0, x1",
+    "add x1, x1, #{after_trap}",
+    "mrs x0, cntvoff_el2",
+    "add x0, x0, x1",
+    "msr cntvoff_el2, x0",
+    "ldp x2, x3, [sp, #16]",
+    "ldp x0, x1, [sp, #0]",
+    "add sp, sp, #{size}",
+    "eret",
     // Anything else: the full path, as if the vector had gone there directly.
     "8: ldp x4, x5, [sp, #32]",
     "9: ldp x2, x3, [sp, #16]",
@@ -176,4 +399,23 @@ global_asm!(
     size = const crate::context::CONTEXT_SIZE,
     before_sync = const crate::entry::EL2_BEFORE_ENTRY_READ_SYNC,
     after_fast = const crate::entry::EL2_AFTER_EXIT_READ_FAST,
+    after_trap = const crate::entry::EL2_AFTER_EXIT_READ_TRAP,
+    esr_sctlr = const offset_of!(FastStep, trap_esr_sctlr),
+    esr_tcr = const offset_of!(FastStep, trap_esr_tcr),
+    next = const offset_of!(FastStep, trap_next),
+    not_rt = const NOT_RT,
+    no_room = const TRAP_FULL | TRAP_OFF,
+    tcr_bit = const TCR_BIT,
+    entry = const size_of::<RawWrite>(),
+    e_esr = const offset_of!(RawWrite, esr) as i64 - size_of::<RawWrite>() as i64,
+    e_new = const offset_of!(RawWrite, new) as i64 - size_of::<RawWrite>() as i64,
+    e_pc = const offset_of!(RawWrite, pc) as i64 - size_of::<RawWrite>() as i64,
 );
+
+// The paired stores above: (esr, ts), (new, old), (pc, spsr).
+const _: () = assert!(offset_of!(RawWrite, ts) == offset_of!(RawWrite, esr) + 8);
+const _: () = assert!(offset_of!(RawWrite, old) == offset_of!(RawWrite, new) + 8);
+const _: () = assert!(offset_of!(RawWrite, spsr) == offset_of!(RawWrite, pc) + 8);
+// x1 holds the timestamp as the step path stores it, and the frame's x0..x3 are at 0..24.
+const _: () = assert!(offset_of!(FastStep, exit_ts) == 80);
+const _: () = assert!(offset_of!(crate::context::GuestContext, x) == 0);

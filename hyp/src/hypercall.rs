@@ -64,8 +64,12 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     // exits and not the cost of announcing it.
     hyp.begin_phase(id);
     let traced = flags & hc::PHASE_TRACED != 0;
-    log::debug!("phase {id} begins at pc {:#x}, traced: {traced}", ctx.elr);
-    if traced && !hyp.tracer.start(id) {
+    log::debug!(
+        "phase {id} begins at pc {:#x}, traced: {traced}, guest clock {}",
+        ctx.elr,
+        guest_clock()
+    );
+    if traced && !hyp.start_trace(id) {
         log::warn!("an OS lock was set at the start of traced phase {id}; cleared");
     }
     ret::SUCCESS
@@ -81,17 +85,19 @@ fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
         return ret::INVALID_PARAMETERS;
     };
     log::debug!(
-        "phase {id} ends: {} exits, {} steps",
+        "phase {id} ends: {} exits, {} steps, guest clock {}",
         stats.exits,
-        stats.step_exits
+        stats.step_exits,
+        guest_clock()
     );
     if hyp.tracer.active() {
-        let (counts, sites) = hyp.tracer.stop(ctx);
+        let (counts, sites) = hyp.stop_trace(ctx);
         for site in sites.into_iter().flatten() {
             hyp.report.send(&Record::TcoSite(site));
         }
         hyp.report
             .send(&Record::PhaseTrace(PhaseTrace { id, counts }));
+        hyp.report.send(&Record::StepEngine(hyp.tracer.engine()));
     }
     hyp.report.send(&Record::PhaseEnd(PhaseEnd {
         id,
@@ -100,6 +106,16 @@ fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
         stats,
     }));
     ret::SUCCESS
+}
+
+/// The guest's virtual counter when this exit entered EL2 (its EL2 time is not yet taken
+/// out): under `-icount` it advances with the guest's own instructions only, whatever path
+/// its exits took (a test compares it across `mtex.step` modes).
+fn guest_clock() -> u64 {
+    use aarch64_cpu::registers::CNTVOFF_EL2;
+    // SAFETY: called from a hypercall handler, with the hypervisor state borrowed.
+    let entered = unsafe { crate::fast_step::fast() }.exit_ts;
+    entered.wrapping_sub(CNTVOFF_EL2.get())
 }
 
 fn console_write(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {

@@ -1,18 +1,22 @@
 //! The report stream: records framed onto the PL011 (see `mtex_abi::frame`).
 //!
-//! Trapped register writes are the hot path, so they are queued in memory and framed when the
-//! queue fills or before any other record goes out; order is kept and nothing is dropped.
-//! Every record takes the next sequence number; the closing Summary says how many came before.
+//! Trapped register writes are the hot path, so they are queued raw in the trap ring
+//! (`fast_step::RawWrite`: both trap paths push there, the fast one in assembly) and formatted
+//! and framed when the ring fills or before any other record goes out; order is kept and
+//! nothing is dropped. Every record takes the next sequence number; the closing Summary says
+//! how many came before.
 
+use crate::fast_step::{RAW_COUNTED, RawWrite};
 use arm_pl011_uart::{PL011Registers, Uart};
 use core::fmt::Write;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, Ordering};
 use mtex_abi::frame;
 use mtex_abi::report::{
-    CONSOLE_LINE_BYTES, ConsoleText, ExitReason, Message, Summary, SysregWrite,
+    CONSOLE_LINE_BYTES, ConsoleText, ExitReason, GuestState, Message, Summary, SysregWrite,
 };
 use mtex_abi::{Record, ShortStr};
+use mtex_arch::{Esr, SysReg};
 use safe_mmio::UniqueMmioPointer;
 use tock_registers::interfaces::Readable;
 
@@ -20,8 +24,6 @@ use tock_registers::interfaces::Readable;
 static NEXT_SEQ: AtomicU32 = AtomicU32::new(0);
 /// Guest exits over the whole run, for the Summary (also read by the panic path).
 pub static RUN_EXITS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
-
-const QUEUE: usize = 64;
 
 /// The console UART's address, from the discovered machine (`set_console`).
 static UART_BASE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
@@ -88,8 +90,14 @@ fn write_bounded(uart: &mut Uart<'static>, bytes: &[u8]) {
 
 pub struct Reporter {
     uart: Uart<'static>,
-    queue: [Option<SysregWrite>; QUEUE],
-    queued: usize,
+    /// The phase the ring's writes belong to (0: none). The ring never spans a change of
+    /// phase: `set_phase` frames it first.
+    phase: u32,
+    /// Writes the trap fast path handled, counted as they were framed (each one an exit, an
+    /// emulated instruction and a trapped write; `Hyp::counters_now` adds them), and of
+    /// those the exits with the guest's PSTATE.TCO set.
+    pub fast_writes: u64,
+    pub fast_writes_with_tco: u64,
     line: [u8; CONSOLE_LINE_BYTES],
     line_len: usize,
     /// Counts EL2 instructions spent framing queued writes, so that phase figures can tell
@@ -103,10 +111,13 @@ impl Reporter {
         let mut uart = console_uart();
         // A frame must start on a fresh line even if firmware left a partial one.
         write_bounded(&mut uart, b"\n");
+        // SAFETY: at boot, before the guest runs: nothing else uses the shared state.
+        unsafe { crate::fast_step::fast() }.init_trap_ring();
         Self {
             uart,
-            queue: [None; QUEUE],
-            queued: 0,
+            phase: 0,
+            fast_writes: 0,
+            fast_writes_with_tco: 0,
             line: [0; CONSOLE_LINE_BYTES],
             line_len: 0,
             pmu: None,
@@ -125,30 +136,52 @@ impl Reporter {
         send_on(&mut self.uart, record);
     }
 
-    /// Queues a trapped write (the hot path: no formatting here).
+    /// Queues a trapped write (the full trap path: no formatting here).
     #[inline(always)]
-    pub fn sysreg_write(&mut self, w: SysregWrite) {
-        if self.queued == QUEUE {
+    pub fn sysreg_write(&mut self, w: RawWrite) {
+        // SAFETY: the Reporter runs with the hypervisor state borrowed (or at boot, or on the
+        // way to power-off): never while the fast path does.
+        if !unsafe { crate::fast_step::fast() }.ring_push(w) {
             self.flush();
+            // SAFETY: as above; the ring is empty now.
+            let pushed = unsafe { crate::fast_step::fast() }.ring_push(w);
+            debug_assert!(pushed);
         }
-        self.queue[self.queued] = Some(w);
-        self.queued += 1;
     }
 
-    /// Frames every queued write, then the hypervisor's queued log lines. On the trap path
-    /// (a full queue) both fall inside the measured framing cost, not the trap's.
+    /// From now on, trapped writes belong to phase `id` (0: none); the ones queued before are
+    /// framed first, with the phase they happened in.
+    pub fn set_phase(&mut self, id: u32) {
+        self.flush();
+        self.phase = id;
+    }
+
+    /// Formats and frames every queued write, counting those the fast path handled, then the
+    /// hypervisor's queued log lines. On the trap path (a full ring) both fall inside the
+    /// measured framing cost, not the trap's.
     pub fn flush(&mut self) {
-        if self.queued == 0 {
+        // SAFETY: as in `sysreg_write`.
+        let f = unsafe { crate::fast_step::fast() };
+        let len = f.ring_len();
+        if len == 0 {
             self.send_log();
             return;
         }
         let before = self.pmu.map(|p| p.el2());
-        for i in 0..self.queued {
-            if let Some(w) = self.queue[i].take() {
-                send_on(&mut self.uart, &Record::SysregWrite(w));
+        let (mut fast, mut fast_tco) = (0, 0);
+        for i in 0..len {
+            let raw = f.ring_entry(i);
+            let w = sysreg_write_of(&raw, self.phase);
+            if raw.esr & RAW_COUNTED == 0 {
+                fast += 1;
+                fast_tco += w.at.tco as u64;
             }
+            send_on(&mut self.uart, &Record::SysregWrite(w));
         }
-        self.queued = 0;
+        f.ring_clear();
+        self.fast_writes += fast;
+        self.fast_writes_with_tco += fast_tco;
+        RUN_EXITS.fetch_add(fast, Ordering::Relaxed);
         self.send_log();
         if let (Some(p), Some(b)) = (self.pmu, before) {
             self.flush_instructions += p.el2().wrapping_sub(b);
@@ -191,12 +224,38 @@ impl Reporter {
     }
 }
 
+/// The record of a queued write. Entries are pushed only for trapped writes of `SysReg`
+/// registers (the fast path: SCTLR_EL1/TCR_EL1; the full path checks).
+fn sysreg_write_of(raw: &RawWrite, phase: u32) -> SysregWrite {
+    let reg = SysReg::from_iss(Esr(raw.esr).iss()).expect("a queued write of a SysReg");
+    SysregWrite {
+        reg,
+        old: raw.old,
+        new: raw.new,
+        // As `GuestContext::state` reads the same two registers.
+        at: GuestState {
+            pc: raw.pc,
+            el: ((raw.spsr >> 2) & 3) as u8,
+            tco: raw.spsr & crate::context::SPSR_TCO != 0,
+        },
+        ts: raw.ts,
+        phase,
+    }
+}
+
+/// Sends the Summary and powers off. Exits the fast path handled and no flush counted yet
+/// (only when the run ends with the state still borrowed: `die`) are counted here.
 fn finish_on(uart: &mut Uart<'static>, exit: ExitReason) -> ! {
+    // SAFETY: on the way to power-off; nothing that holds the shared state runs again.
+    let f = unsafe { crate::fast_step::fast() };
+    let uncounted = (0..f.ring_len())
+        .filter(|&i| f.ring_entry(i).esr & RAW_COUNTED == 0)
+        .count() as u64;
     let summary = Summary {
         records: NEXT_SEQ.load(Ordering::Relaxed),
         exit,
         ts: aarch64_cpu::registers::CNTPCT_EL0.get(),
-        exits: RUN_EXITS.load(Ordering::Relaxed),
+        exits: RUN_EXITS.load(Ordering::Relaxed) + uncounted,
     };
     send_on(uart, &Record::Summary(summary));
     crate::psci::system_off()

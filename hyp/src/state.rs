@@ -40,8 +40,12 @@ pub struct Hyp {
     pub phase: Option<OpenPhase>,
     pub pmu: Option<Pmu>,
     pub watchdog_ms: u64,
-    /// The guest's MTE controls as last written (read back after each emulated write).
+    /// The guest's MTE controls as the step engine's predicate uses them: read back after
+    /// each write the full path emulates, and from the registers when a traced phase starts
+    /// (the trap fast path, off in traced phases, does not keep them).
     pub controls: Controls,
+    /// `mtex.step=fast`: the trap fast path may run (outside traced phases).
+    fast_traps: bool,
     /// The step engine (active while a traced phase is open).
     pub tracer: Tracer,
     /// The guest's PMSELR_EL0 (its PMU is emulated: `pmu.rs`).
@@ -60,7 +64,7 @@ impl Hyp {
         runs: bool,
         step: mtex_abi::options::StepMode,
     ) -> Self {
-        Self {
+        let mut hyp = Self {
             report,
             counters: Counters::default(),
             phase: None,
@@ -73,9 +77,46 @@ impl Hyp {
                 features: mte_features(),
             },
             tracer: Tracer::new(guest_ram, block_granules, runs, step),
+            fast_traps: step == mtex_abi::options::StepMode::Fast,
             guest_pmu: Default::default(),
             guest_debug: Default::default(),
-        }
+        };
+        hyp.sync_fast_traps();
+        hyp
+    }
+
+    /// The trap fast path runs with `mtex.step=fast` outside traced phases: in a traced
+    /// phase the step engine must see every exit.
+    fn sync_fast_traps(&mut self) {
+        let on = self.fast_traps && !self.tracer.active();
+        // SAFETY: called with the hypervisor state borrowed (boot, hypercall handlers).
+        unsafe { crate::fast_step::fast() }.set_fast_traps(on);
+    }
+
+    /// Starts tracing phase `id` (see `Tracer::start`, whose result this returns): the
+    /// controls the predicate uses are what the registers hold (the fast path may have
+    /// written them since the last traced phase), and the trap fast path is off.
+    pub fn start_trace(&mut self, id: u32) -> bool {
+        use aarch64_cpu::registers::{SCTLR_EL1, TCR_EL1};
+        use tock_registers::interfaces::Readable;
+        self.controls.sctlr_el1 = SCTLR_EL1.get();
+        self.controls.tcr_el1 = TCR_EL1.get();
+        let ok = self.tracer.start(id);
+        self.sync_fast_traps();
+        ok
+    }
+
+    /// Stops tracing (`Tracer::stop`); the trap fast path may run again.
+    pub fn stop_trace(
+        &mut self,
+        ctx: &mut crate::context::GuestContext,
+    ) -> (
+        mtex_trace::counts::TraceCounts,
+        impl IntoIterator<Item = Option<mtex_abi::report::TcoSite>> + use<>,
+    ) {
+        let r = self.tracer.stop(ctx);
+        self.sync_fast_traps();
+        r
     }
 
     /// Id of the open phase, 0 when none.
@@ -84,12 +125,20 @@ impl Hyp {
         self.phase.as_ref().map_or(0, |p| p.id)
     }
 
-    /// The run's counters, with the single-step exits the fast path handled.
-    fn counters_now(&self) -> Counters {
+    /// The run's counters, with the single-step exits and the trapped writes the fast paths
+    /// handled. Frames the queued writes first: that is where the fast path's are counted (a
+    /// cost measured as framing, so callers take their PMU figures after this).
+    fn counters_now(&mut self) -> Counters {
+        self.report.flush();
         // SAFETY: called with the hypervisor state borrowed (hypercall handlers).
         let fast_steps = unsafe { crate::fast_step::fast() }.steps;
+        let (writes, with_tco) = (self.report.fast_writes, self.report.fast_writes_with_tco);
         Counters {
             step_exits: self.counters.step_exits + fast_steps,
+            exits: self.counters.exits + writes,
+            exits_with_tco: self.counters.exits_with_tco + with_tco,
+            sysreg_writes: self.counters.sysreg_writes + writes,
+            emulated: self.counters.emulated + writes,
             ..self.counters
         }
     }
@@ -107,6 +156,9 @@ impl Hyp {
 
     /// Opens phase `id` at this point of the run.
     pub fn begin_phase(&mut self, id: u32) {
+        // Writes so far are framed, counted and attributed before the phase starts.
+        let at_begin = self.counters_now();
+        self.report.set_phase(id);
         // Counters disturbed between phases are set up again; this phase starts clean.
         if let Some(p) = &self.pmu {
             p.check_and_repair();
@@ -114,7 +166,7 @@ impl Hyp {
         let pmu_at_begin = self.pmu.as_ref().map(Pmu::read);
         self.phase = Some(OpenPhase {
             id,
-            at_begin: self.counters_now(),
+            at_begin,
             pmu_at_begin,
             flush_at_begin: self.report.flush_instructions,
         });
@@ -122,7 +174,12 @@ impl Hyp {
 
     /// Closes the open phase and returns its figures.
     pub fn end_phase(&mut self) -> Option<(u32, PhaseStats)> {
+        self.phase.as_ref()?;
+        // The phase's writes are framed (as this phase's, inside its measured framing cost)
+        // and counted before its figures are taken.
+        let c = self.counters_now();
         let p = self.phase.take()?;
+        self.report.set_phase(0);
         let now = self.pmu.as_ref().map(Pmu::read);
         // A counter that was stopped, reprogrammed, overflowed or went backwards gives no
         // figure: the phase says so instead.
@@ -135,7 +192,6 @@ impl Hyp {
             (Some(a), Some(b)) if intact => Some(b[i] - a[i]),
             _ => None,
         };
-        let c = self.counters_now();
         Some((
             p.id,
             PhaseStats {

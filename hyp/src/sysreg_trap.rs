@@ -2,7 +2,10 @@
 //!
 //! - The EL1 VM controls (`SysReg`): with FEAT_FGT only SCTLR_EL1 and TCR_EL1 writes trap
 //!   (HFGWTR_EL2); with HCR_EL2.TVM every register in `SysReg` does. The write is done on the
-//!   guest's behalf and recorded.
+//!   guest's behalf and recorded. Outside traced phases, writes of SCTLR_EL1 and TCR_EL1 are
+//!   done by the trap fast path (`fast_step.rs`) instead, which queues the same raw entry and
+//!   leaves the counting to the framing; this is its reference (`mtex.step=plain`), the path
+//!   of traced phases and of a full ring.
 //! - PMU registers (MDCR_EL2.TPM/TPMCR): the guest's PMU without the hypervisor's counters
 //!   (`pmu.rs`).
 //! - Debug registers and OS locks (MDCR_EL2.TDA/TDOSA/TDRA): the guest's shadow (`debug.rs`);
@@ -18,7 +21,7 @@ use crate::context::GuestContext;
 use crate::state::Hyp;
 use aarch64_cpu::registers::*;
 use mtex_abi::Record;
-use mtex_abi::report::{DebugWrite, SysregWrite};
+use mtex_abi::report::DebugWrite;
 use mtex_arch::{DebugReg, Esr, PmuReg, SysReg};
 use tock_registers::interfaces::{Readable, Writeable};
 
@@ -38,14 +41,15 @@ pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
         _ => {}
     }
     hyp.counters.sysreg_writes += 1;
-    hyp.report.sysreg_write(SysregWrite {
-        reg,
-        old,
+    // Counted above and in `exits::count_exit`: marked so that the framing does not again.
+    hyp.report.sysreg_write(crate::fast_step::RawWrite::new(
+        esr.0 | crate::fast_step::RAW_COUNTED,
+        CNTPCT_EL0.get(),
         new,
-        at: ctx.state(),
-        ts: CNTPCT_EL0.get(),
-        phase: hyp.phase_id(),
-    });
+        old,
+        ctx.elr,
+        ctx.spsr,
+    ));
     ctx.skip_instruction();
 }
 

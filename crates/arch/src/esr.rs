@@ -43,7 +43,7 @@ impl ExceptionClass {
             0x07 => Self::FpAccess,
             0x16 => Self::Hvc64,
             0x17 => Self::Smc64,
-            0x18 => Self::SysRegTrap,
+            EC_SYSREG_TRAP => Self::SysRegTrap,
             0x20 => Self::InstructionAbortLower,
             0x21 => Self::InstructionAbortSame,
             0x24 => Self::DataAbortLower,
@@ -75,6 +75,15 @@ impl ExceptionClass {
         }
     }
 }
+
+/// ESR_ELx.EC of a trapped MSR, MRS or System instruction (EC 0x18).
+pub const EC_SYSREG_TRAP: u8 = 0x18;
+
+/// ESR_ELx.IL, bit 25: the trapped instruction was 32 bits long.
+pub const ESR_IL: u64 = 1 << 25;
+
+/// ISS.Rt of EC 0x18, bits 9:5: the general-purpose register transferred.
+pub const ISS_RT_MASK: u32 = 0x1f << 5;
 
 /// A raw ESR_EL2 value with typed accessors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -125,6 +125,14 @@ impl SysReg {
         }
     }
 
+    /// ESR_EL2 of a trapped `MSR <reg>, X0` (EC 0x18, IL 1, a write): the syndrome of every
+    /// trapped write of the register once ISS.Rt is cleared (`esr::ISS_RT_MASK`).
+    pub const fn msr_esr(self) -> u64 {
+        ((crate::esr::EC_SYSREG_TRAP as u64) << 26)
+            | crate::esr::ESR_IL
+            | self.encoding().iss_key() as u64
+    }
+
     /// The register's architectural name.
     pub const fn name(self) -> &'static str {
         match self {
@@ -173,6 +181,27 @@ mod tests {
             }
         }
         assert_eq!(SysReg::from_iss(0), None);
+    }
+
+    #[test]
+    fn msr_syndromes_decode_back_to_the_register_written() {
+        // `msr sctlr_el1, xN` and `msr tcr_el1, xN` as ESR_EL2 reports them, Rt cleared.
+        assert_eq!(SysReg::SctlrEl1.msr_esr(), 0x6230_0400);
+        assert_eq!(SysReg::TcrEl1.msr_esr(), 0x6234_0800);
+        for r in SysReg::ALL {
+            let esr = crate::Esr(r.msr_esr() | (7 << 5));
+            assert_eq!(esr.ec(), crate::ExceptionClass::SysRegTrap);
+            assert!(esr.il());
+            let iss = esr.sysreg_iss();
+            assert!(!iss.is_read);
+            assert_eq!(iss.rt, 7);
+            assert_eq!(SysReg::from_iss(esr.iss()), Some(r));
+            assert_eq!(
+                r.msr_esr() & crate::esr::ISS_RT_MASK as u64,
+                0,
+                "Rt is cleared"
+            );
+        }
     }
 
     #[test]
