@@ -451,6 +451,7 @@ impl Tracer {
         let at_sync_vector = now.el == 1 && (now.pc == vbar + 0x200 || now.pc == vbar + 0x400);
         let stopped_at = if at_sync_vector {
             self.tally.counts_mut().entries.note(now.pc - vbar);
+            self.engine.entries_in_runs += 1;
             ELR_EL1.get()
         } else {
             now.pc

@@ -306,24 +306,20 @@ fn pmu_mismatches(
     emulator: bool,
 ) -> Vec<String> {
     let mut out = Vec::new();
-    let entries = t.entries.total();
+    let [expected_el1, expected_el0] = pmu_expected(s, t, engine, emulator);
+    // Only entries taken while stepping go through QEMU's step stub.
+    let entries = t.entries.total().saturating_sub(engine.entries_in_runs);
     if let Some(pmu) = s.el1_instructions {
-        let traced = t.instructions_el1.saturating_sub(engine.branches_el1);
-        let (expected, why) = if emulator {
-            (
-                traced + entries,
-                format!(
-                    "the trace's count less {} branches the hypervisor executed, and one per kernel entry, {entries}, QEMU's step stub",
-                    engine.branches_el1
-                ),
+        let expected = expected_el1;
+        let why = if emulator {
+            format!(
+                "the trace's count less {} branches the hypervisor executed, and one per kernel entry taken while stepping, {entries}, QEMU's step stub",
+                engine.branches_el1
             )
         } else {
-            (
-                traced.saturating_sub(s.emulated),
-                format!(
-                    "the trace's count less {} branches the hypervisor executed and the {} trapped and emulated, which the architecture does not count as executed",
-                    engine.branches_el1, s.emulated
-                ),
+            format!(
+                "the trace's count less {} branches the hypervisor executed and the {} trapped and emulated, which the architecture does not count as executed",
+                engine.branches_el1, s.emulated
             )
         };
         if pmu != expected {
@@ -334,7 +330,7 @@ fn pmu_mismatches(
         }
     }
     if let Some(pmu) = s.el0_instructions
-        && pmu != t.instructions_el0 - engine.branches_el0.min(t.instructions_el0)
+        && pmu != expected_el0
     {
         let branches = match engine.branches_el0 {
             0 => String::new(),
@@ -346,6 +342,38 @@ fn pmu_mismatches(
         ));
     }
     out
+}
+
+/// The instructions the PMU should have counted at EL1 and EL0 in a traced phase with
+/// figures `s`, trace `t` and step engine record `engine` (the rules above).
+pub fn pmu_expected(
+    s: &PhaseStats,
+    t: &TraceCounts,
+    engine: mtex_abi::report::StepEngine,
+    emulator: bool,
+) -> [u64; 2] {
+    let el1 = t.instructions_el1.saturating_sub(engine.branches_el1);
+    let el1 = if emulator {
+        el1 + t.entries.total().saturating_sub(engine.entries_in_runs)
+    } else {
+        el1.saturating_sub(s.emulated)
+    };
+    [el1, t.instructions_el0.saturating_sub(engine.branches_el0)]
+}
+
+impl Report {
+    /// [`pmu_expected`] for phase `p` of this report: what its PMU should count at EL1 and
+    /// EL0 given its trace, or None for a phase without a trace or figures.
+    pub fn pmu_expected(&self, p: &Phase) -> Option<[u64; 2]> {
+        let engine = self.engines.iter().rev().find(|e| e.id == p.id).copied();
+        let emulator = self.boot.is_none_or(|b| b.is_emulator());
+        Some(pmu_expected(
+            p.stats.as_ref()?,
+            p.trace.as_ref()?,
+            engine.unwrap_or_default(),
+            emulator,
+        ))
+    }
 }
 
 /// Lists bytes that are not UTF-8: a problem when they sit on a line that holds a record (the

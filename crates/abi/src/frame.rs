@@ -325,11 +325,12 @@ mod tests {
                     exits
                 })
             ),
-            (any::<u32>(), any::<[u64; 5]>()).prop_map(|(id, v)| Record::StepEngine(
+            (any::<u32>(), any::<[u64; 6]>()).prop_map(|(id, v)| Record::StepEngine(
                 crate::report::StepEngine {
                     id,
                     branches_el0: v[0],
                     branches_el1: v[1],
+                    entries_in_runs: v[5],
                     plans_made: v[2],
                     plans_reused: v[3],
                     stepped_starts: v[4],

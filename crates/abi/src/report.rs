@@ -58,6 +58,10 @@ pub struct StepEngine {
     /// by its PMU), at EL0 and EL1.
     pub branches_el0: u64,
     pub branches_el1: u64,
+    /// Kernel entries (exceptions taken to EL1) that happened inside a run rather than
+    /// while stepping (`TraceCounts::entries` counts both): QEMU's PMU counts one extra EL1
+    /// instruction per entry taken with single-step pending, and none for these.
+    pub entries_in_runs: u64,
     /// Run plans made, and reused from the plan cache.
     pub plans_made: u64,
     pub plans_reused: u64,
