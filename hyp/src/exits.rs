@@ -16,6 +16,8 @@ const IRQ: u64 = 1;
 
 /// Called by the vectors with the saved guest context; returning resumes the guest.
 pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
+    // SAFETY: the hypervisor's exit path, before anything else uses the shared state.
+    unsafe { crate::fast_step::settle_guest_time() };
     HYP.with(|hyp| {
         let esr = Esr(ESR_EL2.get());
         let step = kind == SYNC

@@ -49,6 +49,11 @@ pub struct FastStep {
     /// ESR_EL2 of a trapped write of SCTLR_EL1 and of TCR_EL1, Rt cleared.
     trap_esr_sctlr: u64,
     trap_esr_tcr: u64,
+    /// Nonzero in coarse guest time (`mtex.guest_time=coarse`): the step and full paths
+    /// add each exit's EL2 time to `voff_pending` instead of CNTVOFF_EL2, and
+    /// `settle_guest_time` moves it there in bulk.
+    pub coarse: u64,
+    pub voff_pending: u64,
 }
 
 const _: () = assert!(offset_of!(FastStep, pending_inert) == 0);
@@ -79,7 +84,27 @@ static mut MTEX_FAST: FastStep = FastStep {
     trap_next: 0,
     trap_esr_sctlr: ESR_SCTLR,
     trap_esr_tcr: ESR_TCR,
+    coarse: 0,
+    voff_pending: 0,
 };
+
+/// Coarse guest time: the EL2 time added up since the last settlement goes to CNTVOFF_EL2
+/// once it reaches 100 µs of counter time (`entry.rs`, guest time). Called at every full-path
+/// exit; does nothing in exact guest time.
+///
+/// # Safety
+///
+/// As [`fast`].
+pub unsafe fn settle_guest_time() {
+    // SAFETY: per this function's contract.
+    let f = unsafe { fast() };
+    if f.coarse != 0 && f.voff_pending >= f.coarse {
+        use aarch64_cpu::registers::CNTVOFF_EL2;
+        use tock_registers::interfaces::{Readable, Writeable};
+        CNTVOFF_EL2.set(CNTVOFF_EL2.get().wrapping_add(f.voff_pending));
+        f.voff_pending = 0;
+    }
+}
 
 /// Access to the shared state.
 ///
@@ -309,19 +334,26 @@ global_asm!(
     "str x1, [x0, #8]",
     "orr x2, x2, #(1 << 21)",
     "msr spsr_el2, x2",
-    // Guest time: the EL2 time of this exit is taken out of the guest's virtual counter.
+    // Guest time: the EL2 time of this exit is taken out of the guest's virtual counter
+    // (in coarse guest time, added up for `settle_guest_time`).
     "ldr x1, [x0, #80]",
+    "ldr x2, [x0, #{coarse}]",
     "mrs x3, cntpct_el0",
     "sub x1, x3, x1",
     "add x1, x1, #{after_fast}",
+    "cbnz x2, 73f",
     "mrs x3, cntvoff_el2",
     "add x3, x3, x1",
     "msr cntvoff_el2, x3",
-    "ldp x4, x5, [sp, #32]",
+    "74: ldp x4, x5, [sp, #32]",
     "ldp x2, x3, [sp, #16]",
     "ldp x0, x1, [sp, #0]",
     "add sp, sp, #{size}",
     "eret",
+    "73: ldr x3, [x0, #{pending}]",
+    "add x3, x3, x1",
+    "str x3, [x0, #{pending}]",
+    "b 74b",
     // The trap path: x0 = MTEX_FAST, x1 = this exit's timestamp (as stored at [x0, #80]).
     // Only while the path is on and the ring has room (checked first: in traced phases every
     // other step exit comes here and leaves at once), and only a trapped MSR SCTLR_EL1/TCR_EL1
@@ -400,6 +432,8 @@ global_asm!(
     before_sync = const crate::entry::EL2_BEFORE_ENTRY_READ_SYNC,
     after_fast = const crate::entry::EL2_AFTER_EXIT_READ_FAST,
     after_trap = const crate::entry::EL2_AFTER_EXIT_READ_TRAP,
+    coarse = const offset_of!(FastStep, coarse),
+    pending = const offset_of!(FastStep, voff_pending),
     esr_sctlr = const offset_of!(FastStep, trap_esr_sctlr),
     esr_tcr = const offset_of!(FastStep, trap_esr_tcr),
     next = const offset_of!(FastStep, trap_next),

@@ -154,6 +154,12 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         Some(options::SelfTest::HypPanic) => panic!("self-test panic"),
         None => {}
     }
+    if opts.guest_time == options::GuestTime::Coarse {
+        use aarch64_cpu::registers::CNTFRQ_EL0;
+        use tock_registers::interfaces::Readable;
+        // SAFETY: boot, before the guest (and so any exit path) runs.
+        unsafe { fast_step::fast() }.coarse = (CNTFRQ_EL0.get() / 10_000).max(1);
+    }
     global::HYP.init(state::Hyp::new(
         reporter,
         pmu,

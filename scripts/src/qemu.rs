@@ -68,6 +68,20 @@ impl Default for RunConfig {
     }
 }
 
+/// `cmdline` with `mtex.guest_time=coarse` added when QEMU runs without `-icount` and the
+/// line does not choose: there, every CNTVOFF_EL2 write makes QEMU re-arm the guest's timer
+/// and wake its I/O thread (hyp/src/entry.rs, guest time), which made a traced kernel matrix
+/// 15 times slower; and without `-icount` the guest's time is not exact anyway.
+pub fn guest_time_for(cmdline: &str, icount: bool) -> String {
+    if icount || mtex_abi::options::value(cmdline, "guest_time").is_some() {
+        cmdline.to_string()
+    } else {
+        format!("{cmdline} mtex.guest_time=coarse")
+            .trim_start()
+            .to_string()
+    }
+}
+
 impl RunConfig {
     /// A run of `cmdline` with the host's limits derived from the watchdog budget the command
     /// line gives the guest ([`default_timeout`], and the guest's clock watched).
@@ -75,7 +89,8 @@ impl RunConfig {
         let budget_ms =
             HypOptions::parse(&cmdline).map_or(HypOptions::DEFAULT_WATCHDOG_MS, |o| o.watchdog_ms);
         Self {
-            cmdline,
+            // The ESP of a --uefi run carries the line: it must say so itself.
+            cmdline: guest_time_for(&cmdline, icount),
             icount,
             timeout: default_timeout(budget_ms, icount),
             watch_budget_ms: Some(budget_ms),
@@ -465,11 +480,9 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
             c.arg("-kernel").arg(&images.hyp_image);
             c.arg("-initrd").arg(&images.guest_image);
             // QEMU refuses an empty -append; a lone space is an empty command line.
-            c.arg("-append").arg(if cfg.cmdline.is_empty() {
-                " "
-            } else {
-                &cfg.cmdline
-            });
+            let line = guest_time_for(&cfg.cmdline, cfg.icount);
+            c.arg("-append")
+                .arg(if line.is_empty() { " " } else { &line });
         }
         BootMethod::Uefi { esp, .. } => {
             // The ESP directory as a FAT disk (QEMU's vvfat; edk2 does not boot a read-only
@@ -704,6 +717,18 @@ pub fn option_error<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guest_time_is_coarse_only_without_icount_and_unless_chosen() {
+        assert_eq!(guest_time_for("mtex.guest=trace", true), "mtex.guest=trace");
+        assert_eq!(
+            guest_time_for("mtex.guest=trace", false),
+            "mtex.guest=trace mtex.guest_time=coarse"
+        );
+        assert_eq!(guest_time_for("", false), "mtex.guest_time=coarse");
+        let chosen = "mtex.guest_time=exact";
+        assert_eq!(guest_time_for(chosen, false), chosen);
+    }
 
     /// QEMU 10.0's `info registers` for AArch64 (vector registers cut).
     const INFO_REGISTERS: &str = "CPU#0

@@ -52,6 +52,18 @@ pub enum StepMode {
     Plain,
 }
 
+/// How the guest's clock leaves out the hypervisor's time (`mtex.guest_time`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuestTime {
+    /// Every exit's EL2 time comes off CNTVOFF_EL2 before the guest runs again: under
+    /// `-icount shift=0` the guest's timer fires at the same instruction whatever the
+    /// hypervisor did (the default).
+    Exact,
+    /// Added up and taken off every 100 µs: what the host asks for when QEMU runs without
+    /// `-icount`, where each CNTVOFF_EL2 write costs QEMU a timer re-arm and a thread wake-up.
+    Coarse,
+}
+
 /// The hypervisor's options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HypOptions {
@@ -65,6 +77,8 @@ pub struct HypOptions {
     pub runs: bool,
     /// `mtex.step`: `fast` (default) or `plain` (the reference path: no fast paths, no runs).
     pub step: StepMode,
+    /// `mtex.guest_time`: `exact` (default) or `coarse`.
+    pub guest_time: GuestTime,
     /// `mtex.selftest`: make the hypervisor fail on purpose after boot, to test that such
     /// failures end the run with a record: `hyp-fault` (an exception at EL2) or `hyp-panic`.
     pub selftest: Option<SelfTest>,
@@ -132,6 +146,16 @@ impl HypOptions {
                 });
             }
         };
+        let guest_time = match value(cmdline, "guest_time") {
+            None | Some("exact") => GuestTime::Exact,
+            Some("coarse") => GuestTime::Coarse,
+            Some(_) => {
+                return Err(OptionError {
+                    key: "guest_time",
+                    problem: "expected exact or coarse",
+                });
+            }
+        };
         let selftest = match value(cmdline, "selftest") {
             None => None,
             Some("hyp-fault") => Some(SelfTest::HypFault),
@@ -150,6 +174,7 @@ impl HypOptions {
             traps,
             runs,
             step,
+            guest_time,
             selftest,
         })
     }
@@ -425,6 +450,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "traps",
     "runs",
     "step",
+    "guest_time",
     "selftest",
     "log",
     "bench_n",
@@ -500,6 +526,11 @@ mod tests {
         assert_eq!(HypOptions::parse("mtex.runs=yes").unwrap_err().key, "runs");
         assert!(HypOptions::parse("mtex.runs=1").unwrap().runs);
         assert_eq!(HypOptions::parse("mtex.step=slow").unwrap_err().key, "step");
+        assert_eq!(
+            HypOptions::parse("mtex.guest_time=fuzzy").unwrap_err().key,
+            "guest_time"
+        );
+        assert_eq!(HypOptions::parse("").unwrap().guest_time, GuestTime::Exact);
         assert_eq!(HypOptions::parse("").unwrap().step, StepMode::Fast);
         assert_eq!(
             HypOptions::parse("mtex.step=plain").unwrap().step,
