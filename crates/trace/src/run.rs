@@ -449,7 +449,11 @@ impl Plan {
             // instead (the engine executes a branch leaf itself, `branch_outcome`).
             let seen =
                 |a: u64| p.depth_of(a).is_some() || work[..n_work].iter().any(|(w, _, _)| *w == a);
-            if successors.into_iter().flatten().any(seen) {
+            // Every path still to explore ends at one exit at least: a branch that would make
+            // more than the breakpoints can hold is an exit itself.
+            let ways = successors.into_iter().flatten().count();
+            if successors.into_iter().flatten().any(seen) || p.n_leaves + n_work + ways > MAX_LEAVES
+            {
                 if i == 0 || p.n_leaves == MAX_LEAVES {
                     return None;
                 }
