@@ -62,7 +62,7 @@ enum Cmd {
         guest: Option<String>,
         /// More `mtex.<key>=<value>` options for --guest (e.g. --opt policies=entry-tco,tcma1
         /// --opt workloads=futex-hash:iters=64; keys: policies, workloads, tcf0, hz,
-        /// watchdog_ms, traps, runs, bench_n).
+        /// watchdog_ms, traps, runs, step, guest_time, bench_n).
         #[arg(long = "opt", value_name = "KEY=VALUE")]
         opts: Vec<String>,
         /// Also write report.json (schema mtex-report v1) to this file (checked for writing
