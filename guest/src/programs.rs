@@ -63,6 +63,7 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         | GuestProgram::Addresses
         | GuestProgram::HostileVector
         | GuestProgram::HostilePatch
+        | GuestProgram::HostileStackPatch
         | GuestProgram::HostileExclusive
         | GuestProgram::HostileRemap
         | GuestProgram::HostileYield

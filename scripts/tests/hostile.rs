@@ -169,6 +169,41 @@ fn an_aliased_vector_does_not_hide_completed_loads() {
 }
 
 #[test]
+fn code_rewritten_under_a_run_by_an_uncounted_store_is_a_problem_not_a_count() {
+    // guest/src/selftest/stack_patch.rs: each iteration is ldr, three moves around an
+    // SP-based store that turns the site's first add into `b .+8`, a branch to the site,
+    // then that branch (the add it replaced and the next one skipped: the store precedes it
+    // even in the first iteration), subs, b.ne; then ret, and around the call mov + blr and
+    // the phase-end call.
+    let n = HOSTILE_N;
+    let expected = 9 * n + 1 + 2 + END_CALL_INSTRUCTIONS;
+    let rw = ByEl {
+        rd_k: n,
+        wr_k: n,
+        ..ByEl::default()
+    };
+    // Stepped, every instruction is read just before it runs: exact.
+    let plain = boot("mtex.guest=hostile-stack-patch mtex.step=plain");
+    assert!(plain.succeeded(), "{}", mtex::render::text(&plain));
+    let t = plain.phases[0].trace.unwrap();
+    assert_eq!((t.instructions_el1, t.instructions_el0), (expected, 0));
+    assert_eq!(t.accesses, rw);
+    // In a run, the store is counted from the plan, without its address: the run must see
+    // that the path it executed is not the one planned and say so, never count the old code.
+    let fast = boot("mtex.guest=hostile-stack-patch");
+    let t = fast.phases[0].trace.unwrap();
+    assert!(t.runs_lost > 0, "the rewritten path went unnoticed: {t:?}");
+    assert!(!fast.succeeded(), "lost runs must fail the run");
+    assert!(
+        fast.problems
+            .iter()
+            .any(|p| p.contains("breakpoint runs ended where the plan did not know")),
+        "{:?}",
+        fast.problems
+    );
+}
+
+#[test]
 fn code_rewritten_in_place_is_counted_as_the_new_code() {
     // Breakpoint runs on: the eight adds are a stretch worth a run, planned once.
     let r = boot("mtex.guest=hostile-patch mtex.runs=1");

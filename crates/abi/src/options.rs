@@ -222,6 +222,8 @@ pub enum GuestProgram {
     HostileVector,
     /// Rewrites its own code in place inside a traced phase.
     HostilePatch,
+    /// Rewrites the code a run is executing with an SP-based store inside the run.
+    HostileStackPatch,
     /// One LDXR/STXR pair per loop iteration, status ignored (not a retry loop).
     HostileExclusive,
     /// Points a live code page's entry at another page under trace (TLBI).
@@ -239,7 +241,7 @@ pub enum GuestProgram {
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 23] = [
+    pub const ALL: [(&'static str, GuestProgram); 24] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -257,6 +259,7 @@ impl GuestProgram {
         ("hostile-uart", Self::HostileUart),
         ("hostile-vector", Self::HostileVector),
         ("hostile-patch", Self::HostilePatch),
+        ("hostile-stack-patch", Self::HostileStackPatch),
         ("hostile-exclusive", Self::HostileExclusive),
         ("hostile-remap", Self::HostileRemap),
         ("hostile-yield", Self::HostileYield),
@@ -299,7 +302,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-exclusive, hostile-remap, hostile-yield, hostile-abort-loop, addresses, snippet)",
+                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-stack-patch, hostile-exclusive, hostile-remap, hostile-yield, hostile-abort-loop, addresses, snippet)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;

@@ -10,6 +10,7 @@ mod exclusive;
 mod patch;
 pub mod remap;
 mod spin;
+mod stack_patch;
 mod uart;
 mod vector;
 mod wfx;
@@ -35,6 +36,7 @@ pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
         GuestProgram::HostileWfx => wfx::run(ptr.tagged),
         GuestProgram::HostileVector => vector::run(ptr.tagged),
         GuestProgram::HostilePatch => patch::run(ptr.tagged),
+        GuestProgram::HostileStackPatch => stack_patch::run(ptr.tagged),
         GuestProgram::HostileExclusive => exclusive::run(ptr.tagged),
         GuestProgram::HostileRemap => remap::run(ptr.tagged),
         GuestProgram::HostileAbortLoop => spin::abort_loop(),
