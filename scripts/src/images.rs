@@ -44,6 +44,13 @@ fn cargo(alias: &str, root: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The images, built once per process: the QEMU test binaries share them across their tests
+/// (a failure to build fails the test that asked first).
+pub fn built() -> &'static Images {
+    static IMAGES: std::sync::OnceLock<Images> = std::sync::OnceLock::new();
+    IMAGES.get_or_init(|| build().expect("building the images"))
+}
+
 /// Builds both images (cargo is quiet and fast when nothing changed) and writes the flat
 /// Images next to their ELFs.
 pub fn build() -> Result<Images> {

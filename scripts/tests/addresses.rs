@@ -4,7 +4,6 @@
 //! address, and 8-byte loads from the last 4 bytes of an Untagged page into a Tagged one on
 //! the Tagged part. Every figure is the loop's own arithmetic.
 
-use mtex::images::{self, Images};
 use mtex::qemu::{self, RunConfig};
 use mtex::report::{self, Phase, Report};
 use mtex_abi::program::{END_CALL_INSTRUCTIONS, HOSTILE_N};
@@ -12,10 +11,7 @@ use mtex_trace::counts::ByEl;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-fn images() -> &'static Images {
-    static IMAGES: OnceLock<Images> = OnceLock::new();
-    IMAGES.get_or_init(|| images::build().expect("building the images"))
-}
+use mtex::images::built as images;
 
 fn report() -> &'static Report {
     static REPORT: OnceLock<Report> = OnceLock::new();

@@ -7,16 +7,11 @@
 //! boots of a program run in parallel.
 
 use mtex::equality::{self, MODES, PROGRAMS};
-use mtex::images::{self, Images};
 use mtex::qemu::{self, RunConfig};
 use mtex::report::{self, Report};
-use std::sync::OnceLock;
 use std::time::Duration;
 
-fn images() -> &'static Images {
-    static IMAGES: OnceLock<Images> = OnceLock::new();
-    IMAGES.get_or_init(|| images::build().expect("building the images"))
-}
+use mtex::images::built as images;
 
 fn boot(cmdline: String) -> Report {
     let cfg = RunConfig {

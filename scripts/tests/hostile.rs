@@ -3,20 +3,15 @@
 //! PMU, WFI/WFE, the ID registers — around a traced loop of `HOSTILE_N` tagged loads, and
 //! the report must still give the loop's own arithmetic, or say why it cannot.
 
-use mtex::images::{self, Images};
 use mtex::qemu::{self, RunConfig};
 use mtex::report::{self, Phase, Report};
 use mtex_abi::program::{END_CALL_INSTRUCTIONS, HOSTILE_N};
 use mtex_abi::report::ExitReason;
 use mtex_arch::{DebugReg, esr::SysRegIss};
 use mtex_trace::counts::ByEl;
-use std::sync::OnceLock;
 use std::time::Duration;
 
-fn images() -> &'static Images {
-    static IMAGES: OnceLock<Images> = OnceLock::new();
-    IMAGES.get_or_init(|| images::build().expect("building the images"))
-}
+use mtex::images::built as images;
 
 fn boot(cmdline: &str) -> Report {
     let cfg = RunConfig {

@@ -3,18 +3,13 @@
 //! program's loop (guest/src/kernel/user.rs), its system calls, the sizes it allocates —
 //! never from a figure of an earlier run or of the seeds.
 
-use mtex::images::{self, Images};
 use mtex::qemu::{self, RunConfig};
 use mtex::report::{self, Phase, Report};
 use mtex_abi::scenario::{Scenario, Workload};
 use mtex_trace::counts::TraceCounts;
-use std::sync::OnceLock;
 use std::time::Duration;
 
-fn images() -> &'static Images {
-    static IMAGES: OnceLock<Images> = OnceLock::new();
-    IMAGES.get_or_init(|| images::build().expect("building the images"))
-}
+use mtex::images::built as images;
 
 /// Boots the kernel scenario given by `opts` (`mtex.` words) and returns its report, after
 /// checking that the run succeeded with no problem and no tag-check fault.

@@ -1,7 +1,6 @@
 //! QEMU integration tests, under `-icount shift=0`. Expectations come from what the guest
 //! program does (`mtex_abi::program::DEFAULT` is the program itself), never from earlier runs.
 
-use mtex::images::{self, Images};
 use mtex::qemu::{self, RunConfig};
 use mtex::report::{self, Report};
 use mtex_abi::hypercall;
@@ -9,13 +8,9 @@ use mtex_abi::program::{self, Action};
 use mtex_abi::report::{Conduit, ExitReason, TrapMode};
 use mtex_arch::SysReg;
 use mtex_platform::guest_vm;
-use std::sync::OnceLock;
 use std::time::Duration;
 
-fn images() -> &'static Images {
-    static IMAGES: OnceLock<Images> = OnceLock::new();
-    IMAGES.get_or_init(|| images::build().expect("building the images"))
-}
+use mtex::images::built as images;
 
 /// Boots with `cmdline` and returns the report and the wall time.
 fn boot(cmdline: &str) -> (Report, Duration) {

@@ -3,17 +3,13 @@
 //! snippet's own instructions: N loads through a register are N reads, each checked or not as
 //! the environment says that register's memory and pointer are.
 
-use mtex::images::{self, Images};
+use mtex::images;
 use mtex::report::Report;
 use mtex::snippet::{self, AsmError, Env, Tcf};
 use mtex_trace::counts::{ByEl, TraceCounts};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
-fn images() -> &'static Images {
-    static IMAGES: OnceLock<Images> = OnceLock::new();
-    IMAGES.get_or_init(|| images::build().expect("building the images"))
-}
+use mtex::images::built as images;
 
 fn assemble(source: &str) -> Vec<u8> {
     match snippet::assemble_source(source).expect("running the assembler") {

@@ -2,17 +2,12 @@
 //! guest runs with `mtex.step=fast` and `mtex.step=plain` must give the same trapped writes in
 //! the same order, the same per-phase counts and the same exit count, under `-icount shift=0`.
 
-use mtex::images::{self, Images};
 use mtex::qemu::{self, RunConfig};
 use mtex::report::{self, Report};
 use mtex_abi::report::GuestState;
-use std::sync::OnceLock;
 use std::time::Duration;
 
-fn images() -> &'static Images {
-    static IMAGES: OnceLock<Images> = OnceLock::new();
-    IMAGES.get_or_init(|| images::build().expect("building the images"))
-}
+use mtex::images::built as images;
 
 fn boot(cmdline: &str) -> Report {
     let cfg = RunConfig {
