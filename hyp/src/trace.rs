@@ -16,6 +16,8 @@ use mtex_trace::predicate::Controls;
 use mtex_trace::run::{MAX_LEAVES, Plan};
 use tock_registers::interfaces::{Readable, Writeable};
 
+mod runs;
+
 /// SPSR_EL2.SS: software step active for the instruction ERET returns to.
 const SPSR_SS: u64 = 1 << 21;
 /// SPSR_EL2.UAO: LDTR/STTR at EL1 are privileged.
@@ -30,14 +32,6 @@ const ATTR_TAGGED: u8 = 0xf0;
 const DFSC_TAG_CHECK: u64 = 0x11;
 /// Distinct TCO-writing sites kept per phase.
 const SITES: usize = 16;
-/// MDSCR_EL1.MDE: breakpoint exceptions enabled.
-const MDSCR_MDE: u64 = 1 << 15;
-/// DBGBCR<n>_EL1: enabled, all byte lanes, EL1 and EL0 (PMC = 0b11), address match.
-const BCR_ENABLED: u64 = (0b1111 << 5) | (0b11 << 1) | 1;
-/// Shortest run worth making: a run whose nearest exit is the next instruction saves no
-/// exit over a step (measured on the kernel matrix: allowing them from non-inert starts
-/// changes no exit count and costs 5% more EL2 instructions).
-const RUN_MIN_DEPTH: u32 = 2;
 /// Breakpoints a run uses: one per exit, plus the EL1 synchronous vectors (current EL, lower
 /// EL) so that a fault inside the run cannot slip by untraced.
 const RUN_BREAKPOINTS: usize = MAX_LEAVES + 2;
@@ -50,34 +44,6 @@ const NO_RUN_SLOTS: usize = 1024;
 /// Breakpoints the CPU has (ID_AA64DFR0_EL1.BRPs + 1).
 pub fn breakpoints() -> usize {
     ((ID_AA64DFR0_EL1.get() >> 12) & 0xf) as usize + 1
-}
-
-/// Sets breakpoint `n` (value and control). aarch64-cpu has no accessors for the numbered
-/// debug registers, and MSR needs the register number in the instruction.
-fn set_breakpoint(n: usize, addr: u64, control: u64) {
-    macro_rules! bp {
-        ($bvr:literal, $bcr:literal) => {
-            // SAFETY: DBGBVR/DBGBCR only configure debug events, routed to EL2 (TDE); the
-            // guest's own breakpoint registers are a shadow (`debug.rs`), never these.
-            unsafe {
-                core::arch::asm!(
-                    concat!("msr ", $bvr, ", {a}"),
-                    concat!("msr ", $bcr, ", {c}"),
-                    a = in(reg) addr,
-                    c = in(reg) control,
-                )
-            }
-        };
-    }
-    match n {
-        0 => bp!("dbgbvr0_el1", "dbgbcr0_el1"),
-        1 => bp!("dbgbvr1_el1", "dbgbcr1_el1"),
-        2 => bp!("dbgbvr2_el1", "dbgbcr2_el1"),
-        3 => bp!("dbgbvr3_el1", "dbgbcr3_el1"),
-        4 => bp!("dbgbvr4_el1", "dbgbcr4_el1"),
-        5 => bp!("dbgbvr5_el1", "dbgbcr5_el1"),
-        _ => {}
-    }
 }
 
 /// 16-byte granules in a DC GVA/GZVA block (DCZID_EL0.BS) and in an STGM/STZGM block
@@ -440,283 +406,6 @@ impl Tracer {
         self.note_tco_site(pc, value);
     }
 
-    /// A run ended: count what it executed, known from where the guest stopped (a planned
-    /// exit; inside the run, if an interrupt stopped it; or, at an EL1 vector, the
-    /// instruction that faulted, which did not complete): the root if the run got past it,
-    /// the inert instructions by number and the static ones on the path one by one.
-    fn retire_run(&mut self, ctx: &GuestContext) {
-        self.disarm_run();
-        let now = ctx.state();
-        let vbar = VBAR_EL1.get();
-        let at_sync_vector = now.el == 1 && (now.pc == vbar + 0x200 || now.pc == vbar + 0x400);
-        let stopped_at = if at_sync_vector {
-            self.tally.counts_mut().entries.note(now.pc - vbar);
-            self.engine.entries_in_runs += 1;
-            ELR_EL1.get()
-        } else {
-            now.pc
-        };
-        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-        let c = unsafe { fast() };
-        let (va_page, pa_page) = (c.va_page, c.pa_page);
-        let fetch = |a: u64| {
-            // SAFETY: the page is guest RAM (checked when it was cached), identity-mapped at
-            // EL2; reading instruction words has no side effects.
-            (a & !0xfff == va_page)
-                .then(|| unsafe { core::ptr::read_volatile((pa_page | (a & 0xffc)) as *const u32) })
-        };
-        let plan = &self.plans[self.run_slot];
-        let Some(path) = plan.path(stopped_at, fetch) else {
-            // Not in the plan, or the code on the path was rewritten under the run.
-            let counts = self.tally.counts_mut();
-            counts.runs_lost += 1;
-            if now.tco != self.pending_tco {
-                counts.tco_changes += 1;
-            }
-            self.forget_code();
-            return;
-        };
-        let el = self.run_el;
-        self.stopped_at_leaf = !at_sync_vector && plan.is_leaf(stopped_at) && path.depth > 0;
-        let mut inert = path.depth as u64 - path.n_statics as u64;
-        if plan.dynamic_root {
-            if path.depth == 0 {
-                // The root did not complete: an interrupt before it, or an exception on it.
-                if at_sync_vector {
-                    access_faulted(&mut self.tally, &self.pending);
-                }
-            } else {
-                self.tally.retire(&self.pending);
-                inert -= 1;
-            }
-        }
-        if at_sync_vector && let Some(k) = plan.predicted_at(stopped_at) {
-            // A predicted access took an exception instead of completing.
-            access_faulted(&mut self.tally, &self.predicted[k]);
-        }
-        let counts = self.tally.counts_mut();
-        if el == 0 {
-            counts.instructions_el0 += inert;
-        } else {
-            counts.instructions_el1 += inert;
-        }
-        // PSTATE.TCO along the path, as stepping would have seen it change: the changes are
-        // the unequal neighbours in (TCO at the start, each MSR TCO's value, TCO now), which
-        // the same whichever way the path is walked (backwards, here).
-        let (blocks, now_tco) = (self.block_granules, now.tco);
-        let mut tco = now_tco;
-        let mut changes = 0;
-        let (plan, tally, sites) = (&self.plans[self.run_slot], &mut self.tally, &mut self.sites);
-        let (phase, predicted) = (self.phase, &self.predicted);
-        plan.statics_on_path(&path, |pc, word, k| {
-            if let Some(k) = k {
-                tally.retire(&predicted[k]);
-                return;
-            }
-            let p = Pending::of_static(pc, el, word, blocks);
-            tally.retire(&p);
-            if let Effect::TcoImm(v) = p.effect {
-                changes += (v != tco) as u64;
-                tco = v;
-                note_tco_site(sites, tally, phase, pc, v);
-            }
-        });
-        changes += (self.pending_tco != tco) as u64;
-        self.tally.counts_mut().tco_changes += changes;
-    }
-
-    /// Back to stepping: breakpoints off (MDSCR_EL1.MDE clear: they stay programmed, and the
-    /// next run rewrites only those that change), single-step on.
-    fn disarm_run(&mut self) {
-        self.run_armed = false;
-        MDSCR_EL1.set(self.saved_mdscr | MDSCR_SS);
-    }
-
-    /// Programs breakpoint `n` unless it already holds `addr` (0: disabled).
-    #[inline(always)]
-    fn put_breakpoint(&mut self, n: usize, addr: u64) {
-        if self.bp_armed[n] != addr {
-            self.bp_armed[n] = addr;
-            set_breakpoint(n, addr, if addr == 0 { 0 } else { BCR_ENABLED });
-        }
-    }
-
-    fn clear_breakpoints(&mut self) {
-        for n in 0..RUN_BREAKPOINTS {
-            set_breakpoint(n, 0, 0);
-        }
-        self.bp_armed = [0; RUN_BREAKPOINTS];
-    }
-
-    /// Tries to let the guest run from `pc` (an inert or static instruction, or a checkable
-    /// access already judged in `self.pending`) to the next instruction that matters; true if
-    /// a run is armed.
-    fn arm_run(
-        &mut self,
-        ctx: &mut GuestContext,
-        controls: &Controls,
-        (pc, el, word): (u64, u8, u32),
-    ) -> bool {
-        // In EL1t an exception goes to VBAR_EL1 + 0x000, which has no breakpoint: step.
-        if ctx.spsr & 0xf == 0b0100 {
-            return false;
-        }
-        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-        let c = unsafe { fast() };
-        let (va_page, pa_page) = (c.va_page, c.pa_page);
-        // Plan within the code page already translated for `pc`.
-        let fetch = |a: u64| {
-            // SAFETY: the page is guest RAM (checked when it was cached), identity-mapped at
-            // EL2; reading instruction words has no side effects.
-            (a & !0xfff == va_page)
-                .then(|| unsafe { core::ptr::read_volatile((pa_page | (a & 0xffc)) as *const u32) })
-        };
-        // Code is translated by the one TTBR its half of the address space uses (VA bit 55):
-        // kernel plans survive every switch of user address space.
-        let (ttbr0, ttbr1) = if pc >> 55 & 1 == 1 {
-            (0, c.ttbr1)
-        } else {
-            (c.ttbr0, 0)
-        };
-        let key = pc ^ ttbr0 ^ ttbr1;
-        let slot = ((pc >> 2) as usize) % NO_RUN_SLOTS;
-        if self.no_run[slot] == key {
-            self.engine.stepped_starts += 1;
-            return false;
-        }
-        let exact = [pc, ttbr0, ttbr1];
-        let ps = ((pc >> 2) as usize) % PLAN_SLOTS;
-        let k = &self.plan_keys[ps];
-        // A cached plan is used if its root still reads as it did, and, after a traced store
-        // to a page with plans, if all of it does (rewritten in place, it would count the old
-        // instructions; `Plan::path` checks the executed ones again afterwards).
-        let fresh = k[0] == exact[0]
-            && k[1] == exact[1]
-            && k[2] == exact[2]
-            && self.plans[ps].root_word() == Some(word)
-            && (self.plan_gens[ps] == self.code_gen || self.plans[ps].still_matches(fetch));
-        if !fresh {
-            self.engine.plans_made += 1;
-            self.plan_keys[ps] = [u64::MAX; 3];
-            let plan = &mut self.plans[ps];
-            // A plan that runs into an EL1 synchronous vector could not tell falling through
-            // to it from an exception taken there (both hit the vector breakpoint): step.
-            let vbar = VBAR_EL1.get();
-            if !plan.build(pc, fetch)
-                || plan.min_leaf_depth() < RUN_MIN_DEPTH
-                || plan.depth_of(vbar + 0x200).is_some()
-                || plan.depth_of(vbar + 0x400).is_some()
-            {
-                self.engine.stepped_starts += 1;
-                self.no_run[slot] = key;
-                return false;
-            }
-            self.plan_keys[ps] = exact;
-            self.note_plan_page(pa_page);
-        }
-        if fresh {
-            self.engine.plans_reused += 1;
-        }
-        self.plan_gens[ps] = self.code_gen;
-        self.run_slot = ps;
-        self.judge_predicted(ctx, controls, el);
-        let n_leaves = self.plans[ps].n_leaves;
-        for n in 0..MAX_LEAVES {
-            let addr = if n < n_leaves {
-                self.plans[ps].leaves[n].0
-            } else {
-                0
-            };
-            self.put_breakpoint(n, addr);
-        }
-        let vbar = VBAR_EL1.get();
-        self.put_breakpoint(MAX_LEAVES, vbar + 0x200);
-        self.put_breakpoint(MAX_LEAVES + 1, vbar + 0x400);
-        // Stepping off (with MDSCR_EL1.SS set the guest would step at once), breakpoints on.
-        MDSCR_EL1.set((self.saved_mdscr & !MDSCR_SS) | MDSCR_MDE);
-        ctx.spsr &= !SPSR_SS;
-        c.pending_inert = 0;
-        self.run_armed = true;
-        self.run_el = el;
-        self.pending_tco = ctx.spsr & crate::context::SPSR_TCO != 0;
-        self.tally.counts_mut().runs += 1;
-        true
-    }
-
-    /// Bit index in `plan_pages` of host page `pa_page`, if it is guest RAM.
-    fn page_bit(&self, pa_page: u64) -> Option<(usize, u64)> {
-        let n = pa_page.checked_sub(self.guest_ram.pa)? >> 12;
-        let word = (n / 64) as usize;
-        (word < self.plan_pages.len()).then_some((word, 1 << (n % 64)))
-    }
-
-    /// Judges the armed plan's predicted accesses with the registers as they are now, which
-    /// is what their address registers will hold when they run (`Plan::predicted`).
-    fn judge_predicted(&mut self, ctx: &GuestContext, controls: &Controls, el: u8) {
-        let plan = &self.plans[self.run_slot];
-        if plan.n_predicted == 0 {
-            return;
-        }
-        let (tco_now, uao) = (
-            ctx.spsr & crate::context::SPSR_TCO != 0,
-            ctx.spsr & SPSR_UAO != 0,
-        );
-        let mut stores = [None; 2 * mtex_trace::run::MAX_PREDICTED];
-        let mut n_stores = 0;
-        for (k, pc, word, tco) in plan.predicted() {
-            let mut pages = [None; 2];
-            let p = Pending::new(
-                pc,
-                el,
-                (tco.unwrap_or(tco_now), uao),
-                decode::decode(word),
-                controls,
-                &ctx.x,
-                0,
-                self.block_granules,
-                |va, as_el0| {
-                    let t = translate(va, as_el0);
-                    pages = [pages[1], t.map(|(ipa, _)| ipa & !0xfff)];
-                    t.is_some_and(|(_, attr)| attr == ATTR_TAGGED)
-                },
-            );
-            if p.write.present() {
-                stores[n_stores] = pages[0];
-                stores[n_stores + 1] = pages[1];
-                n_stores += 2;
-            }
-            self.predicted[k] = p;
-        }
-        for page in stores {
-            self.note_store(page);
-        }
-    }
-
-    /// Remembers that plans exist for code in the page at `pa_page`.
-    fn note_plan_page(&mut self, pa_page: u64) {
-        if let Some((w, bit)) = self.page_bit(pa_page) {
-            self.plan_pages[w] |= bit;
-            self.any_plan_page = true;
-        }
-    }
-
-    /// A traced store to guest IPA page `ipa_page` is about to run: if it may rewrite planned
-    /// code, plans are checked before their next use.
-    fn note_store(&mut self, ipa_page: Option<u64>) {
-        if !self.any_plan_page {
-            return;
-        }
-        // Not guest RAM: not code the hypervisor reads either.
-        let Some(pa) = ipa_page.and_then(|ipa| self.guest_ram.pa_of(ipa, 0x1000)) else {
-            return;
-        };
-        if let Some((w, bit)) = self.page_bit(pa)
-            && self.plan_pages[w] & bit != 0
-        {
-            self.code_gen += 1;
-        }
-    }
-
     fn note_tco_site(&mut self, pc: u64, value: bool) {
         note_tco_site(&mut self.sites, &mut self.tally, self.phase, pc, value);
     }
@@ -789,42 +478,6 @@ impl Tracer {
         ctx.spsr |= SPSR_SS;
     }
 
-    /// A run stopped at a leaf: if it is a direct branch (a loop's back edge, `Plan`), the
-    /// engine executes it for the guest, so that the loop's next iteration starts with a run
-    /// rather than a step. Safe where stepping it would be the same: the branch is on the page
-    /// the run just executed from (so its fetch cannot fault), it cannot fault itself, and no
-    /// virtual interrupt is pending that the guest would take before it.
-    fn emulate_branch(&mut self, ctx: &mut GuestContext, controls: &Controls) {
-        if self.virq_pending && crate::vtimer::virq_still_pending() {
-            return;
-        }
-        let st = ctx.state();
-        let Some(word) = self.fetch(st.pc, st.el == 0, controls.sctlr_el1) else {
-            return;
-        };
-        let Some((target, link)) = mtex_trace::run::branch_outcome(word, st.pc, ctx.spsr, &ctx.x)
-        else {
-            return;
-        };
-        if link {
-            ctx.x[30] = st.pc.wrapping_add(4);
-        }
-        ctx.elr = target;
-        // Guest time follows the guest's own execution (entry.rs): the branch it did not
-        // execute advances its clock as executing it would have, one tick of the counter
-        // per instruction under `-icount shift=0` at 1 GHz (as entry.rs's constants count).
-        // Without this, a timer interrupt would land elsewhere than on the stepped path.
-        CNTVOFF_EL2.set(CNTVOFF_EL2.get().wrapping_sub(1));
-        let counts = self.tally.counts_mut();
-        if st.el == 0 {
-            counts.instructions_el0 += 1;
-            self.engine.branches_el0 += 1;
-        } else {
-            counts.instructions_el1 += 1;
-            self.engine.branches_el1 += 1;
-        }
-    }
-
     /// Drops everything cached about guest code: the code page's translation and the run
     /// plans.
     #[cold]
@@ -874,23 +527,6 @@ impl Tracer {
         // SAFETY: `pa` lies in the host memory behind a page of guest RAM (checked when the
         // page was cached), which EL2 identity-maps as Normal memory; reading an instruction word has no side effects.
         Some(unsafe { core::ptr::read_volatile(pa as *const u32) })
-    }
-}
-
-/// A run's judged access `p` (its root, or a predicted one) took an exception instead of
-/// completing: as the step path does, a tag-check fault counts its access as made and
-/// checked (and as a disagreement if the model judged it unchecked).
-fn access_faulted(tally: &mut Tally, p: &Pending) {
-    if ELR_EL1.get() != p.pc {
-        return;
-    }
-    let esr = ESR_EL1.get();
-    let ec = esr >> 26;
-    if (ec == 0x24 || ec == 0x25) && esr & 0x3f == DFSC_TAG_CHECK {
-        tally.retire_faulted_access(p);
-        if !(p.read.views().architectural || p.write.views().architectural) {
-            tally.counts_mut().unexpected_tag_check_faults += 1;
-        }
     }
 }
 
