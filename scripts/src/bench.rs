@@ -256,14 +256,13 @@ pub fn trace(boots: &Boots, n: u64) -> Result<TraceFigures> {
 }
 
 /// Wall-clock time of the kernel matrix's phases traced over the same phases untraced, from
-/// the phases' begin and end timestamps (counter ticks), without -icount. The guest kernel
-/// traces every phase of a boot or none (`mtex.trace` is per boot: a workload has no trace
-/// key), so the two come from two boots of the same scenario.
+/// the phases' begin and end timestamps (counter ticks), without -icount, in one boot:
+/// `mtex.trace=both` runs each (policy, workload) untraced, then traced.
 pub struct Slowdown {
     pub traced_s: f64,
     pub untraced_s: f64,
     pub phases: usize,
-    /// Wall time of the traced boot, whole.
+    /// Wall time of the boot, whole.
     pub traced_boot: Duration,
 }
 
@@ -273,37 +272,37 @@ impl Slowdown {
     }
 }
 
-/// The untraced boot of the kernel matrix.
-fn kernel_untraced() -> String {
-    format!("{KERNEL} mtex.trace=0")
-}
-
-/// (seconds inside phases, phases) of a run, by the guest's counter.
-fn phase_seconds(r: &Report) -> Result<(f64, usize)> {
+/// (seconds inside the traced phases, inside the untraced ones, traced phases) of a run, by
+/// the guest's counter.
+fn phase_seconds(r: &Report) -> Result<(f64, f64, usize)> {
     let hz = r.boot.map_or(1_000_000_000, |b| b.counter_hz) as f64;
-    let mut ticks = 0;
+    let (mut traced, mut untraced, mut n) = (0, 0, 0);
     for p in &r.phases {
         let end = p
             .end_ts
             .with_context(|| format!("phase {} never ended", p.name))?;
-        ticks += end - p.begin_ts;
+        if p.trace.is_some() {
+            traced += end - p.begin_ts;
+            n += 1;
+        } else {
+            untraced += end - p.begin_ts;
+        }
     }
-    Ok((ticks as f64 / hz, r.phases.len()))
+    Ok((traced as f64 / hz, untraced as f64 / hz, n))
 }
 
 pub fn slowdown(boots: &Boots, mode: Mode) -> Result<Slowdown> {
-    let traced = boots.ok(&with(KERNEL, mode), false)?;
-    let untraced = boots.ok(&kernel_untraced(), false)?;
-    let (traced_s, phases) = phase_seconds(&traced.report)?;
-    let (untraced_s, n) = phase_seconds(&untraced.report)?;
-    if n != phases || untraced.report.phases.iter().any(|p| p.trace.is_some()) {
-        bail!("the untraced boot has {n} phases (traced: {phases}), or traced ones");
+    let both = boots.ok(&format!("{} mtex.trace=both", with(KERNEL, mode)), false)?;
+    let (traced_s, untraced_s, phases) = phase_seconds(&both.report)?;
+    let untraced = both.report.phases.len() - phases;
+    if untraced != phases {
+        bail!("{phases} traced phases and {untraced} untraced ones: expected one of each per run");
     }
     Ok(Slowdown {
         traced_s,
         untraced_s,
         phases,
-        traced_boot: traced.wall,
+        traced_boot: both.wall,
     })
 }
 
@@ -492,8 +491,7 @@ pub fn render_headline(h: &Headline, traps_n: u64) -> String {
     );
     let _ = writeln!(
         o,
-        "  from TWO boots, traced and `mtex.trace=0`: the guest kernel traces every phase of a boot\n  \
-         or none (mtex.trace is per boot, a workload has no trace key); phase begin/end timestamps"
+        "  one boot, `mtex.trace=both` (each run untraced, then traced); phase begin/end timestamps"
     );
     for (mode, s) in &h.slowdown {
         let _ = writeln!(

@@ -435,3 +435,35 @@ fn every_workload_runs_in_every_user_mode_and_async_modes_check_tfsre0() {
         assert_eq!(t.dsb, want, "tcf0={tcf0}");
     }
 }
+
+#[test]
+fn trace_both_runs_each_workload_untraced_then_traced_in_one_boot() {
+    // What `cargo mtex bench` times: the same runs, each once at full speed and once traced.
+    let cmdline = "mtex.guest=kernel mtex.watchdog_ms=600000 mtex.trace=both \
+                   mtex.policies=entry-tco,tcma1 mtex.workloads=getpid,futex-hash";
+    let cfg = RunConfig {
+        cmdline: cmdline.to_string(),
+        timeout: Duration::from_secs(120),
+        ..RunConfig::default()
+    };
+    let console = qemu::run(images(), &cfg).expect("running QEMU");
+    let r = report::parse(&console.text);
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    // Two policies × two workloads, each as an untraced and then a traced phase.
+    assert_eq!(r.phases.len(), 8);
+    for pair in r.phases.chunks(2) {
+        let (untraced, traced) = (&pair[0], &pair[1]);
+        assert_eq!(untraced.params, traced.params);
+        assert!(untraced.trace.is_none() && traced.trace.is_some());
+        // The same work: the traced phase's trace counts the instructions the untraced
+        // phase's PMU counted at EL0 (no kernel entry differs at EL0).
+        let (s, t) = (untraced.stats.unwrap(), traced.trace.unwrap());
+        assert_eq!(
+            s.el0_instructions,
+            Some(t.instructions_el0),
+            "{}",
+            traced.name
+        );
+    }
+}

@@ -11,7 +11,9 @@
 //! - `mtex.tcf0=none|sync|async|asymm` — the user tasks' mode, as prctl(PR_SET_TAGGED_ADDR_CTRL)
 //!   sets it (default sync, as glibc.mem.tagging=3 asks);
 //! - `mtex.hz=N` — the kernel's timer tick (default 250; 0 = none);
-//! - `mtex.trace=1|0` — trace every phase (default) or run them untraced, PMU figures only.
+//! - `mtex.trace=1|0|both` — trace every phase (default), run them untraced (PMU figures
+//!   only), or run each (policy, workload) twice, untraced then traced (what tracing costs,
+//!   measured in one boot: `cargo mtex bench`).
 
 use crate::options::{OptionError, value};
 use serde::{Deserialize, Serialize};
@@ -373,6 +375,8 @@ pub struct Scenario {
     /// `mtex.trace=1` (default): every phase is single-stepped and counted exactly; `0`: the
     /// phases run at full speed with the PMU's figures only (instructions per EL, exits).
     pub traced: bool,
+    /// `mtex.trace=both`: each run once untraced, then once traced.
+    pub both: bool,
 }
 
 /// The default tick rate, Linux's common CONFIG_HZ=250.
@@ -395,6 +399,7 @@ impl Scenario {
             tcf0: Tcf::Sync,
             hz: DEFAULT_HZ,
             traced: true,
+            both: false,
         };
         let policies = value(cmdline, "policies").unwrap_or(DEFAULT_POLICIES);
         for (i, p) in policies.split(',').enumerate() {
@@ -420,13 +425,14 @@ impl Scenario {
                 .filter(|&hz| hz <= 100_000)
                 .ok_or(err("hz", "expected a tick rate from 0 (no tick) to 100000"))?;
         }
-        s.traced = match value(cmdline, "trace") {
-            None | Some("1") => true,
-            Some("0") => false,
+        (s.traced, s.both) = match value(cmdline, "trace") {
+            None | Some("1") => (true, false),
+            Some("0") => (false, false),
+            Some("both") => (true, true),
             Some(_) => {
                 return Err(err(
                     "trace",
-                    "expected 1 (trace every phase) or 0 (PMU only)",
+                    "expected 1 (trace every phase), 0 (PMU only) or both (each run untraced, then traced)",
                 ));
             }
         };

@@ -36,6 +36,8 @@ struct Run {
     boot_ttbr0: u64,
     id: u32,
     params: Option<PhaseParams>,
+    /// The run's phase is traced.
+    traced: bool,
     phase_open: bool,
     phase_done: bool,
     stats: page_alloc::Stats,
@@ -49,6 +51,7 @@ static RUN: KCell<Run> = KCell::new(Run {
     boot_ttbr0: 0,
     id: 0,
     params: None,
+    traced: true,
     phase_open: false,
     phase_done: false,
     stats: page_alloc::Stats {
@@ -134,8 +137,17 @@ extern "C" fn kernel_main(_: u64) -> ! {
     task::init_boot_task();
     irq::init(scenario.hz);
     println!("kernel: tick {} Hz", scenario.hz);
-    for (i, params) in scenario.runs().enumerate() {
-        run_one(i as u32 + 1, params);
+    let mut id = 0;
+    for params in scenario.runs() {
+        // With `mtex.trace=both`, each run goes once untraced, then once traced.
+        let passes: &[bool] = match (scenario.both, scenario.traced) {
+            (true, _) => &[false, true],
+            (false, traced) => &[traced][..],
+        };
+        for &traced in passes {
+            id += 1;
+            run_one(id, params, traced);
+        }
     }
     println!("kernel: scenario done");
     hvc::exit(0)
@@ -143,12 +155,13 @@ extern "C" fn kernel_main(_: u64) -> ! {
 
 /// One (policy, workload) run: apply the policy, set up the workload's kernel objects and
 /// processes, schedule them until all have exited and been reaped, tear down.
-fn run_one(id: u32, params: PhaseParams) {
+fn run_one(id: u32, params: PhaseParams, traced: bool) {
     // SAFETY: init, between runs: no user task is alive to be in phase_mark, and the borrow
     // ends before mte_policy::apply, which reads the policy.
     let r = unsafe { RUN.get() };
     r.id = id;
     r.params = Some(params);
+    r.traced = traced;
     r.phase_open = false;
     r.phase_done = false;
     mte_policy::apply(params.policy);
@@ -241,8 +254,7 @@ fn phase_mark(begin: bool) -> u64 {
         r.switches = unsafe { task::SCHED.get() }.switches;
         r.ticks = irq::TICKS.load(core::sync::atomic::Ordering::Relaxed);
         r.phase_open = true;
-        let traced = r.scenario.is_none_or(|s| s.traced);
-        if hvc::phase_begin_run(r.id, params.workload.name(), &params, traced) != ret::SUCCESS {
+        if hvc::phase_begin_run(r.id, params.workload.name(), &params, r.traced) != ret::SUCCESS {
             die(format_args!("the hypervisor refused phase {}", r.id));
         }
         0
