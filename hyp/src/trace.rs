@@ -5,7 +5,7 @@
 //! guest took an exception instead of completing it.
 
 use crate::context::GuestContext;
-use crate::fast_step::fast;
+use crate::fast_step::{FastStep, fast};
 use aarch64_cpu::registers::*;
 use mtex_abi::report::{StepEngine, TcoSite};
 use mtex_platform::guest_vm::GuestRam;
@@ -82,6 +82,19 @@ fn translate(va: u64, as_el0: bool) -> Option<(u64, u8)> {
         (par & 0x0000_ffff_ffff_f000) | (va & 0xfff),
         (par >> 56) as u8,
     ))
+}
+
+/// Reads instruction words of the code page `c` caches (None elsewhere): what runs are
+/// planned and checked from. The page is captured now; the reader does not follow the cache.
+fn cached_page_words(c: &FastStep) -> impl Fn(u64) -> Option<u32> + Copy {
+    let (va_page, pa_page) = (c.va_page, c.pa_page);
+    move |a: u64| {
+        // SAFETY: `pa_page` is the host memory behind a page of guest RAM (checked when the
+        // page was cached), which EL2 identity-maps as Normal memory; reading an instruction
+        // word has no side effects.
+        (pa_page != 0 && a & !0xfff == va_page)
+            .then(|| unsafe { core::ptr::read_volatile((pa_page | (a & 0xffc)) as *const u32) })
+    }
 }
 
 /// The guest's stack pointer: SP_EL1 in EL1h, SP_EL0 in EL1t and EL0 (SPSR_EL2.M[3:0]).

@@ -61,14 +61,7 @@ impl Tracer {
             now.pc
         };
         // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-        let c = unsafe { fast() };
-        let (va_page, pa_page) = (c.va_page, c.pa_page);
-        let fetch = |a: u64| {
-            // SAFETY: the page is guest RAM (checked when it was cached), identity-mapped at
-            // EL2; reading instruction words has no side effects.
-            (a & !0xfff == va_page)
-                .then(|| unsafe { core::ptr::read_volatile((pa_page | (a & 0xffc)) as *const u32) })
-        };
+        let fetch = cached_page_words(unsafe { fast() });
         let plan = &self.plans[self.run_slot];
         let Some(path) = plan.path(stopped_at, fetch) else {
             // Not in the plan, or the code on the path was rewritten under the run.
@@ -167,14 +160,10 @@ impl Tracer {
         }
         // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
         let c = unsafe { fast() };
-        let (va_page, pa_page) = (c.va_page, c.pa_page);
+        let pa_page = c.pa_page;
         // Plan within the code page already translated for `pc`.
-        let fetch = |a: u64| {
-            // SAFETY: the page is guest RAM (checked when it was cached), identity-mapped at
-            // EL2; reading instruction words has no side effects.
-            (a & !0xfff == va_page)
-                .then(|| unsafe { core::ptr::read_volatile((pa_page | (a & 0xffc)) as *const u32) })
-        };
+        let fetch = cached_page_words(c);
+        let vbar = VBAR_EL1.get();
         // Code is translated by the one TTBR its half of the address space uses (VA bit 55):
         // kernel plans survive every switch of user address space.
         let (ttbr0, ttbr1) = if pc >> 55 & 1 == 1 {
@@ -205,7 +194,6 @@ impl Tracer {
             let plan = &mut self.plans[ps];
             // A plan that runs into an EL1 synchronous vector could not tell falling through
             // to it from an exception taken there (both hit the vector breakpoint): step.
-            let vbar = VBAR_EL1.get();
             if !plan.build(pc, fetch)
                 || plan.min_leaf_depth() < RUN_MIN_DEPTH
                 || plan.depth_of(vbar + 0x200).is_some()
@@ -217,8 +205,7 @@ impl Tracer {
             }
             self.plan_keys[ps] = exact;
             self.note_plan_page(pa_page);
-        }
-        if fresh {
+        } else {
             self.engine.plans_reused += 1;
         }
         self.plan_gens[ps] = self.code_gen;
@@ -233,7 +220,6 @@ impl Tracer {
             };
             self.put_breakpoint(n, addr);
         }
-        let vbar = VBAR_EL1.get();
         self.put_breakpoint(MAX_LEAVES, vbar + 0x200);
         self.put_breakpoint(MAX_LEAVES + 1, vbar + 0x400);
         // Stepping off (with MDSCR_EL1.SS set the guest would step at once), breakpoints on.
