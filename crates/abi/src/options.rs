@@ -32,6 +32,25 @@ fn parse_u64(cmdline: &str, key: &'static str, default: u64) -> Result<u64, Opti
     }
 }
 
+/// The value of `mtex.<key>` in `cmdline` as one of `choices` (its spelling, its value), or
+/// `default` when absent; any other spelling is an error saying `problem`.
+fn parse_choice<T: Copy>(
+    cmdline: &str,
+    key: &'static str,
+    default: T,
+    choices: &[(&str, T)],
+    problem: &'static str,
+) -> Result<T, OptionError> {
+    match value(cmdline, key) {
+        None => Ok(default),
+        Some(v) => choices
+            .iter()
+            .find(|(name, _)| *name == v)
+            .map(|&(_, t)| t)
+            .ok_or(OptionError { key, problem }),
+    }
+}
+
 /// How to trap SCTLR_EL1/TCR_EL1 writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TrapChoice {
@@ -116,57 +135,44 @@ impl HypOptions {
                 problem: "must be between 1 and 3600000",
             });
         }
-        let traps = match value(cmdline, "traps") {
-            None | Some("auto") => TrapChoice::Auto,
-            Some("tvm") => TrapChoice::Tvm,
-            Some(_) => {
-                return Err(OptionError {
-                    key: "traps",
-                    problem: "expected `auto` or `tvm`",
-                });
-            }
-        };
-        let runs = match value(cmdline, "runs") {
-            Some("0") => false,
-            None | Some("1") => true,
-            Some(_) => {
-                return Err(OptionError {
-                    key: "runs",
-                    problem: "expected 0 or 1",
-                });
-            }
-        };
-        let step = match value(cmdline, "step") {
-            None | Some("fast") => StepMode::Fast,
-            Some("plain") => StepMode::Plain,
-            Some(_) => {
-                return Err(OptionError {
-                    key: "step",
-                    problem: "expected fast or plain",
-                });
-            }
-        };
-        let guest_time = match value(cmdline, "guest_time") {
-            None | Some("exact") => GuestTime::Exact,
-            Some("coarse") => GuestTime::Coarse,
-            Some(_) => {
-                return Err(OptionError {
-                    key: "guest_time",
-                    problem: "expected exact or coarse",
-                });
-            }
-        };
-        let selftest = match value(cmdline, "selftest") {
-            None => None,
-            Some("hyp-fault") => Some(SelfTest::HypFault),
-            Some("hyp-panic") => Some(SelfTest::HypPanic),
-            Some(_) => {
-                return Err(OptionError {
-                    key: "selftest",
-                    problem: "expected hyp-fault or hyp-panic",
-                });
-            }
-        };
+        let traps = parse_choice(
+            cmdline,
+            "traps",
+            TrapChoice::Auto,
+            &[("auto", TrapChoice::Auto), ("tvm", TrapChoice::Tvm)],
+            "expected `auto` or `tvm`",
+        )?;
+        let runs = parse_choice(
+            cmdline,
+            "runs",
+            true,
+            &[("0", false), ("1", true)],
+            "expected 0 or 1",
+        )?;
+        let step = parse_choice(
+            cmdline,
+            "step",
+            StepMode::Fast,
+            &[("fast", StepMode::Fast), ("plain", StepMode::Plain)],
+            "expected fast or plain",
+        )?;
+        let guest_time = parse_choice(
+            cmdline,
+            "guest_time",
+            GuestTime::Exact,
+            &[("exact", GuestTime::Exact), ("coarse", GuestTime::Coarse)],
+            "expected exact or coarse",
+        )?;
+        let selftest = parse_choice(
+            cmdline,
+            "selftest",
+            None,
+            &[
+                ("hyp-fault", Some(SelfTest::HypFault)),
+                ("hyp-panic", Some(SelfTest::HypPanic)),
+            ],
+            "expected hyp-fault or hyp-panic",
+        )?;
         let log = parse_log(cmdline)?;
         Ok(Self {
             log,
