@@ -68,28 +68,43 @@ macro_rules! phase_asm {
 pub(crate) use phase_asm;
 
 fn call(function: u32, args: &[u64]) -> u64 {
+    call2(function, args)[0]
+}
+
+/// A call whose x0 and x1 both carry results.
+fn call2(function: u32, args: &[u64]) -> [u64; 2] {
     let mut a = [0u64; 17];
     a[..args.len()].copy_from_slice(args);
-    smccc::hvc64(function, a)[0]
+    let r = smccc::hvc64(function, a);
+    [r[0], r[1]]
 }
 
 /// Opens phase `id` named `name`; with `traced`, the hypervisor single-steps it.
 pub fn phase_begin(id: u32, name: &str, traced: bool) -> u64 {
+    phase_begin_flags(id, name, if traced { hc::PHASE_TRACED } else { 0 })
+}
+
+/// Opens phase `id` named `name` with PHASE_BEGIN flags `flags` (`PHASE_TRACED`,
+/// `PHASE_AGAIN`; not `PHASE_PARAMS`).
+pub fn phase_begin_flags(id: u32, name: &str, flags: u64) -> u64 {
     let r: [u64; 4] = hc::pack_bytes(name.as_bytes());
-    let flags = if traced { hc::PHASE_TRACED } else { 0 };
     call(hc::PHASE_BEGIN, &[id as u64, r[0], r[1], r[2], r[3], flags])
 }
 
-/// Opens traced phase `id` for one (policy, workload) run of the kernel scenario.
+/// Opens phase `id` for one (policy, workload) run of the kernel scenario: traced or not,
+/// and with `again` another phase of the run the previous phase measured.
 pub fn phase_begin_run(
     id: u32,
     name: &str,
     params: &mtex_abi::scenario::PhaseParams,
     traced: bool,
+    again: bool,
 ) -> u64 {
     let r: [u64; 4] = hc::pack_bytes(name.as_bytes());
     let p = params.to_regs();
-    let flags = if traced { hc::PHASE_TRACED } else { 0 } | hc::PHASE_PARAMS;
+    let flags = if traced { hc::PHASE_TRACED } else { 0 }
+        | if again { hc::PHASE_AGAIN } else { 0 }
+        | hc::PHASE_PARAMS;
     call(
         hc::PHASE_BEGIN,
         &[
@@ -101,6 +116,14 @@ pub fn phase_begin_run(
 /// Closes phase `id`.
 pub fn phase_end(id: u32) -> u64 {
     call(hc::PHASE_END, &[id as u64])
+}
+
+/// Closes phase `id`: Ok(how many more untraced passes its run needs), or the error.
+pub fn phase_end_passes(id: u32) -> Result<u64, u64> {
+    match call2(hc::PHASE_END, &[id as u64]) {
+        [hc::ret::SUCCESS, more] => Ok(more),
+        [err, _] => Err(err),
+    }
 }
 
 /// Writes console bytes, 48 per call.

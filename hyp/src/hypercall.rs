@@ -39,10 +39,29 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     if id == 0
         || ctx.x[1] > u32::MAX as u64
         || hyp.phase.is_some()
-        || flags & !(hc::PHASE_TRACED | hc::PHASE_PARAMS) != 0
+        || flags & !(hc::PHASE_TRACED | hc::PHASE_PARAMS | hc::PHASE_AGAIN) != 0
     {
         return ret::INVALID_PARAMETERS;
     }
+    let traced = flags & hc::PHASE_TRACED != 0;
+    let regs8 = [
+        ctx.x[2], ctx.x[3], ctx.x[4], ctx.x[5], ctx.x[7], ctx.x[8], ctx.x[9], ctx.x[10],
+    ];
+    let (run, pass) = if flags & hc::PHASE_AGAIN == 0 {
+        (id, if traced { 0 } else { 1 })
+    } else {
+        // Another phase of the last run: the same name and parameters, its next untraced
+        // pass (never after its traced phase) or its traced phase.
+        let same = |l: &crate::state::LastRun| {
+            l.regs[..4] == regs8[..4]
+                && (flags & hc::PHASE_PARAMS == 0 || l.regs[4..] == regs8[4..])
+        };
+        match hyp.last_run {
+            Some(l) if same(&l) && traced => (l.run, 0),
+            Some(l) if same(&l) && l.pass > 0 && l.pass < u8::MAX => (l.run, l.pass + 1),
+            _ => return ret::INVALID_PARAMETERS,
+        }
+    };
     let params = if flags & hc::PHASE_PARAMS != 0 {
         match PhaseParams::from_regs([ctx.x[7], ctx.x[8], ctx.x[9], ctx.x[10]]) {
             Some(p) => Some(p),
@@ -62,8 +81,12 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     }));
     // Counting starts after the record went out, so a phase's EL2 figures hold its own
     // exits and not the cost of announcing it.
-    hyp.begin_phase(id);
-    let traced = flags & hc::PHASE_TRACED != 0;
+    hyp.last_run = Some(crate::state::LastRun {
+        run,
+        pass,
+        regs: regs8,
+    });
+    hyp.begin_phase(id, run, pass);
     log::debug!(
         "phase {id} begins at pc {:#x}, traced: {traced}, guest clock {}",
         ctx.elr,
@@ -81,7 +104,7 @@ fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
         return ret::INVALID_PARAMETERS;
     }
     // Figures first, so the phase's EL2 count excludes the framing of its own records.
-    let Some((id, stats)) = hyp.end_phase() else {
+    let Some((id, stats, pmu, more)) = hyp.end_phase() else {
         return ret::INVALID_PARAMETERS;
     };
     log::debug!(
@@ -99,12 +122,14 @@ fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
             .send(&Record::PhaseTrace(PhaseTrace { id, counts }));
         hyp.report.send(&Record::StepEngine(hyp.tracer.engine()));
     }
+    hyp.report.send(&Record::PhasePmu(pmu));
     hyp.report.send(&Record::PhaseEnd(PhaseEnd {
         id,
         ts: CNTPCT_EL0.get(),
         at: ctx.state(),
         stats,
     }));
+    ctx.x[1] = more as u64;
     ret::SUCCESS
 }
 

@@ -125,7 +125,18 @@ extern "C" fn hyp_main(x0: u64) -> ! {
 
     let trap_mode = guest_boot::configure_traps(opts.traps, errata);
     debug::init();
-    let pmu = pmu::Pmu::init();
+    let pmu = pmu::Pmu::init(opts.pmu_events.as_slice());
+    if let Some(event) = pmu::missing_required(pmu.as_ref(), opts.pmu_require.as_slice()) {
+        let mut why = Message::new();
+        let _ = core::fmt::Write::write_fmt(
+            &mut report::Truncating(&mut why),
+            format_args!(
+                "PMU event {event:#06x} ({}) is required (mtex.pmu_require) but not supported",
+                mtex_abi::report::pmu_event::name(event).unwrap_or("raw")
+            ),
+        );
+        report::fail_boot_msg(&mut reporter, why);
+    }
     watchdog::arm(opts.watchdog_ms, m.gic, m.hyp_timer_intid, m.vtimer_intid);
 
     let region = hyp_region();

@@ -1,31 +1,45 @@
-//! The hypervisor's slice of the PMU: the top three event counters, reserved for EL2 through
-//! MDCR_EL2.HPMN, count instructions (event 0x08) at EL2, EL1 and EL0 separately.
+//! The hypervisor's slice of the PMU: all event counters but one (left to the guest, with
+//! the cycle counter), reserved for EL2 through MDCR_EL2.HPMN.
+//!
+//! - Three fixed counters count instructions (event 0x08) at EL2, EL1 and EL0 over the whole
+//!   run; a phase's figures are differences.
+//! - The rest are per-phase *slots*: at each untraced phase's begin they are programmed, from
+//!   zero, with the events of that pass (`mtex_abi::pmu_plan`: cycles, the MTE events, the
+//!   run's raw events, at EL1 and EL0 through the PMEVTYPER filters), and read at its end.
 //!
 //! The guest may use the PMU too (Linux's perf resets it at boot), but never the hypervisor's
 //! counters: MDCR_EL2.TPM/TPMCR trap every guest PMU access and `guest_access` emulates the
 //! PMU the architecture gives an EL1 under HPMN (`mtex_arch::pmu_regs`). QEMU does not keep
 //! the counters at or above HPMN from EL1 on its own. Each phase also checks that its
 //! counters ran undisturbed (enabled, programmed as set, not overflowed) and withholds its
-//! figures otherwise.
+//! figures otherwise. Counters are 64-bit with FEAT_PMUv3p5 (MDCR_EL2.HLP); without it a
+//! 32-bit counter that overflowed in a phase withholds the figure rather than wrap.
 //!
 //! aarch64-cpu has no accessors for the PMU's EL0 registers, hence the few `mrs`/`msr` here.
 
 use aarch64_cpu::registers::{ID_AA64DFR0_EL1, MDCR_EL2};
+use mtex_abi::pmu_plan::{Counted, PmuPlan};
+use mtex_abi::report::{PMU_COUNTS, PmuCount, PmuValue, pmu_event};
 use mtex_arch::pmu_regs::{GuestPmu, PmuReg, pmcr};
 use tock_registers::interfaces::{ReadWriteable, Readable};
 
-/// INST_RETIRED. QEMU counts it only under `-icount`.
-const EVENT_INST_RETIRED: u64 = 0x08;
 /// PMEVTYPER<n>_EL0 filter bits: P (don't count EL1), U (don't count EL0), NSH (count EL2).
+/// NSK/NSU stay 0: in Non-secure state with EL3 an EL is then filtered by P/U alone.
 const P: u64 = 1 << 31;
 const U: u64 = 1 << 30;
 const NSH: u64 = 1 << 27;
-/// The three counters' event types: EL2, EL1, EL0 instructions.
-const TYPES: [u64; 3] = [
-    P | U | NSH | EVENT_INST_RETIRED,
-    U | EVENT_INST_RETIRED,
-    P | EVENT_INST_RETIRED,
+const INST_RETIRED: u64 = pmu_event::INST_RETIRED as u64;
+/// The fixed counters' event types: EL2, EL1, EL0 instructions.
+const FIXED: [u64; 3] = [
+    P | U | NSH | INST_RETIRED,
+    U | INST_RETIRED,
+    P | INST_RETIRED,
 ];
+/// The fields of PMEVTYPER a check compares (filters and event number; the rest may read
+/// as zero).
+const TYPE_FIELDS: u64 = P | U | NSH | 0xffff;
+/// Most slots used: a pass's counts share one record with the unsupported events.
+const MAX_SLOTS: u64 = 8;
 /// ID_AA64DFR0_EL1.PMUVer value of FEAT_PMUv3p5 (64-bit event counters through HLP).
 const PMUV3P5: u64 = 6;
 
@@ -46,12 +60,23 @@ macro_rules! sysreg_write {
     }};
 }
 
-/// Counters `first`, `first + 1`, `first + 2` count EL2, EL1, EL0 instructions.
+/// The event type that counts `c.event` at `c.el` only (never EL2).
+fn slot_type(c: Counted) -> u64 {
+    let filter = if c.el == 1 { U } else { P };
+    filter | c.event as u64
+}
+
+/// Counters `first..first + 3` count EL2, EL1, EL0 instructions; the `slots` after them count
+/// a pass's events.
 #[derive(Clone, Copy)]
 pub struct Pmu {
     first: u64,
+    slots: u64,
     /// FEAT_PMUv3p5 with MDCR_EL2.HLP: the counters are 64-bit and never wrap in a run.
     long: bool,
+    plan: PmuPlan,
+    /// The slot types programmed for the open pass (0 = slot unused).
+    programmed: [u64; MAX_SLOTS as usize],
 }
 
 /// The guest's PMU state that is not in the hardware: its PMSELR_EL0 (the real one is the
@@ -61,17 +86,29 @@ pub struct GuestPmuState {
     pub pmselr: u64,
 }
 
+/// Why the PMU cannot give what the run requires (`mtex.pmu_require`).
+pub fn missing_required(pmu: Option<&Pmu>, required: &[u16]) -> Option<u16> {
+    required.iter().copied().find(|&e| match pmu {
+        None => true,
+        Some(p) => !mtex_abi::pmu_plan::implemented(p.pmceid(), e) || p.slots == 0,
+    })
+}
+
 impl Pmu {
     /// Reserves and starts the counters; None (with the whole PMU left to the guest, and no
     /// traps) when the PMU has fewer than three counters or does not count instructions.
-    pub fn init() -> Option<Self> {
+    pub fn init(raw_events: &[u16]) -> Option<Self> {
         let n = (sysreg_read!("pmcr_el0") & pmcr::N_MASK) >> pmcr::N_SHIFT;
-        let counts_instructions = sysreg_read!("pmceid0_el0") & (1 << EVENT_INST_RETIRED) != 0;
-        if n < 3 || !counts_instructions {
+        let pmceid = [sysreg_read!("pmceid0_el0"), sysreg_read!("pmceid1_el0")];
+        if n < 3 || !mtex_abi::pmu_plan::implemented(pmceid, pmu_event::INST_RETIRED) {
             MDCR_EL2.modify(MDCR_EL2::HPMN.val(n));
             return None;
         }
-        let first = n - 3;
+        // The guest keeps one event counter (and the cycle counter) when there are four or
+        // more, so that its own perf still has something to count with.
+        let reserved = if n >= 4 { n - 1 } else { n };
+        let slots = (reserved - 3).min(MAX_SLOTS);
+        let first = n - reserved;
         let long = ID_AA64DFR0_EL1.read(ID_AA64DFR0_EL1::PMUVer) >= PMUV3P5;
         // HPME: the reserved counters count whatever PMCR_EL0.E the guest sets. HPMD/HCCD:
         // the guest's counters never count EL2. TPM/TPMCR: every guest PMU access traps.
@@ -88,25 +125,106 @@ impl Pmu {
                     MDCR_EL2::HLP::CLEAR
                 },
         );
-        let pmu = Self { first, long };
+        let pmu = Self {
+            first,
+            slots,
+            long,
+            plan: PmuPlan::new(pmceid, slots as usize, raw_events),
+            programmed: [0; MAX_SLOTS as usize],
+        };
         pmu.program();
         Some(pmu)
     }
 
-    /// Programs and enables the three counters from zero.
+    fn pmceid(&self) -> [u64; 2] {
+        [sysreg_read!("pmceid0_el0"), sysreg_read!("pmceid1_el0")]
+    }
+
+    /// The events of every phase and their passes.
+    pub fn plan(&self) -> &PmuPlan {
+        &self.plan
+    }
+
+    /// Programs and enables the three fixed counters from zero.
     fn program(&self) {
-        for (i, t) in TYPES.into_iter().enumerate() {
+        for (i, t) in FIXED.into_iter().enumerate() {
             self.select(self.first + i as u64);
             sysreg_write!("pmxevtyper_el0", t);
             sysreg_write!("pmxevcntr_el0", 0);
         }
-        sysreg_write!("pmovsclr_el0", self.mask());
-        sysreg_write!("pmcntenset_el0", self.mask());
+        sysreg_write!("pmovsclr_el0", self.fixed_mask());
+        sysreg_write!("pmcntenset_el0", self.fixed_mask());
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     }
 
-    fn mask(&self) -> u64 {
+    fn fixed_mask(&self) -> u64 {
         0b111 << self.first
+    }
+
+    /// Bits of the slots programmed for the open pass.
+    fn slot_mask(&self) -> u64 {
+        (0..self.slots)
+            .filter(|&i| self.programmed[i as usize] != 0)
+            .fold(0, |m, i| m | 1 << (self.first + 3 + i))
+    }
+
+    /// Starts pass `pass` (1-based) of the plan on the slots, from zero; a pass past the
+    /// plan's last counts nothing.
+    pub fn start_pass(&mut self, pass: u8) {
+        sysreg_write!("pmcntenclr_el0", self.slot_mask());
+        self.programmed = [0; MAX_SLOTS as usize];
+        for (i, c) in self.plan.pass(pass).enumerate() {
+            self.programmed[i] = slot_type(c);
+        }
+        for i in 0..self.slots {
+            self.select(self.first + 3 + i);
+            sysreg_write!("pmxevtyper_el0", self.programmed[i as usize]);
+            sysreg_write!("pmxevcntr_el0", 0);
+        }
+        sysreg_write!("pmovsclr_el0", self.slot_mask());
+        sysreg_write!("pmcntenset_el0", self.slot_mask());
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    }
+
+    /// Ends the open pass: its figures (withheld if its counters were disturbed), and on the
+    /// first pass the events the CPU lacks.
+    pub fn finish_pass(&mut self, pass: u8) -> [Option<PmuCount>; PMU_COUNTS] {
+        let mask = self.slot_mask();
+        let enabled = sysreg_read!("pmcntenset_el0") & mask == mask;
+        let overflowed = sysreg_read!("pmovsset_el0") & mask != 0;
+        let mut out = [None; PMU_COUNTS];
+        let mut n = 0;
+        for (i, c) in self.plan.pass(pass).enumerate() {
+            self.select(self.first + 3 + i as u64);
+            let typed = sysreg_read!("pmxevtyper_el0") & TYPE_FIELDS == self.programmed[i];
+            let value = sysreg_read!("pmxevcntr_el0");
+            let intact = enabled && typed && (self.long || !overflowed);
+            out[n] = Some(PmuCount {
+                event: c.event,
+                el: c.el,
+                raw: c.raw,
+                value: if intact {
+                    PmuValue::Counted(value)
+                } else {
+                    PmuValue::Withheld
+                },
+            });
+            n += 1;
+        }
+        if pass == 1 {
+            for c in self.plan.unsupported() {
+                out[n] = Some(PmuCount {
+                    event: c.event,
+                    el: c.el,
+                    raw: c.raw,
+                    value: PmuValue::NotSupported,
+                });
+                n += 1;
+            }
+        }
+        sysreg_write!("pmcntenclr_el0", mask);
+        self.programmed = [0; MAX_SLOTS as usize];
+        out
     }
 
     /// What the guest may see.
@@ -137,17 +255,16 @@ impl Pmu {
         [self.counter(0), self.counter(1), self.counter(2)]
     }
 
-    /// True when the three counters ran undisturbed since `program` or the last call:
+    /// True when the three fixed counters ran undisturbed since `program` or the last call:
     /// enabled, with their event types, and (32-bit counters) not overflowed. When they did
     /// not, they are programmed again and the caller withholds the figures.
     pub fn check_and_repair(&self) -> bool {
-        let enabled = sysreg_read!("pmcntenset_el0") & self.mask() == self.mask();
-        let overflowed = sysreg_read!("pmovsset_el0") & self.mask() != 0;
-        let typed = TYPES.into_iter().enumerate().all(|(i, t)| {
+        let mask = self.fixed_mask();
+        let enabled = sysreg_read!("pmcntenset_el0") & mask == mask;
+        let overflowed = sysreg_read!("pmovsset_el0") & mask != 0;
+        let typed = FIXED.into_iter().enumerate().all(|(i, t)| {
             self.select(self.first + i as u64);
-            // Bits 63:32 and the reserved ones read as written or as zero: compare the
-            // filter and event fields that were written.
-            sysreg_read!("pmxevtyper_el0") & (P | U | NSH | 0xffff) == t
+            sysreg_read!("pmxevtyper_el0") & TYPE_FIELDS == t
         });
         let intact = enabled && typed && (self.long || !overflowed);
         if !intact {

@@ -3,7 +3,7 @@
 use crate::pmu::Pmu;
 use crate::report::Reporter;
 use crate::trace::Tracer;
-use mtex_abi::report::PhaseStats;
+use mtex_abi::report::{PhasePmu, PhaseStats};
 use mtex_platform::guest_vm::GuestRam;
 use mtex_trace::predicate::Controls;
 
@@ -29,6 +29,9 @@ pub struct Counters {
 /// The phase the guest has open.
 pub struct OpenPhase {
     pub id: u32,
+    /// Its run (the id of the run's first phase) and pass (1-based untraced pass, 0 traced).
+    pub run: u32,
+    pub pass: u8,
     pub at_begin: Counters,
     pub pmu_at_begin: Option<[u64; 3]>,
     pub flush_at_begin: u64,
@@ -52,6 +55,17 @@ pub struct Hyp {
     pub guest_pmu: crate::pmu::GuestPmuState,
     /// The guest's debug registers (a shadow: `debug.rs`).
     pub guest_debug: mtex_arch::GuestDebug,
+    /// The run the last phase belonged to, for a PHASE_AGAIN (`hypercall.rs`).
+    pub last_run: Option<LastRun>,
+}
+
+/// What a phase opened with PHASE_AGAIN must repeat: the run's id, the last pass, and the
+/// name and parameter registers (x2..x5, x7..x10) it was opened with.
+#[derive(Clone, Copy)]
+pub struct LastRun {
+    pub run: u32,
+    pub pass: u8,
+    pub regs: [u64; 8],
 }
 
 impl Hyp {
@@ -79,6 +93,7 @@ impl Hyp {
             tracer: Tracer::new(guest_ram, block_granules, runs, step),
             fast_traps: step == mtex_abi::options::StepMode::Fast,
             guest_pmu: Default::default(),
+            last_run: None,
             guest_debug: Default::default(),
         };
         hyp.sync_fast_traps();
@@ -154,8 +169,8 @@ impl Hyp {
         self.report.finish(exit)
     }
 
-    /// Opens phase `id` at this point of the run.
-    pub fn begin_phase(&mut self, id: u32) {
+    /// Opens phase `id`, pass `pass` of run `run`, at this point of the run.
+    pub fn begin_phase(&mut self, id: u32, run: u32, pass: u8) {
         // Writes so far are framed, counted and attributed before the phase starts.
         let at_begin = self.counters_now();
         self.report.set_phase(id);
@@ -163,18 +178,32 @@ impl Hyp {
         if let Some(p) = &self.pmu {
             p.check_and_repair();
         }
+        if let Some(p) = &mut self.pmu {
+            // A traced phase counts nothing on the slots (pass 0 is past the plan's last).
+            p.start_pass(if pass == 0 { u8::MAX } else { pass });
+        }
         let pmu_at_begin = self.pmu.as_ref().map(Pmu::read);
         self.phase = Some(OpenPhase {
             id,
+            run,
+            pass,
             at_begin,
             pmu_at_begin,
             flush_at_begin: self.report.flush_instructions,
         });
     }
 
-    /// Closes the open phase and returns its figures.
-    pub fn end_phase(&mut self) -> Option<(u32, PhaseStats)> {
+    /// Closes the open phase and returns its figures: the hypervisor's, and the PMU
+    /// backend's with the untraced passes its run still needs.
+    pub fn end_phase(&mut self) -> Option<(u32, PhaseStats, PhasePmu, u8)> {
         self.phase.as_ref()?;
+        // The slots count EL0 and EL1 only: read them first, as they are.
+        let (pass, run) = self.phase.as_ref().map(|p| (p.pass, p.run))?;
+        let counts = match (&mut self.pmu, pass) {
+            (Some(pmu), 1..) => pmu.finish_pass(pass),
+            _ => [None; mtex_abi::report::PMU_COUNTS],
+        };
+        let passes = self.pmu.as_ref().map_or(1, |p| p.plan().passes());
         // The phase's writes are framed (as this phase's, inside its measured framing cost)
         // and counted before its figures are taken.
         let c = self.counters_now();
@@ -191,6 +220,18 @@ impl Hyp {
         let delta = |i: usize| match (p.pmu_at_begin, now) {
             (Some(a), Some(b)) if intact => Some(b[i] - a[i]),
             _ => None,
+        };
+        let pmu = PhasePmu {
+            id: p.id,
+            run,
+            pass,
+            passes,
+            counts,
+        };
+        let more = if pass == 0 {
+            0
+        } else {
+            passes.saturating_sub(pass)
         };
         Some((
             p.id,
@@ -213,6 +254,8 @@ impl Hyp {
                 guest_debug_accesses: c.guest_debug_accesses - p.at_begin.guest_debug_accesses,
                 wfx_traps: c.wfx_traps - p.at_begin.wfx_traps,
             },
+            pmu,
+            more,
         ))
     }
 }

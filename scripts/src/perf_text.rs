@@ -256,6 +256,25 @@ const GROUPS: &[(&str, &[(&str, bool)])] = &[
         "PMU, per EL",
         &[("pmu.instructions:k", true), ("pmu.instructions:u", true)],
     ),
+    (
+        "PMU, untraced pass (full speed)",
+        &[
+            ("untraced.cycles:k", true),
+            ("untraced.cycles:u", true),
+            ("untraced.instructions:k", true),
+            ("untraced.instructions:u", true),
+        ],
+    ),
+    (
+        "this CPU's PMU, untraced",
+        &[
+            ("untraced.mem_access_checked_rd:k", true),
+            ("untraced.mem_access_checked_wr:k", true),
+            ("untraced.mem_access_checked_rd:u", true),
+            ("untraced.mem_access_checked_wr:u", true),
+        ],
+    ),
+    ("passes for the PMU's events", &[("untraced.passes", false)]),
     ("MSR TCO executed", &[("tco_writes", true)]),
     ("PSTATE.TCO changes", &[("tco_changes", false)]),
     (
@@ -299,7 +318,13 @@ const GROUPS: &[(&str, &[(&str, bool)])] = &[
             ("mem_access_wr:u", false),
         ],
     ),
-    ("hypervisor (EL2), PMU", &[("pmu.instructions:h", false)]),
+    (
+        "hypervisor (EL2), PMU",
+        &[
+            ("pmu.instructions:h", false),
+            ("untraced.instructions:h", false),
+        ],
+    ),
     ("guest exits to EL2", &[("exits", false)]),
     ("of them single steps", &[("step_exits", false)]),
     ("", &[("virtual_irqs", false), ("emulated", false)]),
@@ -308,6 +333,9 @@ const GROUPS: &[(&str, &[(&str, bool)])] = &[
         &[("failed_store_exclusives", false)],
     ),
 ];
+
+/// The first counter of the group after which the CPU's missing events are listed.
+const SILICON_FIRST: &str = "untraced.mem_access_checked_rd:k";
 
 /// One counter line: `             1,272      mem_access_checked_rd:k   #  note`.
 fn counter_line(value: u64, name: &str, note: &str) -> String {
@@ -351,6 +379,25 @@ fn phase_block(out: &mut Lines, doc: &Results, run: &Run, p: &PhaseOut) {
                 note = "";
             }
         }
+        if members.first().map(|m| m.0) == Some(SILICON_FIRST) {
+            // Events the CPU does not have: perf's own words, never a 0.
+            for name in &p.not_supported {
+                let mut l = format!(
+                    "{:>VALUE_COLUMNS$}      {:<NAME_COLUMNS$}",
+                    "<not supported>",
+                    clean(name)
+                );
+                if !note.is_empty() {
+                    l.push_str("  #  ");
+                    l.push_str(note);
+                    note = "";
+                }
+                out.push(&l);
+            }
+            for line in silicon_vs_model(p) {
+                out.push(&line);
+            }
+        }
     }
     // Counters this renderer has no place for (a newer mtex's): none is hidden.
     let mut zero = 0;
@@ -382,6 +429,35 @@ fn phase_block(out: &mut Lines, doc: &Results, run: &Run, p: &PhaseOut) {
             "{secs:>VALUE_COLUMNS$.9} seconds guest time elapsed"
         ));
     }
+}
+
+/// Where the CPU's PMU counted the MTE events (untraced) and the phase was traced: the
+/// silicon's counts against the model's two views, so that a run shows which one this CPU
+/// follows (AmpereOne checks kernel accesses with TCF=NONE: the architectural view; Arm
+/// cores do not: the TCF-elided one). The untraced pass ran the same work at full speed, so
+/// small differences are interrupts landing elsewhere.
+pub fn silicon_vs_model(p: &PhaseOut) -> Vec<String> {
+    let mut out = Vec::new();
+    for suffix in ["rd:k", "wr:k", "rd:u", "wr:u"] {
+        let get = |prefix: &str| {
+            p.counters
+                .get(&format!("{prefix}mem_access_checked_{suffix}"))
+                .copied()
+        };
+        let (Some(silicon), Some(arch), Some(elided)) =
+            (get("untraced."), get(""), get("tcf_elided."))
+        else {
+            continue;
+        };
+        let diff = |model: u64| signed_thousands(i128::from(silicon) - i128::from(model));
+        out.push(format!(
+            "{:VALUE_COLUMNS$}      silicon − model, {suffix}: {} against architectural, {} against TCF-elided",
+            "",
+            diff(arch),
+            diff(elided)
+        ));
+    }
+    out
 }
 
 /// The phase's length in seconds of the guest's counter, when it ended and the counter's

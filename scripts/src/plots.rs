@@ -292,6 +292,7 @@ mod tests {
             begin_ts: begin,
             end_ts: Some(begin + 1_000_000),
             counters,
+            not_supported: Vec::new(),
         }
     }
 

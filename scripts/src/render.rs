@@ -558,6 +558,8 @@ mod tests {
             }),
             trace: Some(t),
             tco_sites: Vec::new(),
+            pmu_record: None,
+            untraced: None,
         }
     }
 

@@ -3,7 +3,10 @@
 
 use mtex_abi::Record;
 use mtex_abi::frame;
-use mtex_abi::report::{Boot, ExitReason, GuestState, PhaseStats, Summary, TcoSite, UnknownCall};
+use mtex_abi::report::{
+    Boot, ExitReason, GuestState, PhasePmu, PhaseStats, PmuCount, PmuValue, Summary, TcoSite,
+    UnknownCall,
+};
 use mtex_arch::fields::changed_fields;
 use mtex_trace::counts::TraceCounts;
 use serde::Serialize;
@@ -46,6 +49,60 @@ pub struct Phase {
     pub trace: Option<TraceCounts>,
     /// Where the guest wrote PSTATE.TCO in a traced phase.
     pub tco_sites: Vec<TcoSite>,
+    /// The PMU backend's record of the phase: its run, its pass and what it counted.
+    pub pmu_record: Option<PhasePmu>,
+    /// The untraced passes of the phase's run (a run of several phases is shown as its last:
+    /// the traced one, or the first pass of a run that is not traced).
+    pub untraced: Option<Untraced>,
+}
+
+/// A run's untraced passes: what the PMU backend counted at full speed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Untraced {
+    /// Passes the run's events needed.
+    pub passes: u8,
+    /// The passes that ran, in order.
+    pub runs: Vec<UntracedPass>,
+}
+
+/// One untraced pass.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UntracedPass {
+    pub id: u32,
+    pub begin_ts: u64,
+    pub end_ts: Option<u64>,
+    pub stats: Option<PhaseStats>,
+    pub counts: Vec<PmuCount>,
+}
+
+impl Untraced {
+    /// The figure of `event` at `el` (raw: named by the run), from whichever pass counted it.
+    pub fn get(&self, event: u16, el: u8, raw: bool) -> Option<PmuValue> {
+        self.runs
+            .iter()
+            .flat_map(|p| &p.counts)
+            .find(|c| c.event == event && c.el == el && c.raw == raw)
+            .map(|c| c.value)
+    }
+
+    /// Instructions at EL2, EL1, EL0 of the first pass (the hypervisor's fixed counters).
+    pub fn instructions(&self) -> [Option<u64>; 3] {
+        let s = self.runs.first().and_then(|p| p.stats);
+        [
+            s.and_then(|s| s.el2_instructions),
+            s.and_then(|s| s.el1_instructions),
+            s.and_then(|s| s.el0_instructions),
+        ]
+    }
+}
+
+impl Phase {
+    /// What the PMU backend counted of `event` at `el` (1 kernel, 0 user) in the phase's run
+    /// at full speed; None when it was never asked.
+    pub fn pmu(&self, event: u16, el: u8) -> Option<PmuValue> {
+        let u = self.untraced.as_ref()?;
+        u.get(event, el, false).or_else(|| u.get(event, el, true))
+    }
 }
 
 /// Everything one run reported.
@@ -179,6 +236,7 @@ pub fn parse_bytes(bytes: &[u8]) -> Report {
             .push("no summary record: the run did not finish (report truncated)".to_string()),
     }
     not_utf8(&mut r, bytes, &spans);
+    fold_runs(&mut r);
     check_figures(&mut r);
     r
 }
@@ -230,6 +288,9 @@ fn check_figures(r: &mut Report) {
                 format!("{name} never ended: no counts (untraced); {end}")
             });
         }
+        if let Some(u) = &p.untraced {
+            untraced_problems(&name, u, &mut problems, &mut r.notes);
+        }
         if let Some(t) = &p.trace {
             if t.runs_lost > 0 {
                 problems.push(format!(
@@ -272,6 +333,60 @@ fn check_figures(r: &mut Report) {
         }
     }
     r.problems.extend(problems);
+}
+
+/// What a run's untraced passes leave in doubt: passes the guest never ran (their events
+/// are not counted), and withheld counts, are problems; passes that executed different
+/// instruction counts (interrupts land where they land) are a note, since each event's
+/// figure is still its own pass's exact count.
+fn untraced_problems(
+    name: &str,
+    u: &Untraced,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) {
+    if (u.runs.len() as u64) < u64::from(u.passes) {
+        problems.push(format!(
+            "{name}: the PMU backend needed {} untraced passes for its events, the guest ran {}: the events of the others are not counted",
+            u.passes,
+            u.runs.len()
+        ));
+    }
+    let withheld: Vec<String> = u
+        .runs
+        .iter()
+        .flat_map(|p| &p.counts)
+        .filter(|c| c.value == PmuValue::Withheld)
+        .map(pmu_count_name)
+        .collect();
+    if !withheld.is_empty() {
+        problems.push(format!(
+            "{name}: the hypervisor's PMU counters were disturbed in an untraced pass; withheld: {}",
+            withheld.join(", ")
+        ));
+    }
+    let instr = |p: &UntracedPass| p.stats.map(|s| (s.el1_instructions, s.el0_instructions));
+    if let Some(first) = u.runs.first().and_then(instr)
+        && let Some(other) = u
+            .runs
+            .iter()
+            .skip(1)
+            .filter_map(instr)
+            .find(|i| *i != first)
+    {
+        notes.push(format!(
+            "{name}: untraced passes executed different instruction counts (EL1, EL0: {first:?} and {other:?}); each event's figure is its own pass's"
+        ));
+    }
+}
+
+/// `mem_access_checked_rd:k`, `raw.0x0013:u`: a PMU figure's name as the report shows it.
+pub fn pmu_count_name(c: &PmuCount) -> String {
+    let el = if c.el == 1 { "k" } else { "u" };
+    match mtex_abi::report::pmu_event::name(c.event) {
+        Some(n) if !c.raw => format!("{n}:{el}"),
+        _ => format!("raw.{:#06x}:{el}", c.event),
+    }
 }
 
 /// The trace against the PMU, per EL, on a traced phase where the PMU counted: the two count
@@ -450,6 +565,8 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
             stats: None,
             trace: None,
             tco_sites: Vec::new(),
+            pmu_record: None,
+            untraced: None,
         }),
         Record::PhaseEnd(e) => match r.phases.iter_mut().rev().find(|p| p.id == e.id) {
             Some(p) if p.stats.is_none() => {
@@ -504,7 +621,85 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
         Record::DebugWrite(w) => r.debug_writes.push(w),
         Record::Summary(s) => r.summary = Some(s),
         Record::StepEngine(e) => r.engines.push(e),
+        Record::PhasePmu(m) => match r.phases.iter_mut().rev().find(|p| p.id == m.id) {
+            Some(p) if p.pmu_record.is_none() => p.pmu_record = Some(m),
+            _ => r.problems.push(format!(
+                "record {seq}: PMU figures of phase {} that was not open",
+                m.id
+            )),
+        },
     }
+}
+
+/// Folds each run's phases into one: its untraced passes go into `untraced` of its last phase
+/// (the traced one; or the first pass when the run is not traced), and only that phase stays
+/// in `phases`. Phases without a PMU record (older logs) stay as they are.
+fn fold_runs(r: &mut Report) {
+    let mut kept: Vec<Phase> = Vec::with_capacity(r.phases.len());
+    let mut pending: Option<(u32, Untraced)> = None;
+    // Puts the run's passes into its shown phase: the traced one, else the first pass.
+    fn close(kept: &mut [Phase], run: u32, u: Untraced) {
+        if let Some(p) = kept
+            .iter_mut()
+            .rev()
+            .find(|p| p.pmu_record.is_some_and(|m| m.run == run))
+        {
+            p.untraced = Some(u);
+        }
+    }
+    for p in std::mem::take(&mut r.phases) {
+        let Some(m) = p.pmu_record else {
+            if let Some((run, u)) = pending.take() {
+                close(&mut kept, run, u);
+            }
+            kept.push(p);
+            continue;
+        };
+        if pending.as_ref().is_some_and(|(run, _)| *run != m.run)
+            && let Some((run, u)) = pending.take()
+        {
+            close(&mut kept, run, u);
+        }
+        if m.pass == 0 {
+            kept.push(p);
+            continue;
+        }
+        let u = &mut pending
+            .get_or_insert_with(|| {
+                (
+                    m.run,
+                    Untraced {
+                        passes: m.passes,
+                        runs: Vec::new(),
+                    },
+                )
+            })
+            .1;
+        u.runs.push(UntracedPass {
+            id: p.id,
+            begin_ts: p.begin_ts,
+            end_ts: p.end_ts,
+            stats: p.stats,
+            counts: m.counts.iter().flatten().copied().collect(),
+        });
+        // The first pass stands for the run until its traced phase comes.
+        if m.pass == 1 {
+            kept.push(p);
+        }
+    }
+    if let Some((run, u)) = pending.take() {
+        close(&mut kept, run, u);
+    }
+    // A traced run shows only its traced phase: its first pass leaves the list.
+    let traced_runs: std::collections::HashSet<u32> = kept
+        .iter()
+        .filter_map(|p| p.pmu_record.filter(|m| m.pass == 0).map(|m| m.run))
+        .collect();
+    kept.retain(|p| {
+        !p.pmu_record
+            .is_some_and(|m| m.pass == 1 && traced_runs.contains(&m.run))
+    });
+    r.phases = kept;
 }
 
 /// One line saying how the run ended.
@@ -575,6 +770,145 @@ mod tests {
             ts: 1,
             phase: 0,
         })
+    }
+
+    /// The records of one phase: begin, PMU record (run, pass, passes, counts), end with
+    /// `instructions` at EL1 and EL0.
+    fn pmu_phase(
+        id: u32,
+        run: u32,
+        pass: u8,
+        passes: u8,
+        counts: &[(u16, u8, PmuValue)],
+        instructions: [u64; 2],
+    ) -> Vec<Record> {
+        let mut c = [None; mtex_abi::report::PMU_COUNTS];
+        for (slot, &(event, el, value)) in c.iter_mut().zip(counts) {
+            *slot = Some(PmuCount {
+                event,
+                el,
+                raw: false,
+                value,
+            });
+        }
+        let stats = PhaseStats {
+            el1_instructions: Some(instructions[0]),
+            el0_instructions: Some(instructions[1]),
+            ..PhaseStats::default()
+        };
+        vec![
+            Record::PhaseBegin(mtex_abi::report::PhaseBegin {
+                id,
+                name: ShortStr::truncated("getpid"),
+                params: None,
+                ts: u64::from(id) * 10,
+                at: GuestState::default(),
+            }),
+            Record::PhasePmu(PhasePmu {
+                id,
+                run,
+                pass,
+                passes,
+                counts: c,
+            }),
+            Record::PhaseEnd(mtex_abi::report::PhaseEnd {
+                id,
+                ts: u64::from(id) * 10 + 5,
+                at: GuestState::default(),
+                stats,
+            }),
+        ]
+    }
+
+    fn stream(records: Vec<Record>) -> String {
+        let n = records.len() as u32;
+        records
+            .into_iter()
+            .chain([summary(n)])
+            .enumerate()
+            .map(|(i, r)| frame(i as u32, r))
+            .collect()
+    }
+
+    #[test]
+    fn a_runs_passes_fold_into_its_traced_phase() {
+        use PmuValue::{Counted, NotSupported};
+        let cycles = mtex_abi::report::pmu_event::CPU_CYCLES;
+        let rd = mtex_abi::report::pmu_event::MEM_ACCESS_CHECKED_RD;
+        let records = [
+            // Run 1: two untraced passes, then traced.
+            pmu_phase(
+                1,
+                1,
+                1,
+                2,
+                &[(cycles, 1, Counted(900)), (rd, 1, NotSupported)],
+                [900, 40],
+            ),
+            pmu_phase(2, 1, 2, 2, &[(0x13, 1, Counted(7))], [900, 40]),
+            pmu_phase(3, 1, 0, 2, &[], [930, 40]),
+            // Run 4: untraced only, one pass.
+            pmu_phase(4, 4, 1, 1, &[(cycles, 0, Counted(50))], [10, 50]),
+        ]
+        .concat();
+        let r = parse(&stream(records));
+        assert!(r.succeeded(), "{:?}", r.problems);
+        let ids: Vec<u32> = r.phases.iter().map(|p| p.id).collect();
+        assert_eq!(
+            ids,
+            [3, 4],
+            "each run shows as its traced phase, or its first pass"
+        );
+        let traced = &r.phases[0];
+        let u = traced.untraced.as_ref().unwrap();
+        assert_eq!((u.passes, u.runs.len()), (2, 2));
+        assert_eq!(u.instructions(), [None, Some(900), Some(40)]);
+        assert_eq!(traced.pmu(cycles, 1), Some(Counted(900)));
+        assert_eq!(traced.pmu(rd, 1), Some(NotSupported));
+        assert_eq!(traced.pmu(0x13, 1), Some(Counted(7)));
+        assert_eq!(traced.pmu(cycles, 0), None);
+        assert_eq!(r.phases[1].pmu(cycles, 0), Some(Counted(50)));
+        let out = crate::results::run("run", 0, &r);
+        let c = &out.phases[0];
+        assert_eq!(c.counters["untraced.cycles:k"], 900);
+        assert_eq!(c.counters["untraced.instructions:u"], 40);
+        assert_eq!(c.counters["untraced.passes"], 2);
+        assert_eq!(c.not_supported, ["untraced.mem_access_checked_rd:k"]);
+        assert!(!c.counters.contains_key("untraced.mem_access_checked_rd:k"));
+    }
+
+    #[test]
+    fn a_pass_never_run_or_withheld_is_a_problem() {
+        let cycles = mtex_abi::report::pmu_event::CPU_CYCLES;
+        // The guest ignored "one more pass": the second pass's events are never counted.
+        let short = pmu_phase(1, 1, 1, 2, &[(cycles, 1, PmuValue::Counted(5))], [5, 0]);
+        let r = parse(&stream(short));
+        assert!(!r.succeeded());
+        assert!(
+            r.problems[0].contains("needed 2 untraced passes"),
+            "{:?}",
+            r.problems
+        );
+        let withheld = pmu_phase(1, 1, 1, 1, &[(cycles, 1, PmuValue::Withheld)], [5, 0]);
+        let r = parse(&stream(withheld));
+        assert!(
+            r.problems[0].contains("withheld: cycles:k"),
+            "{:?}",
+            r.problems
+        );
+        // Passes that ran different instruction counts: a note, not a problem.
+        let records = [
+            pmu_phase(1, 1, 1, 2, &[(cycles, 1, PmuValue::Counted(5))], [5, 0]),
+            pmu_phase(2, 1, 2, 2, &[], [6, 0]),
+        ]
+        .concat();
+        let r = parse(&stream(records));
+        assert!(r.succeeded(), "{:?}", r.problems);
+        assert!(
+            r.notes[0].contains("different instruction counts"),
+            "{:?}",
+            r.notes
+        );
     }
 
     #[test]

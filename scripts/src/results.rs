@@ -83,6 +83,10 @@ pub struct PhaseOut {
     pub end_ts: Option<u64>,
     /// Counter name → value ([`counters`]).
     pub counters: BTreeMap<String, u64>,
+    /// Counters the CPU's PMU does not have (`untraced.mem_access_checked_rd:k` on QEMU):
+    /// never shown as 0.
+    #[serde(default)]
+    pub not_supported: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -212,7 +216,42 @@ pub fn counters(p: &Phase) -> BTreeMap<String, u64> {
             }
         }
     }
+    if let Some(u) = &p.untraced {
+        c.extend(untraced_counters(u).0);
+    }
     c
+}
+
+/// The PMU backend's figures of a run's untraced passes, under `untraced.`: instructions
+/// per EL (`:h` the hypervisor's), cycles, the MTE events and raw ones per EL, the passes it
+/// took; and the names of the events the CPU does not have.
+pub fn untraced_counters(u: &crate::report::Untraced) -> (BTreeMap<String, u64>, Vec<String>) {
+    use mtex_abi::report::PmuValue;
+    let mut c = BTreeMap::new();
+    let mut missing = Vec::new();
+    let [h, k, user] = u.instructions();
+    for (name, v) in [
+        ("untraced.instructions:h", h),
+        ("untraced.instructions:k", k),
+        ("untraced.instructions:u", user),
+        ("untraced.passes", Some(u64::from(u.passes))),
+    ] {
+        if let Some(v) = v {
+            c.insert(name.to_string(), v);
+        }
+    }
+    for count in u.runs.iter().flat_map(|p| &p.counts) {
+        let name = format!("untraced.{}", crate::report::pmu_count_name(count));
+        match count.value {
+            PmuValue::Counted(v) => {
+                c.insert(name, v);
+            }
+            PmuValue::NotSupported => missing.push(name),
+            // A problem of the run already; no figure.
+            PmuValue::Withheld => {}
+        }
+    }
+    (c, missing)
 }
 
 fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
@@ -236,6 +275,11 @@ fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
             }
             c
         },
+        not_supported: p
+            .untraced
+            .as_ref()
+            .map(|u| untraced_counters(u).1)
+            .unwrap_or_default(),
     }
 }
 

@@ -13,9 +13,12 @@
 //! tcf0 = "sync"                    # user tasks' mode: none, sync, async, asymm
 //! hz = 250                         # the kernel's tick, 0 to 100000
 //! repeat = 1                       # 1 to 100
-//! backend = "trace"                # trace (exact); pmu: not available yet
+//! backend = "both"                 # both (default): each run untraced for the PMU, then
+//!                                  # traced; trace: traced only; pmu: untraced only
+//! pmu_events = ["0x13"]            # raw PMU events to count too (at most 3)
+//! pmu_require = ["mem_access_checked_rd"]  # fail at boot if the CPU lacks one
 //! breakpoint_runs = true           # mtex.runs: run between breakpoints (default)
-//! trace = true                     # false: phases at full speed, PMU figures only
+//! trace = true                     # false: as backend = "pmu"
 //! watchdog_ms = 600000
 //!
 //! [[expect]]                       # judged after all runs; a failure exits 1
@@ -61,6 +64,8 @@ struct RunRaw {
     hz: Option<Spanned<u32>>,
     repeat: Option<Spanned<u32>>,
     backend: Option<Spanned<String>>,
+    pmu_events: Option<Spanned<Vec<String>>>,
+    pmu_require: Option<Spanned<Vec<String>>>,
     breakpoint_runs: Option<bool>,
     trace: Option<bool>,
     watchdog_ms: Option<Spanned<u64>>,
@@ -192,7 +197,28 @@ impl Ctx<'_> {
     }
 }
 
-const BACKENDS: &str = "trace (pmu needs the PMU backend, not built yet)";
+const BACKENDS: &str = "both, trace or pmu";
+
+/// A PMU event as a scenario names it: perf's name of one mtex knows
+/// (`mem_access_checked_rd`), or its number (`0x4025`, `17`); as `mtex.pmu_*` takes it.
+fn pmu_event_number(name: &str) -> Option<String> {
+    use mtex_abi::report::pmu_event;
+    let known = [
+        pmu_event::INST_RETIRED,
+        pmu_event::CPU_CYCLES,
+        pmu_event::MEM_ACCESS_CHECKED,
+        pmu_event::MEM_ACCESS_CHECKED_RD,
+        pmu_event::MEM_ACCESS_CHECKED_WR,
+    ];
+    if let Some(e) = known.iter().find(|&&e| pmu_event::name(e) == Some(name)) {
+        return Some(format!("{e:#x}"));
+    }
+    let ok = match name.strip_prefix("0x") {
+        Some(hex) => u16::from_str_radix(hex, 16).is_ok(),
+        None => name.parse::<u16>().is_ok(),
+    };
+    ok.then(|| name.to_string())
+}
 
 impl ScenarioFile {
     /// A one-run scenario of a guest command line (`mtex run --guest … --opt …`).
@@ -362,12 +388,38 @@ fn run_spec(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<RunSpec, Scen
         Some(n) => *n.get_ref(),
         None => 1,
     };
-    if let Some(b) = raw.backend.as_ref().filter(|b| b.get_ref() != "trace") {
-        return Err(cx.at(
-            b.span(),
-            &at("backend"),
-            format!("{:?}: expected {BACKENDS}", b.get_ref()),
-        ));
+    match raw.backend.as_ref().map(|b| (b, b.get_ref().as_str())) {
+        None | Some((_, "both")) => {}
+        Some((_, "trace")) => cmdline.push("mtex.trace=only".to_string()),
+        Some((_, "pmu")) => cmdline.push("mtex.trace=0".to_string()),
+        Some((b, other)) => {
+            return Err(cx.at(
+                b.span(),
+                &at("backend"),
+                format!("{other:?}: expected {BACKENDS}"),
+            ));
+        }
+    }
+    for (key, list) in [
+        ("pmu_events", &raw.pmu_events),
+        ("pmu_require", &raw.pmu_require),
+    ] {
+        let Some(list) = list else { continue };
+        let mut numbers = Vec::new();
+        for name in list.get_ref() {
+            numbers.push(pmu_event_number(name).ok_or_else(|| {
+                cx.at(
+                    list.span(),
+                    &at(key),
+                    format!("{name:?}: expected a PMU event: cycles, instructions, mem_access_checked_rd, mem_access_checked_wr, or a number (0x4025)"),
+                )
+            })?);
+        }
+        let option = format!("mtex.{key}={}", numbers.join(","));
+        // The hypervisor's own parser: at most three, each in range.
+        mtex_abi::options::HypOptions::parse(&option)
+            .map_err(|e| cx.at(list.span(), &at(key), e.problem))?;
+        cmdline.push(option);
     }
     match raw.breakpoint_runs {
         Some(true) => cmdline.push("mtex.runs=1".to_string()),
@@ -541,8 +593,16 @@ fn expect(
     })
 }
 
-/// The counters an untraced phase has (see `results::counters`).
+/// The counters an untraced phase has (see `results::counters`); and every `untraced.` one.
 const UNTRACED_COUNTERS: &[&str] = &[
+    "untraced.instructions:k",
+    "untraced.instructions:u",
+    "untraced.cycles:k",
+    "untraced.cycles:u",
+    "untraced.mem_access_checked_rd:k",
+    "untraced.mem_access_checked_wr:k",
+    "untraced.mem_access_checked_rd:u",
+    "untraced.mem_access_checked_wr:u",
     "pmu.instructions:k",
     "pmu.instructions:u",
     "pmu.instructions:h",
@@ -561,6 +621,7 @@ const KNOWN_COUNTER_PREFIXES: &[&str] = &[
     "uaccess_checked",
     "instructions:",
     "pmu.",
+    "untraced.",
     "kernel_entries.",
     "tco_",
     "tag_",
@@ -629,6 +690,34 @@ drop_at_least = 90
     }
 
     #[test]
+    fn backends_and_pmu_events_become_options() {
+        let run = |extra: &str| {
+            let text = format!("version = 1\n[[run]]\n{extra}\n");
+            parse("s.toml", "s", &text).unwrap().runs.remove(0)
+        };
+        assert!(!run("").cmdline.contains("mtex.trace="));
+        let pmu = run("backend = \"pmu\"");
+        assert!(pmu.cmdline.contains("mtex.trace=0") && !pmu.traced);
+        assert!(
+            run("backend = \"trace\"")
+                .cmdline
+                .contains("mtex.trace=only")
+        );
+        let events =
+            run("pmu_events = [\"0x13\", \"cycles\"]\npmu_require = [\"mem_access_checked_wr\"]");
+        assert!(
+            events.cmdline.contains("mtex.pmu_events=0x13,0x11"),
+            "{}",
+            events.cmdline
+        );
+        assert!(
+            events.cmdline.contains("mtex.pmu_require=0x4026"),
+            "{}",
+            events.cmdline
+        );
+    }
+
+    #[test]
     fn every_error_names_file_line_and_field() {
         let cases: &[(&str, &str)] = &[
             // unknown key
@@ -664,8 +753,16 @@ drop_at_least = 90
                 "exclude each other",
             ),
             (
-                "version = 1\n[[run]]\nbackend = \"pmu\"\n",
+                "version = 1\n[[run]]\nbackend = \"perf\"\n",
                 "s.toml:3: run[0].backend",
+            ),
+            (
+                "version = 1\n[[run]]\npmu_events = [\"0x1\", \"bogus\"]\n",
+                "s.toml:3: run[0].pmu_events: \"bogus\"",
+            ),
+            (
+                "version = 1\n[[run]]\npmu_require = [\"1\", \"2\", \"3\", \"4\"]\n",
+                "s.toml:3: run[0].pmu_require: at most 3",
             ),
             // version
             (

@@ -6,7 +6,7 @@
 use mtex::qemu::{self, RunConfig};
 use mtex::report::{self, Phase, Report};
 use mtex_abi::program::{END_CALL_INSTRUCTIONS, HOSTILE_N};
-use mtex_abi::report::ExitReason;
+use mtex_abi::report::{ExitReason, PmuValue};
 use mtex_arch::{DebugReg, esr::SysRegIss};
 use mtex_trace::counts::ByEl;
 use std::time::Duration;
@@ -105,11 +105,27 @@ fn a_guest_resetting_the_pmu_never_touches_the_hypervisors_counters() {
     assert_loop_counts(&r, p, 7, 0);
     let s = p.stats.unwrap();
     assert_eq!((s.emulated, s.guest_pmu_accesses), (6, 6));
-    // The guest sees HPMN counters (QEMU has 6; the hypervisor keeps 3), and no FEAT_MOPS.
+    // The same take-over untraced, where the hypervisor's per-phase counters count cycles:
+    // they and the fixed instruction counters still count exactly the phase's own work.
+    let u = &r.phases[1];
+    assert!(u.trace.is_none(), "{} was traced", u.name);
+    let instructions = 7 + 3 * HOSTILE_N + END_CALL_INSTRUCTIONS;
+    let s = u.stats.unwrap();
+    assert!(!s.pmu_disturbed);
+    assert_eq!(
+        (s.el1_instructions, s.el0_instructions),
+        (Some(instructions), Some(0))
+    );
+    let cycles = mtex_abi::report::pmu_event::CPU_CYCLES;
+    // Under -icount shift=0 QEMU's cycle counter advances one per instruction.
+    assert_eq!(u.pmu(cycles, 1), Some(PmuValue::Counted(instructions)));
+    assert_eq!(u.pmu(cycles, 0), Some(PmuValue::Counted(0)));
+    // The guest sees HPMN counters (QEMU has 6; the hypervisor keeps all but one: three
+    // fixed instruction counters and two per-phase ones), and no FEAT_MOPS.
     assert!(
         r.console
             .iter()
-            .any(|l| l == "hostile-cpu pmcr.n=3 isar2.mops=0"),
+            .any(|l| l == "hostile-cpu pmcr.n=1 isar2.mops=0"),
         "{:?}",
         r.console
     );

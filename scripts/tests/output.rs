@@ -427,10 +427,20 @@ fn phase() -> impl Strategy<Value = PhaseOut> {
         (text(), proptest::option::of(text()), workload),
         proptest::collection::vec(proptest::option::of(any::<u32>()), 3),
         (proptest::option::of(text()), any::<bool>(), any::<bool>()),
-        (any::<u64>(), proptest::option::of(any::<u64>()), counters()),
+        (
+            any::<u64>(),
+            proptest::option::of(any::<u64>()),
+            counters(),
+            proptest::collection::vec(text(), 0..3),
+        ),
     )
         .prop_map(
-            |((name, policy, workload), params, (tcf0, traced, partial), (b, e, counters))| {
+            |(
+                (name, policy, workload),
+                params,
+                (tcf0, traced, partial),
+                (b, e, counters, not_supported),
+            )| {
                 PhaseOut {
                     name,
                     policy,
@@ -444,6 +454,7 @@ fn phase() -> impl Strategy<Value = PhaseOut> {
                     begin_ts: b,
                     end_ts: e,
                     counters,
+                    not_supported,
                 }
             },
         )

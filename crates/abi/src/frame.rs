@@ -336,7 +336,57 @@ mod tests {
                     stepped_starts: v[4],
                 }
             )),
+            (any::<[u32; 2]>(), any::<[u8; 2]>(), any_pmu_counts()).prop_map(
+                |(ids, pass, counts)| Record::PhasePmu(crate::report::PhasePmu {
+                    id: ids[0],
+                    run: ids[1],
+                    pass: pass[0],
+                    passes: pass[1],
+                    counts,
+                })
+            ),
         ]
+    }
+
+    fn any_pmu_counts()
+    -> impl Strategy<Value = [Option<crate::report::PmuCount>; crate::report::PMU_COUNTS]> {
+        use crate::report::{PmuCount, PmuValue};
+        let value = prop_oneof![
+            any::<u64>().prop_map(PmuValue::Counted),
+            Just(PmuValue::NotSupported),
+            Just(PmuValue::Withheld),
+        ];
+        let count =
+            (any::<u16>(), 0u8..2, any::<bool>(), value).prop_map(|(event, el, raw, value)| {
+                PmuCount {
+                    event,
+                    el,
+                    raw,
+                    value,
+                }
+            });
+        proptest::array::uniform12(proptest::option::of(count))
+    }
+
+    #[test]
+    fn the_largest_pmu_record_fits_a_frame() {
+        use crate::report::{PMU_COUNTS, PhasePmu, PmuCount, PmuValue};
+        let full = Record::PhasePmu(PhasePmu {
+            id: u32::MAX,
+            run: u32::MAX,
+            pass: u8::MAX,
+            passes: u8::MAX,
+            counts: [Some(PmuCount {
+                event: u16::MAX,
+                el: 1,
+                raw: true,
+                value: PmuValue::Counted(u64::MAX),
+            }); PMU_COUNTS],
+        });
+        let mut buf = [0u8; MAX_TEXT];
+        let text = encode(u32::MAX, &full, &mut buf).expect("fits");
+        let hex = text.trim_end().strip_prefix(MARKER).unwrap();
+        assert_eq!(decode(hex).unwrap().1, full);
     }
 
     proptest! {

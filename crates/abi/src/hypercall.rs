@@ -23,7 +23,10 @@ pub const VERSION: u32 = function_id(0);
 /// do not nest). With [`PHASE_TRACED`] the hypervisor single-steps the phase. With
 /// [`PHASE_PARAMS`], x7..x10 carry the run's [`crate::scenario::PhaseParams`].
 pub const PHASE_BEGIN: u32 = function_id(1);
-/// `x1 = phase id` → SUCCESS, or INVALID_PARAMETERS if that phase is not the open one.
+/// `x1 = phase id` → SUCCESS, or INVALID_PARAMETERS if that phase is not the open one. On
+/// SUCCESS, x1 = how many more untraced passes the run needs (the PMU counts its events a
+/// few at a time): the guest runs the same work again that often, each as a phase opened
+/// with [`PHASE_AGAIN`], before its traced phase (also opened with [`PHASE_AGAIN`]).
 pub const PHASE_END: u32 = function_id(2);
 /// `x1 = length (0..=48), x2..x7 = bytes` → x0 = bytes taken, or INVALID_PARAMETERS.
 pub const CONSOLE_WRITE: u32 = function_id(3);
@@ -35,8 +38,12 @@ pub const PHASE_TRACED: u64 = 1 << 0;
 /// PHASE_BEGIN flag: x7..x10 hold the phase's scenario parameters (policy, workload, sizes).
 pub const PHASE_PARAMS: u64 = 1 << 1;
 
+/// PHASE_BEGIN flag: this phase repeats the previous phase's run (same name and
+/// parameters): its next untraced pass, or, with [`PHASE_TRACED`], its traced phase.
+pub const PHASE_AGAIN: u64 = 1 << 2;
+
 /// Version of this ABI, major in bits 31:16, minor in 15:0.
-pub const ABI_VERSION: u64 = 1 << 16 | 1;
+pub const ABI_VERSION: u64 = 1 << 16 | 2;
 
 /// Bytes of a phase name carried in x2..x5.
 pub const PHASE_NAME_BYTES: usize = 32;

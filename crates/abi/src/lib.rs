@@ -10,6 +10,7 @@ extern crate std;
 pub mod frame;
 pub mod hypercall;
 pub mod options;
+pub mod pmu_plan;
 pub mod program;
 pub mod report;
 pub mod scenario;

@@ -103,6 +103,51 @@ pub struct HypOptions {
     pub selftest: Option<SelfTest>,
     /// `mtex.log`: the most detailed diagnostics sent as console records.
     pub log: log::LevelFilter,
+    /// `mtex.pmu_events=0x13,0x4024`: raw PMU events each untraced phase also counts, at EL1
+    /// and EL0 (up to [`crate::report::PMU_RAW_EVENTS`]).
+    pub pmu_events: EventList,
+    /// `mtex.pmu_require=0x4025,0x4026`: events the run needs; a CPU without one of them ends
+    /// the run at boot with a record naming it, instead of reporting a phase without it.
+    pub pmu_require: EventList,
+}
+
+/// A short list of PMU event numbers (`0x4025,0x11`, hex with `0x` or decimal).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventList {
+    events: [u16; crate::report::PMU_RAW_EVENTS],
+    len: u8,
+}
+
+impl EventList {
+    pub fn as_slice(&self) -> &[u16] {
+        &self.events[..self.len as usize]
+    }
+
+    fn parse(cmdline: &str, key: &'static str) -> Result<Self, OptionError> {
+        let mut list = Self::default();
+        let Some(v) = value(cmdline, key) else {
+            return Ok(list);
+        };
+        for word in v.split(',').filter(|w| !w.is_empty()) {
+            let n = match word.strip_prefix("0x") {
+                Some(hex) => u16::from_str_radix(hex, 16),
+                None => word.parse(),
+            }
+            .map_err(|_| OptionError {
+                key,
+                problem: "expected PMU event numbers (0x0000-0xffff), comma-separated",
+            })?;
+            if list.len as usize == list.events.len() {
+                return Err(OptionError {
+                    key,
+                    problem: "at most 3 events",
+                });
+            }
+            list.events[list.len as usize] = n;
+            list.len += 1;
+        }
+        Ok(list)
+    }
 }
 
 /// `mtex.log=off|error|warn|info|debug|trace` (default `warn`): how much of the hypervisor's
@@ -174,8 +219,12 @@ impl HypOptions {
             "expected hyp-fault or hyp-panic",
         )?;
         let log = parse_log(cmdline)?;
+        let pmu_events = EventList::parse(cmdline, "pmu_events")?;
+        let pmu_require = EventList::parse(cmdline, "pmu_require")?;
         Ok(Self {
             log,
+            pmu_events,
+            pmu_require,
             watchdog_ms,
             traps,
             runs,
@@ -244,10 +293,14 @@ pub enum GuestProgram {
     /// Runs the user's code (`mtex.snippet`, assembled by `mtex snippet`) as one traced phase
     /// in a fixed environment ([`SnippetOptions`], guest/src/snippet.rs).
     Snippet,
+    /// `mtex probe`: one untraced phase per cell of the CPU's MTE choices (EL × TCF × TCO ×
+    /// TCMA × pointer tag × page), each access's fault reported on the console, then the
+    /// cost phases (TCO write, TFSR_EL1 read, STG/ST2G/DC GZVA) (guest/src/probe.rs).
+    Probe,
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 24] = [
+    pub const ALL: [(&'static str, GuestProgram); 25] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -272,6 +325,7 @@ impl GuestProgram {
         ("hostile-abort-loop", Self::HostileAbortLoop),
         ("addresses", Self::Addresses),
         ("snippet", Self::Snippet),
+        ("probe", Self::Probe),
     ];
 
     pub fn name(self) -> &'static str {
@@ -308,7 +362,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-stack-patch, hostile-exclusive, hostile-remap, hostile-yield, hostile-abort-loop, addresses, snippet)",
+                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-stack-patch, hostile-exclusive, hostile-remap, hostile-yield, hostile-abort-loop, addresses, snippet, probe)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;
@@ -475,6 +529,8 @@ pub const KNOWN_KEYS: &[&str] = &[
     "snippet_tcma1",
     "snippet_el",
     "snippet_iters",
+    "pmu_events",
+    "pmu_require",
 ];
 
 /// The key of the first `mtex.` word of `cmdline` that is not in [`KNOWN_KEYS`] (the text
@@ -505,6 +561,31 @@ mod tests {
             GuestOptions::parse("").unwrap().program,
             GuestProgram::Kernel
         );
+    }
+
+    #[test]
+    fn pmu_event_lists_parse_and_a_bad_one_is_named() {
+        let h = HypOptions::parse("mtex.pmu_events=0x13,17 mtex.pmu_require=0x4025").unwrap();
+        assert_eq!(h.pmu_events.as_slice(), &[0x13, 17]);
+        assert_eq!(h.pmu_require.as_slice(), &[0x4025]);
+        assert!(
+            HypOptions::parse("")
+                .unwrap()
+                .pmu_events
+                .as_slice()
+                .is_empty()
+        );
+        for bad in [
+            "mtex.pmu_events=0xg",
+            "mtex.pmu_events=1,2,3,4",
+            "mtex.pmu_events=70000",
+        ] {
+            assert_eq!(
+                HypOptions::parse(bad).unwrap_err().key,
+                "pmu_events",
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -46,6 +46,98 @@ pub enum Record {
     /// How the step engine ran a traced phase (sent with its PhaseTrace). Last of the
     /// variants so that logs written before it still decode.
     StepEngine(StepEngine),
+    /// What the PMU backend counted in a phase (sent just before its PhaseEnd), and which run
+    /// and pass of it the phase was. After StepEngine so that older logs still decode.
+    PhasePmu(PhasePmu),
+}
+
+/// Most PMU counts one [`PhasePmu`] record carries: six events (cycles, the two MTE events,
+/// three raw ones) at EL1 and EL0. Bounded so that the record fits one frame.
+pub const PMU_COUNTS: usize = 12;
+/// Most raw events a run may name (`mtex.pmu_events`).
+pub const PMU_RAW_EVENTS: usize = 3;
+
+/// PMU events mtex counts on every phase it can, and the MTE ones it asks the CPU for.
+pub mod pmu_event {
+    /// INST_RETIRED: counted per EL on the hypervisor's fixed counters (`PhaseStats`).
+    pub const INST_RETIRED: u16 = 0x08;
+    /// CPU_CYCLES.
+    pub const CPU_CYCLES: u16 = 0x11;
+    /// MEM_ACCESS_CHECKED: a tag-checked access (FEAT_MTE_PMU: PMCEID1 bit 36).
+    pub const MEM_ACCESS_CHECKED: u16 = 0x4024;
+    /// MEM_ACCESS_CHECKED_RD / _WR: tag-checked reads / writes (PMCEID1 bits 37, 38).
+    pub const MEM_ACCESS_CHECKED_RD: u16 = 0x4025;
+    pub const MEM_ACCESS_CHECKED_WR: u16 = 0x4026;
+
+    /// perf's name for a common event mtex knows, else None.
+    pub const fn name(event: u16) -> Option<&'static str> {
+        Some(match event {
+            INST_RETIRED => "instructions",
+            CPU_CYCLES => "cycles",
+            MEM_ACCESS_CHECKED => "mem_access_checked",
+            MEM_ACCESS_CHECKED_RD => "mem_access_checked_rd",
+            MEM_ACCESS_CHECKED_WR => "mem_access_checked_wr",
+            _ => return None,
+        })
+    }
+
+    /// Whether PMCEID0_EL0/PMCEID1_EL0 can say if `event` is implemented: the common events
+    /// 0x0000-0x003F and 0x4000-0x403F. Others (IMPLEMENTATION DEFINED) cannot be checked.
+    pub const fn described_by_pmceid(event: u16) -> bool {
+        event < 0x40 || (event >= 0x4000 && event < 0x4040)
+    }
+
+    /// The PMCEID register (0 or 1) and bit that say whether common `event` is implemented:
+    /// PMCEID0 holds 0x00-0x1F in bits 31:0 and 0x4000-0x401F in 63:32; PMCEID1 0x20-0x3F
+    /// and 0x4020-0x403F.
+    pub const fn pmceid_bit(event: u16) -> (usize, u32) {
+        let high = event >= 0x4000;
+        let n = (event & 0x3f) as u32;
+        (
+            if n >= 32 { 1 } else { 0 },
+            (n % 32) + if high { 32 } else { 0 },
+        )
+    }
+}
+
+/// One PMU figure of a phase: an event counted at one EL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PmuCount {
+    pub event: u16,
+    /// 0 (EL0, perf's `:u`) or 1 (EL1, `:k`).
+    pub el: u8,
+    /// Named by the run (`mtex.pmu_events`) rather than counted by mtex on its own (the
+    /// same event may be both).
+    pub raw: bool,
+    pub value: PmuValue,
+}
+
+/// What the PMU said about one event at one EL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PmuValue {
+    Counted(u64),
+    /// PMCEID says the CPU does not implement the event: never shown as 0.
+    NotSupported,
+    /// The hypervisor's counters were disturbed (stopped, reprogrammed, or a 32-bit counter
+    /// overflowed) during the phase: no figure.
+    Withheld,
+}
+
+/// The PMU backend's figures of one phase. A run of the kernel scenario (one policy, one
+/// workload) may take several phases: untraced passes 1..=`passes`, each counting the next
+/// set of events on the counters the hypervisor has free (deterministic re-runs, not
+/// time-multiplexing), and then its traced phase (`pass` 0). All carry the id of the run's
+/// first phase in `run`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhasePmu {
+    pub id: u32,
+    pub run: u32,
+    /// 1-based untraced pass, or 0 for a traced phase (which counts nothing here).
+    pub pass: u8,
+    /// Untraced passes the run's events need.
+    pub passes: u8,
+    /// This pass's figures; the first pass also lists the events the CPU does not have.
+    pub counts: [Option<PmuCount>; PMU_COUNTS],
 }
 
 /// How the step engine ran a traced phase: what it did for the guest that the CPU did not

@@ -11,9 +11,9 @@
 //! - `mtex.tcf0=none|sync|async|asymm` — the user tasks' mode, as prctl(PR_SET_TAGGED_ADDR_CTRL)
 //!   sets it (default sync, as glibc.mem.tagging=3 asks);
 //! - `mtex.hz=N` — the kernel's timer tick (default 250; 0 = none);
-//! - `mtex.trace=1|0|both` — trace every phase (default), run them untraced (PMU figures
-//!   only), or run each (policy, workload) twice, untraced then traced (what tracing costs,
-//!   measured in one boot: `cargo mtex bench`).
+//! - `mtex.trace=1|0|both|only` — run each (policy, workload) untraced at full speed (as many
+//!   passes as the PMU backend's events need), then traced (default; `both` is the same, the
+//!   name `cargo mtex bench` uses); `0`: untraced only (PMU figures only); `only`: traced only.
 
 use crate::options::{OptionError, value};
 use serde::{Deserialize, Serialize};
@@ -372,11 +372,13 @@ pub struct Scenario {
     pub tcf0: Tcf,
     /// The kernel's timer tick rate (`mtex.hz`, like CONFIG_HZ; 0 = no tick).
     pub hz: u32,
-    /// `mtex.trace=1` (default): every phase is single-stepped and counted exactly; `0`: the
-    /// phases run at full speed with the PMU's figures only (instructions per EL, exits).
+    /// Each run has a traced phase: single-stepped and counted exactly (`mtex.trace=1`, the
+    /// default, `both` and `only`; not `0`).
     pub traced: bool,
-    /// `mtex.trace=both`: each run once untraced, then once traced.
-    pub both: bool,
+    /// Each run first goes untraced, at full speed, once per pass the PMU backend needs for
+    /// its events (cycles, instructions, the MTE events: `mtex.trace=1`, `both` and `0`; not
+    /// `only`).
+    pub untraced: bool,
 }
 
 /// The default tick rate, Linux's common CONFIG_HZ=250.
@@ -399,7 +401,7 @@ impl Scenario {
             tcf0: Tcf::Sync,
             hz: DEFAULT_HZ,
             traced: true,
-            both: false,
+            untraced: true,
         };
         let policies = value(cmdline, "policies").unwrap_or(DEFAULT_POLICIES);
         for (i, p) in policies.split(',').enumerate() {
@@ -425,14 +427,14 @@ impl Scenario {
                 .filter(|&hz| hz <= 100_000)
                 .ok_or(err("hz", "expected a tick rate from 0 (no tick) to 100000"))?;
         }
-        (s.traced, s.both) = match value(cmdline, "trace") {
-            None | Some("1") => (true, false),
-            Some("0") => (false, false),
-            Some("both") => (true, true),
+        (s.traced, s.untraced) = match value(cmdline, "trace") {
+            None | Some("1") | Some("both") => (true, true),
+            Some("0") => (false, true),
+            Some("only") => (true, false),
             Some(_) => {
                 return Err(err(
                     "trace",
-                    "expected 1 (trace every phase), 0 (PMU only) or both (each run untraced, then traced)",
+                    "expected 1 (each run untraced for the PMU, then traced), 0 (PMU only), both (as 1) or only (traced only)",
                 ));
             }
         };

@@ -38,6 +38,10 @@ struct Run {
     params: Option<PhaseParams>,
     /// The run's phase is traced.
     traced: bool,
+    /// The phase repeats the previous phase's run (PHASE_AGAIN).
+    again: bool,
+    /// Untraced passes the hypervisor still wants after this phase.
+    more: u64,
     phase_open: bool,
     phase_done: bool,
     stats: page_alloc::Stats,
@@ -52,6 +56,8 @@ static RUN: KCell<Run> = KCell::new(Run {
     id: 0,
     params: None,
     traced: true,
+    again: false,
+    more: 0,
     phase_open: false,
     phase_done: false,
     stats: page_alloc::Stats {
@@ -139,14 +145,22 @@ extern "C" fn kernel_main(_: u64) -> ! {
     println!("kernel: tick {} Hz", scenario.hz);
     let mut id = 0;
     for params in scenario.runs() {
-        // With `mtex.trace=both`, each run goes once untraced, then once traced.
-        let passes: &[bool] = match (scenario.both, scenario.traced) {
-            (true, _) => &[false, true],
-            (false, traced) => &[traced][..],
-        };
-        for &traced in passes {
+        // Untraced first, once per pass the hypervisor's PMU backend asks for (it counts its
+        // events a few at a time), then traced; every phase after the first is PHASE_AGAIN.
+        let mut again = false;
+        if scenario.untraced {
+            loop {
+                id += 1;
+                let more = run_one(id, params, false, again);
+                again = true;
+                if more == 0 {
+                    break;
+                }
+            }
+        }
+        if scenario.traced {
             id += 1;
-            run_one(id, params, traced);
+            run_one(id, params, true, again);
         }
     }
     println!("kernel: scenario done");
@@ -154,14 +168,17 @@ extern "C" fn kernel_main(_: u64) -> ! {
 }
 
 /// One (policy, workload) run: apply the policy, set up the workload's kernel objects and
-/// processes, schedule them until all have exited and been reaped, tear down.
-fn run_one(id: u32, params: PhaseParams, traced: bool) {
+/// processes, schedule them until all have exited and been reaped, tear down. Returns the
+/// untraced passes the hypervisor still wants.
+fn run_one(id: u32, params: PhaseParams, traced: bool, again: bool) -> u64 {
     // SAFETY: init, between runs: no user task is alive to be in phase_mark, and the borrow
     // ends before mte_policy::apply, which reads the policy.
     let r = unsafe { RUN.get() };
     r.id = id;
     r.params = Some(params);
     r.traced = traced;
+    r.again = again;
+    r.more = 0;
     r.phase_open = false;
     r.phase_done = false;
     mte_policy::apply(params.policy);
@@ -237,6 +254,7 @@ fn run_one(id: u32, params: PhaseParams, traced: bool) {
         r.ticks,
         FAULTS.swap(0, core::sync::atomic::Ordering::Relaxed)
     );
+    r.more
 }
 
 /// The PHASE system call: opens or closes the run's traced phase.
@@ -254,20 +272,22 @@ fn phase_mark(begin: bool) -> u64 {
         r.switches = unsafe { task::SCHED.get() }.switches;
         r.ticks = irq::TICKS.load(core::sync::atomic::Ordering::Relaxed);
         r.phase_open = true;
-        if hvc::phase_begin_run(r.id, params.workload.name(), &params, r.traced) != ret::SUCCESS {
+        let name = params.workload.name();
+        if hvc::phase_begin_run(r.id, name, &params, r.traced, r.again) != ret::SUCCESS {
             die(format_args!("the hypervisor refused phase {}", r.id));
         }
         0
     } else if !begin && r.phase_open {
-        let result = hvc::phase_end(r.id);
+        let result = hvc::phase_end_passes(r.id);
         r.phase_open = false;
         r.phase_done = true;
         r.stats = page_alloc::take_stats();
         // SAFETY: as above.
         r.switches = unsafe { task::SCHED.get() }.switches - r.switches;
         r.ticks = irq::TICKS.load(core::sync::atomic::Ordering::Relaxed) - r.ticks;
-        if result != ret::SUCCESS {
-            die(format_args!("the hypervisor refused to end phase {}", r.id));
+        match result {
+            Ok(more) => r.more = more,
+            Err(_) => die(format_args!("the hypervisor refused to end phase {}", r.id)),
         }
         0
     } else {
