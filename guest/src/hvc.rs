@@ -92,18 +92,21 @@ pub fn phase_begin_flags(id: u32, name: &str, flags: u64) -> u64 {
 }
 
 /// Opens phase `id` for one (policy, workload) run of the kernel scenario: traced or not,
-/// and with `again` another phase of the run the previous phase measured.
+/// and with `again` another phase of the run the previous phase measured. With `repeatable`,
+/// the kernel runs as many passes as the hypervisor asks for, its TCO watch's included.
 pub fn phase_begin_run(
     id: u32,
     name: &str,
     params: &mtex_abi::scenario::PhaseParams,
     traced: bool,
     again: bool,
+    repeatable: bool,
 ) -> u64 {
     let r: [u64; 4] = hc::pack_bytes(name.as_bytes());
     let p = params.to_regs();
     let flags = if traced { hc::PHASE_TRACED } else { 0 }
         | if again { hc::PHASE_AGAIN } else { 0 }
+        | if repeatable { hc::PHASE_REPEATABLE } else { 0 }
         | hc::PHASE_PARAMS;
     call(
         hc::PHASE_BEGIN,

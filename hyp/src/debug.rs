@@ -38,3 +38,38 @@ pub fn unlock_for_step() -> bool {
     }
     locked
 }
+
+/// MDSCR_EL1.MDE: breakpoint exceptions enabled.
+pub const MDSCR_MDE: u64 = 1 << 15;
+/// DBGBCR<n>_EL1: enabled, all byte lanes, EL1 and EL0 (PMC = 0b11), address match.
+pub const BCR_ENABLED: u64 = (0b1111 << 5) | (0b11 << 1) | 1;
+/// Breakpoints [`set_breakpoint`] reaches (the architecture's minimum is 2, QEMU has 6).
+pub const BREAKPOINTS_USED: usize = 6;
+
+/// Sets breakpoint `n` (value and control). aarch64-cpu has no accessors for the numbered
+/// debug registers, and MSR needs the register number in the instruction.
+pub fn set_breakpoint(n: usize, addr: u64, control: u64) {
+    macro_rules! bp {
+        ($bvr:literal, $bcr:literal) => {
+            // SAFETY: DBGBVR/DBGBCR only configure debug events, routed to EL2 (TDE); the
+            // guest's own breakpoint registers are a shadow (above), never these.
+            unsafe {
+                core::arch::asm!(
+                    concat!("msr ", $bvr, ", {a}"),
+                    concat!("msr ", $bcr, ", {c}"),
+                    a = in(reg) addr,
+                    c = in(reg) control,
+                )
+            }
+        };
+    }
+    match n {
+        0 => bp!("dbgbvr0_el1", "dbgbcr0_el1"),
+        1 => bp!("dbgbvr1_el1", "dbgbcr1_el1"),
+        2 => bp!("dbgbvr2_el1", "dbgbcr2_el1"),
+        3 => bp!("dbgbvr3_el1", "dbgbcr3_el1"),
+        4 => bp!("dbgbvr4_el1", "dbgbcr4_el1"),
+        5 => bp!("dbgbvr5_el1", "dbgbcr5_el1"),
+        _ => {}
+    }
+}

@@ -95,6 +95,7 @@ fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
         // The step itself is all: retire/prepare around this match do the work.
         ExceptionClass::SoftwareStepLower | ExceptionClass::BreakpointLower
             if hyp.tracer.active() => {}
+        ExceptionClass::BreakpointLower if hyp.tco.armed() => hyp.tco.hit(ctx),
         ExceptionClass::SysRegTrap => crate::sysreg_trap::handle(hyp, ctx, esr),
         ExceptionClass::Hvc64 => crate::hypercall::handle(hyp, ctx),
         ExceptionClass::Smc64 => crate::psci::handle_guest_smc(hyp, ctx),

@@ -39,7 +39,8 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     if id == 0
         || ctx.x[1] > u32::MAX as u64
         || hyp.phase.is_some()
-        || flags & !(hc::PHASE_TRACED | hc::PHASE_PARAMS | hc::PHASE_AGAIN) != 0
+        || flags & !(hc::PHASE_TRACED | hc::PHASE_PARAMS | hc::PHASE_AGAIN | hc::PHASE_REPEATABLE)
+            != 0
     {
         return ret::INVALID_PARAMETERS;
     }
@@ -86,7 +87,7 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
         pass,
         regs: regs8,
     });
-    hyp.begin_phase(id, run, pass);
+    hyp.begin_phase(id, run, pass, flags & hc::PHASE_REPEATABLE != 0);
     log::debug!(
         "phase {id} begins at pc {:#x}, traced: {traced}, guest clock {}",
         ctx.elr,
@@ -104,7 +105,7 @@ fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
         return ret::INVALID_PARAMETERS;
     }
     // Figures first, so the phase's EL2 count excludes the framing of its own records.
-    let Some((id, stats, pmu, more)) = hyp.end_phase() else {
+    let Some((id, stats, pmu, more, watch)) = hyp.end_phase() else {
         return ret::INVALID_PARAMETERS;
     };
     log::debug!(
@@ -121,6 +122,12 @@ fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
         hyp.report
             .send(&Record::PhaseTrace(PhaseTrace { id, counts }));
         hyp.report.send(&Record::StepEngine(hyp.tracer.engine()));
+    }
+    if let Some((record, sites)) = watch {
+        for site in sites.into_iter().flatten() {
+            hyp.report.send(&Record::TcoSite(site));
+        }
+        hyp.report.send(&Record::TcoWatch(record));
     }
     hyp.report.send(&Record::PhasePmu(pmu));
     hyp.report.send(&Record::PhaseEnd(PhaseEnd {

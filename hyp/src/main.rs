@@ -28,6 +28,7 @@ mod psci;
 mod report;
 mod state;
 mod sysreg_trap;
+mod tco_watch;
 mod trace;
 mod vtimer;
 mod watchdog;
@@ -171,7 +172,7 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         // SAFETY: boot, before the guest (and so any exit path) runs.
         unsafe { fast_step::fast() }.coarse = (CNTFRQ_EL0.get() / 10_000).max(1);
     }
-    global::HYP.init(state::Hyp::new(
+    let mut hyp = state::Hyp::new(
         reporter,
         pmu,
         opts.watchdog_ms,
@@ -179,7 +180,13 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         trace::block_granules(),
         opts.runs,
         opts.step,
-    ));
+    );
+    hyp.tco = tco_watch::Watcher::new(
+        opts.tco_watch,
+        boot.guest_ram,
+        (mtex_platform::guest_vm::IMAGE_ADDR, boot.guest_image.size),
+    );
+    global::HYP.init(hyp);
     guest_boot::enter(entry, guest_dtb)
 }
 

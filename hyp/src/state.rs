@@ -57,7 +57,17 @@ pub struct Hyp {
     pub guest_debug: mtex_arch::GuestDebug,
     /// The run the last phase belonged to, for a PHASE_AGAIN (`hypercall.rs`).
     pub last_run: Option<LastRun>,
+    /// The MSR TCO sites watched in untraced passes.
+    pub tco: crate::tco_watch::Watcher,
+    /// Passes the open run's TCO watch takes (after its PMU passes).
+    pub run_tco_passes: u8,
 }
+
+/// A TCO watch pass's record and its sites.
+pub type Watched = (
+    mtex_abi::report::TcoWatch,
+    [Option<mtex_abi::report::TcoSite>; 2 * crate::debug::BREAKPOINTS_USED],
+);
 
 /// What a phase opened with PHASE_AGAIN must repeat: the run's id, the last pass, and the
 /// name and parameter registers (x2..x5, x7..x10) it was opened with.
@@ -94,6 +104,9 @@ impl Hyp {
             fast_traps: step == mtex_abi::options::StepMode::Fast,
             guest_pmu: Default::default(),
             last_run: None,
+            // Off until the boot sets it (`mtex.tco_watch`, with the image's place).
+            tco: crate::tco_watch::Watcher::new(false, guest_ram, (0, 0)),
+            run_tco_passes: 0,
             guest_debug: Default::default(),
         };
         hyp.sync_fast_traps();
@@ -169,8 +182,21 @@ impl Hyp {
         self.report.finish(exit)
     }
 
-    /// Opens phase `id`, pass `pass` of run `run`, at this point of the run.
-    pub fn begin_phase(&mut self, id: u32, run: u32, pass: u8) {
+    /// The run's passes: those the PMU's events need, then those of the TCO watch.
+    pub fn run_passes(&self) -> (u8, u8) {
+        let pmu = self.pmu.as_ref().map_or(1, |p| p.plan().passes());
+        (pmu, self.run_tco_passes)
+    }
+
+    /// Opens phase `id`, pass `pass` of run `run`, at this point of the run. With
+    /// `repeatable`, the guest runs as many passes as asked: the first one scans for the TCO
+    /// watch's sites, and the passes after the PMU's watch them.
+    pub fn begin_phase(&mut self, id: u32, run: u32, pass: u8, repeatable: bool) {
+        if pass == 1 {
+            self.run_tco_passes = if repeatable { self.tco.scan() } else { 0 };
+        }
+        let (pmu_passes, tco_passes) = self.run_passes();
+        let watch = pass > pmu_passes && pass - pmu_passes <= tco_passes;
         // Writes so far are framed, counted and attributed before the phase starts.
         let at_begin = self.counters_now();
         self.report.set_phase(id);
@@ -179,8 +205,11 @@ impl Hyp {
             p.check_and_repair();
         }
         if let Some(p) = &mut self.pmu {
-            // A traced phase counts nothing on the slots (pass 0 is past the plan's last).
-            p.start_pass(if pass == 0 { u8::MAX } else { pass });
+            // A traced phase, and a pass of the TCO watch, count nothing on the slots.
+            p.start_pass(if pass == 0 || watch { u8::MAX } else { pass });
+        }
+        if watch {
+            self.tco.arm(id, (pass - pmu_passes - 1) as usize);
         }
         let pmu_at_begin = self.pmu.as_ref().map(Pmu::read);
         self.phase = Some(OpenPhase {
@@ -195,7 +224,11 @@ impl Hyp {
 
     /// Closes the open phase and returns its figures: the hypervisor's, and the PMU
     /// backend's with the untraced passes its run still needs.
-    pub fn end_phase(&mut self) -> Option<(u32, PhaseStats, PhasePmu, u8)> {
+    #[allow(
+        clippy::type_complexity,
+        reason = "the figures of one phase, each sent as a record"
+    )]
+    pub fn end_phase(&mut self) -> Option<(u32, PhaseStats, PhasePmu, u8, Option<Watched>)> {
         self.phase.as_ref()?;
         // The slots count EL0 and EL1 only: read them first, as they are.
         let (pass, run) = self.phase.as_ref().map(|p| (p.pass, p.run))?;
@@ -203,7 +236,10 @@ impl Hyp {
             (Some(pmu), 1..) => pmu.finish_pass(pass),
             _ => [None; mtex_abi::report::PMU_COUNTS],
         };
-        let passes = self.pmu.as_ref().map_or(1, |p| p.plan().passes());
+        let (pmu_passes, tco_passes) = self.run_passes();
+        let passes = pmu_passes + tco_passes;
+        let watch =
+            (pass > pmu_passes && pass - pmu_passes <= tco_passes).then(|| self.tco.finish());
         // The phase's writes are framed (as this phase's, inside its measured framing cost)
         // and counted before its figures are taken.
         let c = self.counters_now();
@@ -256,6 +292,7 @@ impl Hyp {
             },
             pmu,
             more,
+            watch,
         ))
     }
 }

@@ -63,7 +63,7 @@ pub fn block_granules() -> BlockGranules {
 
 /// Translates a guest VA through its stage 1 with AT (as EL0 or EL1 would access it) and
 /// returns (IPA, stage-1 memory attribute). PAR_EL1 is the guest's: it is restored.
-fn translate(va: u64, as_el0: bool) -> Option<(u64, u8)> {
+pub(crate) fn translate(va: u64, as_el0: bool) -> Option<(u64, u8)> {
     let saved = PAR_EL1.get();
     // SAFETY: AT only writes PAR_EL1, which is restored below; it does not access memory.
     unsafe {

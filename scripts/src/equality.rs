@@ -257,6 +257,7 @@ mod tests {
             trace: Some(t),
             tco_sites: Vec::new(),
             pmu_record: None,
+            tco_watch: None,
             untraced: None,
         }
     }

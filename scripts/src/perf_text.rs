@@ -274,7 +274,14 @@ const GROUPS: &[(&str, &[(&str, bool)])] = &[
             ("untraced.mem_access_checked_wr:u", true),
         ],
     ),
-    ("passes for the PMU's events", &[("untraced.passes", false)]),
+    (
+        "MSR TCO, breakpoints, untraced",
+        &[("untraced.tco_writes", true), ("untraced.tco_sites", false)],
+    ),
+    (
+        "untraced passes: PMU events, TCO watch",
+        &[("untraced.passes", false)],
+    ),
     ("MSR TCO executed", &[("tco_writes", true)]),
     ("PSTATE.TCO changes", &[("tco_changes", false)]),
     (

@@ -5,7 +5,7 @@ use mtex_abi::Record;
 use mtex_abi::frame;
 use mtex_abi::report::{
     Boot, ExitReason, GuestState, PhasePmu, PhaseStats, PmuCount, PmuValue, Summary, TcoSite,
-    UnknownCall,
+    TcoWatch, UnknownCall,
 };
 use mtex_arch::fields::changed_fields;
 use mtex_trace::counts::TraceCounts;
@@ -51,6 +51,8 @@ pub struct Phase {
     pub tco_sites: Vec<TcoSite>,
     /// The PMU backend's record of the phase: its run, its pass and what it counted.
     pub pmu_record: Option<PhasePmu>,
+    /// How the phase (an untraced pass) watched the guest's MSR TCO sites.
+    pub tco_watch: Option<TcoWatch>,
     /// The untraced passes of the phase's run (a run of several phases is shown as its last:
     /// the traced one, or the first pass of a run that is not traced).
     pub untraced: Option<Untraced>,
@@ -73,6 +75,30 @@ pub struct UntracedPass {
     pub end_ts: Option<u64>,
     pub stats: Option<PhaseStats>,
     pub counts: Vec<PmuCount>,
+    /// A pass of the TCO watch: its record and the sites it saw written.
+    pub tco_watch: Option<TcoWatch>,
+    pub tco_sites: Vec<TcoSite>,
+}
+
+/// What the TCO watch passes of a run saw together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcoTotal {
+    /// MSR TCO executions at the watched sites, EL0 and EL1.
+    pub writes_el0: u64,
+    pub writes_el1: u64,
+    /// Sites the scan found, and how many the passes watched.
+    pub sites: u32,
+    pub watched: u32,
+    /// Sites never watched (past the scan's limits), and passes whose watch was lost.
+    pub unwatched: u32,
+    pub lost: u32,
+}
+
+impl TcoTotal {
+    /// Every site was watched to the end: the writes are the run's total.
+    pub fn complete(&self) -> bool {
+        self.watched == self.sites && self.unwatched == 0 && self.lost == 0
+    }
 }
 
 impl Untraced {
@@ -83,6 +109,27 @@ impl Untraced {
             .flat_map(|p| &p.counts)
             .find(|c| c.event == event && c.el == el && c.raw == raw)
             .map(|c| c.value)
+    }
+
+    /// What the run's TCO watch passes saw, if it had any.
+    pub fn tco(&self) -> Option<TcoTotal> {
+        let mut watches = self.runs.iter().filter_map(|p| p.tco_watch).peekable();
+        let first = *watches.peek()?;
+        let mut t = TcoTotal {
+            writes_el0: 0,
+            writes_el1: 0,
+            sites: first.sites,
+            watched: 0,
+            unwatched: first.unwatched,
+            lost: 0,
+        };
+        for w in watches {
+            t.writes_el0 += w.writes_el0;
+            t.writes_el1 += w.writes_el1;
+            t.watched += w.watched;
+            t.lost += w.lost as u32;
+        }
+        Some(t)
     }
 
     /// Instructions at EL2, EL1, EL0 of the first pass (the hypervisor's fixed counters).
@@ -365,7 +412,26 @@ fn untraced_problems(
             withheld.join(", ")
         ));
     }
-    let instr = |p: &UntracedPass| p.stats.map(|s| (s.el1_instructions, s.el0_instructions));
+    if let Some(t) = u.tco().filter(|t| !t.complete()) {
+        problems.push(format!(
+            "{name}: the TCO watch saw {} of {} MSR TCO sites ({} never watched, {} passes lost to rewritten code): its {} writes are not the run's total",
+            t.watched,
+            t.sites,
+            t.unwatched,
+            t.lost,
+            t.writes_el0 + t.writes_el1
+        ));
+    }
+    // A TCO watch pass emulated its MSR TCOs (the PMU did not count them): added back.
+    let instr = |p: &UntracedPass| {
+        let (w1, w0) = p.tco_watch.map_or((0, 0), |w| (w.writes_el1, w.writes_el0));
+        p.stats.map(|s| {
+            (
+                s.el1_instructions.map(|n| n + w1),
+                s.el0_instructions.map(|n| n + w0),
+            )
+        })
+    };
     if let Some(first) = u.runs.first().and_then(instr)
         && let Some(other) = u
             .runs
@@ -566,6 +632,7 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
             trace: None,
             tco_sites: Vec::new(),
             pmu_record: None,
+            tco_watch: None,
             untraced: None,
         }),
         Record::PhaseEnd(e) => match r.phases.iter_mut().rev().find(|p| p.id == e.id) {
@@ -621,6 +688,13 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
         Record::DebugWrite(w) => r.debug_writes.push(w),
         Record::Summary(s) => r.summary = Some(s),
         Record::StepEngine(e) => r.engines.push(e),
+        Record::TcoWatch(w) => match r.phases.iter_mut().rev().find(|p| p.id == w.id) {
+            Some(p) if p.tco_watch.is_none() => p.tco_watch = Some(w),
+            _ => r.problems.push(format!(
+                "record {seq}: TCO watch of phase {} that was not open",
+                w.id
+            )),
+        },
         Record::PhasePmu(m) => match r.phases.iter_mut().rev().find(|p| p.id == m.id) {
             Some(p) if p.pmu_record.is_none() => p.pmu_record = Some(m),
             _ => r.problems.push(format!(
@@ -681,6 +755,12 @@ fn fold_runs(r: &mut Report) {
             end_ts: p.end_ts,
             stats: p.stats,
             counts: m.counts.iter().flatten().copied().collect(),
+            tco_watch: p.tco_watch,
+            tco_sites: if p.tco_watch.is_some() {
+                p.tco_sites.clone()
+            } else {
+                Vec::new()
+            },
         });
         // The first pass stands for the run until its traced phase comes.
         if m.pass == 1 {

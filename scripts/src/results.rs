@@ -240,6 +240,16 @@ pub fn untraced_counters(u: &crate::report::Untraced) -> (BTreeMap<String, u64>,
             c.insert(name.to_string(), v);
         }
     }
+    if let Some(t) = u.tco() {
+        c.insert("untraced.tco_sites".to_string(), u64::from(t.sites));
+        // Short counts are a problem of the run, and never shown as a total.
+        if t.complete() {
+            c.insert(
+                "untraced.tco_writes".to_string(),
+                t.writes_el0 + t.writes_el1,
+            );
+        }
+    }
     for count in u.runs.iter().flat_map(|p| &p.counts) {
         let name = format!("untraced.{}", crate::report::pmu_count_name(count));
         match count.value {

@@ -114,3 +114,56 @@ fn events_past_the_free_counters_rerun_the_work_and_give_the_same_totals() {
         assert!(ids[2] < p.id, "the passes come before the traced phase");
     }
 }
+
+#[test]
+fn msr_tco_writes_watched_with_breakpoints_equal_the_traces_site_by_site() {
+    // Untraced only: each run's passes after the PMU's watch the image's MSR TCO sites, six
+    // breakpoints at a time, and emulate each hit. The same runs traced count every MSR TCO
+    // by stepping. No tick, so both do the same work.
+    let runs = "mtex.hz=0 mtex.policies=entry-tco,uaccess-tco \
+                mtex.workloads=getpid,futex-hash,memcached";
+    let watched = boot(&format!("mtex.trace=0 {runs}"));
+    let traced = boot(&format!("mtex.trace=only {runs}"));
+    for r in [&watched, &traced] {
+        assert!(r.succeeded(), "{:?}", r.problems);
+    }
+    assert!(watched.notes.is_empty(), "{:?}", watched.notes);
+    assert_eq!(watched.phases.len(), traced.phases.len());
+    let mut any_writes = false;
+    for (w, t) in watched.phases.iter().zip(&traced.phases) {
+        assert_eq!(w.params, t.params);
+        let u = w.untraced.as_ref().unwrap();
+        let total = u.tco().unwrap();
+        assert!(total.complete(), "{}: {total:?}", w.name);
+        let trace = t.trace.unwrap();
+        assert_eq!(
+            total.writes_el0 + total.writes_el1,
+            trace.tco_writes,
+            "{}",
+            w.name
+        );
+        any_writes |= trace.tco_writes > 0;
+        // Site by site, value by value.
+        let sites = |list: &mut Vec<(u64, bool, u64)>| {
+            list.sort();
+            list.clone()
+        };
+        let mut seen: Vec<_> = u
+            .runs
+            .iter()
+            .flat_map(|p| &p.tco_sites)
+            .map(|s| (s.pc, s.value, s.count))
+            .collect();
+        let mut stepped: Vec<_> = t
+            .tco_sites
+            .iter()
+            .map(|s| (s.pc, s.value, s.count))
+            .collect();
+        assert_eq!(sites(&mut seen), sites(&mut stepped), "{}", w.name);
+        // The watch passes ran the same work: what the PMU did not count is what was
+        // emulated (the report's note would say otherwise).
+        let first = u.runs[0].stats.unwrap();
+        assert_eq!(first.el1_instructions, Some(trace.instructions_el1));
+    }
+    assert!(any_writes, "no MSR TCO to watch");
+}

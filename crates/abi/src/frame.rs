@@ -172,6 +172,7 @@ mod tests {
     use mtex_arch::SysReg;
     use proptest::prelude::*;
     use std::string::String;
+    use std::vec;
 
     fn any_state() -> impl Strategy<Value = GuestState> {
         (any::<u64>(), 0u8..4, any::<bool>()).prop_map(|(pc, el, tco)| GuestState { pc, el, tco })
@@ -336,6 +337,19 @@ mod tests {
                     stepped_starts: v[4],
                 }
             )),
+            (any::<[u32; 6]>(), any::<[u64; 2]>(), any::<bool>()).prop_map(|(n, w, lost)| {
+                Record::TcoWatch(crate::report::TcoWatch {
+                    id: n[0],
+                    sites: n[1],
+                    unwatched: n[2],
+                    first: n[3],
+                    watched: n[4],
+                    writes_el0: w[0],
+                    writes_el1: w[1],
+                    lost,
+                    pages: n[5],
+                })
+            }),
             (any::<[u32; 2]>(), any::<[u8; 2]>(), any_pmu_counts()).prop_map(
                 |(ids, pass, counts)| Record::PhasePmu(crate::report::PhasePmu {
                     id: ids[0],

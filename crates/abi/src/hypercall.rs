@@ -42,6 +42,11 @@ pub const PHASE_PARAMS: u64 = 1 << 1;
 /// parameters): its next untraced pass, or, with [`PHASE_TRACED`], its traced phase.
 pub const PHASE_AGAIN: u64 = 1 << 2;
 
+/// PHASE_BEGIN flag: the guest runs the work again as often as PHASE_END's x1 asks, so the
+/// hypervisor may use extra passes for what does not fit in one (breakpoints on the guest's
+/// MSR TCO sites). Without it, only the PMU's passes are asked for.
+pub const PHASE_REPEATABLE: u64 = 1 << 3;
+
 /// Version of this ABI, major in bits 31:16, minor in 15:0.
 pub const ABI_VERSION: u64 = 1 << 16 | 2;
 

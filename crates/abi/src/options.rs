@@ -109,6 +109,9 @@ pub struct HypOptions {
     /// `mtex.pmu_require=0x4025,0x4026`: events the run needs; a CPU without one of them ends
     /// the run at boot with a record naming it, instead of reporting a phase without it.
     pub pmu_require: EventList,
+    /// `mtex.tco_watch`: `1` (default) watches the guest's MSR TCO sites with breakpoints in
+    /// extra untraced passes (of phases whose guest runs the passes asked for); `0` does not.
+    pub tco_watch: bool,
 }
 
 /// A short list of PMU event numbers (`0x4025,0x11`, hex with `0x` or decimal).
@@ -221,7 +224,15 @@ impl HypOptions {
         let log = parse_log(cmdline)?;
         let pmu_events = EventList::parse(cmdline, "pmu_events")?;
         let pmu_require = EventList::parse(cmdline, "pmu_require")?;
+        let tco_watch = parse_choice(
+            cmdline,
+            "tco_watch",
+            true,
+            &[("0", false), ("1", true)],
+            "expected 0 or 1",
+        )?;
         Ok(Self {
+            tco_watch,
             log,
             pmu_events,
             pmu_require,
@@ -531,6 +542,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "snippet_iters",
     "pmu_events",
     "pmu_require",
+    "tco_watch",
 ];
 
 /// The key of the first `mtex.` word of `cmdline` that is not in [`KNOWN_KEYS`] (the text

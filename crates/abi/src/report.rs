@@ -49,7 +49,39 @@ pub enum Record {
     /// What the PMU backend counted in a phase (sent just before its PhaseEnd), and which run
     /// and pass of it the phase was. After StepEngine so that older logs still decode.
     PhasePmu(PhasePmu),
+    /// How an untraced pass watched the guest's MSR TCO sites with breakpoints (sent with its
+    /// TcoSite records, before its PhasePmu).
+    TcoWatch(TcoWatch),
 }
+
+/// The MSR TCO sites an untraced pass watched. The hypervisor scans the guest image's
+/// executable mappings for MSR TCO at the run's first pass; later passes each watch as many
+/// sites as there are breakpoints, so the run's passes together see every site. Each hit is
+/// emulated (the write done, the instruction skipped) and counted, with no stepping.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcoWatch {
+    pub id: u32,
+    /// Sites the scan found (at most [`TCO_WATCH_SITES`] are kept).
+    pub sites: u32,
+    /// Sites found beyond those kept, plus pages past the scan's limit: never watched. Any
+    /// non-zero value means the run's count is short.
+    pub unwatched: u32,
+    /// This pass watched sites `first..first + watched` of the scan's order.
+    pub first: u32,
+    pub watched: u32,
+    /// MSR TCO executions at the watched sites, at EL0 and EL1. They were emulated, so the
+    /// CPU's PMU did not count them as instructions.
+    pub writes_el0: u64,
+    pub writes_el1: u64,
+    /// A watched site no longer held MSR TCO when hit (code rewritten): the pass stopped
+    /// watching there, and its count is short.
+    pub lost: bool,
+    /// Executable pages of the guest image the scan read.
+    pub pages: u32,
+}
+
+/// Most MSR TCO sites one scan keeps.
+pub const TCO_WATCH_SITES: usize = 192;
 
 /// Most PMU counts one [`PhasePmu`] record carries: six events (cycles, the two MTE events,
 /// three raw ones) at EL1 and EL0. Bounded so that the record fits one frame.

@@ -10,6 +10,7 @@ pub mod fields;
 pub mod id_regs;
 pub mod mte_bits;
 pub mod pmu_regs;
+pub mod stage1;
 pub mod sysreg;
 
 pub use debug_regs::{DebugReg, GuestDebug};

@@ -273,7 +273,10 @@ fn phase_mark(begin: bool) -> u64 {
         r.ticks = irq::TICKS.load(core::sync::atomic::Ordering::Relaxed);
         r.phase_open = true;
         let name = params.workload.name();
-        if hvc::phase_begin_run(r.id, name, &params, r.traced, r.again) != ret::SUCCESS {
+        // A run that is traced has its MSR TCO writes counted exactly by the trace: its
+        // untraced passes need not watch them (extra passes) too.
+        let watch = !r.traced && r.scenario.is_some_and(|s| !s.traced);
+        if hvc::phase_begin_run(r.id, name, &params, r.traced, r.again, watch) != ret::SUCCESS {
             die(format_args!("the hypervisor refused phase {}", r.id));
         }
         0

@@ -6,42 +6,12 @@
 
 use super::*;
 
-/// MDSCR_EL1.MDE: breakpoint exceptions enabled.
-const MDSCR_MDE: u64 = 1 << 15;
-/// DBGBCR<n>_EL1: enabled, all byte lanes, EL1 and EL0 (PMC = 0b11), address match.
-const BCR_ENABLED: u64 = (0b1111 << 5) | (0b11 << 1) | 1;
+use crate::debug::{BCR_ENABLED, MDSCR_MDE, set_breakpoint};
+
 /// Shortest run worth making: a run whose nearest exit is the next instruction saves no
 /// exit over a step (measured on the kernel matrix: allowing them from non-inert starts
 /// changes no exit count and costs 5% more EL2 instructions).
 const RUN_MIN_DEPTH: u32 = 2;
-
-/// Sets breakpoint `n` (value and control). aarch64-cpu has no accessors for the numbered
-/// debug registers, and MSR needs the register number in the instruction.
-fn set_breakpoint(n: usize, addr: u64, control: u64) {
-    macro_rules! bp {
-        ($bvr:literal, $bcr:literal) => {
-            // SAFETY: DBGBVR/DBGBCR only configure debug events, routed to EL2 (TDE); the
-            // guest's own breakpoint registers are a shadow (`debug.rs`), never these.
-            unsafe {
-                core::arch::asm!(
-                    concat!("msr ", $bvr, ", {a}"),
-                    concat!("msr ", $bcr, ", {c}"),
-                    a = in(reg) addr,
-                    c = in(reg) control,
-                )
-            }
-        };
-    }
-    match n {
-        0 => bp!("dbgbvr0_el1", "dbgbcr0_el1"),
-        1 => bp!("dbgbvr1_el1", "dbgbcr1_el1"),
-        2 => bp!("dbgbvr2_el1", "dbgbcr2_el1"),
-        3 => bp!("dbgbvr3_el1", "dbgbcr3_el1"),
-        4 => bp!("dbgbvr4_el1", "dbgbcr4_el1"),
-        5 => bp!("dbgbvr5_el1", "dbgbcr5_el1"),
-        _ => {}
-    }
-}
 
 impl Tracer {
     /// A run ended: count what it executed, known from where the guest stopped (a planned

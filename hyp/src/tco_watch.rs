@@ -1,0 +1,257 @@
+//! PSTATE.TCO writes counted at full speed. MSR TCO cannot be trapped, so at a run's first
+//! untraced pass the hypervisor scans the guest image's executable mappings (both halves of
+//! the guest's stage 1, `mtex_arch::stage1`) for MSR TCO, and in the run's later passes
+//! watches the sites with hardware breakpoints routed to EL2 (MDCR_EL2.TDE), as many per pass
+//! as it has breakpoints. A hit is emulated — PSTATE.TCO written in SPSR_EL2, the instruction
+//! skipped — and counted with its value: no stepping.
+//!
+//! What it cannot see, it says: sites past [`TCO_WATCH_SITES`] (`unwatched`), and a watched
+//! site whose code was rewritten (`lost`). Only the guest image is scanned: code the guest
+//! writes elsewhere at run time is not.
+
+use crate::context::GuestContext;
+use crate::debug::{BCR_ENABLED, BREAKPOINTS_USED, MDSCR_MDE, set_breakpoint};
+use aarch64_cpu::registers::{MDCR_EL2, MDSCR_EL1, TCR_EL1, TTBR0_EL1, TTBR1_EL1};
+use mtex_abi::report::{TCO_WATCH_SITES, TcoSite, TcoWatch};
+use mtex_platform::guest_vm::GuestRam;
+use mtex_trace::decode::{self, Insn};
+use tock_registers::interfaces::{Readable, Writeable};
+
+/// MDCR_EL2.TDE: debug exceptions from EL1/EL0 go to EL2.
+const MDCR_TDE: u64 = 1 << 8;
+/// SPSR_EL2.TCO.
+const SPSR_TCO: u64 = 1 << 25;
+/// Most executable pages one scan reads (a guest mapping its whole RAM executable would
+/// otherwise cost seconds): past it, the scan stops and its sites are all `unwatched` counts
+/// can say.
+const MAX_PAGES: u32 = 4096;
+
+/// Integers any bit pattern is valid for: what guest memory is read as.
+trait Word: Copy {}
+impl Word for u32 {}
+impl Word for u64 {}
+
+/// The word at guest address `ipa`, if it is guest RAM.
+fn read_guest<T: Word>(ram: GuestRam, ipa: u64) -> Option<T> {
+    let pa = ram.pa_of(ipa, core::mem::size_of::<T>() as u64)?;
+    if pa % core::mem::align_of::<T>() as u64 != 0 {
+        return None;
+    }
+    // SAFETY: `pa_of` checked the bytes are in the host memory behind guest RAM, which EL2
+    // identity-maps as Normal memory, and `pa` is aligned; every bit pattern is a valid `T`
+    // (a `Word`); reading has no side effects.
+    Some(unsafe { core::ptr::read_volatile(pa as *const T) })
+}
+
+/// A watched site: its address, and how often each value was written there.
+#[derive(Clone, Copy, Default)]
+struct Site {
+    va: u64,
+    writes: [u64; 2],
+}
+
+pub struct Watcher {
+    /// `mtex.tco_watch`.
+    enabled: bool,
+    ram: GuestRam,
+    /// The guest image (IPA, bytes): the code that is scanned.
+    image: (u64, u64),
+    sites: [u64; TCO_WATCH_SITES],
+    n_sites: usize,
+    unwatched: u32,
+    pages: u32,
+    /// The open pass's watch.
+    armed: bool,
+    record: TcoWatch,
+    watched: [Site; BREAKPOINTS_USED],
+    saved_mdscr: u64,
+}
+
+impl Watcher {
+    pub fn new(enabled: bool, ram: GuestRam, image: (u64, u64)) -> Self {
+        Self {
+            enabled,
+            ram,
+            image,
+            sites: [0; TCO_WATCH_SITES],
+            n_sites: 0,
+            unwatched: 0,
+            pages: 0,
+            armed: false,
+            record: TcoWatch::default(),
+            watched: [Site::default(); BREAKPOINTS_USED],
+            saved_mdscr: 0,
+        }
+    }
+
+    /// Breakpoints a pass uses.
+    fn per_pass() -> usize {
+        crate::trace::breakpoints().min(BREAKPOINTS_USED)
+    }
+
+    /// Scans the guest for MSR TCO sites (the run's first pass, from the address spaces
+    /// live now) and returns how many passes watching them takes (0 when off).
+    pub fn scan(&mut self) -> u8 {
+        self.n_sites = 0;
+        self.unwatched = 0;
+        self.pages = 0;
+        if !self.enabled {
+            return 0;
+        }
+        let (tcr, ram, (image, size)) = (TCR_EL1.get(), self.ram, self.image);
+        let read = |ipa: u64| read_guest::<u64>(ram, ipa);
+        let mut found = |leaf: mtex_arch::stage1::Leaf| {
+            // The part of the leaf that maps the image, page by page.
+            let (lo, hi) = (
+                leaf.ipa.max(image),
+                (leaf.ipa + leaf.size).min(image + size),
+            );
+            let mut page = lo & !0xfff;
+            while page < hi {
+                if self.pages == MAX_PAGES {
+                    self.unwatched += 1;
+                    return;
+                }
+                self.pages += 1;
+                let va_page = leaf.va + (page - leaf.ipa);
+                for off in (0..0x1000).step_by(4) {
+                    let Some(word) = read_guest::<u32>(ram, page + off) else {
+                        break;
+                    };
+                    if matches!(
+                        decode::decode(word),
+                        Insn::MsrTcoImm(_) | Insn::MsrTcoReg(_)
+                    ) {
+                        self.add(va_page + off);
+                    }
+                }
+                page += 0x1000;
+            }
+        };
+        for (upper, ttbr) in [(true, TTBR1_EL1.get()), (false, TTBR0_EL1.get())] {
+            // A half not walked has no sites the scan could find; a guest with the other
+            // granules gets no watch there (its count would then read 0 sites).
+            let _ = mtex_arch::stage1::executable_leaves(tcr, ttbr, upper, read, &mut found);
+        }
+        log::info!(
+            "TCO watch: {} sites ({} more not kept) in {} executable image pages",
+            self.n_sites,
+            self.unwatched,
+            self.pages
+        );
+        self.n_sites.div_ceil(Self::per_pass()) as u8
+    }
+
+    fn add(&mut self, va: u64) {
+        if self.sites[..self.n_sites].contains(&va) {
+            return;
+        }
+        if self.n_sites == TCO_WATCH_SITES {
+            self.unwatched += 1;
+            return;
+        }
+        self.sites[self.n_sites] = va;
+        self.n_sites += 1;
+    }
+
+    /// Watches the `k`-th group of sites (0-based) in phase `id`.
+    pub fn arm(&mut self, id: u32, k: usize) {
+        let per = Self::per_pass();
+        let first = (k * per).min(self.n_sites);
+        let n = (self.n_sites - first).min(per);
+        self.record = TcoWatch {
+            id,
+            sites: self.n_sites as u32,
+            unwatched: self.unwatched,
+            first: first as u32,
+            watched: n as u32,
+            pages: self.pages,
+            ..TcoWatch::default()
+        };
+        for i in 0..BREAKPOINTS_USED {
+            let va = if i < n { self.sites[first + i] } else { 0 };
+            self.watched[i] = Site { va, writes: [0; 2] };
+            set_breakpoint(i, va, if i < n { BCR_ENABLED } else { 0 });
+        }
+        self.saved_mdscr = MDSCR_EL1.get();
+        MDSCR_EL1.set(self.saved_mdscr | MDSCR_MDE);
+        MDCR_EL2.set(MDCR_EL2.get() | MDCR_TDE);
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        self.armed = true;
+    }
+
+    #[inline(always)]
+    pub fn armed(&self) -> bool {
+        self.armed
+    }
+
+    /// A breakpoint exception while armed: emulates and counts the MSR TCO at the guest's
+    /// pc. Code that is no longer an MSR TCO is not emulated: the watch ends (`lost`) and the
+    /// instruction runs when the guest resumes.
+    pub fn hit(&mut self, ctx: &mut GuestContext) {
+        let at = ctx.state();
+        let word = crate::trace::translate(at.pc, at.el == 0)
+            .and_then(|(ipa, _)| read_guest::<u32>(self.ram, ipa));
+        let slot = self.watched.iter().position(|s| s.va == at.pc && s.va != 0);
+        let value = match (word.map(decode::decode), slot) {
+            (Some(Insn::MsrTcoImm(v)), Some(_)) => v,
+            (Some(Insn::MsrTcoReg(rt)), Some(_)) => {
+                let x = if rt == 31 { 0 } else { ctx.x[rt as usize] };
+                x & SPSR_TCO != 0
+            }
+            _ => {
+                self.record.lost = true;
+                self.disarm();
+                return;
+            }
+        };
+        let Some(slot) = slot else { return };
+        self.watched[slot].writes[value as usize] += 1;
+        if at.el == 0 {
+            self.record.writes_el0 += 1;
+        } else {
+            self.record.writes_el1 += 1;
+        }
+        if value {
+            ctx.spsr |= SPSR_TCO;
+        } else {
+            ctx.spsr &= !SPSR_TCO;
+        }
+        ctx.skip_instruction();
+    }
+
+    /// Breakpoints off and debug exceptions back where they were.
+    fn disarm(&mut self) {
+        for i in 0..BREAKPOINTS_USED {
+            set_breakpoint(i, 0, 0);
+        }
+        MDCR_EL2.set(MDCR_EL2.get() & !MDCR_TDE);
+        MDSCR_EL1.set(self.saved_mdscr);
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        self.armed = false;
+    }
+
+    /// Ends the pass's watch: its record, and its sites with their counts (phase `id`).
+    pub fn finish(&mut self) -> (TcoWatch, [Option<TcoSite>; 2 * BREAKPOINTS_USED]) {
+        if self.armed {
+            self.disarm();
+        }
+        let mut sites = [None; 2 * BREAKPOINTS_USED];
+        let mut n = 0;
+        for s in self.watched.iter().filter(|s| s.va != 0) {
+            for (value, &count) in s.writes.iter().enumerate() {
+                if count > 0 {
+                    sites[n] = Some(TcoSite {
+                        phase: self.record.id,
+                        pc: s.va,
+                        value: value == 1,
+                        count,
+                    });
+                    n += 1;
+                }
+            }
+        }
+        self.watched = [Site::default(); BREAKPOINTS_USED];
+        (self.record, sites)
+    }
+}
