@@ -14,6 +14,7 @@ mod hvc;
 mod kernel;
 mod mmu;
 mod mte;
+mod probe;
 mod programs;
 mod selftest;
 mod snippet;

@@ -56,8 +56,7 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         }
         GuestProgram::Differential => crate::differential::run(fdt),
         GuestProgram::Snippet => crate::snippet::run(&opts.snippet, fdt),
-        // `mtex probe` lands in its own commit.
-        GuestProgram::Probe => 3,
+        GuestProgram::Probe => crate::probe::run(fdt),
         GuestProgram::HostileDebug
         | GuestProgram::HostileCpu
         | GuestProgram::HostileWfx

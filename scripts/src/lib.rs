@@ -8,6 +8,7 @@ pub mod esp;
 pub mod images;
 pub mod perf_text;
 pub mod plots;
+pub mod probe;
 pub mod qemu;
 pub mod render;
 pub mod report;

@@ -123,6 +123,12 @@ enum Cmd {
     /// Assemble your own AArch64 code and run it as a traced phase in a documented
     /// environment.
     Snippet(mtex::snippet::Args),
+    /// Characterise this CPU's MTE choices: per EL, TCF, TCO, TCMA, pointer tag and page,
+    /// is an access tag checked (PMU where the CPU has the MTE events, else tag-check
+    /// faults), judged against the trace counter's predicate; and what a TCO write, a
+    /// TFSR_EL1 read, STG, ST2G and DC GZVA cost. Exit 1 when a cell contradicts the
+    /// predicate or the run failed.
+    Probe(mtex::probe::Args),
     /// Parse a saved console log and print its report.
     Parse {
         file: PathBuf,
@@ -322,6 +328,7 @@ fn real_main() -> Result<ExitCode> {
         }
         Cmd::Compare(args) => mtex::compare::run(args),
         Cmd::Snippet(args) => mtex::snippet::run(args),
+        Cmd::Probe(args) => mtex::probe::run(args),
         Cmd::Esp {
             dir,
             guest,

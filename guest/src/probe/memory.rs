@@ -1,0 +1,112 @@
+//! The probe's address space. TTBR0: all RAM identity-mapped, Tagged Normal, for EL1 only
+//! (code, stack, heap), plus one EL0 page of each kind (Tagged, Untagged) and the EL0 code
+//! page. TTBR1: one EL1 page of each kind at its linear-map address (`KERNEL_LINEAR_BASE |
+//! pa`, top byte 0xFF as Linux's kernel pointers), which only EL1 cells access. A page keeps
+//! its attributes in both halves where both map it.
+
+use crate::mmu::Page;
+use aarch64_cpu::registers::MAIR_EL1;
+use aarch64_paging::Mapping;
+use aarch64_paging::descriptor::{El1Attributes, PhysicalAddress};
+use aarch64_paging::idmap::{IdMap, IdTranslation};
+use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, VaRange};
+use alloc::boxed::Box;
+use mtex_abi::program::{KERNEL_LINEAR_BASE, MAIR_EL1 as MAIR};
+use tock_registers::interfaces::Writeable;
+
+/// The pages the cells access (their first granule) and the cost phases' tag stores use.
+pub static mut EL1_TAGGED: Page = Page([0; 4096]);
+pub static mut EL1_UNTAGGED: Page = Page([0; 4096]);
+pub static mut EL0_TAGGED: Page = Page([0; 4096]);
+pub static mut EL0_UNTAGGED: Page = Page([0; 4096]);
+pub static mut COST_PAGE: Page = Page([0; 4096]);
+
+/// MAIR index 0: Tagged Normal (0xF0); index 1: Normal Write-Back (mtex_abi::program).
+const NORMAL: El1Attributes = El1Attributes::VALID
+    .union(El1Attributes::INNER_SHAREABLE)
+    .union(El1Attributes::ACCESSED);
+const TAGGED: El1Attributes = NORMAL.union(El1Attributes::ATTRIBUTE_INDEX_0);
+const UNTAGGED: El1Attributes = NORMAL.union(El1Attributes::ATTRIBUTE_INDEX_1);
+/// RAM in TTBR0 (EL1 only), and EL1's Untagged page there.
+const RAM: El1Attributes = TAGGED.union(El1Attributes::NON_GLOBAL);
+const RAM_UNTAGGED: El1Attributes = UNTAGGED.union(El1Attributes::NON_GLOBAL);
+/// EL0 data: no execution at any EL.
+const USER_DATA: El1Attributes = El1Attributes::USER
+    .union(El1Attributes::UXN)
+    .union(El1Attributes::PXN)
+    .union(El1Attributes::NON_GLOBAL);
+/// EL0 code: EL0 may execute and read it, EL1 may not execute it.
+const USER_CODE: El1Attributes = UNTAGGED
+    .union(El1Attributes::USER)
+    .union(El1Attributes::READ_ONLY)
+    .union(El1Attributes::PXN)
+    .union(El1Attributes::NON_GLOBAL);
+/// EL1 data in TTBR1: global (TCR_EL1.A1 = 0, one ASID for both halves), never executed.
+const KERNEL_DATA: El1Attributes = El1Attributes::UXN.union(El1Attributes::PXN);
+
+unsafe extern "C" {
+    static __user_text_start: u8;
+    static __user_text_end: u8;
+}
+
+/// The linear-map (TTBR1) address of `pa`.
+pub const fn kva(pa: u64) -> u64 {
+    KERNEL_LINEAR_BASE | pa
+}
+
+fn page(p: *mut Page) -> MemoryRegion {
+    let a = p as usize;
+    MemoryRegion::new(a, a + 4096)
+}
+
+/// Builds both tables and installs them in TTBR0_EL1/TTBR1_EL1, with MAIR_EL1; the MMU is
+/// turned on by the caller's SCTLR_EL1 write (trapped and logged).
+pub fn install(ram_base: usize, ram_size: usize) {
+    let mut low = IdMap::with_asid(0, 1, El1And0);
+    let ram = MemoryRegion::new(ram_base, ram_base + ram_size);
+    low.map_range(&ram, RAM).expect("map RAM");
+    let pages = [
+        ((&raw mut EL0_TAGGED), TAGGED.union(USER_DATA)),
+        ((&raw mut EL0_UNTAGGED), UNTAGGED.union(USER_DATA)),
+        ((&raw mut EL1_UNTAGGED), RAM_UNTAGGED),
+    ];
+    for (p, attrs) in pages {
+        low.map_range(&page(p), attrs).expect("map a probe page");
+    }
+    // Only the addresses of the linker symbols are used.
+    let (ut_start, ut_end) = (
+        &raw const __user_text_start as usize,
+        &raw const __user_text_end as usize,
+    );
+    low.map_range(&MemoryRegion::new(ut_start, ut_end), USER_CODE)
+        .expect("map the EL0 code");
+    let mut high =
+        Mapping::with_asid_and_va_range(IdTranslation::new(), 0, 1, El1And0, VaRange::Upper);
+    for (p, attrs) in [
+        ((&raw mut EL1_TAGGED), TAGGED),
+        ((&raw mut EL1_UNTAGGED), UNTAGGED),
+    ] {
+        let pa = p as u64;
+        high.map_range(
+            &MemoryRegion::new(kva(pa) as usize, kva(pa) as usize + 4096),
+            PhysicalAddress(pa as usize),
+            attrs.union(KERNEL_DATA),
+            Constraints::empty(),
+        )
+        .expect("map an EL1 page in TTBR1");
+    }
+    MAIR_EL1.set(MAIR);
+    // The tables live as long as the program.
+    let (low, high) = (Box::leak(Box::new(low)), Box::leak(Box::new(high)));
+    // SAFETY: the MMU is still off, so the TTBRs take effect only when the caller turns it
+    // on; TTBR0 maps all of RAM (code, data, stack, heap, the device tree) at its own
+    // address, and TTBR1 only the two EL1 pages, which Rust code never references through
+    // TTBR1. The tables are leaked.
+    unsafe {
+        low.activate();
+        high.activate();
+    }
+    // Everything written with the caches off (the tables on the heap) is read cacheably
+    // from now on: no stale line may hide it (see mmu::init_heap).
+    crate::mmu::invalidate_image_data();
+}
