@@ -65,6 +65,7 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         | GuestProgram::HostileVector
         | GuestProgram::HostilePatch
         | GuestProgram::HostileStackPatch
+        | GuestProgram::HostileTcoPatch
         | GuestProgram::HostileExclusive
         | GuestProgram::HostileRemap
         | GuestProgram::HostileYield

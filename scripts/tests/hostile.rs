@@ -301,3 +301,43 @@ fn code_whose_mapping_is_switched_is_counted_as_the_new_page() {
     };
     assert_eq!((t.accesses, t.architectural), (accesses, accesses));
 }
+
+#[test]
+fn a_rewritten_msr_tco_under_the_watch_is_a_problem_never_a_total() {
+    let r = boot("mtex.guest=hostile-tco-patch");
+    // The untouched loop: every write at its one site, watched in whichever pass holds it.
+    let plain = r.phase("tco-loop").expect("tco-loop");
+    let total = plain.untraced.as_ref().and_then(|u| u.tco()).unwrap();
+    assert!(total.complete(), "{total:?}");
+    assert_eq!((total.writes_el1, total.writes_el0), (HOSTILE_N, 0));
+    let sites: Vec<_> = plain
+        .untraced
+        .iter()
+        .flat_map(|u| &u.runs)
+        .flat_map(|p| &p.tco_sites)
+        .map(|s| (s.value, s.count))
+        .collect();
+    assert_eq!(sites, [(false, HOSTILE_N)]);
+    // The rewritten one: the watch sees its site hold a NOP, stops, and the run says so.
+    let patched = r.phase("tco-rewritten").expect("tco-rewritten");
+    let total = patched.untraced.as_ref().and_then(|u| u.tco()).unwrap();
+    assert_eq!((total.lost, total.writes_el1), (1, HOSTILE_N));
+    assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    assert!(
+        r.problems[0].contains("tco-rewritten") && r.problems[0].contains("not the run's total"),
+        "{:?}",
+        r.problems
+    );
+    let out = mtex::results::run("run", 0, &r);
+    let counters = &out
+        .phases
+        .iter()
+        .find(|p| p.name == "tco-rewritten")
+        .unwrap()
+        .counters;
+    assert!(
+        !counters.contains_key("untraced.tco_writes"),
+        "{counters:?}"
+    );
+    assert!(!r.succeeded());
+}

@@ -290,6 +290,8 @@ pub enum GuestProgram {
     HostilePatch,
     /// Rewrites the code a run is executing with an SP-based store inside the run.
     HostileStackPatch,
+    /// Rewrites an MSR TCO the TCO watch is watching, in untraced repeatable phases.
+    HostileTcoPatch,
     /// One LDXR/STXR pair per loop iteration, status ignored (not a retry loop).
     HostileExclusive,
     /// Points a live code page's entry at another page under trace (TLBI).
@@ -311,7 +313,7 @@ pub enum GuestProgram {
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 25] = [
+    pub const ALL: [(&'static str, GuestProgram); 26] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -330,6 +332,7 @@ impl GuestProgram {
         ("hostile-vector", Self::HostileVector),
         ("hostile-patch", Self::HostilePatch),
         ("hostile-stack-patch", Self::HostileStackPatch),
+        ("hostile-tco-patch", Self::HostileTcoPatch),
         ("hostile-exclusive", Self::HostileExclusive),
         ("hostile-remap", Self::HostileRemap),
         ("hostile-yield", Self::HostileYield),
@@ -373,7 +376,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-stack-patch, hostile-exclusive, hostile-remap, hostile-yield, hostile-abort-loop, addresses, snippet, probe)",
+                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-stack-patch, hostile-tco-patch, hostile-exclusive, hostile-remap, hostile-yield, hostile-abort-loop, addresses, snippet, probe)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;

@@ -11,6 +11,7 @@ mod patch;
 pub mod remap;
 mod spin;
 mod stack_patch;
+mod tco_patch;
 mod uart;
 mod vector;
 mod wfx;
@@ -37,6 +38,7 @@ pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
         GuestProgram::HostileVector => vector::run(ptr.tagged),
         GuestProgram::HostilePatch => patch::run(ptr.tagged),
         GuestProgram::HostileStackPatch => stack_patch::run(ptr.tagged),
+        GuestProgram::HostileTcoPatch => tco_patch::run(),
         GuestProgram::HostileExclusive => exclusive::run(ptr.tagged),
         GuestProgram::HostileRemap => remap::run(ptr.tagged),
         GuestProgram::HostileAbortLoop => spin::abort_loop(),
