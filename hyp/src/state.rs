@@ -205,8 +205,9 @@ impl Hyp {
             p.check_and_repair();
         }
         if let Some(p) = &mut self.pmu {
-            // A traced phase, and a pass of the TCO watch, count nothing on the slots.
-            p.start_pass(if pass == 0 || watch { u8::MAX } else { pass });
+            // A pass of the TCO watch counts nothing on the slots; a traced phase counts the
+            // MTE events the CPU has, beside the trace, on the same execution.
+            p.start_pass(if watch { u8::MAX } else { pass });
         }
         if watch {
             self.tco.arm(id, (pass - pmu_passes - 1) as usize);
@@ -232,9 +233,9 @@ impl Hyp {
         self.phase.as_ref()?;
         // The slots count EL0 and EL1 only: read them first, as they are.
         let (pass, run) = self.phase.as_ref().map(|p| (p.pass, p.run))?;
-        let counts = match (&mut self.pmu, pass) {
-            (Some(pmu), 1..) => pmu.finish_pass(pass),
-            _ => [None; mtex_abi::report::PMU_COUNTS],
+        let counts = match &mut self.pmu {
+            Some(pmu) => pmu.finish_pass(pass),
+            None => [None; mtex_abi::report::PMU_COUNTS],
         };
         let (pmu_passes, tco_passes) = self.run_passes();
         let passes = pmu_passes + tco_passes;

@@ -266,6 +266,15 @@ const GROUPS: &[(&str, &[(&str, bool)])] = &[
         ],
     ),
     (
+        "this CPU's PMU, traced phase",
+        &[
+            ("pmu.mem_access_checked_rd:k", true),
+            ("pmu.mem_access_checked_wr:k", true),
+            ("pmu.mem_access_checked_rd:u", true),
+            ("pmu.mem_access_checked_wr:u", true),
+        ],
+    ),
+    (
         "this CPU's PMU, untraced",
         &[
             ("untraced.mem_access_checked_rd:k", true),
@@ -438,11 +447,12 @@ fn phase_block(out: &mut Lines, doc: &Results, run: &Run, p: &PhaseOut) {
     }
 }
 
-/// Where the CPU's PMU counted the MTE events (untraced) and the phase was traced: the
-/// silicon's counts against the model's two views, so that a run shows which one this CPU
-/// follows (AmpereOne checks kernel accesses with TCF=NONE: the architectural view; Arm
-/// cores do not: the TCF-elided one). The untraced pass ran the same work at full speed, so
-/// small differences are interrupts landing elsewhere.
+/// Where the CPU's PMU counted the MTE events and the phase was traced: the silicon's counts
+/// against the model's two views, so that a run shows which one this CPU follows (AmpereOne
+/// checks kernel accesses with TCF=NONE: the architectural view; Arm cores do not: the
+/// TCF-elided one). The traced phase's own count (`pmu.`, the same execution) is preferred;
+/// else the untraced pass's (`untraced.`, the same work at full speed, where a small
+/// difference is an interrupt landing elsewhere).
 pub fn silicon_vs_model(p: &PhaseOut) -> Vec<String> {
     let mut out = Vec::new();
     for suffix in ["rd:k", "wr:k", "rd:u", "wr:u"] {
@@ -451,9 +461,11 @@ pub fn silicon_vs_model(p: &PhaseOut) -> Vec<String> {
                 .get(&format!("{prefix}mem_access_checked_{suffix}"))
                 .copied()
         };
-        let (Some(silicon), Some(arch), Some(elided)) =
-            (get("untraced."), get(""), get("tcf_elided."))
-        else {
+        let (Some(silicon), Some(arch), Some(elided)) = (
+            get("pmu.").or_else(|| get("untraced.")),
+            get(""),
+            get("tcf_elided."),
+        ) else {
             continue;
         };
         let diff = |model: u64| signed_thousands(i128::from(silicon) - i128::from(model));

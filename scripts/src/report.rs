@@ -958,6 +958,32 @@ mod tests {
     }
 
     #[test]
+    fn a_traced_phase_puts_the_silicons_mte_counts_beside_the_models() {
+        // As on a CPU with the MTE events: the traced phase's own PMU counted checked reads
+        // at EL1 on the very execution the trace counted.
+        let rd = mtex_abi::report::pmu_event::MEM_ACCESS_CHECKED_RD;
+        let mut records = pmu_phase(1, 1, 0, 1, &[(rd, 1, PmuValue::Counted(1290))], [0, 0]);
+        let mut counts = TraceCounts::default();
+        counts.architectural.rd_k = 1290;
+        counts.tcf_elided.rd_k = 32;
+        counts.instructions_el1 = 0;
+        records.insert(
+            2,
+            Record::PhaseTrace(mtex_abi::report::PhaseTrace { id: 1, counts }),
+        );
+        let r = parse(&stream(records));
+        let out = crate::results::run("run", 0, &r);
+        let p = &out.phases[0];
+        assert_eq!(p.counters["pmu.mem_access_checked_rd:k"], 1290);
+        let lines = crate::perf_text::silicon_vs_model(p);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].ends_with("rd:k: 0 against architectural, +1,258 against TCF-elided"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
     fn a_pass_never_run_or_withheld_is_a_problem() {
         let cycles = mtex_abi::report::pmu_event::CPU_CYCLES;
         // The guest ignored "one more pass": the second pass's events are never counted.

@@ -219,6 +219,15 @@ pub fn counters(p: &Phase) -> BTreeMap<String, u64> {
     if let Some(u) = &p.untraced {
         c.extend(untraced_counters(u).0);
     }
+    // A traced phase's own PMU events (the MTE ones, where the CPU has them): the silicon's
+    // count of the very execution the trace counted.
+    if let Some(m) = p.pmu_record.filter(|m| m.pass == 0) {
+        for count in m.counts.iter().flatten() {
+            if let mtex_abi::report::PmuValue::Counted(v) = count.value {
+                c.insert(format!("pmu.{}", crate::report::pmu_count_name(count)), v);
+            }
+        }
+    }
     c
 }
 

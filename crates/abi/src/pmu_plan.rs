@@ -96,6 +96,23 @@ impl PmuPlan {
             .copied()
     }
 
+    /// What a traced phase counts on the same execution as the trace: the MTE events the CPU
+    /// has, as many as there are counters (reads before writes, EL1 before EL0).
+    pub fn traced(&self) -> impl Iterator<Item = Counted> + '_ {
+        self.supported
+            .iter()
+            .flatten()
+            .filter(|c| {
+                !c.raw
+                    && matches!(
+                        c.event,
+                        pmu_event::MEM_ACCESS_CHECKED_RD | pmu_event::MEM_ACCESS_CHECKED_WR
+                    )
+            })
+            .take(self.slots)
+            .copied()
+    }
+
     /// The events the CPU does not implement (or that no counter is free for).
     pub fn unsupported(&self) -> impl Iterator<Item = Counted> + '_ {
         self.unsupported.iter().flatten().copied()
@@ -157,6 +174,22 @@ mod tests {
         assert!(plan.pass(4).all(|c| c.raw));
         // With four counters free, two passes do it.
         assert_eq!(PmuPlan::new(MTE, 4, &[0x08]).passes(), 2);
+    }
+
+    #[test]
+    fn a_traced_phase_counts_the_mte_events_that_fit() {
+        let traced = |pmceid, slots| {
+            PmuPlan::new(pmceid, slots, &[0x4025])
+                .traced()
+                .map(|c| (c.event, c.el))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(traced(MTE, 2), [(0x4025, 1), (0x4025, 0)]);
+        assert_eq!(
+            traced(MTE, 8),
+            [(0x4025, 1), (0x4025, 0), (0x4026, 1), (0x4026, 0)]
+        );
+        assert!(traced(NO_MTE, 8).is_empty());
     }
 
     #[test]
