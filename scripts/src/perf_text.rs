@@ -287,10 +287,7 @@ const GROUPS: &[(&str, &[(&str, bool)])] = &[
         "MSR TCO, breakpoints, untraced",
         &[("untraced.tco_writes", true), ("untraced.tco_sites", false)],
     ),
-    (
-        "untraced passes: PMU events, TCO watch",
-        &[("untraced.passes", false)],
-    ),
+    ("untraced passes", &[("untraced.passes", false)]),
     ("MSR TCO executed", &[("tco_writes", true)]),
     ("PSTATE.TCO changes", &[("tco_changes", false)]),
     (
