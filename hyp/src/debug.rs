@@ -39,6 +39,8 @@ pub fn unlock_for_step() -> bool {
     locked
 }
 
+/// MDCR_EL2.TDE: debug exceptions from EL1/EL0 go to EL2.
+pub const MDCR_TDE: u64 = 1 << 8;
 /// MDSCR_EL1.MDE: breakpoint exceptions enabled.
 pub const MDSCR_MDE: u64 = 1 << 15;
 /// DBGBCR<n>_EL1: enabled, all byte lanes, EL1 and EL0 (PMC = 0b11), address match.
@@ -47,12 +49,14 @@ pub const BCR_ENABLED: u64 = (0b1111 << 5) | (0b11 << 1) | 1;
 pub const BREAKPOINTS_USED: usize = 6;
 
 /// Sets breakpoint `n` (value and control). aarch64-cpu has no accessors for the numbered
-/// debug registers, and MSR needs the register number in the instruction.
+/// debug registers, and MSR needs the register number in the instruction. Callers keep `n`
+/// below `crate::trace::breakpoints()`: a breakpoint the CPU lacks is UNDEFINED to write.
 pub fn set_breakpoint(n: usize, addr: u64, control: u64) {
     macro_rules! bp {
         ($bvr:literal, $bcr:literal) => {
             // SAFETY: DBGBVR/DBGBCR only configure debug events, routed to EL2 (TDE); the
-            // guest's own breakpoint registers are a shadow (above), never these.
+            // guest's own breakpoint registers are a shadow (above), never these; callers keep
+            // `n` below the CPU's number of breakpoints.
             unsafe {
                 core::arch::asm!(
                     concat!("msr ", $bvr, ", {a}"),

@@ -20,11 +20,13 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
     unsafe { crate::fast_step::settle_guest_time() };
     HYP.with(|hyp| {
         let esr = Esr(ESR_EL2.get());
+        // A breakpoint of the TCO watch (no traced phase) is an exit of its own, not a step.
         let step = kind == SYNC
-            && matches!(
-                esr.ec(),
-                ExceptionClass::SoftwareStepLower | ExceptionClass::BreakpointLower
-            );
+            && match esr.ec() {
+                ExceptionClass::SoftwareStepLower => true,
+                ExceptionClass::BreakpointLower => hyp.tracer.active(),
+                _ => false,
+            };
         count_exit(hyp, ctx, step);
         // An interrupt taken before the stepped instruction ran (SPSR_EL2.SS still set)
         // leaves it pending; anything else means it completed, trapped or faulted.

@@ -10,17 +10,15 @@
 //! writes elsewhere at run time is not.
 
 use crate::context::GuestContext;
-use crate::debug::{BCR_ENABLED, BREAKPOINTS_USED, MDSCR_MDE, set_breakpoint};
-use aarch64_cpu::registers::{MDCR_EL2, MDSCR_EL1, TCR_EL1, TTBR0_EL1, TTBR1_EL1};
+use crate::context::SPSR_TCO;
+use crate::debug::{BCR_ENABLED, BREAKPOINTS_USED, MDCR_TDE, MDSCR_MDE, set_breakpoint};
+use aarch64_cpu::registers::{MDCR_EL2, MDSCR_EL1, SCTLR_EL1, TCR_EL1, TTBR0_EL1, TTBR1_EL1};
 use mtex_abi::report::{TCO_WATCH_SITES, TcoSite, TcoWatch};
+use mtex_arch::stage1::WalkError;
 use mtex_platform::guest_vm::GuestRam;
 use mtex_trace::decode::{self, Insn};
 use tock_registers::interfaces::{Readable, Writeable};
 
-/// MDCR_EL2.TDE: debug exceptions from EL1/EL0 go to EL2.
-const MDCR_TDE: u64 = 1 << 8;
-/// SPSR_EL2.TCO.
-const SPSR_TCO: u64 = 1 << 25;
 /// Most executable pages one scan reads (a guest mapping its whole RAM executable would
 /// otherwise cost seconds): past it, the scan stops and its sites are all `unwatched` counts
 /// can say.
@@ -128,10 +126,23 @@ impl Watcher {
                 page += 0x1000;
             }
         };
-        for (upper, ttbr) in [(true, TTBR1_EL1.get()), (false, TTBR0_EL1.get())] {
-            // A half not walked has no sites the scan could find; a guest with the other
-            // granules gets no watch there (its count would then read 0 sites).
-            let _ = mtex_arch::stage1::executable_leaves(tcr, ttbr, upper, read, &mut found);
+        if SCTLR_EL1.get() & 1 == 0 {
+            // MMU off: the image runs at its guest addresses.
+            found(mtex_arch::stage1::Leaf {
+                va: image,
+                ipa: image,
+                size,
+            });
+        } else {
+            let mut unreadable = 0;
+            for (upper, ttbr) in [(true, TTBR1_EL1.get()), (false, TTBR0_EL1.get())] {
+                match mtex_arch::stage1::executable_leaves(tcr, ttbr, upper, read, &mut found) {
+                    Ok(_) | Err(WalkError::Disabled) => {}
+                    // A half this walk cannot read may hold sites: the count says so.
+                    Err(_) => unreadable += 1,
+                }
+            }
+            self.unwatched += unreadable;
         }
         log::info!(
             "TCO watch: {} sites ({} more not kept) in {} executable image pages",
@@ -168,7 +179,8 @@ impl Watcher {
             pages: self.pages,
             ..TcoWatch::default()
         };
-        for i in 0..BREAKPOINTS_USED {
+        self.watched = [Site::default(); BREAKPOINTS_USED];
+        for i in 0..per {
             let va = if i < n { self.sites[first + i] } else { 0 };
             self.watched[i] = Site { va, writes: [0; 2] };
             set_breakpoint(i, va, if i < n { BCR_ENABLED } else { 0 });
@@ -222,7 +234,7 @@ impl Watcher {
 
     /// Breakpoints off and debug exceptions back where they were.
     fn disarm(&mut self) {
-        for i in 0..BREAKPOINTS_USED {
+        for i in 0..Self::per_pass() {
             set_breakpoint(i, 0, 0);
         }
         MDCR_EL2.set(MDCR_EL2.get() & !MDCR_TDE);

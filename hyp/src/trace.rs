@@ -22,8 +22,7 @@ mod runs;
 const SPSR_SS: u64 = 1 << 21;
 /// SPSR_EL2.UAO: LDTR/STTR at EL1 are privileged.
 const SPSR_UAO: u64 = 1 << 23;
-/// MDCR_EL2.TDE: debug exceptions from EL1/EL0 go to EL2.
-const MDCR_TDE: u64 = 1 << 8;
+use crate::debug::MDCR_TDE;
 /// MDSCR_EL1.SS: software step enable.
 const MDSCR_SS: u64 = 1 << 0;
 /// Stage-1 MAIR attribute of Tagged Normal memory.

@@ -66,12 +66,16 @@ pub fn executable_leaves(
     // 0 bits 47:39. The walk starts at the level holding the top VA bit.
     let start = 4 - (va_bits - 12).div_ceil(9);
     let base_va = if upper { !0u64 << va_bits } else { 0 };
+    // The start table is aligned to its size (at least 64 bytes): TTBR.BADDR's bits below
+    // that are RES0, and bit 0 is CnP.
+    let table_bytes = (8u64 << (va_bits - shift(start)).min(9)).max(64);
+    let table = ttbr & 0x0000_ffff_ffff_fffe & !(table_bytes - 1);
     let mut entries = 0;
     walk(
         &read,
         &mut leaf,
         &mut entries,
-        ttbr & OA_MASK,
+        table,
         start,
         base_va,
         va_bits,
@@ -173,6 +177,34 @@ mod tests {
         // The same tables through TTBR1: the VAs are in the upper half.
         let upper = walk_all(&mem, true, 0x1000);
         assert_eq!(upper[0].va, 0xffff_ff80_0000_0000 | (1 << 30) | (5 << 12));
+    }
+
+    #[test]
+    fn a_48_bit_space_starts_at_level_0_and_a_small_top_table_keeps_its_offset() {
+        // T0SZ = 16: level 0; entry 0 -> level 1 at 0x2000, whose entry 2 is a 1 GiB block.
+        let mut mem = BTreeMap::new();
+        mem.insert(0x1000, 0x2000 | 0b11);
+        mem.insert(0x2000 + 2 * 8, 0x8000_0000 | PXN | 0b01);
+        let mut out = Vec::new();
+        let read = |a| Some(*mem.get(&a).unwrap_or(&0));
+        executable_leaves(16, 0x1000 | 1, false, read, |l| out.push(l)).unwrap();
+        assert_eq!(
+            out,
+            [Leaf {
+                va: 2 << 30,
+                ipa: 0x8000_0000,
+                size: 1 << 30
+            }]
+        );
+        // T0SZ = 33 (31-bit VA): the level-1 table has 2 entries, 64-byte aligned, and may
+        // sit at an offset inside its page.
+        let mut mem = BTreeMap::new();
+        mem.insert(0x1040 + 8, 0x4000_0000 | UXN | 0b01);
+        let mut out = Vec::new();
+        let read = |a| Some(*mem.get(&a).unwrap_or(&0));
+        let entries = executable_leaves(33, 0x1040, false, read, |l| out.push(l)).unwrap();
+        assert_eq!(entries, 2);
+        assert_eq!(out[0].va, 1 << 30);
     }
 
     #[test]
