@@ -27,7 +27,8 @@ macro_rules! case {
             let (result, fault): (u64, u64);
             // SAFETY: the access touches only the granule `ptr` points at (owned for this
             // test); a tag-check fault is resumed after the access by the EL1 vector, which
-            // changes only x16/x17; the HVCs are mtex calls that change only x0.
+            // changes only x16/x17; the HVCs are mtex calls that change only x0 and x1 (both
+            // declared).
             unsafe {
                 core::arch::asm!(
                     ".arch_extension memtag",

@@ -41,8 +41,9 @@ macro_rules! phase_asm {
         let (x0, id, name, flags) = $crate::hvc::begin_args($id, $name);
         let flags = if $traced { flags } else { 0 };
         let r: u64;
-        // SAFETY: the HVCs are mtex calls that change only x0; what the body touches is said
-        // by each caller (only memory this program owns, and registers declared here).
+        // SAFETY: the HVCs are mtex calls that change only x0 and x1 (both declared); what the
+        // body touches is said by each caller (only memory this program owns, and registers
+        // declared here).
         unsafe {
             core::arch::asm!(
                 $($before,)*
@@ -92,21 +93,23 @@ pub fn phase_begin_flags(id: u32, name: &str, flags: u64) -> u64 {
 }
 
 /// Opens phase `id` for one (policy, workload) run of the kernel scenario: traced or not,
-/// and with `again` another phase of the run the previous phase measured. With `repeatable`,
-/// the kernel runs as many passes as the hypervisor asks for, its TCO watch's included.
+/// and with `again` another phase of the run the previous phase measured. Untraced phases
+/// are repeatable (the kernel runs as many passes as the hypervisor asks for); with
+/// `watch_tco` their passes include the TCO watch's.
 pub fn phase_begin_run(
     id: u32,
     name: &str,
     params: &mtex_abi::scenario::PhaseParams,
     traced: bool,
     again: bool,
-    repeatable: bool,
+    watch_tco: bool,
 ) -> u64 {
     let r: [u64; 4] = hc::pack_bytes(name.as_bytes());
     let p = params.to_regs();
     let flags = if traced { hc::PHASE_TRACED } else { 0 }
         | if again { hc::PHASE_AGAIN } else { 0 }
-        | if repeatable { hc::PHASE_REPEATABLE } else { 0 }
+        | if traced { 0 } else { hc::PHASE_REPEATABLE }
+        | if watch_tco { hc::PHASE_WATCH_TCO } else { 0 }
         | hc::PHASE_PARAMS;
     call(
         hc::PHASE_BEGIN,

@@ -33,7 +33,7 @@ use alloc::format;
 use alloc::string::String;
 use cells::Fault;
 use fdt::Fdt;
-use mtex_abi::hypercall::{PHASE_AGAIN, pack_bytes, ret};
+use mtex_abi::hypercall::{PHASE_AGAIN, PHASE_REPEATABLE, pack_bytes, ret};
 use mtex_abi::program;
 use mtex_abi::scenario::Tcf;
 use mtex_arch::mte_bits::{sctlr, tcr, with_tag};
@@ -148,7 +148,8 @@ fn passes<T: PartialEq>(
     mut pass: impl FnMut(u32, u64) -> (u64, u64, T),
 ) -> Result<T, u64> {
     let mut first: Option<T> = None;
-    let mut flags = 0;
+    // Repeatable: the PMU's events that do not fit one pass get passes of their own.
+    let mut flags = PHASE_REPEATABLE;
     loop {
         *ids += 1;
         let (end, more, t) = pass(*ids, flags);
@@ -168,7 +169,7 @@ fn passes<T: PartialEq>(
         if more == 0 {
             return Ok(first.expect("set by the first pass"));
         }
-        flags = PHASE_AGAIN;
+        flags = PHASE_REPEATABLE | PHASE_AGAIN;
     }
 }
 

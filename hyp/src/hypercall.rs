@@ -39,7 +39,12 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     if id == 0
         || ctx.x[1] > u32::MAX as u64
         || hyp.phase.is_some()
-        || flags & !(hc::PHASE_TRACED | hc::PHASE_PARAMS | hc::PHASE_AGAIN | hc::PHASE_REPEATABLE)
+        || flags
+            & !(hc::PHASE_TRACED
+                | hc::PHASE_PARAMS
+                | hc::PHASE_AGAIN
+                | hc::PHASE_REPEATABLE
+                | hc::PHASE_WATCH_TCO)
             != 0
     {
         return ret::INVALID_PARAMETERS;
@@ -48,20 +53,11 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     let regs8 = [
         ctx.x[2], ctx.x[3], ctx.x[4], ctx.x[5], ctx.x[7], ctx.x[8], ctx.x[9], ctx.x[10],
     ];
-    let (run, pass) = if flags & hc::PHASE_AGAIN == 0 {
-        (id, if traced { 0 } else { 1 })
-    } else {
-        // Another phase of the last run: the same name and parameters, its next untraced
-        // pass (never after its traced phase) or its traced phase.
-        let same = |l: &crate::state::LastRun| {
-            l.regs[..4] == regs8[..4]
-                && (flags & hc::PHASE_PARAMS == 0 || l.regs[4..] == regs8[4..])
-        };
-        match hyp.last_run {
-            Some(l) if same(&l) && traced => (l.run, 0),
-            Some(l) if same(&l) && l.pass > 0 && l.pass < u8::MAX => (l.run, l.pass + 1),
-            _ => return ret::INVALID_PARAMETERS,
-        }
+    // A new run, or (PHASE_AGAIN) the next phase of the last one (`mtex_abi::runs`).
+    let Some((run, pass)) =
+        mtex_abi::runs::next_phase(hyp.last_run.as_ref(), hyp.next_run, flags, regs8)
+    else {
+        return ret::INVALID_PARAMETERS;
     };
     let params = if flags & hc::PHASE_PARAMS != 0 {
         match PhaseParams::from_regs([ctx.x[7], ctx.x[8], ctx.x[9], ctx.x[10]]) {
@@ -82,12 +78,27 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     }));
     // Counting starts after the record went out, so a phase's EL2 figures hold its own
     // exits and not the cost of announcing it.
-    hyp.last_run = Some(crate::state::LastRun {
+    if run == hyp.next_run {
+        hyp.next_run += 1;
+    }
+    hyp.last_run = Some(mtex_abi::runs::LastRun {
         run,
         pass,
+        passes: hyp
+            .last_run
+            .filter(|l| l.run == run)
+            .map_or(0, |l| l.passes),
+        flags,
         regs: regs8,
     });
-    hyp.begin_phase(id, run, pass, flags & hc::PHASE_REPEATABLE != 0);
+    let repeatable = flags & hc::PHASE_REPEATABLE != 0;
+    hyp.begin_phase(
+        id,
+        run,
+        pass,
+        repeatable,
+        repeatable && flags & hc::PHASE_WATCH_TCO != 0,
+    );
     log::debug!(
         "phase {id} begins at pc {:#x}, traced: {traced}, guest clock {}",
         ctx.elr,
@@ -108,6 +119,9 @@ fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
     let Some((id, stats, pmu, more, watch)) = hyp.end_phase() else {
         return ret::INVALID_PARAMETERS;
     };
+    if let Some(l) = &mut hyp.last_run {
+        l.passes = pmu.passes;
+    }
     log::debug!(
         "phase {id} ends: {} exits, {} steps, guest clock {}",
         stats.exits,

@@ -199,8 +199,9 @@ impl Pmu {
     }
 
     /// Ends the open pass: its figures (withheld if its counters were disturbed), and on the
-    /// first pass the events the CPU lacks.
-    pub fn finish_pass(&mut self, pass: u8) -> [Option<PmuCount>; PMU_COUNTS] {
+    /// first pass the events the CPU lacks and, for a guest that does not repeat its work
+    /// (not `repeatable`), those of the passes that will never run.
+    pub fn finish_pass(&mut self, pass: u8, repeatable: bool) -> [Option<PmuCount>; PMU_COUNTS] {
         let mask = self.slot_mask();
         let enabled = sysreg_read!("pmcntenset_el0") & mask == mask;
         let overflowed = sysreg_read!("pmovsset_el0") & mask != 0;
@@ -226,12 +227,17 @@ impl Pmu {
             n += 1;
         }
         if pass == 1 {
-            for c in self.plan.unsupported() {
+            let later = (2..=self.plan.passes())
+                .filter(|_| !repeatable)
+                .flat_map(|p| self.plan.pass(p))
+                .map(|c| (c, PmuValue::NotCounted));
+            let missing = self.plan.unsupported().map(|c| (c, PmuValue::NotSupported));
+            for (c, value) in missing.chain(later) {
                 out[n] = Some(PmuCount {
                     event: c.event,
                     el: c.el,
                     raw: c.raw,
-                    value: PmuValue::NotSupported,
+                    value,
                 });
                 n += 1;
             }

@@ -32,6 +32,8 @@ pub struct OpenPhase {
     /// Its run (the id of the run's first phase) and pass (1-based untraced pass, 0 traced).
     pub run: u32,
     pub pass: u8,
+    /// The guest runs the passes asked for (PHASE_REPEATABLE).
+    pub repeatable: bool,
     pub at_begin: Counters,
     pub pmu_at_begin: Option<[u64; 3]>,
     pub flush_at_begin: u64,
@@ -55,8 +57,10 @@ pub struct Hyp {
     pub guest_pmu: crate::pmu::GuestPmuState,
     /// The guest's debug registers (a shadow: `debug.rs`).
     pub guest_debug: mtex_arch::GuestDebug,
-    /// The run the last phase belonged to, for a PHASE_AGAIN (`hypercall.rs`).
-    pub last_run: Option<LastRun>,
+    /// The run the last phase belonged to, for a PHASE_AGAIN (`mtex_abi::runs`), and the
+    /// serial number the next run takes.
+    pub last_run: Option<mtex_abi::runs::LastRun>,
+    pub next_run: u32,
     /// The MSR TCO sites watched in untraced passes.
     pub tco: crate::tco_watch::Watcher,
     /// Passes the open run's TCO watch takes (after its PMU passes).
@@ -68,15 +72,6 @@ pub type Watched = (
     mtex_abi::report::TcoWatch,
     [Option<mtex_abi::report::TcoSite>; 2 * crate::debug::BREAKPOINTS_USED],
 );
-
-/// What a phase opened with PHASE_AGAIN must repeat: the run's id, the last pass, and the
-/// name and parameter registers (x2..x5, x7..x10) it was opened with.
-#[derive(Clone, Copy)]
-pub struct LastRun {
-    pub run: u32,
-    pub pass: u8,
-    pub regs: [u64; 8],
-}
 
 impl Hyp {
     pub fn new(
@@ -104,6 +99,7 @@ impl Hyp {
             fast_traps: step == mtex_abi::options::StepMode::Fast,
             guest_pmu: Default::default(),
             last_run: None,
+            next_run: 1,
             // Off until the boot sets it (`mtex.tco_watch`, with the image's place).
             tco: crate::tco_watch::Watcher::new(false, guest_ram, (0, 0)),
             run_tco_passes: 0,
@@ -182,20 +178,24 @@ impl Hyp {
         self.report.finish(exit)
     }
 
-    /// The run's passes: those the PMU's events need, then those of the TCO watch.
-    pub fn run_passes(&self) -> (u8, u8) {
-        let pmu = self.pmu.as_ref().map_or(1, |p| p.plan().passes());
+    /// The run's passes: those the PMU's events need (one for a guest that does not repeat
+    /// its work), then those of the TCO watch.
+    pub fn run_passes(&self, repeatable: bool) -> (u8, u8) {
+        let pmu = match &self.pmu {
+            Some(p) if repeatable => p.plan().passes(),
+            _ => 1,
+        };
         (pmu, self.run_tco_passes)
     }
 
     /// Opens phase `id`, pass `pass` of run `run`, at this point of the run. With
-    /// `repeatable`, the guest runs as many passes as asked: the first one scans for the TCO
-    /// watch's sites, and the passes after the PMU's watch them.
-    pub fn begin_phase(&mut self, id: u32, run: u32, pass: u8, repeatable: bool) {
+    /// `repeatable`, the guest runs as many passes as asked; with `watch_tco` too, the first
+    /// one scans for the TCO watch's sites, and the passes after the PMU's watch them.
+    pub fn begin_phase(&mut self, id: u32, run: u32, pass: u8, repeatable: bool, watch_tco: bool) {
         if pass == 1 {
-            self.run_tco_passes = if repeatable { self.tco.scan() } else { 0 };
+            self.run_tco_passes = if watch_tco { self.tco.scan() } else { 0 };
         }
-        let (pmu_passes, tco_passes) = self.run_passes();
+        let (pmu_passes, tco_passes) = self.run_passes(repeatable);
         let watch = pass > pmu_passes && pass - pmu_passes <= tco_passes;
         // Writes so far are framed, counted and attributed before the phase starts.
         let at_begin = self.counters_now();
@@ -217,6 +217,7 @@ impl Hyp {
             id,
             run,
             pass,
+            repeatable,
             at_begin,
             pmu_at_begin,
             flush_at_begin: self.report.flush_instructions,
@@ -232,12 +233,12 @@ impl Hyp {
     pub fn end_phase(&mut self) -> Option<(u32, PhaseStats, PhasePmu, u8, Option<Watched>)> {
         self.phase.as_ref()?;
         // The slots count EL0 and EL1 only: read them first, as they are.
-        let (pass, run) = self.phase.as_ref().map(|p| (p.pass, p.run))?;
+        let (pass, run, repeatable) = self.phase.as_ref().map(|p| (p.pass, p.run, p.repeatable))?;
         let counts = match &mut self.pmu {
-            Some(pmu) => pmu.finish_pass(pass),
+            Some(pmu) => pmu.finish_pass(pass, repeatable),
             None => [None; mtex_abi::report::PMU_COUNTS],
         };
-        let (pmu_passes, tco_passes) = self.run_passes();
+        let (pmu_passes, tco_passes) = self.run_passes(repeatable);
         let passes = pmu_passes + tco_passes;
         let watch =
             (pass > pmu_passes && pass - pmu_passes <= tco_passes).then(|| self.tco.finish());

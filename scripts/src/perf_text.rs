@@ -393,11 +393,14 @@ fn phase_block(out: &mut Lines, doc: &Results, run: &Run, p: &PhaseOut) {
             }
         }
         if members.first().map(|m| m.0) == Some(SILICON_FIRST) {
-            // Events the CPU does not have: perf's own words, never a 0.
-            for name in &p.not_supported {
+            // Events the CPU does not have (perf's own words), or whose pass never ran: never
+            // a 0.
+            let missing = p.not_supported.iter().map(|n| ("<not supported>", n));
+            let uncounted = p.not_counted.iter().map(|n| ("<not counted>", n));
+            for (what, name) in missing.chain(uncounted) {
                 let mut l = format!(
                     "{:>VALUE_COLUMNS$}      {:<NAME_COLUMNS$}",
-                    "<not supported>",
+                    what,
                     clean(name)
                 );
                 if !note.is_empty() {

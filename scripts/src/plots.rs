@@ -293,6 +293,7 @@ mod tests {
             end_ts: Some(begin + 1_000_000),
             counters,
             not_supported: Vec::new(),
+            not_counted: Vec::new(),
         }
     }
 

@@ -447,7 +447,8 @@ fn judge(m: &Measured, write: bool, pmu: Option<PmuValue>) -> AccessVerdict {
     let seen = match pmu {
         Some(PmuValue::Counted(n)) => Seen::Pmu(n),
         _ if tcf != Tcf::None => Seen::Fault(fault),
-        Some(PmuValue::Withheld) => Seen::Withheld,
+        // Withheld, or a pass the probe did not run: no figure either way.
+        Some(PmuValue::Withheld | PmuValue::NotCounted) => Seen::Withheld,
         Some(PmuValue::NotSupported) | None => Seen::NoEvents,
     };
     // The fault the architecture requires of a failed check in this mode.

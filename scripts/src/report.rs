@@ -338,6 +338,21 @@ fn check_figures(r: &mut Report) {
         if let Some(u) = &p.untraced {
             untraced_problems(&name, u, &mut problems, &mut r.notes);
         }
+        // The traced phase's own MTE counts (silicon beside the model): withheld is a problem.
+        let withheld: Vec<String> = p
+            .pmu_record
+            .filter(|m| m.pass == 0)
+            .iter()
+            .flat_map(|m| m.counts.iter().flatten().copied())
+            .filter(|c| c.value == PmuValue::Withheld)
+            .map(|c| pmu_count_name(&c))
+            .collect();
+        if !withheld.is_empty() {
+            problems.push(format!(
+                "{name}: the hypervisor's PMU counters were disturbed in the traced phase; withheld: {}",
+                withheld.join(", ")
+            ));
+        }
         if let Some(t) = &p.trace {
             if t.runs_lost > 0 {
                 problems.push(format!(
@@ -410,6 +425,28 @@ fn untraced_problems(
         problems.push(format!(
             "{name}: the hypervisor's PMU counters were disturbed in an untraced pass; withheld: {}",
             withheld.join(", ")
+        ));
+    }
+    let counts = || u.runs.iter().flat_map(|p| &p.counts);
+    let raw_unchecked: Vec<String> = counts()
+        .filter(|c| c.raw && !mtex_abi::report::pmu_event::described_by_pmceid(c.event))
+        .filter(|c| matches!(c.value, PmuValue::Counted(_)))
+        .map(pmu_count_name)
+        .collect();
+    if !raw_unchecked.is_empty() {
+        notes.push(format!(
+            "{name}: {} are IMPLEMENTATION DEFINED events PMCEID cannot describe: counted as the CPU reports them (a CPU without one may count 0)",
+            raw_unchecked.join(", ")
+        ));
+    }
+    let uncounted: Vec<String> = counts()
+        .filter(|c| c.value == PmuValue::NotCounted)
+        .map(pmu_count_name)
+        .collect();
+    if !uncounted.is_empty() {
+        notes.push(format!(
+            "{name}: not counted (the guest does not repeat its work, and one pass had no counter left): {}",
+            uncounted.join(", ")
         ));
     }
     if let Some(t) = u.tco().filter(|t| !t.complete()) {
@@ -981,6 +1018,33 @@ mod tests {
             lines[0].ends_with("rd:k: 0 against architectural, +1,258 against TCF-elided"),
             "{lines:?}"
         );
+    }
+
+    #[test]
+    fn runs_fold_by_their_serial_whatever_ids_the_guest_reuses() {
+        let cycles = mtex_abi::report::pmu_event::CPU_CYCLES;
+        // A guest that opens phase 1 twice, as two runs (serials 1 and 2), each untraced
+        // then traced, and a traced phase 1 again as a run of its own (serial 3).
+        let c = |n| [(cycles, 1, PmuValue::Counted(n))];
+        let records = [
+            pmu_phase(1, 1, 1, 1, &c(10), [10, 0]),
+            pmu_phase(2, 1, 0, 1, &[], [10, 0]),
+            pmu_phase(1, 2, 1, 1, &c(20), [20, 0]),
+            pmu_phase(2, 2, 0, 1, &[], [20, 0]),
+            pmu_phase(1, 3, 0, 1, &[], [30, 0]),
+        ]
+        .concat();
+        let r = parse(&stream(records));
+        let figures: Vec<_> = r.phases.iter().map(|p| (p.id, p.pmu(cycles, 1))).collect();
+        assert_eq!(
+            figures,
+            [
+                (2, Some(PmuValue::Counted(10))),
+                (2, Some(PmuValue::Counted(20))),
+                (1, None)
+            ]
+        );
+        assert!(r.notes.is_empty(), "{:?}", r.notes);
     }
 
     #[test]

@@ -87,6 +87,9 @@ pub struct PhaseOut {
     /// never shown as 0.
     #[serde(default)]
     pub not_supported: Vec<String>,
+    /// Counters whose pass never ran (a guest program that does not repeat its work).
+    #[serde(default)]
+    pub not_counted: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,7 +220,7 @@ pub fn counters(p: &Phase) -> BTreeMap<String, u64> {
         }
     }
     if let Some(u) = &p.untraced {
-        c.extend(untraced_counters(u).0);
+        c.extend(untraced_counters(u).counters);
     }
     // A traced phase's own PMU events (the MTE ones, where the CPU has them): the silicon's
     // count of the very execution the trace counted.
@@ -231,13 +234,21 @@ pub fn counters(p: &Phase) -> BTreeMap<String, u64> {
     c
 }
 
-/// The PMU backend's figures of a run's untraced passes, under `untraced.`: instructions
-/// per EL (`:h` the hypervisor's), cycles, the MTE events and raw ones per EL, the passes it
-/// took; and the names of the events the CPU does not have.
-pub fn untraced_counters(u: &crate::report::Untraced) -> (BTreeMap<String, u64>, Vec<String>) {
+/// The PMU backend's figures of a run's untraced passes.
+pub struct UntracedOut {
+    /// Under `untraced.`: instructions per EL (`:h` the hypervisor's), cycles, the MTE
+    /// events and raw ones per EL, the passes it took, the TCO watch's.
+    pub counters: BTreeMap<String, u64>,
+    /// The events the CPU does not have, and those whose pass never ran.
+    pub not_supported: Vec<String>,
+    pub not_counted: Vec<String>,
+}
+
+pub fn untraced_counters(u: &crate::report::Untraced) -> UntracedOut {
     use mtex_abi::report::PmuValue;
     let mut c = BTreeMap::new();
     let mut missing = Vec::new();
+    let mut not_counted = Vec::new();
     let [h, k, user] = u.instructions();
     for (name, v) in [
         ("untraced.instructions:h", h),
@@ -266,11 +277,16 @@ pub fn untraced_counters(u: &crate::report::Untraced) -> (BTreeMap<String, u64>,
                 c.insert(name, v);
             }
             PmuValue::NotSupported => missing.push(name),
+            PmuValue::NotCounted => not_counted.push(name),
             // A problem of the run already; no figure.
             PmuValue::Withheld => {}
         }
     }
-    (c, missing)
+    UntracedOut {
+        counters: c,
+        not_supported: missing,
+        not_counted,
+    }
 }
 
 fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
@@ -297,7 +313,12 @@ fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
         not_supported: p
             .untraced
             .as_ref()
-            .map(|u| untraced_counters(u).1)
+            .map(|u| untraced_counters(u).not_supported)
+            .unwrap_or_default(),
+        not_counted: p
+            .untraced
+            .as_ref()
+            .map(|u| untraced_counters(u).not_counted)
             .unwrap_or_default(),
     }
 }

@@ -454,6 +454,7 @@ fn phase() -> impl Strategy<Value = PhaseOut> {
                     begin_ts: b,
                     end_ts: e,
                     counters,
+                    not_counted: not_supported.iter().rev().cloned().collect(),
                     not_supported,
                 }
             },

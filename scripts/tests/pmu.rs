@@ -167,3 +167,28 @@ fn msr_tco_writes_watched_with_breakpoints_equal_the_traces_site_by_site() {
     }
     assert!(any_writes, "no MSR TCO to watch");
 }
+
+#[test]
+fn a_guest_that_does_not_repeat_its_work_gets_not_counted_never_a_figure() {
+    // hostile-cpu opens its phases without PHASE_REPEATABLE: the raw event's pass will never
+    // run, so it is reported as not counted (a note), and no pass is asked for.
+    let r = boot("mtex.guest=hostile-cpu mtex.pmu_events=0x8");
+    assert!(r.succeeded(), "{:?}", r.problems);
+    let u = r.phases[1].untraced.as_ref().unwrap();
+    assert_eq!((u.passes, u.runs.len()), (1, 1));
+    assert_eq!(u.get(0x08, 1, true), Some(PmuValue::NotCounted));
+    assert!(matches!(
+        r.phases[1].pmu(pmu_event::CPU_CYCLES, 1),
+        Some(PmuValue::Counted(n)) if n > 0
+    ));
+    assert!(
+        r.notes.iter().any(|n| n.contains("not counted")),
+        "{:?}",
+        r.notes
+    );
+    let out = mtex::results::run("run", 0, &r);
+    assert_eq!(
+        out.phases[1].not_counted,
+        ["untraced.raw.0x0008:k", "untraced.raw.0x0008:u"]
+    );
+}

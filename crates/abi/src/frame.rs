@@ -369,6 +369,7 @@ mod tests {
             any::<u64>().prop_map(PmuValue::Counted),
             Just(PmuValue::NotSupported),
             Just(PmuValue::Withheld),
+            Just(PmuValue::NotCounted),
         ];
         let count =
             (any::<u16>(), 0u8..2, any::<bool>(), value).prop_map(|(event, el, raw, value)| {

@@ -43,9 +43,13 @@ pub const PHASE_PARAMS: u64 = 1 << 1;
 pub const PHASE_AGAIN: u64 = 1 << 2;
 
 /// PHASE_BEGIN flag: the guest runs the work again as often as PHASE_END's x1 asks, so the
-/// hypervisor may use extra passes for what does not fit in one (breakpoints on the guest's
-/// MSR TCO sites). Without it, only the PMU's passes are asked for.
+/// PMU's events that do not fit one pass get passes of their own. Without it, x1 is 0 and
+/// those events are reported as not counted.
 pub const PHASE_REPEATABLE: u64 = 1 << 3;
+/// PHASE_BEGIN flag (with [`PHASE_REPEATABLE`]): after the PMU's passes, more passes watch
+/// the guest image's MSR TCO sites with breakpoints (untraced runs: a traced run's trace
+/// counts every MSR TCO already).
+pub const PHASE_WATCH_TCO: u64 = 1 << 4;
 
 /// Version of this ABI, major in bits 31:16, minor in 15:0.
 pub const ABI_VERSION: u64 = 1 << 16 | 2;

@@ -13,6 +13,7 @@ pub mod options;
 pub mod pmu_plan;
 pub mod program;
 pub mod report;
+pub mod runs;
 pub mod scenario;
 pub mod text;
 

@@ -153,13 +153,16 @@ pub enum PmuValue {
     /// The hypervisor's counters were disturbed (stopped, reprogrammed, or a 32-bit counter
     /// overflowed) during the phase: no figure.
     Withheld,
+    /// The event's pass never ran: the guest does not repeat its work (no PHASE_REPEATABLE),
+    /// and one pass had no counter left for it.
+    NotCounted,
 }
 
 /// The PMU backend's figures of one phase. A run of the kernel scenario (one policy, one
 /// workload) may take several phases: untraced passes 1..=`passes`, each counting the next
 /// set of events on the counters the hypervisor has free (deterministic re-runs, not
-/// time-multiplexing), and then its traced phase (`pass` 0). All carry the id of the run's
-/// first phase in `run`.
+/// time-multiplexing), and then its traced phase (`pass` 0). All carry the run's serial
+/// number (`crate::runs`) in `run`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PhasePmu {
     pub id: u32,

@@ -274,7 +274,8 @@ fn phase_mark(begin: bool) -> u64 {
         r.phase_open = true;
         let name = params.workload.name();
         // A run that is traced has its MSR TCO writes counted exactly by the trace: its
-        // untraced passes need not watch them (extra passes) too.
+        // untraced passes need not watch them (extra passes) too. Untraced passes are
+        // repeatable (`run_one`'s caller runs as many as asked).
         let watch = !r.traced && r.scenario.is_some_and(|s| !s.traced);
         if hvc::phase_begin_run(r.id, name, &params, r.traced, r.again, watch) != ret::SUCCESS {
             die(format_args!("the hypervisor refused phase {}", r.id));

@@ -1,5 +1,5 @@
 //! The TCO watch against a guest that rewrites a watched MSR TCO. Two untraced runs, each
-//! repeated as often as the hypervisor asks (PHASE_REPEATABLE): in `tco-loop` a loop writes
+//! repeated as often as the hypervisor asks (PHASE_REPEATABLE, PHASE_WATCH_TCO): in `tco-loop` a loop writes
 //! PSTATE.TCO `HOSTILE_N` times at one site, and the watch must count exactly that; in
 //! `tco-rewritten` the loop runs, then its MSR TCO becomes a NOP (a plain store, DSB, ISB, as
 //! a kernel patching itself does) and the loop runs again, then it is put back. The watch
@@ -8,7 +8,7 @@
 
 use crate::hvc;
 use core::arch::global_asm;
-use mtex_abi::hypercall::{PHASE_AGAIN, PHASE_REPEATABLE};
+use mtex_abi::hypercall::{PHASE_AGAIN, PHASE_REPEATABLE, PHASE_WATCH_TCO};
 use mtex_abi::program::HOSTILE_N;
 
 global_asm!(
@@ -65,7 +65,7 @@ fn patch(word: u32) {
 
 /// One run named `name` (first phase `id`), as many passes as asked; returns the next id.
 fn run_passes(mut id: u32, name: &str, rewrite: bool) -> Result<u32, u64> {
-    let mut flags = PHASE_REPEATABLE;
+    let mut flags = PHASE_REPEATABLE | PHASE_WATCH_TCO;
     loop {
         if hvc::phase_begin_flags(id, name, flags) != 0 {
             return Err(6);
