@@ -42,18 +42,8 @@ use mtex_arch::mte_bits::{sctlr, tcr, with_tag};
 const MEMORY_TAG: u64 = 3;
 const WRONG_TAG: u64 = 5;
 
-/// TCR_EL1 of the probe: program::TCR_MMU's lower half, and an upper half like it (T1SZ =
-/// 25, write-back walks, inner shareable, 4 KiB granule: TG1 = 0b10) with walks enabled
-/// (EPD1 clear), TBI0 and TBI1. TCMA0/TCMA1 per cell.
-const TCR_EPD1: u64 = 1 << 23;
-const TCR_BASE: u64 = (program::TCR_MMU & !TCR_EPD1)
-    | (25 << tcr::T1SZ_SHIFT)
-    | (1 << 24)
-    | (1 << 26)
-    | (3 << 28)
-    | (2 << 30)
-    | tcr::TBI0
-    | tcr::TBI1;
+/// TCR_EL1 of the probe: both halves walked, TBI0 and TBI1; TCMA0/TCMA1 per cell.
+const TCR_BASE: u64 = program::TCR_BOTH_HALVES;
 /// SCTLR_EL1 of the probe: MMU and caches on, ATA and ATA0, ITFSB (exception entry
 /// synchronises asynchronous faults into TFSR*, as Linux sets it). TCF/TCF0 per cell.
 const SCTLR_BASE: u64 = program::SCTLR_MMU_ON | sctlr::ATA | sctlr::ATA0 | sctlr::ITFSB;

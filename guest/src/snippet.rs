@@ -71,16 +71,8 @@ const UPPER: u64 = 0xffff_ff80_0000_0000;
 /// The user page: the buffer below, the EL0 stack above.
 const USER_BUFFER: u64 = 2048;
 
-/// TCR_EL1: the identity map's 39-bit TTBR0 range, and a 39-bit TTBR1 range (T1SZ 25, 4 KiB
-/// granule, write-back walks, inner shareable) for x3; TBI0 and TBI1.
-const TCR: u64 = (p::TCR_MMU & !(1 << 23))
-    | (25 << tcr::T1SZ_SHIFT)
-    | (1 << 24)
-    | (1 << 26)
-    | (3 << 28)
-    | (2 << 30)
-    | tcr::TBI0
-    | tcr::TBI1;
+/// TCR_EL1: the identity map's 39-bit TTBR0 range, and a 39-bit TTBR1 range for x3.
+const TCR: u64 = p::TCR_BOTH_HALVES;
 
 /// `BUFFER`'s upper-half alias: Tagged Normal, EL1 only, never executable.
 const UPPER_RAM: El1Attributes = El1Attributes::VALID

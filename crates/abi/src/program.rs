@@ -31,6 +31,17 @@ pub const SCTLR_TCF_ASYMM: u64 = 3 << sctlr::TCF_SHIFT;
 /// TCR_EL1 for the guest's identity map: T0SZ = 25 (39-bit), inner/outer write-back walks,
 /// inner shareable, 4 KiB granule, TTBR1 walks disabled (EPD1), IPS = 40 bits.
 pub const TCR_MMU: u64 = 25 | (1 << 8) | (1 << 10) | (3 << 12) | (1 << 23) | (2 << 32);
+/// TCR_EL1 with both halves: [`TCR_MMU`]'s TTBR0 range and a 39-bit TTBR1 range like it (T1SZ
+/// 25, inner/outer write-back walks, inner shareable, 4 KiB granule: TG1 = 0b10) with its
+/// walks enabled (EPD1 clear); TBI0 and TBI1. The snippet and probe programs use it.
+pub const TCR_BOTH_HALVES: u64 = (TCR_MMU & !(1 << 23))
+    | (25 << tcr::T1SZ_SHIFT)
+    | (1 << 24)
+    | (1 << 26)
+    | (3 << 28)
+    | (2 << 30)
+    | tcr::TBI0
+    | tcr::TBI1;
 /// TCR_EL1.TBI0/TBI1: top byte ignored, so pointers can carry tags.
 pub const TCR_TBI0: u64 = tcr::TBI0;
 pub const TCR_TBI1: u64 = tcr::TBI1;
