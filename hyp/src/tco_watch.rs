@@ -41,6 +41,93 @@ fn read_guest<T: Word>(ram: GuestRam, ipa: u64) -> Option<T> {
     Some(unsafe { core::ptr::read_volatile(pa as *const T) })
 }
 
+/// The MSR TCO sites of the guest image's executable mappings, as one scan found them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Scan {
+    sites: [u64; TCO_WATCH_SITES],
+    n: usize,
+    /// Sites past [`TCO_WATCH_SITES`], pages past [`MAX_PAGES`], halves not walked.
+    unwatched: u32,
+    pages: u32,
+}
+
+impl Scan {
+    const EMPTY: Self = Self {
+        sites: [0; TCO_WATCH_SITES],
+        n: 0,
+        unwatched: 0,
+        pages: 0,
+    };
+
+    /// Scans the image (`(IPA, bytes)` in `ram`) through the address spaces live now.
+    fn of(ram: GuestRam, (image, size): (u64, u64)) -> Self {
+        let mut scan = Self::EMPTY;
+        let read = |ipa: u64| read_guest::<u64>(ram, ipa);
+        let mut found = |leaf: mtex_arch::stage1::Leaf| {
+            // The part of the leaf that maps the image, page by page.
+            let (lo, hi) = (
+                leaf.ipa.max(image),
+                (leaf.ipa + leaf.size).min(image + size),
+            );
+            for page in ((lo & !0xfff)..hi).step_by(0x1000) {
+                if scan.pages == MAX_PAGES {
+                    scan.unwatched += 1;
+                    return;
+                }
+                scan.pages += 1;
+                let va_page = leaf.va + (page - leaf.ipa);
+                for off in (0..0x1000).step_by(4) {
+                    let Some(word) = read_guest::<u32>(ram, page + off) else {
+                        break;
+                    };
+                    // Cheap test first (the scan reads every word of the image): MSR
+                    // (immediate or register) has 0xd5 in its top byte; the decoder decides.
+                    if word >> 24 == 0xd5
+                        && matches!(
+                            decode::decode(word),
+                            Insn::MsrTcoImm(_) | Insn::MsrTcoReg(_)
+                        )
+                    {
+                        scan.add(va_page + off);
+                    }
+                }
+            }
+        };
+        if SCTLR_EL1.get() & 1 == 0 {
+            // MMU off: the image runs at its guest addresses.
+            found(mtex_arch::stage1::Leaf {
+                va: image,
+                ipa: image,
+                size,
+            });
+            return scan;
+        }
+        let tcr = TCR_EL1.get();
+        let mut unreadable = 0;
+        for (upper, ttbr) in [(true, TTBR1_EL1.get()), (false, TTBR0_EL1.get())] {
+            match mtex_arch::stage1::executable_leaves(tcr, ttbr, upper, read, &mut found) {
+                Ok(_) | Err(WalkError::Disabled) => {}
+                // A half this walk cannot read may hold sites: the count says so.
+                Err(_) => unreadable += 1,
+            }
+        }
+        scan.unwatched += unreadable;
+        scan
+    }
+
+    fn add(&mut self, va: u64) {
+        if self.sites[..self.n].contains(&va) {
+            return;
+        }
+        if self.n == TCO_WATCH_SITES {
+            self.unwatched += 1;
+            return;
+        }
+        self.sites[self.n] = va;
+        self.n += 1;
+    }
+}
+
 /// A watched site: its address, and how often each value was written there.
 #[derive(Clone, Copy, Default)]
 struct Site {
@@ -54,10 +141,8 @@ pub struct Watcher {
     ram: GuestRam,
     /// The guest image (IPA, bytes): the code that is scanned.
     image: (u64, u64),
-    sites: [u64; TCO_WATCH_SITES],
-    n_sites: usize,
-    unwatched: u32,
-    pages: u32,
+    /// What the run's first pass found.
+    scan: Scan,
     /// The open pass's watch.
     armed: bool,
     record: TcoWatch,
@@ -71,10 +156,7 @@ impl Watcher {
             enabled,
             ram,
             image,
-            sites: [0; TCO_WATCH_SITES],
-            n_sites: 0,
-            unwatched: 0,
-            pages: 0,
+            scan: Scan::EMPTY,
             armed: false,
             record: TcoWatch::default(),
             watched: [Site::default(); BREAKPOINTS_USED],
@@ -90,98 +172,41 @@ impl Watcher {
     /// Scans the guest for MSR TCO sites (the run's first pass, from the address spaces
     /// live now) and returns how many passes watching them takes (0 when off).
     pub fn scan(&mut self) -> u8 {
-        self.n_sites = 0;
-        self.unwatched = 0;
-        self.pages = 0;
-        if !self.enabled {
-            return 0;
-        }
-        let (tcr, ram, (image, size)) = (TCR_EL1.get(), self.ram, self.image);
-        let read = |ipa: u64| read_guest::<u64>(ram, ipa);
-        let mut found = |leaf: mtex_arch::stage1::Leaf| {
-            // The part of the leaf that maps the image, page by page.
-            let (lo, hi) = (
-                leaf.ipa.max(image),
-                (leaf.ipa + leaf.size).min(image + size),
-            );
-            let mut page = lo & !0xfff;
-            while page < hi {
-                if self.pages == MAX_PAGES {
-                    self.unwatched += 1;
-                    return;
-                }
-                self.pages += 1;
-                let va_page = leaf.va + (page - leaf.ipa);
-                for off in (0..0x1000).step_by(4) {
-                    let Some(word) = read_guest::<u32>(ram, page + off) else {
-                        break;
-                    };
-                    if matches!(
-                        decode::decode(word),
-                        Insn::MsrTcoImm(_) | Insn::MsrTcoReg(_)
-                    ) {
-                        self.add(va_page + off);
-                    }
-                }
-                page += 0x1000;
-            }
-        };
-        if SCTLR_EL1.get() & 1 == 0 {
-            // MMU off: the image runs at its guest addresses.
-            found(mtex_arch::stage1::Leaf {
-                va: image,
-                ipa: image,
-                size,
-            });
+        self.scan = if self.enabled {
+            Scan::of(self.ram, self.image)
         } else {
-            let mut unreadable = 0;
-            for (upper, ttbr) in [(true, TTBR1_EL1.get()), (false, TTBR0_EL1.get())] {
-                match mtex_arch::stage1::executable_leaves(tcr, ttbr, upper, read, &mut found) {
-                    Ok(_) | Err(WalkError::Disabled) => {}
-                    // A half this walk cannot read may hold sites: the count says so.
-                    Err(_) => unreadable += 1,
-                }
-            }
-            self.unwatched += unreadable;
-        }
+            Scan::EMPTY
+        };
         log::info!(
             "TCO watch: {} sites ({} more not kept) in {} executable image pages",
-            self.n_sites,
-            self.unwatched,
-            self.pages
+            self.scan.n,
+            self.scan.unwatched,
+            self.scan.pages
         );
-        self.n_sites.div_ceil(Self::per_pass()) as u8
+        self.scan.n.div_ceil(Self::per_pass()) as u8
     }
 
-    fn add(&mut self, va: u64) {
-        if self.sites[..self.n_sites].contains(&va) {
-            return;
-        }
-        if self.n_sites == TCO_WATCH_SITES {
-            self.unwatched += 1;
-            return;
-        }
-        self.sites[self.n_sites] = va;
-        self.n_sites += 1;
-    }
-
-    /// Watches the `k`-th group of sites (0-based) in phase `id`.
+    /// Watches the `k`-th group of sites (0-based) in phase `id`. The guest is scanned
+    /// again first: sites that moved since the run's first pass (code rewritten or mapped
+    /// elsewhere between passes) would be watched where they no longer are.
     pub fn arm(&mut self, id: u32, k: usize) {
         let per = Self::per_pass();
-        let first = (k * per).min(self.n_sites);
-        let n = (self.n_sites - first).min(per);
+        let scan = &self.scan;
+        let first = (k * per).min(scan.n);
+        let n = (scan.n - first).min(per);
         self.record = TcoWatch {
             id,
-            sites: self.n_sites as u32,
-            unwatched: self.unwatched,
+            sites: scan.n as u32,
+            unwatched: scan.unwatched,
             first: first as u32,
             watched: n as u32,
-            pages: self.pages,
+            pages: scan.pages,
+            moved: Scan::of(self.ram, self.image) != *scan,
             ..TcoWatch::default()
         };
         self.watched = [Site::default(); BREAKPOINTS_USED];
         for i in 0..per {
-            let va = if i < n { self.sites[first + i] } else { 0 };
+            let va = if i < n { self.scan.sites[first + i] } else { 0 };
             self.watched[i] = Site { va, writes: [0; 2] };
             set_breakpoint(i, va, if i < n { BCR_ENABLED } else { 0 });
         }

@@ -89,7 +89,8 @@ pub struct TcoTotal {
     /// Sites the scan found, and how many the passes watched.
     pub sites: u32,
     pub watched: u32,
-    /// Sites never watched (past the scan's limits), and passes whose watch was lost.
+    /// Sites never watched (past the scan's limits), and passes whose watch was lost (a
+    /// watched site rewritten, or the sites moved since the first pass).
     pub unwatched: u32,
     pub lost: u32,
 }
@@ -127,7 +128,7 @@ impl Untraced {
             t.writes_el0 += w.writes_el0;
             t.writes_el1 += w.writes_el1;
             t.watched += w.watched;
-            t.lost += w.lost as u32;
+            t.lost += (w.lost || w.moved) as u32;
         }
         Some(t)
     }
@@ -451,7 +452,7 @@ fn untraced_problems(
     }
     if let Some(t) = u.tco().filter(|t| !t.complete()) {
         problems.push(format!(
-            "{name}: the TCO watch saw {} of {} MSR TCO sites ({} never watched, {} passes lost to rewritten code): its {} writes are not the run's total",
+            "{name}: the TCO watch saw {} of {} MSR TCO sites ({} never watched, {} passes lost to rewritten or moved code): its {} writes are not the run's total",
             t.watched,
             t.sites,
             t.unwatched,

@@ -337,7 +337,7 @@ mod tests {
                     stepped_starts: v[4],
                 }
             )),
-            (any::<[u32; 6]>(), any::<[u64; 2]>(), any::<bool>()).prop_map(|(n, w, lost)| {
+            (any::<[u32; 6]>(), any::<[u64; 2]>(), any::<[bool; 2]>()).prop_map(|(n, w, b)| {
                 Record::TcoWatch(crate::report::TcoWatch {
                     id: n[0],
                     sites: n[1],
@@ -346,7 +346,8 @@ mod tests {
                     watched: n[4],
                     writes_el0: w[0],
                     writes_el1: w[1],
-                    lost,
+                    lost: b[0],
+                    moved: b[1],
                     pages: n[5],
                 })
             }),

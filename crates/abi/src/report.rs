@@ -76,6 +76,10 @@ pub struct TcoWatch {
     /// A watched site no longer held MSR TCO when hit (code rewritten): the pass stopped
     /// watching there, and its count is short.
     pub lost: bool,
+    /// The scan at this pass found other sites than the run's first pass did (code
+    /// rewritten or mapped elsewhere between passes): the sites watched may not be where
+    /// the writes are, and the run's count is short.
+    pub moved: bool,
     /// Executable pages of the guest image the scan read.
     pub pages: u32,
 }
