@@ -168,26 +168,27 @@ impl Pmu {
             .fold(0, |m, i| m | 1 << (self.first + 3 + i))
     }
 
-    /// The events a phase counts on the slots: pass `pass` (1-based) of the plan, nothing
-    /// past its last, and for a traced phase (0) the MTE events the CPU has.
-    fn events(&self, pass: u8) -> impl Iterator<Item = Counted> + '_ {
-        let traced = (pass == 0)
-            .then(|| self.plan.traced())
-            .into_iter()
-            .flatten();
-        let untraced = (pass > 0)
-            .then(|| self.plan.pass(pass))
-            .into_iter()
-            .flatten();
-        traced.chain(untraced)
+    /// The events a phase counts on the slots, slot by slot: pass `pass` (1-based) of the
+    /// plan, nothing past its last, and for a traced phase (0) the MTE events the CPU has.
+    fn events(&self, pass: u8) -> [Option<Counted>; MAX_SLOTS as usize] {
+        let mut out = [None; MAX_SLOTS as usize];
+        let slots = out.iter_mut();
+        if pass == 0 {
+            slots
+                .zip(self.plan.traced())
+                .for_each(|(s, c)| *s = Some(c));
+        } else {
+            slots
+                .zip(self.plan.pass(pass))
+                .for_each(|(s, c)| *s = Some(c));
+        }
+        out
     }
 
     /// Starts the phase's events (`events`) on the slots, from zero.
     pub fn start_pass(&mut self, pass: u8) {
         sysreg_write!("pmcntenclr_el0", self.slot_mask());
-        let types: [u64; MAX_SLOTS as usize] =
-            core::array::from_fn(|i| self.events(pass).nth(i).map_or(0, slot_type));
-        self.programmed = types;
+        self.programmed = self.events(pass).map(|c| c.map_or(0, slot_type));
         for i in 0..self.slots {
             self.select(self.first + 3 + i);
             sysreg_write!("pmxevtyper_el0", self.programmed[i as usize]);
@@ -207,9 +208,7 @@ impl Pmu {
         let overflowed = sysreg_read!("pmovsset_el0") & mask != 0;
         let mut out = [None; PMU_COUNTS];
         let mut n = 0;
-        let events: [Option<Counted>; MAX_SLOTS as usize] =
-            core::array::from_fn(|i| self.events(pass).nth(i));
-        for (i, c) in events.into_iter().flatten().enumerate() {
+        for (i, c) in self.events(pass).into_iter().flatten().enumerate() {
             self.select(self.first + 3 + i as u64);
             let typed = sysreg_read!("pmxevtyper_el0") & TYPE_FIELDS == self.programmed[i];
             let value = sysreg_read!("pmxevcntr_el0");

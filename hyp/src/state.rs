@@ -188,6 +188,12 @@ impl Hyp {
         (pmu, self.run_tco_passes)
     }
 
+    /// Pass `pass` of the open run is one of its TCO watch's (after the PMU's passes).
+    fn is_watch_pass(&self, pass: u8, repeatable: bool) -> bool {
+        let (pmu_passes, tco_passes) = self.run_passes(repeatable);
+        pass > pmu_passes && pass - pmu_passes <= tco_passes
+    }
+
     /// Opens phase `id`, pass `pass` of run `run`, at this point of the run. With
     /// `repeatable`, the guest runs as many passes as asked; with `watch_tco` too, the first
     /// one scans for the TCO watch's sites, and the passes after the PMU's watch them.
@@ -195,21 +201,19 @@ impl Hyp {
         if pass == 1 {
             self.run_tco_passes = if watch_tco { self.tco.scan() } else { 0 };
         }
-        let (pmu_passes, tco_passes) = self.run_passes(repeatable);
-        let watch = pass > pmu_passes && pass - pmu_passes <= tco_passes;
+        let watch = self.is_watch_pass(pass, repeatable);
         // Writes so far are framed, counted and attributed before the phase starts.
         let at_begin = self.counters_now();
         self.report.set_phase(id);
-        // Counters disturbed between phases are set up again; this phase starts clean.
-        if let Some(p) = &self.pmu {
-            p.check_and_repair();
-        }
         if let Some(p) = &mut self.pmu {
+            // Counters disturbed between phases are set up again; this phase starts clean.
+            p.check_and_repair();
             // A pass of the TCO watch counts nothing on the slots; a traced phase counts the
             // MTE events the CPU has, beside the trace, on the same execution.
             p.start_pass(if watch { u8::MAX } else { pass });
         }
         if watch {
+            let pmu_passes = self.run_passes(repeatable).0;
             self.tco.arm(id, (pass - pmu_passes - 1) as usize);
         }
         let pmu_at_begin = self.pmu.as_ref().map(Pmu::read);
@@ -240,8 +244,9 @@ impl Hyp {
         };
         let (pmu_passes, tco_passes) = self.run_passes(repeatable);
         let passes = pmu_passes + tco_passes;
-        let watch =
-            (pass > pmu_passes && pass - pmu_passes <= tco_passes).then(|| self.tco.finish());
+        let watch = self
+            .is_watch_pass(pass, repeatable)
+            .then(|| self.tco.finish());
         // The phase's writes are framed (as this phase's, inside its measured framing cost)
         // and counted before its figures are taken.
         let c = self.counters_now();

@@ -6,6 +6,7 @@ pub mod csv_out;
 pub mod equality;
 pub mod esp;
 pub mod images;
+pub mod json_out;
 pub mod perf_text;
 pub mod plots;
 pub mod probe;

@@ -6,9 +6,7 @@ use mtex::results::Results;
 use mtex::{
     bench, csv_out, esp, images, perf_text, qemu, render, report, scenario_file, scenario_run,
 };
-use std::fs::File;
-use std::io::{Seek, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -234,7 +232,7 @@ fn real_main() -> Result<ExitCode> {
                     &images::workspace_root().join("scripts/scenarios/default.toml"),
                 )?,
             };
-            let mut json = json.map(|p| open_json(&p).map(|f| (p, f))).transpose()?;
+            let mut json = mtex::json_out::JsonOut::open(json.as_deref())?;
             let images = images::build()?;
             let loader = uefi.then(images::build_loader).transpose()?;
             let dir = scenario_run::results_dir(&out, &plan.name)?;
@@ -288,9 +286,8 @@ fn real_main() -> Result<ExitCode> {
                 Format::Csv => print!("{}", csv_out::render(&doc)),
             }
             let files = scenario_run::write_outputs(&doc, &dir)?;
-            if let Some((path, file)) = &mut json {
-                write_json(file, &serde_json::to_string_pretty(&doc)?)
-                    .with_context(|| format!("writing --json {}", path.display()))?;
+            if let Some(json) = &mut json {
+                json.write(&doc)?;
             }
             eprintln!(
                 "mtex: results in {} ({} files: report.json, report.txt, report.csv, plots, logs)",
@@ -433,23 +430,4 @@ fn print_bench_trace(f: &bench::TraceFigures) {
         "  stepped guest instructions per second:   {:.0}",
         f.steps_per_second
     );
-}
-
-/// Opens the `--json` file for writing before the run, so that a path that cannot be written is
-/// bad input found in a second, not after a long run. An existing file is kept until the report
-/// replaces it.
-fn open_json(path: &Path) -> Result<File> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .with_context(|| format!("--json {}: cannot open for writing", path.display()))
-}
-
-fn write_json(file: &mut File, json: &str) -> std::io::Result<()> {
-    file.set_len(0)?;
-    file.rewind()?;
-    file.write_all(json.as_bytes())?;
-    file.write_all(b"\n")
 }

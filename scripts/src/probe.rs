@@ -609,15 +609,7 @@ pub fn boot(images: &images::Images) -> Result<qemu::Console> {
 
 /// Runs `mtex probe`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let mut json = args
-        .json
-        .as_ref()
-        .map(|p| {
-            std::fs::File::create(p)
-                .with_context(|| format!("--json {}: cannot open for writing", p.display()))
-                .map(|f| (p, f))
-        })
-        .transpose()?;
+    let mut json = crate::json_out::JsonOut::open(args.json.as_deref())?;
     let r = match &args.from_log {
         Some(path) => report::parse_bytes(
             &std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
@@ -632,12 +624,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     let p = analyse(&r);
     print!("{}", render(&p));
-    if let Some((path, file)) = &mut json {
-        use std::io::Write as _;
-        let text = serde_json::to_string_pretty(&p)?;
-        file.write_all(text.as_bytes())
-            .and_then(|()| file.write_all(b"\n"))
-            .with_context(|| format!("writing --json {}", path.display()))?;
+    if let Some(json) = &mut json {
+        json.write(&p)?;
     }
     Ok(if p.passed() {
         ExitCode::SUCCESS

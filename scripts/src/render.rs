@@ -557,10 +557,7 @@ mod tests {
                 ..PhaseStats::default()
             }),
             trace: Some(t),
-            tco_sites: Vec::new(),
-            pmu_record: None,
-            tco_watch: None,
-            untraced: None,
+            ..Phase::default()
         }
     }
 

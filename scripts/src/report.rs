@@ -34,7 +34,7 @@ pub struct Write {
 }
 
 /// A phase as begun and (if it was) ended.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Phase {
     pub id: u32,
     pub name: String,
@@ -666,12 +666,7 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
             begin: p.at,
             end_ts: None,
             end: None,
-            stats: None,
-            trace: None,
-            tco_sites: Vec::new(),
-            pmu_record: None,
-            tco_watch: None,
-            untraced: None,
+            ..Phase::default()
         }),
         Record::PhaseEnd(e) => match r.phases.iter_mut().rev().find(|p| p.id == e.id) {
             Some(p) if p.stats.is_none() => {
@@ -743,50 +738,21 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
     }
 }
 
-/// Folds each run's phases into one: its untraced passes go into `untraced` of its last phase
-/// (the traced one; or the first pass when the run is not traced), and only that phase stays
-/// in `phases`. Phases without a PMU record (older logs) stay as they are.
+/// Folds each run's phases into one: its untraced passes go into `untraced` of the phase
+/// that stands for the run (its traced phase; or its first pass when it is not traced), and
+/// only that phase stays in `phases`. Runs are told apart by the hypervisor's serial number,
+/// whatever ids the guest gave; phases without a PMU record (older logs) stay as they are.
 fn fold_runs(r: &mut Report) {
-    let mut kept: Vec<Phase> = Vec::with_capacity(r.phases.len());
-    let mut pending: Option<(u32, Untraced)> = None;
-    // Puts the run's passes into its shown phase: the traced one, else the first pass.
-    fn close(kept: &mut [Phase], run: u32, u: Untraced) {
-        if let Some(p) = kept
-            .iter_mut()
-            .rev()
-            .find(|p| p.pmu_record.is_some_and(|m| m.run == run))
-        {
-            p.untraced = Some(u);
-        }
-    }
-    for p in std::mem::take(&mut r.phases) {
-        let Some(m) = p.pmu_record else {
-            if let Some((run, u)) = pending.take() {
-                close(&mut kept, run, u);
-            }
-            kept.push(p);
+    use std::collections::{BTreeMap, HashSet};
+    let mut passes: BTreeMap<u32, Untraced> = BTreeMap::new();
+    for p in &r.phases {
+        let Some(m) = p.pmu_record.filter(|m| m.pass > 0) else {
             continue;
         };
-        if pending.as_ref().is_some_and(|(run, _)| *run != m.run)
-            && let Some((run, u)) = pending.take()
-        {
-            close(&mut kept, run, u);
-        }
-        if m.pass == 0 {
-            kept.push(p);
-            continue;
-        }
-        let u = &mut pending
-            .get_or_insert_with(|| {
-                (
-                    m.run,
-                    Untraced {
-                        passes: m.passes,
-                        runs: Vec::new(),
-                    },
-                )
-            })
-            .1;
+        let u = passes.entry(m.run).or_insert_with(|| Untraced {
+            passes: m.passes,
+            runs: Vec::new(),
+        });
         u.runs.push(UntracedPass {
             id: p.id,
             begin_ts: p.begin_ts,
@@ -800,24 +766,22 @@ fn fold_runs(r: &mut Report) {
                 Vec::new()
             },
         });
-        // The first pass stands for the run until its traced phase comes.
-        if m.pass == 1 {
-            kept.push(p);
-        }
     }
-    if let Some((run, u)) = pending.take() {
-        close(&mut kept, run, u);
-    }
-    // A traced run shows only its traced phase: its first pass leaves the list.
-    let traced_runs: std::collections::HashSet<u32> = kept
+    let traced: HashSet<u32> = r
+        .phases
         .iter()
         .filter_map(|p| p.pmu_record.filter(|m| m.pass == 0).map(|m| m.run))
         .collect();
-    kept.retain(|p| {
-        !p.pmu_record
-            .is_some_and(|m| m.pass == 1 && traced_runs.contains(&m.run))
+    r.phases.retain_mut(|p| {
+        let Some(m) = p.pmu_record else {
+            return true;
+        };
+        let stands_for_run = m.pass == 0 || (m.pass == 1 && !traced.contains(&m.run));
+        if stands_for_run {
+            p.untraced = passes.remove(&m.run);
+        }
+        stands_for_run
     });
-    r.phases = kept;
 }
 
 /// One line saying how the run ended.

@@ -202,6 +202,15 @@ fn engine_counters(
 /// trapped writes, and the PMU's instructions per EL when it counted them: `pmu.instructions:k`,
 /// `:u`, `:h`).
 pub fn counters(p: &Phase) -> BTreeMap<String, u64> {
+    let mut c = own_counters(p);
+    if let Some(u) = &p.untraced {
+        c.extend(untraced_counters(u).counters);
+    }
+    c
+}
+
+/// [`counters`] but the untraced passes'.
+fn own_counters(p: &Phase) -> BTreeMap<String, u64> {
     let mut c = p.trace.as_ref().map(trace_counters).unwrap_or_default();
     if let Some(s) = &p.stats {
         for (k, v) in [
@@ -218,9 +227,6 @@ pub fn counters(p: &Phase) -> BTreeMap<String, u64> {
                 c.insert(k.to_string(), v);
             }
         }
-    }
-    if let Some(u) = &p.untraced {
-        c.extend(untraced_counters(u).counters);
     }
     // A traced phase's own PMU events (the MTE ones, where the CPU has them): the silicon's
     // count of the very execution the trace counted.
@@ -291,6 +297,10 @@ pub fn untraced_counters(u: &crate::report::Untraced) -> UntracedOut {
 
 fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
     let pp = p.params;
+    let untraced = p.untraced.as_ref().map(untraced_counters);
+    let (untraced_counts, not_supported, not_counted) = untraced
+        .map(|u| (u.counters, u.not_supported, u.not_counted))
+        .unwrap_or_default();
     PhaseOut {
         name: p.name.clone(),
         policy: pp.map(|q| q.policy.name().as_str().to_string()),
@@ -304,22 +314,15 @@ fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
         begin_ts: p.begin_ts,
         end_ts: p.end_ts,
         counters: {
-            let mut c = counters(p);
+            let mut c = own_counters(p);
+            c.extend(untraced_counts);
             if let Some(e) = engines.iter().rev().find(|e| e.id == p.id) {
                 c.extend(engine_counters(e, p.trace.as_ref()));
             }
             c
         },
-        not_supported: p
-            .untraced
-            .as_ref()
-            .map(|u| untraced_counters(u).not_supported)
-            .unwrap_or_default(),
-        not_counted: p
-            .untraced
-            .as_ref()
-            .map(|u| untraced_counters(u).not_counted)
-            .unwrap_or_default(),
+        not_supported,
+        not_counted,
     }
 }
 

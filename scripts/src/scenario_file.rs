@@ -202,15 +202,7 @@ const BACKENDS: &str = "both, trace or pmu";
 /// A PMU event as a scenario names it: perf's name of one mtex knows
 /// (`mem_access_checked_rd`), or its number (`0x4025`, `17`); as `mtex.pmu_*` takes it.
 fn pmu_event_number(name: &str) -> Option<String> {
-    use mtex_abi::report::pmu_event;
-    let known = [
-        pmu_event::INST_RETIRED,
-        pmu_event::CPU_CYCLES,
-        pmu_event::MEM_ACCESS_CHECKED,
-        pmu_event::MEM_ACCESS_CHECKED_RD,
-        pmu_event::MEM_ACCESS_CHECKED_WR,
-    ];
-    if let Some(e) = known.iter().find(|&&e| pmu_event::name(e) == Some(name)) {
+    if let Some(e) = mtex_abi::report::pmu_event::by_name(name) {
         return Some(format!("{e:#x}"));
     }
     let ok = match name.strip_prefix("0x") {

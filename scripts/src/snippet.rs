@@ -453,15 +453,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut opts = options(&code, &env);
     opts.extend_from_slice(&extra);
     qemu::cmdline("snippet", &opts)?;
-    let mut json = args
-        .json
-        .as_ref()
-        .map(|p| {
-            std::fs::File::create(p)
-                .with_context(|| format!("--json {}: cannot open for writing", p.display()))
-                .map(|f| (p, f))
-        })
-        .transpose()?;
+    let mut json = crate::json_out::JsonOut::open(args.json.as_deref())?;
     let images = images::build()?;
     let (r, console) = run_with(&images, &code, &env, &extra)?;
     if args.raw {
@@ -475,12 +467,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         |n| n.to_string_lossy().into(),
     );
     print!("\n{}", summary(&r, &env, &name, code.len()));
-    if let Some((path, file)) = &mut json {
-        use std::io::Write as _;
-        let text = serde_json::to_string_pretty(&doc)?;
-        file.write_all(text.as_bytes())
-            .and_then(|()| file.write_all(b"\n"))
-            .with_context(|| format!("writing --json {}", path.display()))?;
+    if let Some(json) = &mut json {
+        json.write(&doc)?;
     }
     Ok(if r.succeeded() {
         ExitCode::SUCCESS

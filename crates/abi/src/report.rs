@@ -117,6 +117,19 @@ pub mod pmu_event {
         })
     }
 
+    /// The event perf calls `name`, of those mtex knows ([`name`] backwards).
+    pub fn by_name(name: &str) -> Option<u16> {
+        [
+            INST_RETIRED,
+            CPU_CYCLES,
+            MEM_ACCESS_CHECKED,
+            MEM_ACCESS_CHECKED_RD,
+            MEM_ACCESS_CHECKED_WR,
+        ]
+        .into_iter()
+        .find(|&e| self::name(e) == Some(name))
+    }
+
     /// Whether PMCEID0_EL0/PMCEID1_EL0 can say if `event` is implemented: the common events
     /// 0x0000-0x003F and 0x4000-0x403F. Others (IMPLEMENTATION DEFINED) cannot be checked.
     pub const fn described_by_pmceid(event: u16) -> bool {
