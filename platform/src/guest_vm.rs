@@ -53,6 +53,15 @@ impl GuestRam {
         GuestRam { ipa: ram(), pa }
     }
 
+    /// A window of `size` bytes at [`RAM_BASE`] backed by host memory at `pa` (Linux mode,
+    /// whose kernel needs more than the built-in guest).
+    pub const fn sized(pa: u64, size: u64) -> Self {
+        GuestRam {
+            ipa: crate::Region::new(RAM_BASE, size),
+            pa,
+        }
+    }
+
     /// The host address of guest address `ipa`, if `[ipa, ipa + len)` is guest RAM.
     pub fn pa_of(&self, ipa: u64, len: u64) -> Option<u64> {
         let end = ipa.checked_add(len)?;

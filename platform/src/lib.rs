@@ -16,6 +16,7 @@ pub mod arm64_image;
 pub mod boot_info;
 pub mod errata;
 pub mod guest_vm;
+pub mod linux_bundle;
 pub mod machine;
 pub mod placement;
 pub mod qemu_virt;
