@@ -8,6 +8,7 @@
 extern crate alloc;
 
 pub mod guest_tree;
+pub mod linux_tree;
 pub mod machine;
 
 pub use mtex_platform::Region;

@@ -44,6 +44,39 @@ pub fn machine(dtb: &[u8]) -> Result<Machine, DtError> {
     Ok(m)
 }
 
+/// A UART Linux mode can give its guest: the first enabled PL011 that is not the console
+/// (the report UART), with its SPI number (INTID - 32). QEMU's virt board has a second one
+/// when QEMU is given a second `-serial`.
+pub fn spare_uart(dtb: &[u8]) -> Result<Option<(Region, u32)>, DtError> {
+    check_structure(dtb)?;
+    let fdt = Fdt::new(dtb).map_err(|_| DtError::Parse)?;
+    let root = fdt.all_nodes().next().ok_or(DtError::Parse)?;
+    let mut m = Machine::default();
+    console(root, &mut m);
+    let mut found = None;
+    let _ = visit(root, DEFAULT_CELLS, 0, &mut |node, parent| {
+        let r = reg(node, parent).next();
+        if is_compatible(node, "arm,pl011")
+            && !disabled(node)
+            && let Some(r) = r.filter(|r| r.base != m.console.base)
+        {
+            found = Some((node, r));
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+    let Some((node, r)) = found else {
+        return Ok(None);
+    };
+    // `interrupts` = <type number flags> with type 0 (SPI) in the GIC binding.
+    let spi = node
+        .property("interrupts")
+        .and_then(|p| p.value.get(..8))
+        .map(|v| (be_cells(&v[..4]), be_cells(&v[4..8])))
+        .and_then(|(kind, n)| (kind == 0).then_some(n as u32));
+    Ok(spi.map(|spi| (r, spi)))
+}
+
 /// `#address-cells` and `#size-cells`: how a node's children write their `reg`.
 #[derive(Clone, Copy, Debug)]
 struct Cells {

@@ -260,3 +260,19 @@ fn corrupted_trees_never_panic() {
         }
     }
 }
+
+/// QEMU virt with two `-serial` (the same dumpdtb command with `-serial null -serial null`,
+/// repacked by `dtc -I dtb -O dtb`): the second PL011 is the one Linux mode passes through.
+const QEMU_VIRT_2UART_DTB: &[u8] = include_bytes!("data/qemu-virt-gicv3-el2-mte-2uart.dtb");
+
+#[test]
+fn the_spare_uart_is_the_pl011_that_is_not_the_console() {
+    let m = machine(QEMU_VIRT_2UART_DTB).unwrap();
+    assert_eq!(m.console.base, 0x0900_0000);
+    let (r, spi) = mtex_dt::machine::spare_uart(QEMU_VIRT_2UART_DTB)
+        .unwrap()
+        .expect("a second PL011");
+    assert_eq!((r.base, r.size, spi), (0x0904_0000, 0x1000, 8));
+    // With one -serial there is none: Linux mode must then refuse, not share the console.
+    assert_eq!(mtex_dt::machine::spare_uart(QEMU_VIRT_DTB).unwrap(), None);
+}
