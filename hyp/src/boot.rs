@@ -29,6 +29,50 @@ pub struct Boot {
     /// Host memory read while booting (the tree or boot information, the staged Image), which
     /// EL2 must map.
     pub staging: [Region; 2],
+    /// Linux mode: the staged guest is a distribution kernel's bundle.
+    pub linux: Option<LinuxGuest>,
+}
+
+/// What Linux mode boots with besides the machine.
+pub struct LinuxGuest {
+    pub bundle: mtex_platform::linux_bundle::Header,
+    /// The UART passed through to Linux (not the report console), and its SPI.
+    pub uart: Region,
+    pub uart_spi: u32,
+    /// The boot CPU's MPIDR affinity.
+    pub mpidr: u64,
+}
+
+/// Guest RAM Linux mode accepts: at least 128 MiB, at most 3 GiB (the window at
+/// `guest_vm::RAM_BASE` then stays below 4 GiB, inside stage 2's 39 bits with room to spare).
+const LINUX_RAM_MIN: u64 = 128 << 20;
+const LINUX_RAM_MAX: u64 = 3 << 30;
+
+/// The staged guest's header, if it is a Linux bundle: read from physical memory (MMU off).
+fn staged_bundle(
+    image: Region,
+) -> Option<Result<mtex_platform::linux_bundle::Header, &'static str>> {
+    use mtex_platform::linux_bundle::{self, HEADER_SIZE};
+    if image.size < HEADER_SIZE as u64 {
+        return None;
+    }
+    // SAFETY: the staged guest is at least HEADER_SIZE bytes of RAM that QEMU or the loader
+    // filled; read with the MMU off, and the slice dies here.
+    let head = unsafe { core::slice::from_raw_parts(image.base as *const u8, HEADER_SIZE) };
+    if !linux_bundle::is_bundle(head) {
+        return None;
+    }
+    Some(
+        linux_bundle::parse(head, image.size)
+            .map_err(|e| e.describe())
+            .and_then(|h| {
+                let ok = (LINUX_RAM_MIN..=LINUX_RAM_MAX).contains(&h.ram_size)
+                    && h.ram_size.is_multiple_of(guest_vm::RAM_ALIGN);
+                ok.then_some(h).ok_or(
+                    "the Linux bundle asks for guest RAM outside 128 MiB..3 GiB or not 2 MiB aligned",
+                )
+            }),
+    )
 }
 
 /// Why the hypervisor cannot start, and the console to say it on if one was found.
@@ -81,6 +125,12 @@ fn from_loader(at: u64, info: &BootInfo) -> Result<Boot, BootError> {
             "boot information: options longer than 64 KiB",
         ));
     }
+    if staged_bundle(info.guest_image).is_some() {
+        return Err(fail(
+            console,
+            "Linux mode boots through qemu -kernel only (not through the UEFI loader yet)",
+        ));
+    }
     // SAFETY: the loader staged the options in memory it allocated; read with the MMU off.
     let bytes = unsafe {
         core::slice::from_raw_parts(info.cmdline.base as *const u8, info.cmdline.size as usize)
@@ -97,6 +147,7 @@ fn from_loader(at: u64, info: &BootInfo) -> Result<Boot, BootError> {
             Region::new(at, core::mem::size_of::<BootInfo>() as u64),
             info.guest_image,
         ],
+        linux: None,
     })
 }
 
@@ -125,24 +176,47 @@ fn from_device_tree(at: u64) -> Result<Boot, BootError> {
         console,
         "no guest Image: on the -kernel path it is passed as the initrd (-initrd)",
     ))?;
+    let linux = match staged_bundle(image) {
+        None => None,
+        Some(Err(why)) => return Err(fail(console, why)),
+        Some(Ok(bundle)) => {
+            let (uart, uart_spi) = mtex_dt::machine::spare_uart(tree).ok().flatten().ok_or(
+                fail(
+                    console,
+                    "Linux mode needs a second UART for Linux's console (QEMU: a second -serial)",
+                ),
+            )?;
+            let mpidr = {
+                use tock_registers::interfaces::Readable;
+                aarch64_cpu::registers::MPIDR_EL1.get() & mtex_platform::machine::MPIDR_AFFINITY
+            };
+            Some(LinuxGuest {
+                bundle,
+                uart,
+                uart_spi,
+                mpidr,
+            })
+        }
+    };
+    let ram_size = linux
+        .as_ref()
+        .map_or(guest_vm::RAM_SIZE, |l| l.bundle.ram_size);
     let tree_region = Region::new(at, len as u64);
     let avoid = [crate::hyp_region(), tree_region, image];
     let base = mtex_platform::placement::highest_free(
         machine.ram(),
         &avoid,
-        guest_vm::RAM_SIZE,
+        ram_size,
         guest_vm::RAM_ALIGN,
     )
-    .ok_or(fail(
-        console,
-        "no free RAM for the guest (it needs 256 MiB)",
-    ))?;
+    .ok_or(fail(console, "no free RAM for the guest's window"))?;
     Ok(Boot {
         path: BootPath::KernelDtb,
         machine,
         cmdline: String::from(info.bootargs),
         guest_image: image,
-        guest_ram: GuestRam::at(base),
+        guest_ram: GuestRam::sized(base, ram_size),
         staging: [tree_region, image],
+        linux,
     })
 }

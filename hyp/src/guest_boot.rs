@@ -71,7 +71,8 @@ fn has_fgt() -> bool {
 }
 
 /// Sets HCR_EL2 and the fine-grained traps; returns how MTE control writes are trapped.
-pub fn configure_traps(choice: TrapChoice, errata: Errata) -> TrapMode {
+/// `linux`: Linux mode, where interrupts and WFI/WFE belong to the guest (see below).
+pub fn configure_traps(choice: TrapChoice, errata: Errata, linux: bool) -> TrapMode {
     let mode = if has_fgt() && choice == TrapChoice::Auto {
         TrapMode::FineGrained
     } else {
@@ -101,19 +102,28 @@ pub fn configure_traps(choice: TrapChoice, errata: Errata) -> TrapMode {
         TrapMode::Tvm => HCR_EL2::TVM::EnableTrapTVM,
         TrapMode::FineGrained => HCR_EL2::TVM::DisableTrapTVM,
     };
-    let hcr = HCR_EL2::RW::EL1IsAarch64
+    //
+    // Linux mode: Linux owns the GIC and its timers (passed through), so physical
+    // interrupts go straight to EL1 (IMO/FMO/AMO clear) and the hypervisor depends on none;
+    // its idle WFI waits for them as on bare metal (TWI/TWE clear: QEMU's -icount then skips
+    // idle time to the next timer, and a stuck guest meets the host's watch instead).
+    let own = HCR_EL2::RW::EL1IsAarch64
         + HCR_EL2::VM::Enable
         + HCR_EL2::TSC::SET
         + HCR_EL2::ATA::SET
-        + HCR_EL2::IMO::SET
-        + HCR_EL2::FMO::SET
-        + HCR_EL2::AMO::SET
         + HCR_EL2::API::SET
         + HCR_EL2::APK::SET
-        + HCR_EL2::TWI::SET
-        + HCR_EL2::TWE::SET
         + HCR_EL2::TID3::SET
         + tvm;
+    let hcr = if linux {
+        own
+    } else {
+        own + HCR_EL2::IMO::SET
+            + HCR_EL2::FMO::SET
+            + HCR_EL2::AMO::SET
+            + HCR_EL2::TWI::SET
+            + HCR_EL2::TWE::SET
+    };
     // AmpereOne AC04_CPU_23: a translation in flight for an older load or store can be
     // corrupted by the write; a DSB first lets them finish (the ISB after, done on every CPU,
     // keeps younger ones out).

@@ -21,6 +21,7 @@ mod guest_boot;
 mod heap;
 mod hypercall;
 mod id_regs;
+mod linux_boot;
 mod logger;
 mod mmu;
 mod pmu;
@@ -118,13 +119,23 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         &[hyp_region(), boot.guest_ram.host(), staged_a, staged_b],
         &[uart, gic, gicr],
     );
-    mmu::enable_stage2(boot.guest_ram, errata);
-    let (entry, guest_dtb) = match guest_boot::load(&boot) {
+    // Linux mode passes its UART and the GIC through; the built-in guest sees RAM only.
+    let passed = match &boot.linux {
+        Some(l) => alloc::vec![l.uart, gic, gicr],
+        None => alloc::vec![],
+    };
+    mmu::enable_stage2(boot.guest_ram, &passed, errata);
+    let loaded = match &boot.linux {
+        Some(l) => linux_boot::load(&boot, l),
+        None => guest_boot::load(&boot),
+    };
+    let (entry, guest_dtb) = match loaded {
         Ok(v) => v,
         Err(why) => report::fail_boot(&mut reporter, why),
     };
 
-    let trap_mode = guest_boot::configure_traps(opts.traps, errata);
+    let linux = boot.linux.is_some();
+    let trap_mode = guest_boot::configure_traps(opts.traps, errata, linux);
     debug::init();
     let pmu = pmu::Pmu::init(opts.pmu_events.as_slice());
     if let Some(event) = pmu::missing_required(pmu.as_ref(), opts.pmu_require.as_slice()) {
@@ -138,7 +149,13 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         );
         report::fail_boot_msg(&mut reporter, why);
     }
-    watchdog::arm(opts.watchdog_ms, m.gic, m.hyp_timer_intid, m.vtimer_intid);
+    if linux {
+        // No interrupt reaches EL2 in Linux mode: the run is bounded by the host's watch of
+        // the guest clock and its wall-time limit instead of the EL2 timer.
+        linux_boot::pass_gic_through();
+    } else {
+        watchdog::arm(opts.watchdog_ms, m.gic, m.hyp_timer_intid, m.vtimer_intid);
+    }
 
     let region = hyp_region();
     reporter.send(&mtex_abi::Record::Boot(mtex_abi::report::Boot {
@@ -149,7 +166,7 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         hyp_end: region.base + region.size,
         guest_entry: entry,
         guest_dtb,
-        watchdog_ms: opts.watchdog_ms,
+        watchdog_ms: if linux { 0 } else { opts.watchdog_ms },
         pmu_instructions: pmu.is_some(),
         midr,
         boot_path: boot.path as u8,

@@ -42,6 +42,13 @@ const S2_RAM: Stage2Attributes = Stage2Attributes::VALID
     .union(Stage2Attributes::SH_INNER)
     .union(Stage2Attributes::ACCESS_FLAG);
 
+/// A device passed through to the guest (Linux mode): Device-nGnRE, never executable.
+const S2_DEVICE: Stage2Attributes = Stage2Attributes::VALID
+    .union(Stage2Attributes::MEMATTR_DEVICE_nGnRE)
+    .union(Stage2Attributes::S2AP_ACCESS_RW)
+    .union(Stage2Attributes::ACCESS_FLAG)
+    .union(Stage2Attributes::XN);
+
 /// ID_AA64MMFR0_EL1.PARange capped at 48 bits, as a TCR_EL2.PS / VTCR_EL2.PS value.
 fn phys_size_field() -> u64 {
     (ID_AA64MMFR0_EL1.get() & 0xf).min(5)
@@ -105,9 +112,10 @@ pub fn enable_el2(normal: &[Region], devices: &[Region]) {
 }
 
 /// Builds the guest's stage 2: its RAM window mapped onto the host memory behind it, and
-/// nothing else, so every other guest address (the hypervisor, the console, the GIC, other
-/// devices) faults to EL2.
-pub fn enable_stage2(guest: GuestRam, errata: Errata) {
+/// `devices` at their own addresses (Linux mode's pass-through; none for the built-in
+/// guest), so every other guest address (the hypervisor, the report console, other devices)
+/// faults to EL2.
+pub fn enable_stage2(guest: GuestRam, devices: &[Region], errata: Errata) {
     let mut map = Mapping::new(IdTranslation::new(), S2_ROOT_LEVEL, Stage2);
     let ipa = guest.ipa;
     map.map_range(
@@ -117,6 +125,20 @@ pub fn enable_stage2(guest: GuestRam, errata: Errata) {
         Constraints::empty(),
     )
     .expect("map guest RAM");
+    for d in devices {
+        assert!(
+            !d.overlaps(&ipa),
+            "a passed-through device inside guest RAM"
+        );
+        let r = pages(*d);
+        map.map_range(
+            &r,
+            PhysicalAddress(r.start().0),
+            S2_DEVICE,
+            Constraints::empty(),
+        )
+        .expect("map a passed-through device");
+    }
     // The UART is not mapped for the guest: it carries the report stream, and a guest that
     // owned it could disable it (stopping EL2's output), loop it back or forge frames. The
     // guest's console is the CONSOLE_WRITE hypercall.
