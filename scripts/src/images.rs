@@ -97,6 +97,14 @@ pub fn guest_elf_path() -> PathBuf {
     workspace_root().join("target/images/aarch64-unknown-none-softfloat/release/mtex-guest")
 }
 
+/// Builds Linux mode's workload programs (static aarch64 Linux binaries); returns
+/// `mtex-work`.
+pub fn build_workloads() -> Result<PathBuf> {
+    let root = workspace_root();
+    cargo("build-workloads", &root)?;
+    Ok(root.join("target/images/aarch64-unknown-linux-musl/release/mtex-work"))
+}
+
 /// Builds the UEFI loader; returns its .efi.
 pub fn build_loader() -> Result<PathBuf> {
     let root = workspace_root();

@@ -7,6 +7,7 @@ pub mod equality;
 pub mod esp;
 pub mod images;
 pub mod json_out;
+pub mod linux;
 pub mod perf_text;
 pub mod plots;
 pub mod probe;

@@ -127,6 +127,9 @@ enum Cmd {
     /// TFSR_EL1 read, STG, ST2G and DC GZVA cost. Exit 1 when a cell contradicts the
     /// predicate or the run failed.
     Probe(mtex::probe::Args),
+    /// Boot Debian's arm64 kernel (fetched with apt) under the hypervisor in Linux mode and
+    /// report every MTE control write it makes, by kernel function.
+    Linux(mtex::linux::Args),
     /// Parse a saved console log and print its report.
     Parse {
         file: PathBuf,
@@ -326,6 +329,7 @@ fn real_main() -> Result<ExitCode> {
         Cmd::Compare(args) => mtex::compare::run(args),
         Cmd::Snippet(args) => mtex::snippet::run(args),
         Cmd::Probe(args) => mtex::probe::run(args),
+        Cmd::Linux(args) => mtex::linux::run(args),
         Cmd::Esp {
             dir,
             guest,

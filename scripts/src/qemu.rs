@@ -33,6 +33,9 @@ pub struct RunConfig {
     pub boot: BootMethod,
     /// `virtualization=on`: EL2 exists. Off only to test that the loader refuses EL1.
     pub virtualization: bool,
+    /// A second UART, written to this file: Linux mode's console for Linux itself, so that
+    /// its text never shares the report UART's stream.
+    pub second_serial: Option<PathBuf>,
 }
 
 /// How QEMU starts the hypervisor.
@@ -64,6 +67,7 @@ impl Default for RunConfig {
             watch_budget_ms: None,
             boot: BootMethod::Kernel,
             virtualization: true,
+            second_serial: None,
         }
     }
 }
@@ -469,6 +473,9 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
         "none",
         "-no-reboot",
     ]);
+    if let Some(path) = &cfg.second_serial {
+        c.arg("-serial").arg(format!("file:{}", path.display()));
+    }
     if cfg.icount {
         c.args(["-icount", "shift=0,sleep=off"]);
     }

@@ -11,6 +11,9 @@ use object::{Object, ObjectSymbol, SymbolKind};
 pub struct Symbols {
     /// (start, size, name).
     funcs: Vec<(u64, u64, String)>,
+    /// The built-in guest's second mapping of its image (its linear map), looked up at the
+    /// link address; false for a Linux kernel's symbols, which are virtual addresses already.
+    linear_alias: bool,
 }
 
 impl Symbols {
@@ -25,7 +28,52 @@ impl Symbols {
             .filter_map(|s| Some((s.address(), s.size(), s.name().ok()?.to_string())))
             .collect();
         funcs.sort();
-        Symbols { funcs }
+        Symbols {
+            funcs,
+            linear_alias: true,
+        }
+    }
+
+    /// A Linux kernel's text symbols from `/proc/kallsyms` lines (`address type name`, types
+    /// t and T). kallsyms gives no sizes: each runs to the next symbol.
+    pub fn from_kallsyms(text: &str) -> Self {
+        let mut starts: Vec<(u64, String)> = text
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                let addr = u64::from_str_radix(f.next()?, 16).ok()?;
+                let kind = f.next()?;
+                let name = f.next()?;
+                (matches!(kind, "t" | "T") && addr != 0).then(|| (addr, name.to_string()))
+            })
+            .collect();
+        // Several names at one address: a function's own name before a section marker
+        // (`__sched_text_start` is also `__switch_to`).
+        let marker =
+            |n: &str| n.ends_with("_start") || n.ends_with("_end") || n == "_text" || n == "_stext";
+        starts.sort_by(|a, b| (a.0, marker(&a.1), &a.1).cmp(&(b.0, marker(&b.1), &b.1)));
+        starts.dedup_by_key(|s| s.0);
+        let funcs = starts
+            .iter()
+            .enumerate()
+            .map(|(i, (a, n))| {
+                let next = starts.get(i + 1).map_or(a + 0x1000, |s| s.0);
+                (*a, next - a, n.clone())
+            })
+            .collect();
+        Symbols {
+            funcs,
+            linear_alias: false,
+        }
+    }
+
+    /// How many function symbols there are.
+    pub fn len(&self) -> usize {
+        self.funcs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.funcs.is_empty()
     }
 
     /// The function symbols of the ELF at `path`; none if it cannot be read (a log whose
@@ -38,7 +86,7 @@ impl Symbols {
 
     /// `name+0xoff` for `pc`, at its link address or through the kernel's linear map.
     pub fn lookup(&self, pc: u64) -> Option<String> {
-        let link = if pc >= KERNEL_LINEAR_BASE {
+        let link = if self.linear_alias && pc >= KERNEL_LINEAR_BASE {
             pc - KERNEL_LINEAR_BASE
         } else {
             pc
@@ -64,6 +112,7 @@ mod tests {
     #[test]
     fn a_pc_is_found_at_its_link_address_and_through_the_linear_map() {
         let s = Symbols {
+            linear_alias: true,
             funcs: vec![
                 (0x4100_0000, 0x40, "_start".into()),
                 (
@@ -82,5 +131,29 @@ mod tests {
         assert_eq!(s.lookup(0x4100_0100), None);
         assert_eq!(s.lookup(0x1000), None);
         assert_eq!(s.lookup(0x4200_0000), None);
+    }
+
+    #[test]
+    fn kallsyms_lines_give_text_symbols_running_to_the_next() {
+        let s = Symbols::from_kallsyms(
+            "ffff800080010000 T _text\nffff800080010040 t __cpu_setup\n\
+             ffff800080010100 D some_data\nffff800080010200 T __sched_text_start\n\
+             ffff800080010200 T __switch_to\n",
+        );
+        assert_eq!(s.len(), 3);
+        assert_eq!(
+            s.lookup(0xffff_8000_8001_0204).as_deref(),
+            Some("__switch_to+0x4")
+        );
+        assert_eq!(
+            s.lookup(0xffff_8000_8001_0048).as_deref(),
+            Some("__cpu_setup+0x8")
+        );
+        // Data symbols are not functions: the text before them runs on.
+        assert_eq!(
+            s.lookup(0xffff_8000_8001_0104).as_deref(),
+            Some("__cpu_setup+0xc4")
+        );
+        assert_eq!(s.lookup(0xffff_8000_8000_0000), None);
     }
 }

@@ -1,0 +1,223 @@
+//! Debian's arm64 packages for Linux mode, through apt: the kernel (`linux-image-*-arm64`)
+//! and `busybox-static`. Downloaded once into `target/linux/` and unpacked there; quiet when
+//! already there. Needs root the first time (the arm64 architecture is added to dpkg and
+//! apt's lists refreshed); nothing else on the host changes, and nothing is installed.
+
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// An unpacked package.
+#[derive(Clone, Debug)]
+pub struct Unpacked {
+    /// `name` as apt knows it (without `:arm64`).
+    pub name: String,
+    /// The package's version.
+    pub version: String,
+    /// Where its files are (its `/` tree).
+    pub root: PathBuf,
+}
+
+/// The distribution kernel to boot.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    pub package: Unpacked,
+    /// The kernel release, e.g. `6.12.117+deb12-arm64` (the Image's `vmlinuz-<release>`).
+    pub release: String,
+    /// The arm64 Image.
+    pub image: PathBuf,
+    /// Its build configuration (`/boot/config-<release>`).
+    pub config: PathBuf,
+}
+
+/// The package name for a `--kernel` choice: `6.12` (the newest 6.12 in bookworm-backports,
+/// through its meta-package), or a release such as `6.12.117+deb12` or `6.1.0-47`.
+pub fn package_for(choice: &str) -> Result<String> {
+    let ok = !choice.is_empty()
+        && choice
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".+-~".contains(c));
+    if !ok {
+        bail!("--kernel {choice:?}: expected a version such as 6.12, 6.12.117+deb12 or 6.1.0-47");
+    }
+    // `linux-image-6.12-arm64` is the meta-package; the others are images themselves.
+    Ok(format!("linux-image-{choice}-arm64"))
+}
+
+fn run(cmd: &mut Command, what: &str) -> Result<String> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("{what}: cannot start"))?;
+    if !out.status.success() {
+        bail!(
+            "{what} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// dpkg knows arm64 and apt has its package lists.
+fn ensure_arm64_lists() -> Result<()> {
+    let archs = run(
+        Command::new("dpkg").arg("--print-foreign-architectures"),
+        "dpkg --print-foreign-architectures",
+    )?;
+    if !archs.lines().any(|a| a.trim() == "arm64") {
+        eprintln!("mtex: adding the arm64 architecture to dpkg (for Debian's arm64 kernel)");
+        run(
+            Command::new("dpkg").args(["--add-architecture", "arm64"]),
+            "dpkg --add-architecture arm64 (run as root)",
+        )?;
+        update_lists()?;
+    }
+    Ok(())
+}
+
+fn update_lists() -> Result<()> {
+    run(
+        Command::new("apt-get").args(["update", "-qq"]),
+        "apt-get update",
+    )
+    .map(|_| ())
+}
+
+/// The candidate version of `pkg:arm64`, or None if apt does not know it.
+fn candidate(pkg: &str) -> Result<Option<String>> {
+    let out = run(
+        Command::new("apt-cache").args(["policy", &format!("{pkg}:arm64")]),
+        "apt-cache policy",
+    )?;
+    Ok(out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Candidate:"))
+        .map(|v| v.trim().to_string())
+        .filter(|v| v != "(none)"))
+}
+
+/// What a meta-package depends on first (e.g. `linux-image-6.12-arm64` on the newest image).
+fn meta_target(pkg: &str) -> Result<Option<String>> {
+    let out = run(
+        Command::new("apt-cache").args(["depends", &format!("{pkg}:arm64")]),
+        "apt-cache depends",
+    )?;
+    Ok(out.lines().find_map(|l| {
+        let dep = l.trim().strip_prefix("Depends:")?.trim();
+        let name = dep.split(':').next()?;
+        name.starts_with("linux-image-").then(|| name.to_string())
+    }))
+}
+
+/// Downloads and unpacks `pkg` (arm64) under `dir`, unless already there.
+fn fetch_package(pkg: &str, dir: &Path) -> Result<Unpacked> {
+    let mut version = candidate(pkg)?;
+    if version.is_none() {
+        update_lists()?;
+        version = candidate(pkg)?;
+    }
+    let Some(version) = version else {
+        bail!("apt has no arm64 package {pkg} (is bookworm-backports in the apt sources?)");
+    };
+    let root = dir.join(format!("{pkg}_{}", version.replace(':', "%3a")));
+    if root.join(".unpacked").exists() {
+        return Ok(Unpacked {
+            name: pkg.into(),
+            version,
+            root,
+        });
+    }
+    let debs = dir.join("debs");
+    std::fs::create_dir_all(&debs)?;
+    // apt's download sandbox user cannot write into target/: download as the caller.
+    run(
+        Command::new("apt-get")
+            .args(["download", "-qq", "-o", "APT::Sandbox::User=root"])
+            .arg(format!("{pkg}:arm64={version}"))
+            .current_dir(&debs),
+        &format!("apt-get download {pkg}:arm64"),
+    )?;
+    let deb = std::fs::read_dir(&debs)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("{pkg}_")) && n.ends_with("_arm64.deb"))
+        })
+        .with_context(|| format!("apt-get download left no {pkg} .deb"))?;
+    let _ = std::fs::remove_dir_all(&root);
+    run(
+        Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root),
+        "dpkg-deb -x",
+    )?;
+    std::fs::write(root.join(".unpacked"), &version)?;
+    let _ = std::fs::remove_file(&deb);
+    Ok(Unpacked {
+        name: pkg.into(),
+        version,
+        root,
+    })
+}
+
+/// The kernel for `choice` (see [`package_for`]), fetched into `dir`.
+pub fn kernel(choice: &str, dir: &Path) -> Result<Kernel> {
+    ensure_arm64_lists()?;
+    let mut pkg = package_for(choice)?;
+    if let Some(target) = meta_target(&pkg)? {
+        pkg = target;
+    }
+    let package = fetch_package(&pkg, dir)?;
+    let boot = package.root.join("boot");
+    let image = std::fs::read_dir(&boot)
+        .with_context(|| format!("{} has no /boot", package.name))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("vmlinuz-"))
+        })
+        .with_context(|| format!("{} has no /boot/vmlinuz-*", package.name))?;
+    let release = image
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("vmlinuz-"))
+        .unwrap_or_default()
+        .to_string();
+    let config = boot.join(format!("config-{release}"));
+    Ok(Kernel {
+        package,
+        release,
+        image,
+        config,
+    })
+}
+
+/// busybox-static (arm64), fetched into `dir`; returns the binary.
+pub fn busybox(dir: &Path) -> Result<PathBuf> {
+    ensure_arm64_lists()?;
+    let p = fetch_package("busybox-static", dir)?;
+    let bin = p.root.join("bin/busybox");
+    if !bin.exists() {
+        bail!("busybox-static has no /bin/busybox");
+    }
+    Ok(bin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_choices_name_packages_and_refuse_shell_words() {
+        assert_eq!(package_for("6.12").unwrap(), "linux-image-6.12-arm64");
+        assert_eq!(
+            package_for("6.12.117+deb12").unwrap(),
+            "linux-image-6.12.117+deb12-arm64"
+        );
+        assert_eq!(
+            package_for("6.1.0-47").unwrap(),
+            "linux-image-6.1.0-47-arm64"
+        );
+        assert!(package_for("6.12; rm -rf /").is_err());
+        assert!(package_for("").is_err());
+    }
+}

@@ -1,0 +1,130 @@
+//! The initramfs Linux mode boots: busybox-static, the `/init` script that runs the workload
+//! and powers off, and the workload programs. Written as a newc cpio (the format the kernel
+//! unpacks, Documentation/driver-api/early-userspace/buffer-format.rst) by the cpio crate.
+
+use anyhow::Result;
+use cpio::NewcBuilder;
+use cpio::newc::ModeFileType;
+use std::io::Cursor;
+
+/// One file of the archive.
+pub struct Entry {
+    pub path: String,
+    pub mode: u32,
+    pub kind: ModeFileType,
+    pub data: Vec<u8>,
+}
+
+impl Entry {
+    pub fn dir(path: &str) -> Self {
+        Entry {
+            path: path.into(),
+            mode: 0o755,
+            kind: ModeFileType::Directory,
+            data: Vec::new(),
+        }
+    }
+    pub fn file(path: &str, mode: u32, data: Vec<u8>) -> Self {
+        Entry {
+            path: path.into(),
+            mode,
+            kind: ModeFileType::Regular,
+            data,
+        }
+    }
+    pub fn symlink(path: &str, target: &str) -> Self {
+        Entry {
+            path: path.into(),
+            mode: 0o777,
+            kind: ModeFileType::Symlink,
+            data: target.as_bytes().to_vec(),
+        }
+    }
+}
+
+/// The archive's bytes.
+pub fn write(entries: Vec<Entry>) -> Result<Vec<u8>> {
+    let inputs = entries.into_iter().map(|e| {
+        let links = if matches!(e.kind, ModeFileType::Directory) {
+            2
+        } else {
+            1
+        };
+        let b = NewcBuilder::new(&e.path)
+            .mode(e.mode)
+            .set_mode_file_type(e.kind)
+            .uid(0)
+            .gid(0)
+            .nlink(links);
+        (b, Cursor::new(e.data))
+    });
+    Ok(cpio::write_cpio(inputs, Vec::new())?)
+}
+
+/// The `/init` script: mounts, an optional kernel-symbol dump, the workload, power-off.
+/// Lines starting `mtex-linux:` are markers the host reads on Linux's console.
+pub fn init_script(workload: &str) -> String {
+    format!(
+        r#"#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+echo "mtex-linux: init"
+if grep -qw mtex_kallsyms /proc/cmdline; then
+  echo "mtex-linux: kallsyms-begin"
+  grep -i ' t ' /proc/kallsyms
+  echo "mtex-linux: kallsyms-end"
+fi
+{workload}
+echo "mtex-linux: done $?"
+poweroff -f
+"#
+    )
+}
+
+/// The archive for a workload command line.
+pub fn build(
+    busybox: Vec<u8>,
+    workload: &str,
+    programs: Vec<(String, Vec<u8>)>,
+) -> Result<Vec<u8>> {
+    let mut entries = vec![
+        Entry::dir("bin"),
+        Entry::dir("dev"),
+        Entry::dir("proc"),
+        Entry::dir("sys"),
+        Entry::dir("tmp"),
+        Entry::file("bin/busybox", 0o755, busybox),
+        Entry::symlink("bin/sh", "busybox"),
+        Entry::file("init", 0o755, init_script(workload).into_bytes()),
+    ];
+    for (name, bytes) in programs {
+        entries.push(Entry::file(&format!("bin/{name}"), 0o755, bytes));
+    }
+    write(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_archive_reads_back_with_init_executable() {
+        let bytes = build(b"ELF".to_vec(), "echo hi", vec![]).unwrap();
+        let mut r = Cursor::new(bytes);
+        let mut seen = Vec::new();
+        loop {
+            let e = cpio::NewcReader::new(&mut r).unwrap();
+            if e.entry().is_trailer() {
+                break;
+            }
+            seen.push((e.entry().name().to_string(), e.entry().mode()));
+            e.finish().unwrap();
+        }
+        assert!(seen.contains(&("init".into(), 0o100755)));
+        assert!(seen.contains(&("bin/sh".into(), 0o120777)));
+        assert!(seen.iter().any(|(n, _)| n == "bin/busybox"));
+        assert!(init_script("getpid").contains("\ngetpid\n"));
+    }
+}

@@ -1,0 +1,200 @@
+//! `mtex linux`: a distribution kernel (Debian's arm64 package, unmodified) booted under the
+//! hypervisor in Linux mode, with every SCTLR_EL1/TCR_EL1 write it makes trapped, decoded and
+//! named by kernel function. The kernel, busybox and the initramfs come from apt and this
+//! repository (`fetch.rs`, `initramfs.rs`); the hypervisor passes Linux its GIC, timers and a
+//! second UART (`hyp/src/linux_boot.rs`) and keeps the first for its records.
+
+pub mod fetch;
+pub mod initramfs;
+pub mod report;
+
+use crate::{images, qemu};
+use anyhow::{Context, Result, bail};
+use mtex_platform::linux_bundle;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// `mtex linux`'s command-line arguments.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The kernel: 6.12 (the newest 6.12 in bookworm-backports) or a release such as
+    /// 6.12.117+deb12 or 6.1.0-47 (Debian's arm64 packages, fetched with apt).
+    #[arg(long, default_value = "6.12")]
+    pub kernel: String,
+    /// A shell command line /init runs between boot and power-off (busybox sh). Default:
+    /// none (boot to /init and power off).
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// More words for the kernel command line.
+    #[arg(long = "append", value_name = "WORD")]
+    pub append: Vec<String>,
+    /// Guest RAM in MiB (128..3072).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(128..=3072))]
+    pub ram_mib: u64,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Print Linux's own console (the second UART) after the report.
+    #[arg(long)]
+    pub console: bool,
+    /// Host time limit in seconds.
+    #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: u64,
+    /// Run without -icount (faster; guest times not exact).
+    #[arg(long)]
+    pub no_icount: bool,
+}
+
+/// Where Linux mode keeps what it fetched and built.
+pub fn work_dir() -> PathBuf {
+    images::workspace_root().join("target/linux")
+}
+
+/// The kernel command line: Linux's console on the passed-through UART, the initramfs's
+/// /init, fixed addresses (nokaslr) so that symbols read once stay right, and power-off
+/// rather than reboot on panic (`-no-reboot` would otherwise end QEMU with no record).
+fn cmdline(args: &Args, want_kallsyms: bool) -> String {
+    let mut words = vec![
+        "console=ttyAMA0".to_string(),
+        "rdinit=/init".into(),
+        "nokaslr".into(),
+        "panic=-1".into(),
+    ];
+    if want_kallsyms {
+        words.push("mtex_kallsyms".into());
+    }
+    words.extend(args.append.iter().cloned());
+    words.join(" ")
+}
+
+/// Everything a run needs on disk.
+pub struct Prepared {
+    pub kernel: fetch::Kernel,
+    /// This run's own directory (several runs may go at once): the bundle, Linux's console.
+    pub run_dir: PathBuf,
+    pub bundle: PathBuf,
+    /// Kernel symbols read on an earlier boot of this release, if any.
+    pub kallsyms: Option<PathBuf>,
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.run_dir);
+    }
+}
+
+/// Fetches the packages and writes the bundle (kernel Image + initramfs).
+pub fn prepare(args: &Args) -> Result<Prepared> {
+    let dir = work_dir();
+    std::fs::create_dir_all(&dir)?;
+    // One fetch at a time (apt's lists, the unpacked trees): a lock on the work directory.
+    let lock = std::fs::File::create(dir.join(".lock"))?;
+    lock.lock()?;
+    let kernel = fetch::kernel(&args.kernel, &dir)?;
+    let busybox = std::fs::read(fetch::busybox(&dir)?)?;
+    drop(lock);
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let run_dir = dir.join(format!(
+        "run-{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&run_dir)?;
+    let workload = args.workload.clone().unwrap_or_default();
+    let work = std::fs::read(images::build_workloads()?)?;
+    let initrd = initramfs::build(busybox, &workload, vec![("mtex-work".into(), work)])?;
+    let image = std::fs::read(&kernel.image)
+        .with_context(|| format!("reading {}", kernel.image.display()))?;
+    let h = linux_bundle::Header::for_parts(
+        image.len() as u64,
+        initrd.len() as u64,
+        args.ram_mib << 20,
+    );
+    let mut bytes = h.encode().to_vec();
+    bytes.extend_from_slice(&image);
+    bytes.resize(h.initrd_offset as usize, 0);
+    bytes.extend_from_slice(&initrd);
+    let bundle = run_dir.join("bundle.bin");
+    std::fs::write(&bundle, &bytes)?;
+    let kallsyms = kallsyms_path(&kernel.release);
+    Ok(Prepared {
+        kallsyms: kallsyms.exists().then_some(kallsyms),
+        kernel,
+        run_dir,
+        bundle,
+    })
+}
+
+fn kallsyms_path(release: &str) -> PathBuf {
+    work_dir().join(format!("kallsyms-{release}.txt"))
+}
+
+/// Boots a prepared bundle; returns the hypervisor's console and Linux's.
+pub fn boot(args: &Args, p: &Prepared) -> Result<(qemu::Console, String)> {
+    let built = images::build()?;
+    let images = images::Images {
+        guest_image: p.bundle.clone(),
+        ..built
+    };
+    let linux_console = p.run_dir.join("linux-console.log");
+    let icount = !args.no_icount;
+    let cfg = qemu::RunConfig {
+        cmdline: qemu::guest_time_for(&cmdline(args, p.kallsyms.is_none()), icount),
+        icount,
+        timeout: Duration::from_secs(args.timeout),
+        // Guest RAM, plus the staged bundle and the hypervisor beside it.
+        memory_mib: (args.ram_mib as u32) * 2 + 256,
+        // The hypervisor takes no interrupt in Linux mode, so no EL2 watchdog: the host
+        // watches the guest's clock (a stopped clock ends the run at once, with where the CPU
+        // was) and holds the run to the time limit.
+        watch_budget_ms: Some(args.timeout * 1000),
+        second_serial: Some(linux_console.clone()),
+        ..qemu::RunConfig::default()
+    };
+    let console = qemu::run(&images, &cfg)?;
+    let text = std::fs::read(&linux_console)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    Ok((console, text))
+}
+
+/// Runs `mtex linux`.
+pub fn run(args: Args) -> Result<ExitCode> {
+    let mut json = crate::json_out::JsonOut::open(args.json.as_deref())?;
+    if let Some(w) = &args.workload
+        && w.contains('\n')
+    {
+        bail!("--workload: one line only");
+    }
+    let p = prepare(&args)?;
+    let (console, linux_text) = boot(&args, &p)?;
+    let symbols = match &p.kallsyms {
+        Some(path) => std::fs::read_to_string(path).unwrap_or_default(),
+        None => {
+            let dump = report::kallsyms_section(&linux_text).unwrap_or_default();
+            if !dump.is_empty() {
+                // Written whole, then renamed: a concurrent run reads all of it or none.
+                let tmp = p.run_dir.join("kallsyms.txt");
+                std::fs::write(&tmp, &dump)?;
+                std::fs::rename(&tmp, kallsyms_path(&p.kernel.release))?;
+            }
+            dump
+        }
+    };
+    // The last run's console stays for reading after the run.
+    let _ = std::fs::write(work_dir().join("last-linux-console.log"), &linux_text);
+    let r = report::analyse(&p.kernel, &console, &linux_text, &symbols);
+    print!("{}", report::render(&r));
+    if args.console {
+        println!("\nLinux console\n{}", report::without_kallsyms(&linux_text));
+    }
+    if let Some(json) = &mut json {
+        json.write(&r)?;
+    }
+    Ok(if r.problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,340 @@
+//! Linux mode's report: the kernel's MTE control writes, decoded and named by kernel
+//! function, what it left set, how the run ended, and every problem. Built from the
+//! hypervisor's records (the report UART) and Linux's own console (the second UART), which
+//! carries only the init script's markers and, once per kernel release, its symbols.
+
+use super::fetch::Kernel;
+use crate::qemu::Console;
+use crate::report::describe_exit;
+use crate::symbols::Symbols;
+use comfy_table::Table;
+use comfy_table::presets::UTF8_BORDERS_ONLY;
+use mtex_arch::SysReg;
+use mtex_arch::fields::mte_fields;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+const MARK: &str = "mtex-linux: ";
+
+/// One trapped write, as the report shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinuxWrite {
+    pub seq: u32,
+    /// Guest time since the hypervisor started it, in milliseconds of counter time.
+    pub t_ms: f64,
+    pub register: &'static str,
+    pub old: u64,
+    pub new: u64,
+    /// `TCF0 NONE→SYNC` for each MTE field that changed.
+    pub changes: Vec<String>,
+    pub el: u8,
+    pub pc: u64,
+    /// `function+0xoff` from the kernel's symbols; early boot runs at physical addresses,
+    /// translated through the Image's load offset first.
+    pub symbol: Option<String>,
+}
+
+/// Linux mode's report.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinuxReport {
+    pub package: String,
+    pub version: String,
+    pub release: String,
+    /// Whether Linux ran the initramfs's /init, and the workload's exit status.
+    pub reached_init: bool,
+    pub workload_status: Option<i32>,
+    /// The workload programs' result lines (`mtex-work: ...`) from Linux's console.
+    pub workload_output: Vec<String>,
+    pub writes: Vec<LinuxWrite>,
+    /// Each register's last value and its MTE fields (`TCMA1=0`, ...).
+    pub final_sctlr_el1: Option<(u64, Vec<String>)>,
+    pub final_tcr_el1: Option<(u64, Vec<String>)>,
+    pub exit: String,
+    pub wall_s: f64,
+    /// Guest counter time at the last write, in milliseconds.
+    pub guest_ms: f64,
+    pub symbols: usize,
+    pub unknown_calls: Vec<String>,
+    pub debug_writes: usize,
+    pub problems: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+/// The lines between the init script's kallsyms markers.
+pub fn kallsyms_section(text: &str) -> Option<String> {
+    let start = text.find(&format!("{MARK}kallsyms-begin"))?;
+    let rest = &text[start..];
+    let body_start = rest.find('\n')? + 1;
+    let end = rest.find(&format!("{MARK}kallsyms-end"))?;
+    Some(rest[body_start..end].replace('\r', ""))
+}
+
+/// Linux's console without the symbol dump (for printing).
+pub fn without_kallsyms(text: &str) -> String {
+    match (
+        text.find(&format!("{MARK}kallsyms-begin")),
+        text.find(&format!("{MARK}kallsyms-end")),
+    ) {
+        (Some(a), Some(b)) => format!("{}[kernel symbols]\n{}", &text[..a], &text[b..]),
+        _ => text.to_string(),
+    }
+}
+
+/// `FIELD=value` for every MTE field of `reg` in `value`.
+fn fields(reg: SysReg, value: u64) -> Vec<String> {
+    mte_fields(reg)
+        .iter()
+        .map(|f| format!("{}={}", f.name, f.value_name(f.extract(value))))
+        .collect()
+}
+
+/// The PC as a kernel virtual address: early boot runs with the MMU off at the Image's
+/// physical address (`entry`), which maps to `_text`.
+fn kernel_va(pc: u64, entry: u64, text_va: Option<u64>) -> u64 {
+    match text_va {
+        Some(t) if pc >> 63 == 0 && pc >= entry => pc - entry + t,
+        _ => pc,
+    }
+}
+
+/// Builds the report.
+pub fn analyse(kernel: &Kernel, console: &Console, linux: &str, kallsyms: &str) -> LinuxReport {
+    let r = console.report();
+    let symbols = Symbols::from_kallsyms(kallsyms);
+    let text_va = kallsyms.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let a = u64::from_str_radix(f.next()?, 16).ok()?;
+        (f.nth(1)? == "_text").then_some(a)
+    });
+    let entry = r.boot.map_or(0, |b| b.guest_entry);
+    let hz = r.boot.map_or(1, |b| b.counter_hz.max(1)) as f64;
+    let t0 = r.writes.first().map_or(0, |w| w.ts);
+    let mut problems = r.problems.clone();
+    let mut notes = r.notes.clone();
+    let writes: Vec<LinuxWrite> = r
+        .writes
+        .iter()
+        .map(|w| LinuxWrite {
+            seq: w.seq,
+            t_ms: (w.ts.saturating_sub(t0)) as f64 * 1000.0 / hz,
+            register: w.register,
+            old: w.old,
+            new: w.new,
+            changes: w
+                .changes
+                .iter()
+                .map(|c| format!("{} {}→{}", c.field, c.old, c.new))
+                .collect(),
+            el: w.at.el,
+            pc: w.at.pc,
+            symbol: symbols.lookup(kernel_va(w.at.pc, entry, text_va)),
+        })
+        .collect();
+    let last = |name: &str, reg: SysReg| {
+        r.writes
+            .iter()
+            .rev()
+            .find(|w| w.register == name)
+            .map(|w| (w.new, fields(reg, w.new)))
+    };
+    let reached_init = linux.contains(&format!("{MARK}init"));
+    let workload_status = linux
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{MARK}done ")))
+        .and_then(|s| s.trim().parse().ok());
+    if !reached_init {
+        problems
+            .push("Linux did not reach the initramfs's /init (see its console: --console)".into());
+    } else if workload_status.is_none() {
+        problems.push("the workload did not finish (no done marker on Linux's console)".into());
+    } else if workload_status != Some(0) {
+        problems.push(format!(
+            "the workload exited with status {}",
+            workload_status.unwrap_or(-1)
+        ));
+    }
+    if r.writes.is_empty() {
+        problems.push("no SCTLR_EL1/TCR_EL1 write was trapped: Linux writes both at boot".into());
+    }
+    if symbols.is_empty() {
+        notes.push("no kernel symbols (the /proc/kallsyms dump was not read): PCs only".into());
+    }
+    let exit = r
+        .summary
+        .map_or_else(|| "no summary record".into(), |s| describe_exit(&s.exit));
+    if let Some(s) = &r.summary
+        && !s.exit.is_success()
+        && !problems.iter().any(|p| p.contains(&exit))
+    {
+        problems.push(format!("the run ended badly: {exit}"));
+    }
+    LinuxReport {
+        package: kernel.package.name.clone(),
+        version: kernel.package.version.clone(),
+        release: kernel.release.clone(),
+        reached_init,
+        workload_status,
+        workload_output: linux
+            .lines()
+            .filter(|l| l.starts_with("mtex-work:"))
+            .map(|l| l.trim_end().to_string())
+            .collect(),
+        final_sctlr_el1: last("SCTLR_EL1", SysReg::SctlrEl1),
+        final_tcr_el1: last("TCR_EL1", SysReg::TcrEl1),
+        exit,
+        wall_s: console.wall.as_secs_f64(),
+        guest_ms: writes.last().map_or(0.0, |w| w.t_ms),
+        symbols: symbols.len(),
+        unknown_calls: r
+            .unknown_calls
+            .iter()
+            .map(|c| format!("{:?} {:#x} at pc {:#x}", c.conduit, c.function, c.at.pc))
+            .collect(),
+        debug_writes: r.debug_writes.len(),
+        writes,
+        problems,
+        notes,
+    }
+}
+
+/// Writes listed one by one; past this, a table by place.
+const WRITES_LISTED: usize = 40;
+
+/// Every write counted by (register, MTE fields changed, where), most frequent first.
+fn by_site(writes: &[LinuxWrite]) -> Table {
+    let mut groups: Vec<((&str, String, String), usize)> = Vec::new();
+    for w in writes {
+        let key = (
+            w.register,
+            if w.changes.is_empty() {
+                "(none)".to_string()
+            } else {
+                w.changes.join(", ")
+            },
+            w.symbol.clone().unwrap_or_else(|| format!("{:#x}", w.pc)),
+        );
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, n)) => *n += 1,
+            None => groups.push((key, 1)),
+        }
+    }
+    groups.sort_by_key(|g| std::cmp::Reverse(g.1));
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+        "writes",
+        "register",
+        "MTE fields changed",
+        "where",
+    ]);
+    for ((reg, changes, at), n) in groups {
+        t.add_row(vec![n.to_string(), reg.to_string(), changes, at]);
+    }
+    t
+}
+
+/// The report as text.
+pub fn render(r: &LinuxReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "mtex linux: {} {} ({}), one CPU, under the hypervisor in Linux mode",
+        r.package, r.version, r.release
+    );
+    let _ = writeln!(
+        out,
+        "  /init reached: {}; workload status: {}; ended: {}; wall {:.1} s",
+        if r.reached_init { "yes" } else { "no" },
+        r.workload_status.map_or("-".into(), |s| s.to_string()),
+        r.exit,
+        r.wall_s
+    );
+    for l in &r.workload_output {
+        let _ = writeln!(out, "  {l}");
+    }
+    let count = |name: &str| r.writes.iter().filter(|w| w.register == name).count();
+    let _ = writeln!(
+        out,
+        "\nMTE control writes trapped: {} (SCTLR_EL1 {}, TCR_EL1 {}); kernel symbols: {}",
+        r.writes.len(),
+        count("SCTLR_EL1"),
+        count("TCR_EL1"),
+        r.symbols
+    );
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+        "seq",
+        "t (ms)",
+        "register",
+        "old → new",
+        "MTE fields changed",
+        "where",
+    ]);
+    for w in r.writes.iter().take(WRITES_LISTED) {
+        t.add_row(vec![
+            w.seq.to_string(),
+            format!("{:.3}", w.t_ms),
+            w.register.to_string(),
+            format!("{:#x} → {:#x}", w.old, w.new),
+            if w.changes.is_empty() {
+                "(none)".into()
+            } else {
+                w.changes.join(", ")
+            },
+            match &w.symbol {
+                Some(s) => format!("EL{} {s}", w.el),
+                None => format!("EL{} {:#x}", w.el, w.pc),
+            },
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    if r.writes.len() > WRITES_LISTED {
+        let _ = writeln!(
+            out,
+            "  ... {} more (all of them in --json); by place:",
+            r.writes.len() - WRITES_LISTED
+        );
+        let _ = writeln!(out, "{}", by_site(&r.writes));
+    }
+    let _ = writeln!(out, "\nWhat the kernel left set");
+    for (name, v) in [
+        ("SCTLR_EL1", &r.final_sctlr_el1),
+        ("TCR_EL1", &r.final_tcr_el1),
+    ] {
+        if let Some((value, f)) = v {
+            let _ = writeln!(out, "  {name:<9} {value:#018x}: {}", f.join(" "));
+        }
+    }
+    if let Some((tcr, _)) = &r.final_tcr_el1 {
+        let tbi1 = tcr & mtex_arch::mte_bits::tcr::TBI1 != 0;
+        let tcma1 = tcr & mtex_arch::mte_bits::tcr::TCMA1 != 0;
+        if tbi1 && !tcma1 {
+            let _ = writeln!(
+                out,
+                "  TCMA1=0: kernel accesses through 0xF-tagged (match-all) pointers are tag-checked \
+                 wherever the CPU checks with TCF=NONE (AmpereOne does; see the seeds)"
+            );
+        }
+    }
+    if r.debug_writes > 0 {
+        let _ = writeln!(
+            out,
+            "\n{} debug-register writes kept in the guest's shadow",
+            r.debug_writes
+        );
+    }
+    for c in &r.unknown_calls {
+        let _ = writeln!(out, "unknown call answered NOT_SUPPORTED: {c}");
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    if r.problems.is_empty() {
+        let _ = writeln!(out, "\nno problems");
+    } else {
+        let _ = writeln!(out, "\nPROBLEMS ({})", r.problems.len());
+        for p in &r.problems {
+            let _ = writeln!(out, "  - {p}");
+        }
+    }
+    out
+}
