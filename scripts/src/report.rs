@@ -718,6 +718,20 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
         },
         Record::Console(t) => r.console.push(t.as_str().to_string()),
         Record::UnknownCall(c) => r.unknown_calls.push(c),
+        // A workload's mistake with the doorbell: the window it meant is not what ran.
+        Record::DoorbellRefused(d) => r.problems.push(format!(
+            "doorbell store of {:#x} at offset {:#x} refused ({}) at pc {:#x} EL{}{}",
+            d.value,
+            d.offset,
+            d.why.describe(),
+            d.at.pc,
+            d.at.el,
+            if d.open != 0 {
+                format!(", window {} open", d.open)
+            } else {
+                String::new()
+            }
+        )),
         Record::DebugWrite(w) => r.debug_writes.push(w),
         Record::Summary(s) => r.summary = Some(s),
         Record::StepEngine(e) => r.engines.push(e),

@@ -360,6 +360,18 @@ mod tests {
                     counts,
                 })
             ),
+            (any::<[u64; 2]>(), 0usize..6, any_state(), any::<u32>()).prop_map(
+                |(v, why, at, open)| {
+                    use crate::doorbell::Refusal::*;
+                    Record::DoorbellRefused(crate::report::DoorbellRefused {
+                        offset: v[0],
+                        value: v[1],
+                        why: [Read, NotOneStore, Offset, BadId, AlreadyOpen, NotOpen][why],
+                        at,
+                        open,
+                    })
+                }
+            ),
         ]
     }
 

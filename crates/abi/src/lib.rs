@@ -7,6 +7,7 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod doorbell;
 pub mod frame;
 pub mod hypercall;
 pub mod options;

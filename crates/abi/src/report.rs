@@ -52,6 +52,20 @@ pub enum Record {
     /// How an untraced pass watched the guest's MSR TCO sites with breakpoints (sent with its
     /// TcoSite records, before its PhasePmu).
     TcoWatch(TcoWatch),
+    /// Linux mode: a doorbell access the hypervisor refused (`crate::doorbell`). After
+    /// TcoWatch so that older logs still decode.
+    DoorbellRefused(DoorbellRefused),
+}
+
+/// A refused doorbell access: what was stored where, by whom, and why it was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoorbellRefused {
+    pub offset: u64,
+    pub value: u64,
+    pub why: crate::doorbell::Refusal,
+    pub at: GuestState,
+    /// The window open at the time, 0 if none.
+    pub open: u32,
 }
 
 /// The MSR TCO sites an untraced pass watched. The hypervisor scans the guest image's

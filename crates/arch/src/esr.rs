@@ -208,6 +208,16 @@ impl DataAbortIss {
         self.0 & (1 << 6) != 0
     }
 
+    /// SAS: the access size in bytes (valid with ISV).
+    pub const fn size(self) -> u8 {
+        1 << ((self.0 >> 22) & 3)
+    }
+
+    /// SRT: the register transferred (valid with ISV; 31 is XZR).
+    pub const fn register(self) -> u8 {
+        ((self.0 >> 16) & 0x1f) as u8
+    }
+
     /// The fault status code, DFSC bits 5:0.
     pub const fn dfsc(self) -> u8 {
         (self.0 & 0x3f) as u8
@@ -226,6 +236,15 @@ mod tests {
         assert_eq!(Esr(0x9200_0000).ec(), ExceptionClass::DataAbortLower); // EC 0x24
         assert_eq!(Esr(0xca00_0000).ec(), ExceptionClass::SoftwareStepLower); // EC 0x32
         assert_eq!(Esr(0x2 << 26).ec(), ExceptionClass::Other(0x2));
+    }
+
+    #[test]
+    fn decodes_a_stage2_abort_of_a_64_bit_store() {
+        // `str x19, [x0]` to an unmapped IPA: ISV, SAS = 3 (8 bytes), SRT = 19, WnR,
+        // DFSC = translation fault level 1.
+        let iss = DataAbortIss((1 << 24) | (3 << 22) | (19 << 16) | (1 << 6) | 0x05);
+        assert!(iss.isv() && iss.is_write());
+        assert_eq!((iss.size(), iss.register(), iss.dfsc()), (8, 19, 0x05));
     }
 
     #[test]

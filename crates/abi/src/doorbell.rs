@@ -1,0 +1,140 @@
+//! Linux mode's doorbell: how a workload in Linux's user space opens and closes a trace
+//! window. HVC from EL0 is UNDEFINED, so the workload stores to a page of guest physical
+//! address space that stage 2 leaves unmapped, mapped into the process through /dev/mem
+//! (Debian's STRICT_DEVMEM allows a hole no driver claims). The store is a stage-2 data
+//! abort whose syndrome (ISV) gives the register and size; the hypervisor decodes it here
+//! and skips the store.
+//!
+//! One 64-bit store per command: `OPEN` with the window's id (non-zero, 32 bits) starts a
+//! traced phase with that id right after the store; `CLOSE` with the same id ends it. A read,
+//! another size, another offset, an id of 0 or above 32 bits, an OPEN while a window is open
+//! and a CLOSE of another id are refused with a record (and nothing else happens): a
+//! workload's mistake is visible, never a silently wrong window.
+
+/// The doorbell page's guest physical address: a hole in QEMU virt's memory map (between
+/// the virtio-mmio transports and the platform bus) that Linux mode's device tree leaves out.
+pub const DOORBELL_IPA: u64 = 0x0b00_0000;
+/// Its size: one page.
+pub const DOORBELL_SIZE: u64 = 0x1000;
+/// Offset of the OPEN register.
+pub const OPEN: u64 = 0x0;
+/// Offset of the CLOSE register.
+pub const CLOSE: u64 = 0x8;
+
+/// A decoded doorbell access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    Open(u32),
+    Close(u32),
+}
+
+/// Why a doorbell access was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Refusal {
+    /// A load, not a store.
+    Read,
+    /// Not a 64-bit store with a valid syndrome (e.g. a pair or a store from SIMD registers).
+    NotOneStore,
+    /// Neither OPEN nor CLOSE.
+    Offset,
+    /// An id of 0 or wider than 32 bits.
+    BadId,
+    /// OPEN while a window is open.
+    AlreadyOpen,
+    /// CLOSE with no window open, or of another window.
+    NotOpen,
+}
+
+impl Refusal {
+    pub const fn describe(self) -> &'static str {
+        match self {
+            Refusal::Read => "a load from the doorbell (only stores are commands)",
+            Refusal::NotOneStore => "not one 64-bit store from a general register",
+            Refusal::Offset => "an offset that is neither OPEN (0x0) nor CLOSE (0x8)",
+            Refusal::BadId => "a window id of 0 or wider than 32 bits",
+            Refusal::AlreadyOpen => "OPEN while a window is open",
+            Refusal::NotOpen => "CLOSE of a window that is not the open one",
+        }
+    }
+}
+
+/// What the data abort's syndrome says of the access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    /// ISS.ISV: size and register are known.
+    pub valid: bool,
+    pub write: bool,
+    /// Bytes (ISS.SAS).
+    pub size: u8,
+    /// The stored value (the register ISS.SRT names).
+    pub value: u64,
+    /// Offset in the doorbell page.
+    pub offset: u64,
+}
+
+/// Decodes an access to the doorbell given the window open now, if any.
+pub fn decode(a: Access, open: Option<u32>) -> Result<Command, Refusal> {
+    if !a.write {
+        return Err(Refusal::Read);
+    }
+    if !a.valid || a.size != 8 {
+        return Err(Refusal::NotOneStore);
+    }
+    if a.value == 0 || a.value > u32::MAX as u64 {
+        return Err(Refusal::BadId);
+    }
+    let id = a.value as u32;
+    match (a.offset, open) {
+        (OPEN, None) => Ok(Command::Open(id)),
+        (OPEN, Some(_)) => Err(Refusal::AlreadyOpen),
+        (CLOSE, Some(o)) if o == id => Ok(Command::Close(id)),
+        (CLOSE, _) => Err(Refusal::NotOpen),
+        _ => Err(Refusal::Offset),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(offset: u64, value: u64) -> Access {
+        Access {
+            valid: true,
+            write: true,
+            size: 8,
+            value,
+            offset,
+        }
+    }
+
+    #[test]
+    fn open_then_close_the_same_window() {
+        assert_eq!(decode(store(OPEN, 7), None), Ok(Command::Open(7)));
+        assert_eq!(decode(store(CLOSE, 7), Some(7)), Ok(Command::Close(7)));
+    }
+
+    #[test]
+    fn every_mistake_is_refused_by_name() {
+        assert_eq!(decode(store(OPEN, 7), Some(3)), Err(Refusal::AlreadyOpen));
+        assert_eq!(decode(store(CLOSE, 7), Some(3)), Err(Refusal::NotOpen));
+        assert_eq!(decode(store(CLOSE, 7), None), Err(Refusal::NotOpen));
+        assert_eq!(decode(store(OPEN, 0), None), Err(Refusal::BadId));
+        assert_eq!(decode(store(OPEN, 1 << 32), None), Err(Refusal::BadId));
+        assert_eq!(decode(store(0x10, 7), None), Err(Refusal::Offset));
+        let read = Access {
+            write: false,
+            ..store(OPEN, 7)
+        };
+        assert_eq!(decode(read, None), Err(Refusal::Read));
+        let word = Access {
+            size: 4,
+            ..store(OPEN, 7)
+        };
+        assert_eq!(decode(word, None), Err(Refusal::NotOneStore));
+        let pair = Access {
+            valid: false,
+            ..store(OPEN, 7)
+        };
+        assert_eq!(decode(pair, None), Err(Refusal::NotOneStore));
+    }
+}
