@@ -38,10 +38,13 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
             let exception_entry = step
                 && esr.ec() == ExceptionClass::SoftwareStepLower
                 && !esr.step_completed_an_instruction();
-            hyp.tracer.retire(ctx, exception_entry);
+            hyp.tracer.retire(ctx, exception_entry, &hyp.controls);
         }
         match kind {
             SYNC => sync_exit(hyp, ctx, esr),
+            // Linux mode: only a run routes interrupts here, to stop; the interrupt is Linux's
+            // and stays pending for it (never acknowledged here).
+            IRQ if hyp.linux => hyp.tracer.note_irq_exit(),
             IRQ => crate::watchdog::irq_exit(hyp, ctx),
             _ => unhandled(hyp, ctx),
         }
@@ -102,6 +105,9 @@ fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
         ExceptionClass::Hvc64 => crate::hypercall::handle(hyp, ctx),
         ExceptionClass::Smc64 => crate::psci::handle_guest_smc(hyp, ctx),
         ExceptionClass::WfiWfe => wfx(hyp, ctx),
+        ExceptionClass::DataAbortLower if crate::doorbell::is_doorbell(hyp) => {
+            crate::doorbell::ring(hyp, ctx, esr)
+        }
         _ => unhandled(hyp, ctx),
     }
 }

@@ -49,7 +49,6 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     {
         return ret::INVALID_PARAMETERS;
     }
-    let traced = flags & hc::PHASE_TRACED != 0;
     let regs8 = [
         ctx.x[2], ctx.x[3], ctx.x[4], ctx.x[5], ctx.x[7], ctx.x[8], ctx.x[9], ctx.x[10],
     ];
@@ -69,9 +68,49 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     };
     let regs = [ctx.x[2], ctx.x[3], ctx.x[4], ctx.x[5]];
     let bytes: [u8; hc::PHASE_NAME_BYTES] = hc::unpack_bytes(&regs);
+    open_phase(
+        hyp,
+        ctx,
+        Opening {
+            id,
+            name: PhaseName::from_bytes_lossy(&bytes),
+            params,
+            flags,
+            run,
+            pass,
+            regs8,
+        },
+    );
+    ret::SUCCESS
+}
+
+/// A phase about to open: what PHASE_BEGIN (or Linux mode's doorbell) asked for.
+pub struct Opening {
+    pub id: u32,
+    pub name: PhaseName,
+    pub params: Option<PhaseParams>,
+    pub flags: u64,
+    /// The run and pass `mtex_abi::runs::next_phase` gave.
+    pub run: u32,
+    pub pass: u8,
+    pub regs8: [u64; 8],
+}
+
+/// Opens a phase: its record, then the counting (and the trace, if traced).
+pub fn open_phase(hyp: &mut Hyp, ctx: &GuestContext, o: Opening) {
+    let Opening {
+        id,
+        params,
+        flags,
+        run,
+        pass,
+        regs8,
+        ..
+    } = o;
+    let traced = flags & hc::PHASE_TRACED != 0;
     hyp.report.send(&Record::PhaseBegin(PhaseBegin {
         id,
-        name: PhaseName::from_bytes_lossy(&bytes),
+        name: o.name,
         params,
         ts: CNTPCT_EL0.get(),
         at: ctx.state(),
@@ -107,7 +146,6 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     if traced && !hyp.start_trace(id) {
         log::warn!("an OS lock was set at the start of traced phase {id}; cleared");
     }
-    ret::SUCCESS
 }
 
 fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
@@ -115,10 +153,19 @@ fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
     if hyp.phase.is_none() || hyp.phase_id() as u64 != ctx.x[1] {
         return ret::INVALID_PARAMETERS;
     }
-    // Figures first, so the phase's EL2 count excludes the framing of its own records.
-    let Some((id, stats, pmu, more, watch)) = hyp.end_phase() else {
-        return ret::INVALID_PARAMETERS;
-    };
+    match close_phase(hyp, ctx) {
+        Some(more) => {
+            ctx.x[1] = more as u64;
+            ret::SUCCESS
+        }
+        None => ret::INVALID_PARAMETERS,
+    }
+}
+
+/// Closes the open phase: its figures first (so its EL2 count excludes the framing of its own
+/// records), then its records. Returns the passes its run still wants.
+pub fn close_phase(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
+    let (id, stats, pmu, more, watch) = hyp.end_phase()?;
     if let Some(l) = &mut hyp.last_run {
         l.passes = pmu.passes;
     }
@@ -150,8 +197,7 @@ fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
         at: ctx.state(),
         stats,
     }));
-    ctx.x[1] = more as u64;
-    ret::SUCCESS
+    Some(more)
 }
 
 /// The guest's virtual counter when this exit entered EL2 (its EL2 time is not yet taken

@@ -13,6 +13,7 @@ extern crate alloc;
 mod boot;
 mod context;
 mod debug;
+mod doorbell;
 mod entry;
 mod exits;
 mod fast_step;
@@ -203,6 +204,10 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         boot.guest_ram,
         (mtex_platform::guest_vm::IMAGE_ADDR, boot.guest_image.size),
     );
+    hyp.linux = linux;
+    if linux {
+        hyp.tracer.set_irqs_to_guest();
+    }
     global::HYP.init(hyp);
     guest_boot::enter(entry, guest_dtb)
 }

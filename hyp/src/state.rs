@@ -65,6 +65,8 @@ pub struct Hyp {
     pub tco: crate::tco_watch::Watcher,
     /// Passes the open run's TCO watch takes (after its PMU passes).
     pub run_tco_passes: u8,
+    /// Linux mode: the doorbell page opens and closes trace windows.
+    pub linux: bool,
 }
 
 /// A TCO watch pass's record and its sites.
@@ -104,6 +106,7 @@ impl Hyp {
             tco: crate::tco_watch::Watcher::new(false, guest_ram, (0, 0)),
             run_tco_passes: 0,
             guest_debug: Default::default(),
+            linux: false,
         };
         hyp.sync_fast_traps();
         hyp

@@ -165,6 +165,13 @@ pub struct Tracer {
     /// taken before any instruction, so neither the fast path nor a run may assume the next
     /// instruction completes.
     virq_pending: bool,
+    /// Linux mode: physical interrupts go to the guest (HCR_EL2.IMO clear), except during a
+    /// run, when they come here (`irqs_at_el2`, `runs.rs`).
+    irqs_to_guest: bool,
+    irqs_at_el2: bool,
+    /// A physical interrupt stopped the last run: the next instruction is stepped, so that
+    /// the guest takes the interrupt (a run would stop again at once).
+    irq_stopped_run: bool,
 }
 
 impl Tracer {
@@ -210,7 +217,21 @@ impl Tracer {
             guest_ram,
             block_granules,
             virq_pending: false,
+            irqs_to_guest: false,
+            irqs_at_el2: false,
+            irq_stopped_run: false,
         }
+    }
+
+    /// Linux mode: the guest owns its interrupts (see `irqs_to_guest`).
+    pub fn set_irqs_to_guest(&mut self) {
+        self.irqs_to_guest = true;
+    }
+
+    /// A physical interrupt came to EL2 (Linux mode, during a run): it stays pending for the
+    /// guest, which takes it at the next stepped instruction.
+    pub fn note_irq_exit(&mut self) {
+        self.irq_stopped_run = true;
     }
 
     /// The hypervisor made a virtual interrupt pending for the guest.
@@ -344,9 +365,9 @@ impl Tracer {
     /// exception handler (ESR_EL2.ISS.ISV = 0), so an exception was taken. Out of line, so the
     /// other exits' path keeps a small frame.
     #[inline(never)]
-    pub fn retire(&mut self, ctx: &GuestContext, exception_entry: bool) {
+    pub fn retire(&mut self, ctx: &GuestContext, exception_entry: bool, controls: &Controls) {
         if self.run_armed {
-            self.retire_run(ctx);
+            self.retire_run(ctx, controls);
             return;
         }
         if !self.armed {
@@ -473,6 +494,7 @@ impl Tracer {
         if let Some(w) = word
             && self.runs_enabled
             && !self.virq_pending
+            && !core::mem::take(&mut self.irq_stopped_run)
             && mtex_trace::run::may_start_run(w, &insn)
             && self.arm_run(ctx, controls, (st.pc, st.el, w))
         {

@@ -30,13 +30,18 @@ fn boot(cmdline: String) -> Report {
 
 /// Boots `program` in every step mode and compares each fast run with the plain one.
 fn assert_counts_equal(program: &str) {
+    assert_counts_equal_in(program, &MODES)
+}
+
+/// [`assert_counts_equal`] over `modes` (the first is the reference).
+fn assert_counts_equal_in(program: &str, modes: &[equality::Mode]) {
     let (_, line) = PROGRAMS
         .iter()
         .find(|(name, _)| *name == program)
         .unwrap_or_else(|| panic!("{program} is not in mtex::equality::PROGRAMS"));
     images();
     let reports: Vec<Report> = std::thread::scope(|s| {
-        let boots: Vec<_> = MODES
+        let boots: Vec<_> = modes
             .iter()
             .map(|mode| s.spawn(move || boot(format!("{line} {}", mode.opts))))
             .collect();
@@ -50,7 +55,7 @@ fn assert_counts_equal(program: &str) {
     assert!(traced > 0, "{program}: no traced phase");
     // Everything wrong, in every mode, in one message.
     let mut wrong = Vec::new();
-    for (mode, r) in MODES.iter().zip(&reports) {
+    for (mode, r) in modes.iter().zip(&reports) {
         let problems = equality::run_problems(r);
         wrong.extend(problems.iter().map(|p| format!("{}: {p}", mode.opts)));
         if *mode == equality::PLAIN {
@@ -108,9 +113,13 @@ fn hostile_vector() {
     assert_counts_equal("hostile-vector");
 }
 
+/// Stepped modes only: a breakpoint run carries each LDXR/STXR pair unstepped, so there its
+/// stores succeed, while every step's exception return clears the monitor and makes them
+/// fail — the guest itself behaves differently, and `hostile.rs` checks each mode's counts
+/// against the loop.
 #[test]
 fn hostile_exclusive() {
-    assert_counts_equal("hostile-exclusive");
+    assert_counts_equal_in("hostile-exclusive", &[equality::PLAIN, equality::FAST]);
 }
 
 #[test]

@@ -262,8 +262,18 @@ fn a_loop_of_exclusive_pairs_is_traced_to_its_end_and_failed_stores_make_no_acce
     // Each store-exclusive either wrote (a checked write) or failed (no access at all).
     assert_eq!(t.accesses.wr_k + t.failed_store_exclusives, n);
     assert_eq!(t.architectural.wr_k, t.accesses.wr_k);
-    // Under single-step every ERET clears QEMU's monitor: all of them fail there.
-    assert_eq!(t.failed_store_exclusives, n);
+    // Breakpoint runs (the default) carry each pair unstepped, from the LDXR to just after
+    // the STXR: nothing clears the monitor between them on one CPU, so every store writes.
+    assert_eq!(t.failed_store_exclusives, 0);
+    assert_eq!(t.accesses.wr_k, n);
+
+    // Stepped, every ERET clears QEMU's monitor: all of them fail there, and none is
+    // counted as a write.
+    let r = boot("mtex.guest=hostile-exclusive mtex.runs=0");
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    let t = r.phases[0].trace.unwrap();
+    assert_eq!(t.instructions_el1, 5 * n + END_CALL_INSTRUCTIONS);
+    assert_eq!((t.failed_store_exclusives, t.accesses.wr_k), (n, 0));
 }
 
 #[test]

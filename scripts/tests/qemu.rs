@@ -475,8 +475,24 @@ fn differential_qemu_faults_exactly_when_the_elided_view_checks() {
 }
 
 #[test]
-fn an_exclusive_loop_under_trace_ends_with_a_named_reason_not_a_hang() {
-    let (r, wall) = boot("mtex.guest=exclusive-loop");
+fn an_exclusive_retry_loop_runs_unstepped_from_its_load_to_after_its_store() {
+    // ldaxr; add; stlxr; cbnz (back on failure) once, then subs; b.ne and the end call. A
+    // breakpoint run carries the sequence: the store succeeds at the first attempt.
+    let (r, _) = boot("mtex.guest=exclusive-loop");
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    let t = r.phases[0].trace.unwrap();
+    assert_eq!(
+        t.instructions_el1,
+        4 + mtex_abi::program::LOOP_OVERHEAD + mtex_abi::program::END_CALL_INSTRUCTIONS
+    );
+    assert_eq!(t.failed_store_exclusives, 0);
+    assert_eq!((t.accesses.rd_k, t.accesses.wr_k), (1, 1));
+}
+
+#[test]
+fn an_exclusive_loop_stepped_ends_with_a_named_reason_not_a_hang() {
+    // Without runs every instruction is stepped, and every step's ERET clears the monitor.
+    let (r, wall) = boot("mtex.guest=exclusive-loop mtex.runs=0");
     assert!(!r.succeeded());
     let stopped = match r.summary.unwrap().exit {
         ExitReason::TraceUnsupported { at, reason } => {

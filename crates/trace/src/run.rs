@@ -15,7 +15,18 @@
 //!
 //! Everything else (checkable accesses after the first, exclusives, MSR TCO from a register,
 //! system instructions, exception-generating instructions, indirect branches) is a leaf: the
-//! run stops before it. The count of instructions run is the depth of the place it stopped
+//! run stops before it.
+//!
+//! One exception makes exclusive sequences countable at all: single-stepping cannot carry an
+//! LDXR/STXR pair (every step's exception return clears the exclusive monitor, so the
+//! store-exclusive always fails and the loop retries for ever). A plan may start at a
+//! load-exclusive ([`is_exclusive_root_of`]): its matching store-exclusive is then part of
+//! the run and the instruction after it is always a leaf, so the run stops right after the
+//! store with its registers as it used them: there the store is judged (its address
+//! register is never written by a store-exclusive) and its status register says whether it
+//! wrote ([`Plan::exclusive_store`]). This is how GDB steps over atomic
+//! sequences on arm64 (a breakpoint past the store-exclusive and at every branch out),
+//! with the count coming from the decoded instructions. The count of instructions run is the depth of the place it stopped
 //! at, which is unique: a plan in which any address could be reached two ways is refused, and
 //! the engine steps instead; the static instructions executed are the ones on the one path
 //! from the root to that place ([`Plan::path`]).
@@ -71,9 +82,21 @@ pub fn is_dynamic_root_of(insn: &Insn) -> bool {
     matches!(insn, Insn::Mem(m) if !m.exclusive && m.form_checkable())
 }
 
+/// True for a load-exclusive (LDXR, LDAXR, LDXP...): the start of an exclusive sequence,
+/// which only a run can carry.
+pub fn is_exclusive_root_of(insn: &Insn) -> bool {
+    matches!(insn, Insn::Mem(m) if m.exclusive && m.dir == crate::decode::Dir::Read)
+}
+
+fn is_exclusive_store(insn: &Insn) -> bool {
+    matches!(insn, Insn::Mem(m) if m.exclusive && m.dir == crate::decode::Dir::Write)
+}
+
 /// True if a run may start at `word` (decoded as `insn`).
 pub fn may_start_run(word: u32, insn: &Insn) -> bool {
-    node_kind_of(word, insn) != NodeKind::Stop || is_dynamic_root_of(insn)
+    node_kind_of(word, insn) != NodeKind::Stop
+        || is_dynamic_root_of(insn)
+        || is_exclusive_root_of(insn)
 }
 
 /// Registers an instruction a plan may hold can write: bit n for Xn, bit 31 for SP (or XZR,
@@ -215,8 +238,15 @@ pub struct Plan {
     /// (address, instructions executed on arrival) of every exit.
     pub leaves: [(u64, u32); MAX_LEAVES],
     pub n_leaves: usize,
-    /// The first instruction is a checkable access judged at the stop ([`is_dynamic_root`]).
+    /// The first instruction is a checkable access judged at the stop ([`is_dynamic_root`]),
+    /// or a load-exclusive ([`is_exclusive_root_of`]), also judged at the stop.
     pub dynamic_root: bool,
+    /// A plan rooted at a load-exclusive: the store-exclusive that closes the sequence, as
+    /// (address, status register Ws), when the plan reaches it. The run stops right after
+    /// it, where the engine judges it with the registers it used; a non-zero status there
+    /// means it failed and wrote nothing. It is counted among the statics on a path (to be
+    /// found there), but is not one.
+    pub exclusive_store: Option<(u64, u8)>,
     /// Every address in the run, leaves included, with its depth.
     visited: [(u64, u32); MAX_VISITED],
     n_visited: usize,
@@ -266,6 +296,12 @@ impl Plan {
         self.visited[..self.n_visited]
             .iter()
             .position(|(a, _)| *a == pc)
+    }
+
+    /// The word planned at `pc`, if it is in the plan.
+    pub fn word_at(&self, pc: u64) -> Option<u32> {
+        let i = self.index_of(pc)?;
+        (self.words[i] != NO_WORD).then_some(self.words[i] as u32)
     }
 
     /// The root's word as planned.
@@ -339,6 +375,7 @@ impl Default for Plan {
             leaves: [(0, 0); MAX_LEAVES],
             n_leaves: 0,
             dynamic_root: false,
+            exclusive_store: None,
             visited: [(0, 0); MAX_VISITED],
             n_visited: 0,
             words: [NO_WORD; MAX_VISITED],
@@ -372,6 +409,7 @@ impl Plan {
         self.predicted = 0;
         self.n_predicted = 0;
         self.dynamic_root = false;
+        self.exclusive_store = None;
         self.fill(start, &mut fetch).is_some()
     }
 
@@ -406,9 +444,24 @@ impl Plan {
             p.words[i] = fetched.map_or(NO_WORD, u64::from);
             p.n_visited += 1;
             let insn = fetched.map(decode);
+            // In an exclusive sequence the node after the store-exclusive is always an exit:
+            // the store's status is read there.
+            let after_store = p
+                .exclusive_store
+                .is_some_and(|(a, _)| i > 0 && p.visited[q].0 == a);
+            let exclusive = i > 0 && p.exclusive_root();
             let kind = match (fetched, &insn) {
-                (Some(_), Some(d)) if i == 0 && is_dynamic_root_of(d) => {
+                _ if after_store => NodeKind::Stop,
+                (Some(_), Some(d))
+                    if i == 0 && (is_dynamic_root_of(d) || is_exclusive_root_of(d)) =>
+                {
                     p.dynamic_root = true;
+                    NodeKind::Static
+                }
+                (Some(w), Some(d))
+                    if exclusive && is_exclusive_store(d) && p.exclusive_store.is_none() =>
+                {
+                    p.exclusive_store = Some((pc, ((w >> 16) & 0x1f) as u8));
                     NodeKind::Static
                 }
                 (Some(_), Some(d))
@@ -479,6 +532,19 @@ impl Plan {
         if self.predicted & (1 << i) != 0 {
             self.predicted &= !(1 << i);
             self.n_predicted -= 1;
+        }
+        if self
+            .exclusive_store
+            .is_some_and(|(a, _)| a == self.visited[i].0)
+        {
+            self.exclusive_store = None;
+        }
+    }
+
+    /// The plan starts at a load-exclusive.
+    pub fn exclusive_root(&self) -> bool {
+        self.dynamic_root && self.words[0] != NO_WORD && {
+            is_exclusive_root_of(&decode(self.words[0] as u32))
         }
     }
 
@@ -847,5 +913,61 @@ mod tests {
         assert_eq!(successors(0x361f_ffc1, 100), [Some(104), Some(92)]);
         assert_eq!(successors(0x5400_0080, 100), [Some(104), Some(116)]);
         assert_eq!(successors(ADD, 100), [Some(104), None]);
+    }
+
+    /// musl's `__vm_lock`: the store-exclusive's base is computed inside the sequence, so it
+    /// can only be judged where the run stops, right after it.
+    const LDAXR_W0_X0: u32 = 0x885f_fc00;
+    const ADD_W0: u32 = 0x1100_0400; // add w0, w0, #1
+    const ADD_X3_X1: u32 = 0x9131_c023; // add x3, x1, #0xc70
+    const STLXR_W2_X3: u32 = 0x8802_fc60; // stlxr w2, w0, [x3]
+    const CBNZ_W2_BACK4: u32 = 0x35ff_ff82; // cbnz w2, .-16
+
+    #[test]
+    fn an_exclusive_sequence_runs_to_just_after_its_store() {
+        let words = [LDAXR_W0_X0, ADD_W0, ADD_X3_X1, STLXR_W2_X3, CBNZ_W2_BACK4];
+        assert!(may_start_run(words[0], &decode(words[0])));
+        let p = plan(0, code(&words)).unwrap();
+        assert!(p.dynamic_root && p.exclusive_root());
+        assert_eq!(p.exclusive_store, Some((12, 2)));
+        // One exit: the branch after the store (depth 4: LDAXR, 2 ADDs, STLXR).
+        assert_eq!(&p.leaves[..p.n_leaves], &[(16, 4)]);
+        // The store is on the path as a static-like node, judged by the engine, not predicted.
+        assert_eq!(p.n_predicted, 0);
+        let path = p.path(16, code(&words)).unwrap();
+        assert_eq!((path.depth, path.n_statics), (4, 1));
+        let mut seen = [(0u64, None::<usize>); 1];
+        let mut n = 0;
+        p.statics_on_path(&path, |pc, _, k| {
+            seen[n] = (pc, k);
+            n += 1;
+        });
+        assert_eq!((n, seen), (1, [(12, None)]));
+    }
+
+    #[test]
+    fn a_compare_and_exchange_leaves_at_its_failure_branch_too() {
+        // 0: ldxr x0, [x2]; 4: cmp x0, x1; 8: b.ne 20; 12: stxr w4, x5, [x2]; 16: ldr; 20: hvc
+        let words = [0xc85f_7c40, 0xeb01_001f, b_ne(3), 0xc804_7c45, LDR, HVC];
+        let p = plan(0, code(&words)).unwrap();
+        assert_eq!(p.exclusive_store, Some((12, 4)));
+        let mut leaves = p.leaves[..p.n_leaves].to_vec();
+        leaves.sort();
+        assert_eq!(leaves, [(16, 4), (20, 3)]);
+    }
+
+    #[test]
+    fn without_its_store_in_the_run_a_sequence_has_none() {
+        // A load between the exclusives whose address the load-exclusive wrote (ldr x1,
+        // [x0]) stops the run before the store: the engine steps on (and meets the retry
+        // bound if the guest loops), never counts a store it did not see.
+        let words = [LDAXR_W0_X0, 0xf940_0001, STLXR_W2_X3, HVC];
+        let p = plan(0, code(&words)).unwrap();
+        assert_eq!(p.exclusive_store, None);
+        assert_eq!(&p.leaves[..p.n_leaves], &[(4, 1)]);
+        // An ordinary plan never takes a store-exclusive in.
+        let p = plan(0, code(&[ADD, STLXR_W2_X3, HVC])).unwrap();
+        assert_eq!(p.exclusive_store, None);
+        assert_eq!(&p.leaves[..p.n_leaves], &[(4, 1)]);
     }
 }

@@ -18,7 +18,7 @@ impl Tracer {
     /// exit; inside the run, if an interrupt stopped it; or, at an EL1 vector, the
     /// instruction that faulted, which did not complete): the root if the run got past it,
     /// the inert instructions by number and the static ones on the path one by one.
-    pub(super) fn retire_run(&mut self, ctx: &GuestContext) {
+    pub(super) fn retire_run(&mut self, ctx: &GuestContext, controls: &Controls) {
         self.disarm_run();
         let now = ctx.state();
         let vbar = VBAR_EL1.get();
@@ -61,6 +61,21 @@ impl Tracer {
             // A predicted access took an exception instead of completing.
             access_faulted(&mut self.tally, &self.predicted[k]);
         }
+        // An exclusive sequence's store-exclusive, judged now with the registers it used:
+        // the run stopped right after it (its planned exit), or on it with an exception.
+        let stx = plan.exclusive_store.and_then(|(a, rs)| {
+            let after = !at_sync_vector && stopped_at == a.wrapping_add(4);
+            let on = at_sync_vector && stopped_at == a;
+            let word = plan.word_at(a)?;
+            (after || on).then_some((a, rs, word, after))
+        });
+        let stx_judged = stx.map(|(a, rs, word, after)| {
+            let p = self.judge_now(ctx, controls, el, a, word);
+            (p, after && ctx.reg(rs) != 0, after)
+        });
+        if let Some((p, _, false)) = &stx_judged {
+            access_faulted(&mut self.tally, p);
+        }
         let counts = self.tally.counts_mut();
         if el == 0 {
             counts.instructions_el0 += inert;
@@ -75,9 +90,26 @@ impl Tracer {
         let mut changes = 0;
         let (plan, tally, sites) = (&self.plans[self.run_slot], &mut self.tally, &mut self.sites);
         let (phase, predicted) = (self.phase, &self.predicted);
+        let mut failed = false;
         plan.statics_on_path(&path, |pc, word, k| {
             if let Some(k) = k {
                 tally.retire(&predicted[k]);
+                return;
+            }
+            if let Some((p, stx_failed, true)) = &stx_judged
+                && p.pc == pc
+            {
+                if *stx_failed {
+                    // It failed: executed, but no access (as on the step path).
+                    failed = true;
+                    tally.counts_mut().failed_store_exclusives += 1;
+                    tally.retire(&Pending {
+                        effect: Effect::None,
+                        ..*p
+                    });
+                } else {
+                    tally.retire(p);
+                }
                 return;
             }
             let p = Pending::of_static(pc, el, word, blocks);
@@ -90,12 +122,36 @@ impl Tracer {
         });
         changes += (self.pending_tco != tco) as u64;
         self.tally.counts_mut().tco_changes += changes;
+        if failed {
+            self.exclusive_failed(ctx);
+        } else if self.plans[self.run_slot].exclusive_store.is_some() {
+            self.exclusive_retries = 0;
+        }
+    }
+
+    /// An exclusive sequence's store-exclusive failed in a run. Without stepping nothing
+    /// of the hypervisor's clears the monitor, so a run that fails again and again means the
+    /// guest's sequence cannot succeed as planned: after `EXCLUSIVE_RETRIES` in a row the run
+    /// ends with a record, never a spin.
+    fn exclusive_failed(&mut self, ctx: &GuestContext) {
+        self.exclusive_retries += 1;
+        if self.exclusive_retries > EXCLUSIVE_RETRIES {
+            crate::report::die(mtex_abi::report::ExitReason::TraceUnsupported {
+                at: ctx.state(),
+                reason: mtex_abi::report::Message::truncated(
+                    "exclusive sequence run: the store-exclusive fails every time",
+                ),
+            });
+        }
     }
 
     /// Back to stepping: breakpoints off (MDSCR_EL1.MDE clear: they stay programmed, and the
     /// next run rewrites only those that change), single-step on.
     pub(super) fn disarm_run(&mut self) {
         self.run_armed = false;
+        if core::mem::take(&mut self.irqs_at_el2) {
+            route_irqs_to_el2(false);
+        }
         MDSCR_EL1.set(self.saved_mdscr | MDSCR_SS);
     }
 
@@ -165,7 +221,7 @@ impl Tracer {
             // A plan that runs into an EL1 synchronous vector could not tell falling through
             // to it from an exception taken there (both hit the vector breakpoint): step.
             if !plan.build(pc, fetch)
-                || plan.min_leaf_depth() < RUN_MIN_DEPTH
+                || (plan.min_leaf_depth() < RUN_MIN_DEPTH && !plan.exclusive_root())
                 || plan.depth_of(vbar + 0x200).is_some()
                 || plan.depth_of(vbar + 0x400).is_some()
             {
@@ -192,6 +248,14 @@ impl Tracer {
         }
         self.put_breakpoint(MAX_LEAVES, vbar + 0x200);
         self.put_breakpoint(MAX_LEAVES + 1, vbar + 0x400);
+        // Linux mode: the guest's interrupts go to EL1, where a run would execute their
+        // handlers untraced. While the guest can take one (PSTATE.I clear), physical
+        // interrupts come to EL2 instead: the run stops where it was (counted up to there,
+        // `retire_run`) and the guest takes the interrupt stepped.
+        if self.irqs_to_guest && ctx.spsr & SPSR_I == 0 {
+            route_irqs_to_el2(true);
+            self.irqs_at_el2 = true;
+        }
         // Stepping off (with MDSCR_EL1.SS set the guest would step at once), breakpoints on.
         MDSCR_EL1.set((self.saved_mdscr & !MDSCR_SS) | MDSCR_MDE);
         ctx.spsr &= !SPSR_SS;
@@ -201,6 +265,47 @@ impl Tracer {
         self.pending_tco = ctx.spsr & crate::context::SPSR_TCO != 0;
         self.tally.counts_mut().runs += 1;
         true
+    }
+
+    /// Judges the access of `word` at `pc` with the registers as they are now (an exclusive
+    /// sequence's store-exclusive, at the stop right after it).
+    fn judge_now(
+        &mut self,
+        ctx: &GuestContext,
+        controls: &Controls,
+        el: u8,
+        pc: u64,
+        word: u32,
+    ) -> Pending {
+        let insn = decode::decode(word);
+        let sp = match insn {
+            Insn::Mem(m) if m.base == 31 => guest_sp(ctx.spsr),
+            _ => 0,
+        };
+        let mut pages = [None; 2];
+        let p = Pending::new(
+            pc,
+            el,
+            (
+                ctx.spsr & crate::context::SPSR_TCO != 0,
+                ctx.spsr & SPSR_UAO != 0,
+            ),
+            insn,
+            controls,
+            &ctx.x,
+            sp,
+            self.block_granules,
+            |va, as_el0| {
+                let t = translate(va, as_el0);
+                pages = [pages[1], t.map(|(ipa, _)| ipa & !0xfff)];
+                t.is_some_and(|(_, attr)| attr == ATTR_TAGGED)
+            },
+        );
+        if p.write.present() {
+            self.note_store(pages[0]);
+            self.note_store(pages[1]);
+        }
+        p
     }
 
     /// Bit index in `plan_pages` of host page `pa_page`, if it is guest RAM.
@@ -328,5 +433,23 @@ fn access_faulted(tally: &mut Tally, p: &Pending) {
         if !(p.read.views().architectural || p.write.views().architectural) {
             tally.counts_mut().unexpected_tag_check_faults += 1;
         }
+    }
+}
+
+/// PSTATE.I in SPSR_EL2: the guest's IRQs masked.
+const SPSR_I: u64 = 1 << 7;
+
+/// Sets or clears HCR_EL2.IMO (Linux mode, around a run). With ICH_HCR_EL2.En clear and no
+/// list register in use, no virtual interrupt is signalled meanwhile; runs stop before every
+/// system-register access but reads of the MTE controls (`mtex_trace::run`), so the guest
+/// never reads the virtual CPU interface (ICV_*) in place of the physical one. The exception return that resumes the guest
+/// synchronises the change.
+fn route_irqs_to_el2(on: bool) {
+    // AmpereOne AC04_CPU_23 (guest_boot.rs): a DSB before every HCR_EL2 write.
+    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
+    if on {
+        HCR_EL2.modify(HCR_EL2::IMO::SET);
+    } else {
+        HCR_EL2.modify(HCR_EL2::IMO::CLEAR);
     }
 }

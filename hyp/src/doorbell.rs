@@ -1,0 +1,83 @@
+//! Linux mode's doorbell (`mtex_abi::doorbell`): a store from Linux's user space to the
+//! unmapped doorbell page opens or closes a trace window, a traced phase like the built-in
+//! guest's. The store itself is skipped (a stage-2 abort returns to the faulting
+//! instruction); a refused one leaves a record and changes nothing.
+
+use crate::context::GuestContext;
+use crate::hypercall::{Opening, close_phase, open_phase};
+use crate::state::Hyp;
+use aarch64_cpu::registers::HPFAR_EL2;
+use mtex_abi::Record;
+use mtex_abi::doorbell::{self, Access, Command, DOORBELL_IPA, DOORBELL_SIZE};
+use mtex_abi::hypercall as hc;
+use mtex_abi::report::{DoorbellRefused, PhaseName};
+use mtex_arch::Esr;
+use tock_registers::interfaces::Readable;
+
+/// The faulting IPA: HPFAR_EL2.FIPA (IPA[47:12] in bits 43:4) and the page offset from
+/// FAR_EL2, the faulting VA, whose low 12 bits are the IPA's (4 KiB pages at both stages).
+fn fault_ipa() -> u64 {
+    use aarch64_cpu::registers::FAR_EL2;
+    ((HPFAR_EL2.get() >> 4) << 12) | (FAR_EL2.get() & 0xfff)
+}
+
+/// The exit is a data abort on the doorbell page in Linux mode.
+pub fn is_doorbell(hyp: &Hyp) -> bool {
+    hyp.linux && (DOORBELL_IPA..DOORBELL_IPA + DOORBELL_SIZE).contains(&fault_ipa())
+}
+
+/// Handles the access.
+#[cold]
+#[inline(never)]
+pub fn ring(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
+    let iss = esr.data_abort_iss();
+    let offset = fault_ipa() - DOORBELL_IPA;
+    let value = ctx.reg(iss.register());
+    let open = hyp.phase.as_ref().map(|p| p.id);
+    let access = Access {
+        valid: iss.isv(),
+        write: iss.is_write(),
+        size: iss.size(),
+        value,
+        offset,
+    };
+    hyp.counters.emulated += 1;
+    // The access does not happen either way: a load reads all ones.
+    ctx.skip_instruction();
+    if iss.isv() && !iss.is_write() && iss.register() != 31 {
+        ctx.x[iss.register() as usize] = u64::MAX;
+    }
+    match doorbell::decode(access, open) {
+        Ok(Command::Open(id)) => {
+            let mut name = PhaseName::new();
+            let _ = core::fmt::Write::write_fmt(
+                &mut crate::report::Truncating(&mut name),
+                format_args!("window {id}"),
+            );
+            let run = hyp.next_run;
+            open_phase(
+                hyp,
+                ctx,
+                Opening {
+                    id,
+                    name,
+                    params: None,
+                    flags: hc::PHASE_TRACED,
+                    run,
+                    pass: 0,
+                    regs8: [0; 8],
+                },
+            );
+        }
+        Ok(Command::Close(_)) => {
+            let _ = close_phase(hyp, ctx);
+        }
+        Err(why) => hyp.report.send(&Record::DoorbellRefused(DoorbellRefused {
+            offset,
+            value,
+            why,
+            at: ctx.state(),
+            open: open.unwrap_or(0),
+        })),
+    }
+}
