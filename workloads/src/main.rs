@@ -15,9 +15,15 @@
 //!                       against the chosen one): context switches between the two modes
 //!   mte-fault           a store through a pointer with the wrong tag, in a child: SIGSEGV
 //!                       under sync or asymm, none under none
+//!   doorbell OFF VALUE  one raw doorbell store (to test the hypervisor's refusals)
+//!   die                 SIGKILL itself (inside a window: a workload killed mid-window)
 //! ```
+//!
+//! `--window ID` (under mtex's Linux mode) opens trace window ID through the doorbell just
+//! before the workload and closes it just after; `--leave-open` skips the close.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod doorbell;
 mod mte;
 mod work;
 
@@ -36,8 +42,21 @@ fn main() -> ExitCode {
     let mut args = std::env::args().skip(1).peekable();
     let mut tcf0 = Tcf0::None;
     let mut tagged = true;
+    let mut window: Option<u32> = None;
+    let mut leave_open = false;
     while let Some(a) = args.peek() {
         match a.as_str() {
+            "--window" => {
+                args.next();
+                match args.next().and_then(|s| s.parse().ok()) {
+                    Some(id) => window = Some(id),
+                    None => return usage("--window takes a window id (a number)"),
+                }
+            }
+            "--leave-open" => {
+                args.next();
+                leave_open = true;
+            }
             "--tcf0" => {
                 args.next();
                 match args.next().as_deref().and_then(Tcf0::parse) {
@@ -66,6 +85,19 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let cfg = work::Config { tcf0, tagged };
+    let bell = match window.map(|_| doorbell::Doorbell::map()).transpose() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("mtex-work: mapping the doorbell through /dev/mem: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let (Some(b), Some(id)) = (&bell, window) {
+        // Names the window for the report, before it opens (printing is not measured).
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        println!("mtex-work: window {id}: {}", args.join(" "));
+        b.open(id);
+    }
     let result = match workload.as_str() {
         "getpid" => num(1000).map(work::getpid),
         "futex-hash" => match (num(1000), num(4)) {
@@ -77,8 +109,28 @@ fn main() -> ExitCode {
         "fork" => num(20).map(work::fork),
         "switch" => num(100).map(|n| work::switch(&cfg, n)),
         "mte-fault" => Ok(work::mte_fault(&cfg)),
+        "doorbell" => match (num(0), num(0)) {
+            (Ok(off), Ok(v)) => doorbell::Doorbell::map()
+                .map(|b| {
+                    b.store(off, v);
+                    Ok(format!("stored {v:#x} at {off:#x}"))
+                })
+                .map_err(|e| {
+                    eprintln!("mtex-work: mapping the doorbell: {e}");
+                    ExitCode::FAILURE
+                }),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        },
+        "die" => {
+            // SAFETY: the process kills itself; nothing after runs.
+            unsafe { libc::raise(libc::SIGKILL) };
+            Ok(Err(std::io::Error::other("still alive after SIGKILL")))
+        }
         other => return usage(&format!("unknown workload {other}")),
     };
+    if let (Some(b), Some(id), false) = (&bell, window, leave_open) {
+        b.close(id);
+    }
     match result {
         Ok(Ok(line)) => {
             println!("mtex-work: {workload} ok: {line}");

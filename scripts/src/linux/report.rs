@@ -34,6 +34,34 @@ pub struct LinuxWrite {
     pub symbol: Option<String>,
 }
 
+/// One trace window: what the CPU executed at EL0 and EL1 between the workload's OPEN and
+/// CLOSE doorbell stores, stepped.
+#[derive(Clone, Debug, Serialize)]
+pub struct Window {
+    pub id: u32,
+    /// The workload's own line naming it (`mtex-work --window 1 ...`), if it printed one.
+    pub label: Option<String>,
+    /// Closed by the workload (false: the run ended with the window open; its counts are
+    /// up to where the CPU was).
+    pub closed: bool,
+    pub instructions_el0: u64,
+    pub instructions_el1: u64,
+    /// The PMU's instruction counts per EL over the window, where it counted.
+    pub pmu_el0: Option<u64>,
+    pub pmu_el1: Option<u64>,
+    /// Guest counter time inside the window, in milliseconds.
+    pub guest_ms: Option<f64>,
+    /// mem_access_checked_{rd,wr}:{u,k} in each view: architectural, TCF-elided, if
+    /// TCR_EL1.TCMA1 were set, if the kernel ran with PSTATE.TCO set; then every data access.
+    pub views: Vec<(String, mtex_trace::counts::ByEl)>,
+    /// Kernel entries from EL0 and EL1 (synchronous and IRQ).
+    pub entries: mtex_trace::counts::EntryCounts,
+    pub tag_check_faults: u64,
+    pub failed_store_exclusives: u64,
+    pub step_exits: u64,
+    pub exits: u64,
+}
+
 /// Linux mode's report.
 #[derive(Clone, Debug, Serialize)]
 pub struct LinuxReport {
@@ -46,6 +74,8 @@ pub struct LinuxReport {
     /// The workload programs' result lines (`mtex-work: ...`) from Linux's console.
     pub workload_output: Vec<String>,
     pub writes: Vec<LinuxWrite>,
+    /// The trace windows the workloads opened.
+    pub windows: Vec<Window>,
     /// Each register's last value and its MTE fields (`TCMA1=0`, ...).
     pub final_sctlr_el1: Option<(u64, Vec<String>)>,
     pub final_tcr_el1: Option<(u64, Vec<String>)>,
@@ -168,7 +198,44 @@ pub fn analyse(kernel: &Kernel, console: &Console, linux: &str, kallsyms: &str) 
     {
         problems.push(format!("the run ended badly: {exit}"));
     }
+    let windows = r
+        .phases
+        .iter()
+        .filter_map(|p| {
+            let t = p.trace.as_ref()?;
+            let label = linux.lines().find_map(|l| {
+                l.trim()
+                    .strip_prefix(&format!("mtex-work: window {}: ", p.id))
+                    .map(|a| format!("mtex-work {a}"))
+            });
+            Some(Window {
+                id: p.id,
+                label,
+                closed: p.end.is_some(),
+                instructions_el0: t.instructions_el0,
+                instructions_el1: t.instructions_el1,
+                pmu_el0: p.stats.and_then(|s| s.el0_instructions),
+                pmu_el1: p.stats.and_then(|s| s.el1_instructions),
+                guest_ms: p
+                    .end_ts
+                    .map(|e| e.saturating_sub(p.begin_ts) as f64 * 1000.0 / hz),
+                views: vec![
+                    ("architectural".into(), t.architectural),
+                    ("TCF-elided".into(), t.tcf_elided),
+                    ("if TCMA1".into(), t.if_tcma1),
+                    ("if kernel TCO".into(), t.if_kernel_tco),
+                    ("all data accesses".into(), t.accesses),
+                ],
+                entries: t.entries,
+                tag_check_faults: t.tag_check_faults,
+                failed_store_exclusives: t.failed_store_exclusives,
+                step_exits: p.stats.map_or(0, |s| s.step_exits),
+                exits: p.stats.map_or(0, |s| s.exits),
+            })
+        })
+        .collect();
     LinuxReport {
+        windows,
         package: kernel.package.name.clone(),
         version: kernel.package.version.clone(),
         release: kernel.release.clone(),
@@ -230,6 +297,65 @@ fn by_site(writes: &[LinuxWrite]) -> Table {
         t.add_row(vec![n.to_string(), reg.to_string(), changes, at]);
     }
     t
+}
+
+/// One window's block: instructions per EL against the PMU, then the checked accesses in
+/// each view.
+fn window_text(w: &Window) -> String {
+    use crate::perf_text::thousands;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Window {}{}{}",
+        w.id,
+        w.label.as_ref().map_or(String::new(), |l| format!(": {l}")),
+        if w.closed {
+            String::new()
+        } else {
+            " (NOT CLOSED: counts up to the end of the run)".into()
+        }
+    );
+    let pmu = |v: Option<u64>| v.map_or("-".into(), thousands);
+    let _ = writeln!(
+        out,
+        "  instructions: EL0 {} (PMU {}), EL1 {} (PMU {}); guest time {}; {} steps, {} other exits",
+        thousands(w.instructions_el0),
+        pmu(w.pmu_el0),
+        thousands(w.instructions_el1),
+        pmu(w.pmu_el1),
+        w.guest_ms.map_or("-".into(), |m| format!("{m:.3} ms")),
+        thousands(w.step_exits),
+        thousands(w.exits),
+    );
+    let _ = writeln!(
+        out,
+        "  kernel entries: {} from EL0 ({} IRQ), {} from EL1 ({} IRQ); tag-check faults {}; failed store-exclusives {}",
+        w.entries.sync_el0 + w.entries.irq_el0,
+        w.entries.irq_el0,
+        w.entries.sync_el1 + w.entries.irq_el1,
+        w.entries.irq_el1,
+        w.tag_check_faults,
+        w.failed_store_exclusives
+    );
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+        "view",
+        "mem_access_checked_rd:u",
+        "rd:k",
+        "wr:u",
+        "wr:k",
+    ]);
+    for (name, v) in &w.views {
+        t.add_row(vec![
+            name.clone(),
+            thousands(v.rd_u),
+            thousands(v.rd_k),
+            thousands(v.wr_u),
+            thousands(v.wr_k),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    out
 }
 
 /// The report as text.
@@ -294,6 +420,9 @@ pub fn render(r: &LinuxReport) -> String {
             r.writes.len() - WRITES_LISTED
         );
         let _ = writeln!(out, "{}", by_site(&r.writes));
+    }
+    for w in &r.windows {
+        let _ = write!(out, "\n{}", window_text(w));
     }
     let _ = writeln!(out, "\nWhat the kernel left set");
     for (name, v) in [
