@@ -38,7 +38,9 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
             let exception_entry = step
                 && esr.ec() == ExceptionClass::SoftwareStepLower
                 && !esr.step_completed_an_instruction();
-            hyp.tracer.retire(ctx, exception_entry, &hyp.controls);
+            let stage2_abort = kind == SYNC && esr.ec() == ExceptionClass::DataAbortLower;
+            hyp.tracer
+                .retire(ctx, exception_entry, stage2_abort, &hyp.controls);
         }
         match kind {
             SYNC => sync_exit(hyp, ctx, esr),

@@ -365,7 +365,16 @@ impl Tracer {
     /// exception handler (ESR_EL2.ISS.ISV = 0), so an exception was taken. Out of line, so the
     /// other exits' path keeps a small frame.
     #[inline(never)]
-    pub fn retire(&mut self, ctx: &GuestContext, exception_entry: bool, controls: &Controls) {
+    /// `stage2_abort`: this exit is a stage-2 data abort on the pending instruction (Linux
+    /// mode's doorbell, which the hypervisor emulates): it executed, but its access never
+    /// reached memory.
+    pub fn retire(
+        &mut self,
+        ctx: &GuestContext,
+        exception_entry: bool,
+        stage2_abort: bool,
+        controls: &Controls,
+    ) {
         if self.run_armed {
             self.retire_run(ctx, controls);
             return;
@@ -412,6 +421,13 @@ impl Tracer {
                 }
                 return;
             }
+        }
+        if stage2_abort && ctx.elr == p.pc {
+            self.tally.retire(&Pending {
+                effect: Effect::None,
+                ..*p
+            });
+            return;
         }
         if let Some((pc, rs)) = self.stxr_status
             && pc == p.pc
