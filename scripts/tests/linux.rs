@@ -126,6 +126,7 @@ fn linux_mode_without_a_uart_for_linux_is_refused_at_boot() {
     let args = mtex::linux::Args {
         kernel: "6.12".into(),
         workload: None,
+        tcf0: "sync".into(),
         append: vec![],
         ram_mib: 512,
         json: None,
@@ -181,9 +182,12 @@ fn n(v: &Value, key: &str) -> u64 {
 fn futex_hash_in_a_sync_window_shows_the_seeds_tcma1_effect() {
     const WAITS: u64 = 100;
     const THREADS: u64 = 2;
+    // The named workload: `mtex-work --tcf0 sync --window 1 futex-hash ...`.
     let (status, doc, text) = linux(&[
         "--workload",
-        &format!("mtex-work --tcf0 sync --window 1 futex-hash {WAITS} {THREADS}"),
+        &format!("futex-hash {WAITS} {THREADS}"),
+        "--tcf0",
+        "sync",
     ]);
     // No problem at all: among the checks, the trace's instructions per EL against the
     // PMU's over the window, and no load or store the decoder cannot judge.

@@ -22,10 +22,15 @@ pub struct Args {
     /// 6.12.117+deb12 or 6.1.0-47 (Debian's arm64 packages, fetched with apt).
     #[arg(long, default_value = "6.12")]
     pub kernel: String,
-    /// A shell command line /init runs between boot and power-off (busybox sh). Default:
-    /// none (boot to /init and power off).
+    /// What /init runs between boot and power-off: a workload by name, optionally with its
+    /// arguments (getpid, futex-hash, memcached, thread-create, fork, switch, mte-fault: run
+    /// as `mtex-work --tcf0 T --window 1 NAME ARGS`, inside trace window 1), or any other
+    /// busybox shell line, run as it is. Default: none (boot to /init and power off).
     #[arg(long)]
     pub workload: Option<String>,
+    /// The named workload's user tag-check mode (prctl): none, sync, async or asymm.
+    #[arg(long, default_value = "sync", value_parser = ["none", "sync", "async", "asymm"])]
+    pub tcf0: String,
     /// More words for the kernel command line.
     #[arg(long = "append", value_name = "WORD")]
     pub append: Vec<String>,
@@ -44,6 +49,39 @@ pub struct Args {
     /// Run without -icount (faster; guest times not exact).
     #[arg(long)]
     pub no_icount: bool,
+}
+
+/// The workloads `--workload` knows by name (`mtex-work`'s), with the arguments used when
+/// none are given.
+pub const NAMED_WORKLOADS: [(&str, &str); 7] = [
+    ("getpid", "1000"),
+    ("futex-hash", "200 4"),
+    ("memcached", "200"),
+    ("thread-create", "20"),
+    ("fork", "20"),
+    ("switch", "100"),
+    ("mte-fault", ""),
+];
+
+/// The shell line /init runs for `--workload spec`: a named workload in trace window 1, or
+/// the line itself.
+pub fn workload_line(spec: &str, tcf0: &str) -> String {
+    let mut words = spec.split_whitespace();
+    let Some(name) = words.next() else {
+        return String::new();
+    };
+    let Some((_, defaults)) = NAMED_WORKLOADS.iter().find(|(n, _)| *n == name) else {
+        return spec.to_string();
+    };
+    let args: Vec<&str> = words.collect();
+    let args = if args.is_empty() {
+        defaults.to_string()
+    } else {
+        args.join(" ")
+    };
+    format!("mtex-work --tcf0 {tcf0} --window 1 {name} {args}")
+        .trim_end()
+        .to_string()
 }
 
 /// Where Linux mode keeps what it fetched and built.
@@ -101,7 +139,7 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
         RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     std::fs::create_dir_all(&run_dir)?;
-    let workload = args.workload.clone().unwrap_or_default();
+    let workload = workload_line(args.workload.as_deref().unwrap_or(""), &args.tcf0);
     let work = std::fs::read(images::build_workloads()?)?;
     let initrd = initramfs::build(busybox, &workload, vec![("mtex-work".into(), work)])?;
     let image = std::fs::read(&kernel.image)
@@ -197,4 +235,27 @@ pub fn run(args: Args) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_workloads_run_in_window_1_and_other_lines_as_they_are() {
+        assert_eq!(
+            workload_line("futex-hash", "sync"),
+            "mtex-work --tcf0 sync --window 1 futex-hash 200 4"
+        );
+        assert_eq!(
+            workload_line("getpid 10", "none"),
+            "mtex-work --tcf0 none --window 1 getpid 10"
+        );
+        assert_eq!(
+            workload_line("mte-fault", "asymm"),
+            "mtex-work --tcf0 asymm --window 1 mte-fault"
+        );
+        assert_eq!(workload_line("echo hi; true", "sync"), "echo hi; true");
+        assert_eq!(workload_line("", "sync"), "");
+    }
 }

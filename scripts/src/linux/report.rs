@@ -337,6 +337,19 @@ fn window_text(w: &Window) -> String {
         w.tag_check_faults,
         w.failed_store_exclusives
     );
+    let find = |name: &str| w.views.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+    if let (Some(arch), Some(tcma1)) = (find("architectural"), find("if TCMA1"))
+        && arch.rd_k > 0
+    {
+        let cut = 100.0 * (arch.rd_k - tcma1.rd_k.min(arch.rd_k)) as f64 / arch.rd_k as f64;
+        let _ = writeln!(
+            out,
+            "  TCMA1: the kernel's checked reads {} → {} if TCR_EL1.TCMA1 were set ({cut:.1}% fewer; \
+             the seeds measured 96.9% fewer on AmpereOne)",
+            thousands(arch.rd_k),
+            thousands(tcma1.rd_k)
+        );
+    }
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
         "view",
