@@ -261,3 +261,26 @@ fn doorbell_mistakes_and_a_killed_window_end_with_clear_records() {
     assert_eq!(w["closed"], false);
     assert!(n(w, "instructions_el1") > 0, "counts up to the end: {w}");
 }
+
+#[test]
+fn timer_interrupts_inside_runs_are_taken_stepped_and_counted() {
+    // A user loop under a 20 µs interval timer: interrupts land while the engine is in a
+    // breakpoint run (each loop iteration is one) as well as between steps. Each must be
+    // taken by Linux stepped — a handler run inside a run would be missing from the trace,
+    // and the PMU's count per EL would disagree (a problem, exit status 1).
+    let (status, doc, text) = linux(&["--workload", "mtex-work --window 1 spin 100000"]);
+    assert_eq!(status, 0, "{text}");
+    let w = window(&doc, 1);
+    let irqs = n(&w["entries"], "irq_el0");
+    assert!(irqs >= 10, "{irqs} timer interrupts from EL0\n{text}");
+    assert!(
+        doc["workload_output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("spin ok")),
+        "{text}"
+    );
+    // Every loop iteration is a run: it is the interrupts that stop runs at EL2.
+    assert!(n(w, "exits") >= irqs / 2, "{w}");
+}

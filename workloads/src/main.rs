@@ -17,6 +17,8 @@
 //!                       under sync or asymm, none under none
 //!   doorbell OFF VALUE  one raw doorbell store (to test the hypervisor's refusals)
 //!   die                 SIGKILL itself (inside a window: a workload killed mid-window)
+//!   spin N              a user-space loop of N iterations under a 20 µs interval timer:
+//!                       interrupts and signals wherever the step engine is
 //! ```
 //!
 //! `--window ID` (under mtex's Linux mode) opens trace window ID through the doorbell just
@@ -108,6 +110,7 @@ fn main() -> ExitCode {
         "thread-create" => num(20).map(work::thread_create),
         "fork" => num(20).map(work::fork),
         "switch" => num(100).map(|n| work::switch(&cfg, n)),
+        "spin" => num(100_000).map(work::spin),
         "mte-fault" => Ok(work::mte_fault(&cfg)),
         "doorbell" => match (num(0), num(0)) {
             (Ok(off), Ok(v)) => doorbell::Doorbell::map()

@@ -229,3 +229,55 @@ pub fn mte_fault(cfg: &Config) -> Outcome {
     }
     Ok(format!("{what} under {:?}, as expected", cfg.tcf0))
 }
+
+/// SIGALRMs received by `spin`'s handler.
+static ALARMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn on_alarm(_: libc::c_int) {
+    ALARMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// A user-space loop of `n` iterations (no system call) while an interval timer fires every
+/// 20 µs: timer interrupts land inside the loop, at EL0, wherever the step engine is (in a
+/// breakpoint run or stepping), and signals are delivered back into it.
+pub fn spin(n: u64) -> Outcome {
+    // SAFETY: installs a handler that only bumps an atomic counter (async-signal-safe).
+    unsafe {
+        let mut sa: libc::sigaction = core::mem::zeroed();
+        sa.sa_sigaction = on_alarm as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        if libc::sigaction(libc::SIGALRM, &sa, core::ptr::null_mut()) != 0 {
+            return Err(Error::last_os_error());
+        }
+    }
+    let tick = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 20,
+    };
+    let timer = libc::itimerval {
+        it_interval: tick,
+        it_value: tick,
+    };
+    // SAFETY: arms this process's real-time interval timer.
+    if unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, core::ptr::null_mut()) } != 0 {
+        return Err(Error::last_os_error());
+    }
+    let mut x = 0u64;
+    for i in 0..n {
+        x = core::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+    }
+    let off = libc::itimerval {
+        it_interval: libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+        it_value: libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+    };
+    // SAFETY: disarms the timer.
+    unsafe { libc::setitimer(libc::ITIMER_REAL, &off, core::ptr::null_mut()) };
+    let alarms = ALARMS.load(std::sync::atomic::Ordering::Relaxed);
+    Ok(format!("{n} iterations, {alarms} alarms, result {x:#x}"))
+}

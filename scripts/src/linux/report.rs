@@ -51,6 +51,9 @@ pub struct Window {
     pub pmu_el1: Option<u64>,
     /// Guest counter time inside the window, in milliseconds.
     pub guest_ms: Option<f64>,
+    /// Guest counter time from Linux's first trapped write (its first instructions) to the
+    /// window's opening, in milliseconds: the boot and the workload's start.
+    pub opened_ms: f64,
     /// mem_access_checked_{rd,wr}:{u,k} in each view: architectural, TCF-elided, if
     /// TCR_EL1.TCMA1 were set, if the kernel ran with PSTATE.TCO set; then every data access.
     pub views: Vec<(String, mtex_trace::counts::ByEl)>,
@@ -219,6 +222,7 @@ pub fn analyse(kernel: &Kernel, console: &Console, linux: &str, kallsyms: &str) 
                 guest_ms: p
                     .end_ts
                     .map(|e| e.saturating_sub(p.begin_ts) as f64 * 1000.0 / hz),
+                opened_ms: p.begin_ts.saturating_sub(t0) as f64 * 1000.0 / hz,
                 views: vec![
                     ("architectural".into(), t.architectural),
                     ("TCF-elided".into(), t.tcf_elided),
@@ -316,6 +320,11 @@ fn window_text(w: &Window) -> String {
         }
     );
     let pmu = |v: Option<u64>| v.map_or("-".into(), thousands);
+    let _ = writeln!(
+        out,
+        "  opened {:.1} ms of guest time after Linux's first instruction",
+        w.opened_ms
+    );
     let _ = writeln!(
         out,
         "  instructions: EL0 {} (PMU {}), EL1 {} (PMU {}); guest time {}; {} steps, {} other exits",
