@@ -21,9 +21,12 @@ fn fault_ipa() -> u64 {
     ((HPFAR_EL2.get() >> 4) << 12) | (FAR_EL2.get() & 0xfff)
 }
 
-/// The exit is a data abort on the doorbell page in Linux mode.
-pub fn is_doorbell(hyp: &Hyp) -> bool {
-    hyp.linux && (DOORBELL_IPA..DOORBELL_IPA + DOORBELL_SIZE).contains(&fault_ipa())
+/// The exit is a data abort on the doorbell page in Linux mode (not a stage-1 table walk
+/// that faulted at stage 2 there: ISS.S1PTW).
+pub fn is_doorbell(hyp: &Hyp, esr: Esr) -> bool {
+    hyp.linux
+        && !esr.data_abort_iss().stage1_walk()
+        && (DOORBELL_IPA..DOORBELL_IPA + DOORBELL_SIZE).contains(&fault_ipa())
 }
 
 /// Handles the access.
@@ -42,10 +45,15 @@ pub fn ring(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
         offset,
     };
     hyp.counters.emulated += 1;
-    // The access does not happen either way: a load reads all ones.
+    // The access does not happen either way: a load reads all ones (of its register's
+    // width, ISS.SF: a W register is zero-extended).
     ctx.skip_instruction();
     if iss.isv() && !iss.is_write() && iss.register() != 31 {
-        ctx.x[iss.register() as usize] = u64::MAX;
+        ctx.x[iss.register() as usize] = if iss.sixty_four() {
+            u64::MAX
+        } else {
+            u32::MAX as u64
+        };
     }
     match doorbell::decode(access, open) {
         Ok(Command::Open(id)) => {

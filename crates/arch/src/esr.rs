@@ -213,6 +213,16 @@ impl DataAbortIss {
         1 << ((self.0 >> 22) & 3)
     }
 
+    /// SF: the register transferred is 64-bit (valid with ISV).
+    pub const fn sixty_four(self) -> bool {
+        self.0 & (1 << 15) != 0
+    }
+
+    /// S1PTW: the fault was on a stage-1 translation table walk, not the access itself.
+    pub const fn stage1_walk(self) -> bool {
+        self.0 & (1 << 7) != 0
+    }
+
     /// SRT: the register transferred (valid with ISV; 31 is XZR).
     pub const fn register(self) -> u8 {
         ((self.0 >> 16) & 0x1f) as u8
@@ -240,11 +250,14 @@ mod tests {
 
     #[test]
     fn decodes_a_stage2_abort_of_a_64_bit_store() {
-        // `str x19, [x0]` to an unmapped IPA: ISV, SAS = 3 (8 bytes), SRT = 19, WnR,
-        // DFSC = translation fault level 1.
-        let iss = DataAbortIss((1 << 24) | (3 << 22) | (19 << 16) | (1 << 6) | 0x05);
-        assert!(iss.isv() && iss.is_write());
+        // `str x19, [x0]` to an unmapped IPA: ISV, SAS = 3 (8 bytes), SRT = 19, SF (X
+        // register), WnR, DFSC = translation fault level 1.
+        let iss = DataAbortIss((1 << 24) | (3 << 22) | (19 << 16) | (1 << 15) | (1 << 6) | 0x05);
+        assert!(iss.isv() && iss.is_write() && iss.sixty_four() && !iss.stage1_walk());
         assert_eq!((iss.size(), iss.register(), iss.dfsc()), (8, 19, 0x05));
+        // `ldr w3, [x0]`'s stage-1 walk faulting at stage 2: a W register, S1PTW.
+        let walk = DataAbortIss((1 << 24) | (2 << 22) | (3 << 16) | (1 << 7) | 0x05);
+        assert!(!walk.sixty_four() && walk.stage1_walk() && !walk.is_write());
     }
 
     #[test]

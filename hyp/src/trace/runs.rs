@@ -18,6 +18,8 @@ impl Tracer {
     /// exit; inside the run, if an interrupt stopped it; or, at an EL1 vector, the
     /// instruction that faulted, which did not complete): the root if the run got past it,
     /// the inert instructions by number and the static ones on the path one by one.
+    /// A stage-2 data abort (Linux mode's doorbell) stops a run on the aborted instruction,
+    /// which is not counted: it never executed (see `Tracer::retire`).
     pub(super) fn retire_run(&mut self, ctx: &GuestContext, controls: &Controls) {
         self.disarm_run();
         let now = ctx.state();
@@ -62,15 +64,23 @@ impl Tracer {
             access_faulted(&mut self.tally, &self.predicted[k]);
         }
         // An exclusive sequence's store-exclusive, judged now with the registers it used:
-        // the run stopped right after it (its planned exit), or on it with an exception.
+        // the run stopped right after it (its planned exit — or, at the vector, an exception
+        // there first, such as an instruction abort on the next page, which the Arm ARM ranks
+        // above the breakpoint), or on it with an exception. At a vector the PSTATE it ran
+        // with is SPSR_EL1's (exception entry set TCO); the registers are unchanged.
         let stx = plan.exclusive_store.and_then(|(a, rs)| {
-            let after = !at_sync_vector && stopped_at == a.wrapping_add(4);
+            let after = stopped_at == a.wrapping_add(4);
             let on = at_sync_vector && stopped_at == a;
             let word = plan.word_at(a)?;
             (after || on).then_some((a, rs, word, after))
         });
+        let spsr = if at_sync_vector {
+            SPSR_EL1.get()
+        } else {
+            ctx.spsr
+        };
         let stx_judged = stx.map(|(a, rs, word, after)| {
-            let p = self.judge_now(ctx, controls, el, a, word);
+            let p = self.judge_now(ctx, spsr, controls, el, a, word);
             (p, after && ctx.reg(rs) != 0, after)
         });
         if let Some((p, _, false)) = &stx_judged {
@@ -269,9 +279,11 @@ impl Tracer {
 
     /// Judges the access of `word` at `pc` with the registers as they are now (an exclusive
     /// sequence's store-exclusive, at the stop right after it).
+    /// `spsr`: the PSTATE the instruction ran with (TCO, UAO, and the SP it used).
     fn judge_now(
         &mut self,
         ctx: &GuestContext,
+        spsr: u64,
         controls: &Controls,
         el: u8,
         pc: u64,
@@ -279,17 +291,14 @@ impl Tracer {
     ) -> Pending {
         let insn = decode::decode(word);
         let sp = match insn {
-            Insn::Mem(m) if m.base == 31 => guest_sp(ctx.spsr),
+            Insn::Mem(m) if m.base == 31 => guest_sp(spsr),
             _ => 0,
         };
         let mut pages = [None; 2];
         let p = Pending::new(
             pc,
             el,
-            (
-                ctx.spsr & crate::context::SPSR_TCO != 0,
-                ctx.spsr & SPSR_UAO != 0,
-            ),
+            (spsr & crate::context::SPSR_TCO != 0, spsr & SPSR_UAO != 0),
             insn,
             controls,
             &ctx.x,
