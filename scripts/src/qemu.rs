@@ -473,6 +473,9 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
         "none",
         "-no-reboot",
     ]);
+    // The guest's random numbers (RNDR, which Linux seeds its generator from, and IRG)
+    // come from a fixed seed: without it a Linux run is not repeatable, even under -icount.
+    c.args(["-seed", "1"]);
     if let Some(path) = &cfg.second_serial {
         c.arg("-serial").arg(format!("file:{}", path.display()));
     }
