@@ -284,3 +284,25 @@ fn timer_interrupts_inside_runs_are_taken_stepped_and_counted() {
     // Every loop iteration is a run: it is the interrupts that stop runs at EL2.
     assert!(n(w, "exits") >= irqs / 2, "{w}");
 }
+
+#[test]
+fn two_runs_give_the_same_window_and_write_log() {
+    // Under -icount with QEMU's -seed (RNDR, from which Linux seeds its generator, fixed),
+    // a Linux run repeats exactly: scheduling, page faults and all.
+    let run = || {
+        linux(&[
+            "--workload",
+            "mtex-work --tcf0 sync --window 1 futex-hash 20 2",
+        ])
+    };
+    let ((s1, a, t1), (s2, b, t2)) = (run(), run());
+    assert_eq!((s1, s2), (0, 0), "{t1}\n{t2}");
+    assert_eq!(a["windows"], b["windows"], "{t1}\n{t2}");
+    let log = |d: &Value| {
+        writes(d)
+            .iter()
+            .map(|w| (w["register"].clone(), w["new"].clone(), w["pc"].clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(log(&a), log(&b));
+}
