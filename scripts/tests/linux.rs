@@ -306,3 +306,31 @@ fn two_runs_give_the_same_window_and_write_log() {
     };
     assert_eq!(log(&a), log(&b));
 }
+
+#[test]
+fn memcached_user_checks_are_the_workloads_own() {
+    // Under TCF0=sync the server thread fills its tagged table (256 slots: 256 checked user
+    // writes) and reads one slot per request (N checked user reads); nothing else in user
+    // space touches tagged memory. The kernel's own TCF is NONE: with checks elided there it
+    // counts none of its own accesses (the requests travel through a pipe, not uaccess on
+    // tagged memory).
+    const REQUESTS: u64 = 50;
+    let (status, doc, text) = linux(&[
+        "--workload",
+        &format!("memcached {REQUESTS}"),
+        "--tcf0",
+        "sync",
+    ]);
+    assert_eq!(status, 0, "{text}");
+    let w = window(&doc, 1);
+    for name in ["architectural", "TCF-elided"] {
+        let v = view(w, name);
+        assert_eq!(
+            (n(v, "rd_u"), n(v, "wr_u")),
+            (REQUESTS, 256),
+            "{name}\n{text}"
+        );
+    }
+    let elided = view(w, "TCF-elided");
+    assert_eq!((n(elided, "rd_k"), n(elided, "wr_k")), (0, 0), "{text}");
+}
