@@ -482,27 +482,17 @@ impl Tracer {
             self.virq_pending = false;
         }
         self.note_exclusive(ctx, st.pc, word, &insn);
-        // The pages a store writes, for `note_store` (both parts of one that crosses pages).
-        let mut pages = [None; 2];
-        self.pending = Pending::new(
-            st.pc,
-            st.el,
+        let (pending, pages) = judge(
+            (st.pc, st.el),
             (st.tco, ctx.spsr & SPSR_UAO != 0),
             insn,
             controls,
-            &ctx.x,
-            sp,
+            (&ctx.x, sp),
             self.block_granules,
-            |va, as_el0| {
-                let t = translate(va, as_el0);
-                pages = [pages[1], t.map(|(ipa, _)| ipa & !0xfff)];
-                t.is_some_and(|(_, attr)| attr == ATTR_TAGGED)
-            },
         );
-        if self.pending.write.present() {
-            self.note_store(pages[0]);
-            self.note_store(pages[1]);
-        }
+        self.pending = pending;
+        self.note_store(pages[0]);
+        self.note_store(pages[1]);
         self.pending_tco = st.tco;
         if let Some(w) = word
             && self.runs_enabled
@@ -575,6 +565,40 @@ impl Tracer {
         // page was cached), which EL2 identity-maps as Normal memory; reading an instruction word has no side effects.
         Some(unsafe { core::ptr::read_volatile(pa as *const u32) })
     }
+}
+
+/// Judges `insn` at `pc` (EL `el`) as the guest runs it with PSTATE (TCO, UAO), its
+/// registers and SP: `Pending::new`, with stage 1 translated by AT. Also returns the IPA
+/// pages a store writes (both parts of one that crosses pages; None for a load), for
+/// `Tracer::note_store`. One judge for the step path, a run's predicted accesses and an
+/// exclusive sequence's store.
+#[inline(always)]
+fn judge(
+    (pc, el): (u64, u8),
+    pstate: (bool, bool),
+    insn: Insn,
+    controls: &Controls,
+    (x, sp): (&[u64; 31], u64),
+    blocks: BlockGranules,
+) -> (Pending, [Option<u64>; 2]) {
+    let mut pages = [None; 2];
+    let p = Pending::new(
+        pc,
+        el,
+        pstate,
+        insn,
+        controls,
+        x,
+        sp,
+        blocks,
+        |va, as_el0| {
+            let t = translate(va, as_el0);
+            pages = [pages[1], t.map(|(ipa, _)| ipa & !0xfff)];
+            t.is_some_and(|(_, attr)| attr == ATTR_TAGGED)
+        },
+    );
+    let pages = if p.write.present() { pages } else { [None; 2] };
+    (p, pages)
 }
 
 /// Counts a TCO write at `pc` of `value` in its site (the first `SITES` distinct ones kept,

@@ -294,26 +294,16 @@ impl Tracer {
             Insn::Mem(m) if m.base == 31 => guest_sp(spsr),
             _ => 0,
         };
-        let mut pages = [None; 2];
-        let p = Pending::new(
-            pc,
-            el,
+        let (p, pages) = judge(
+            (pc, el),
             (spsr & crate::context::SPSR_TCO != 0, spsr & SPSR_UAO != 0),
             insn,
             controls,
-            &ctx.x,
-            sp,
+            (&ctx.x, sp),
             self.block_granules,
-            |va, as_el0| {
-                let t = translate(va, as_el0);
-                pages = [pages[1], t.map(|(ipa, _)| ipa & !0xfff)];
-                t.is_some_and(|(_, attr)| attr == ATTR_TAGGED)
-            },
         );
-        if p.write.present() {
-            self.note_store(pages[0]);
-            self.note_store(pages[1]);
-        }
+        self.note_store(pages[0]);
+        self.note_store(pages[1]);
         p
     }
 
@@ -338,27 +328,17 @@ impl Tracer {
         let mut stores = [None; 2 * mtex_trace::run::MAX_PREDICTED];
         let mut n_stores = 0;
         for (k, pc, word, tco) in plan.predicted() {
-            let mut pages = [None; 2];
-            let p = Pending::new(
-                pc,
-                el,
+            let (p, pages) = judge(
+                (pc, el),
                 (tco.unwrap_or(tco_now), uao),
                 decode::decode(word),
                 controls,
-                &ctx.x,
-                0,
+                (&ctx.x, 0),
                 self.block_granules,
-                |va, as_el0| {
-                    let t = translate(va, as_el0);
-                    pages = [pages[1], t.map(|(ipa, _)| ipa & !0xfff)];
-                    t.is_some_and(|(_, attr)| attr == ATTR_TAGGED)
-                },
             );
-            if p.write.present() {
-                stores[n_stores] = pages[0];
-                stores[n_stores + 1] = pages[1];
-                n_stores += 2;
-            }
+            stores[n_stores] = pages[0];
+            stores[n_stores + 1] = pages[1];
+            n_stores += 2;
             self.predicted[k] = p;
         }
         for page in stores {
