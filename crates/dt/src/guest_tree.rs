@@ -22,10 +22,6 @@ pub struct GuestTree<'a> {
     pub timer_ppis: [u32; 4],
 }
 
-/// GIC_PPI and IRQ_TYPE_LEVEL_LOW|... flags of the arm,armv8-timer binding: level-high (4).
-const PPI: u32 = 1;
-const LEVEL_HIGH: u32 = 4;
-
 /// Writes the guest's tree.
 pub fn build(t: &GuestTree<'_>) -> Result<Vec<u8>, DtError> {
     let mut w = FdtWriter::new().map_err(|_| DtError::Write)?;
@@ -41,13 +37,7 @@ pub fn build(t: &GuestTree<'_>) -> Result<Vec<u8>, DtError> {
     w.property_string("bootargs", t.bootargs).map_err(e)?;
     w.end_node(chosen).map_err(e)?;
 
-    let mem = w
-        .begin_node(&alloc::format!("memory@{:x}", t.ram.base))
-        .map_err(e)?;
-    w.property_string("device_type", "memory").map_err(e)?;
-    w.property_array_u64("reg", &[t.ram.base, t.ram.size])
-        .map_err(e)?;
-    w.end_node(mem).map_err(e)?;
+    crate::nodes::memory(&mut w, t.ram)?;
 
     let cpus = w.begin_node("cpus").map_err(e)?;
     w.property_u32("#address-cells", 1).map_err(e)?;
@@ -66,15 +56,7 @@ pub fn build(t: &GuestTree<'_>) -> Result<Vec<u8>, DtError> {
     w.property_string("method", "smc").map_err(e)?;
     w.end_node(psci).map_err(e)?;
 
-    let timer = w.begin_node("timer").map_err(e)?;
-    w.property_string("compatible", "arm,armv8-timer")
-        .map_err(e)?;
-    let mut irqs = Vec::new();
-    for ppi in t.timer_ppis {
-        irqs.extend_from_slice(&[PPI, ppi, LEVEL_HIGH]);
-    }
-    w.property_array_u32("interrupts", &irqs).map_err(e)?;
-    w.end_node(timer).map_err(e)?;
+    crate::nodes::timer(&mut w, t.timer_ppis, false)?;
 
     if let Some(base) = t.uart.filter(|&b| !t.ram.overlaps(&Region::new(b, 0x1000))) {
         let uart = w.begin_node(&alloc::format!("pl011@{base:x}")).map_err(e)?;

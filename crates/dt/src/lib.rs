@@ -10,6 +10,7 @@ extern crate alloc;
 pub mod guest_tree;
 pub mod linux_tree;
 pub mod machine;
+mod nodes;
 
 pub use mtex_platform::Region;
 

@@ -38,10 +38,9 @@ pub struct LinuxTree<'a> {
 
 const GIC_PHANDLE: u32 = 1;
 const CLOCK_PHANDLE: u32 = 2;
-/// GIC binding: interrupt type SPI = 0, PPI = 1; flags level-high = 4.
+/// GIC binding: interrupt type SPI = 0.
 const SPI: u32 = 0;
-const PPI: u32 = 1;
-const LEVEL_HIGH: u32 = 4;
+use crate::nodes::LEVEL_HIGH;
 /// The PL011 binding's clock, as QEMU's virt board describes it.
 const UART_CLOCK_HZ: u32 = 24_000_000;
 
@@ -67,13 +66,7 @@ pub fn build(t: &LinuxTree<'_>) -> Result<Vec<u8>, DtError> {
     }
     w.end_node(chosen).map_err(e)?;
 
-    let mem = w
-        .begin_node(&alloc::format!("memory@{:x}", t.ram.base))
-        .map_err(e)?;
-    w.property_string("device_type", "memory").map_err(e)?;
-    w.property_array_u64("reg", &[t.ram.base, t.ram.size])
-        .map_err(e)?;
-    w.end_node(mem).map_err(e)?;
+    crate::nodes::memory(&mut w, t.ram)?;
 
     let cpus = w.begin_node("cpus").map_err(e)?;
     w.property_u32("#address-cells", 2).map_err(e)?;
@@ -112,16 +105,7 @@ pub fn build(t: &LinuxTree<'_>) -> Result<Vec<u8>, DtError> {
     w.property_phandle(GIC_PHANDLE).map_err(e)?;
     w.end_node(gic).map_err(e)?;
 
-    let timer = w.begin_node("timer").map_err(e)?;
-    w.property_string("compatible", "arm,armv8-timer")
-        .map_err(e)?;
-    w.property_null("always-on").map_err(e)?;
-    let mut irqs = Vec::new();
-    for ppi in t.timer_ppis {
-        irqs.extend_from_slice(&[PPI, ppi, LEVEL_HIGH]);
-    }
-    w.property_array_u32("interrupts", &irqs).map_err(e)?;
-    w.end_node(timer).map_err(e)?;
+    crate::nodes::timer(&mut w, t.timer_ppis, true)?;
 
     let clk = w.begin_node("apb-pclk").map_err(e)?;
     w.property_string("compatible", "fixed-clock").map_err(e)?;
