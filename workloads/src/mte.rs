@@ -22,7 +22,10 @@ pub enum Tcf0 {
     None,
     Sync,
     Async,
-    /// Both bits: Linux picks the CPU's preferred mode, asymmetric where it has it.
+    /// Asymmetric (FEAT_MTE3). Linux has no prctl bit for it: a task asking for both sync
+    /// and async gets the CPU's preferred mode, which is async unless
+    /// `/sys/devices/system/cpu/cpuN/mte_tcf_preferred` says `asymm` — so [`set_tcf0`] says so
+    /// first (root only, as the initramfs runs).
     Asymm,
 }
 
@@ -41,6 +44,9 @@ impl Tcf0 {
 /// Sets this thread's tagged-address ABI and tag-check mode (threads created later inherit
 /// it).
 pub fn set_tcf0(mode: Tcf0) -> Result<(), Error> {
+    if mode == Tcf0::Asymm {
+        prefer_asymm()?;
+    }
     let tcf = match mode {
         Tcf0::None => 0,
         Tcf0::Sync => PR_MTE_TCF_SYNC,
@@ -111,4 +117,25 @@ pub fn retag(p: *mut u8, tag: u64) -> *mut u8 {
 /// The tag bits of a pointer.
 pub fn tag_of(p: *const u8) -> u64 {
     (p as u64 >> 56) & 0xf
+}
+
+/// Makes asymmetric the preferred mode of every CPU (Documentation/arch/arm64/
+/// memory-tagging-extension.rst, "Per-CPU preferred tag checking mode"); fails where the CPU
+/// has no FEAT_MTE3, rather than letting "asymm" silently mean async.
+fn prefer_asymm() -> Result<(), Error> {
+    let cpus = std::fs::read_dir("/sys/devices/system/cpu")?;
+    let mut set = 0;
+    for cpu in cpus.flatten() {
+        let file = cpu.path().join("mte_tcf_preferred");
+        if file.exists() {
+            std::fs::write(&file, "asymm")?;
+            set += 1;
+        }
+    }
+    if set == 0 {
+        return Err(Error::other(
+            "no mte_tcf_preferred in sysfs: cannot choose asymm",
+        ));
+    }
+    Ok(())
 }
