@@ -126,7 +126,7 @@ fn linux_mode_without_a_uart_for_linux_is_refused_at_boot() {
     let args = mtex::linux::Args {
         kernel: "6.12".into(),
         workload: None,
-        tcf0: "sync".into(),
+        tcf0: vec!["sync".into()],
         append: vec![],
         ram_mib: 512,
         json: None,
@@ -308,29 +308,57 @@ fn two_runs_give_the_same_window_and_write_log() {
 }
 
 #[test]
-fn memcached_user_checks_are_the_workloads_own() {
-    // Under TCF0=sync the server thread fills its tagged table (256 slots: 256 checked user
-    // writes) and reads one slot per request (N checked user reads); nothing else in user
-    // space touches tagged memory. The kernel's own TCF is NONE: with checks elided there it
-    // counts none of its own accesses (the requests travel through a pipe, not uaccess on
-    // tagged memory).
-    const REQUESTS: u64 = 50;
+fn each_tcf0_mode_in_its_window_checks_what_linux_and_the_workload_say() {
+    // memcached under each user mode, windows 1..4 in this order. The server thread fills
+    // its tagged table (256 slots: 256 user writes) and reads one slot per request (N user
+    // reads): checked architecturally in every mode; where checks are elided with TCF0 NONE,
+    // not in window 1. The kernel's own TCF is NONE; Linux clears PSTATE.TCO on kernel entry
+    // only for a task whose TCF0 has the sync bit (sync, asymm: mte_disable_tco_entry), so
+    // the kernel's accesses through its 0xF-tagged pointers are architecturally checked in
+    // windows 2 and 4 only, and none where checks are elided (the requests go through a
+    // pipe, no uaccess to tagged memory).
+    const REQUESTS: u64 = 20;
     let (status, doc, text) = linux(&[
         "--workload",
         &format!("memcached {REQUESTS}"),
         "--tcf0",
-        "sync",
+        "none,sync,async,asymm",
     ]);
     assert_eq!(status, 0, "{text}");
-    let w = window(&doc, 1);
-    for name in ["architectural", "TCF-elided"] {
-        let v = view(w, name);
-        assert_eq!(
-            (n(v, "rd_u"), n(v, "wr_u")),
-            (REQUESTS, 256),
-            "{name}\n{text}"
+    for (id, mode, user_elided, kernel_checked) in [
+        (1, "none", false, false),
+        (2, "sync", true, true),
+        (3, "async", true, false),
+        (4, "asymm", true, true),
+    ] {
+        let w = window(&doc, id);
+        assert!(
+            w["label"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("--tcf0 {mode} ")),
+            "{w}"
         );
+        let arch = view(w, "architectural");
+        let elided = view(w, "TCF-elided");
+        assert_eq!(
+            (n(arch, "rd_u"), n(arch, "wr_u")),
+            (REQUESTS, 256),
+            "{mode}\n{text}"
+        );
+        let want = if user_elided { (REQUESTS, 256) } else { (0, 0) };
+        assert_eq!(
+            (n(elided, "rd_u"), n(elided, "wr_u")),
+            want,
+            "{mode}\n{text}"
+        );
+        assert_eq!(
+            (n(elided, "rd_k"), n(elided, "wr_k")),
+            (0, 0),
+            "{mode}\n{text}"
+        );
+        assert_eq!(n(arch, "rd_k") > 0, kernel_checked, "{mode}\n{text}");
+        assert_eq!(n(arch, "wr_k") > 0, kernel_checked, "{mode}\n{text}");
     }
-    let elided = view(w, "TCF-elided");
-    assert_eq!((n(elided, "rd_k"), n(elided, "wr_k")), (0, 0), "{text}");
+    assert!(text.contains("Windows side by side"), "{text}");
 }

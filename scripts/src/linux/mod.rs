@@ -23,14 +23,17 @@ pub struct Args {
     #[arg(long, default_value = "6.12")]
     pub kernel: String,
     /// What /init runs between boot and power-off: a workload by name, optionally with its
-    /// arguments (getpid, futex-hash, memcached, thread-create, fork, switch, mte-fault: run
-    /// as `mtex-work --tcf0 T --window 1 NAME ARGS`, inside trace window 1), or any other
+    /// arguments (getpid, futex-hash, memcached, thread-create, fork, switch, mte-fault, spin:
+    /// run as `mtex-work --tcf0 T --window N NAME ARGS`, in trace window N), or any other
     /// busybox shell line, run as it is. Default: none (boot to /init and power off).
     #[arg(long)]
     pub workload: Option<String>,
-    /// The named workload's user tag-check mode (prctl): none, sync, async or asymm.
-    #[arg(long, default_value = "sync", value_parser = ["none", "sync", "async", "asymm"])]
-    pub tcf0: String,
+    /// The named workload's user tag-check modes (prctl), comma-separated: none, sync, async,
+    /// asymm. Each runs in its own window (1, 2, ...), in this order, and the report compares
+    /// them.
+    #[arg(long, default_value = "sync", value_delimiter = ',',
+          value_parser = ["none", "sync", "async", "asymm"])]
+    pub tcf0: Vec<String>,
     /// More words for the kernel command line.
     #[arg(long = "append", value_name = "WORD")]
     pub append: Vec<String>,
@@ -53,7 +56,7 @@ pub struct Args {
 
 /// The workloads `--workload` knows by name (`mtex-work`'s), with the arguments used when
 /// none are given.
-pub const NAMED_WORKLOADS: [(&str, &str); 7] = [
+pub const NAMED_WORKLOADS: [(&str, &str); 8] = [
     ("getpid", "1000"),
     ("futex-hash", "200 4"),
     ("memcached", "200"),
@@ -61,11 +64,12 @@ pub const NAMED_WORKLOADS: [(&str, &str); 7] = [
     ("fork", "20"),
     ("switch", "100"),
     ("mte-fault", ""),
+    ("spin", "100000"),
 ];
 
-/// The shell line /init runs for `--workload spec`: a named workload in trace window 1, or
-/// the line itself.
-pub fn workload_line(spec: &str, tcf0: &str) -> String {
+/// The shell line /init runs for `--workload spec`: a named workload once per TCF0 mode, in
+/// windows 1, 2, ..., or the line itself.
+pub fn workload_line(spec: &str, tcf0: &[String]) -> String {
     let mut words = spec.split_whitespace();
     let Some(name) = words.next() else {
         return String::new();
@@ -79,9 +83,15 @@ pub fn workload_line(spec: &str, tcf0: &str) -> String {
     } else {
         args.join(" ")
     };
-    format!("mtex-work --tcf0 {tcf0} --window 1 {name} {args}")
-        .trim_end()
-        .to_string()
+    tcf0.iter()
+        .enumerate()
+        .map(|(i, mode)| {
+            format!("mtex-work --tcf0 {mode} --window {} {name} {args}", i + 1)
+                .trim_end()
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join(" && ")
 }
 
 /// Where Linux mode keeps what it fetched and built.
@@ -243,19 +253,24 @@ mod tests {
 
     #[test]
     fn named_workloads_run_in_window_1_and_other_lines_as_they_are() {
+        let modes = |m: &[&str]| m.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            workload_line("futex-hash", "sync"),
+            workload_line("futex-hash", &modes(&["sync"])),
             "mtex-work --tcf0 sync --window 1 futex-hash 200 4"
         );
         assert_eq!(
-            workload_line("getpid 10", "none"),
-            "mtex-work --tcf0 none --window 1 getpid 10"
+            workload_line("getpid 10", &modes(&["none", "async"])),
+            "mtex-work --tcf0 none --window 1 getpid 10 && \
+             mtex-work --tcf0 async --window 2 getpid 10"
         );
         assert_eq!(
-            workload_line("mte-fault", "asymm"),
+            workload_line("mte-fault", &modes(&["asymm"])),
             "mtex-work --tcf0 asymm --window 1 mte-fault"
         );
-        assert_eq!(workload_line("echo hi; true", "sync"), "echo hi; true");
-        assert_eq!(workload_line("", "sync"), "");
+        assert_eq!(
+            workload_line("echo hi; true", &modes(&["sync"])),
+            "echo hi; true"
+        );
+        assert_eq!(workload_line("", &modes(&["sync"])), "");
     }
 }

@@ -380,6 +380,64 @@ fn window_text(w: &Window) -> String {
     out
 }
 
+/// The windows in one table: instructions, then the checked accesses of each view that
+/// tells policies apart (kernel reads and writes architecturally, what is left where checks
+/// are elided with TCF NONE, with TCMA1, with kernel TCO).
+fn compare_windows(windows: &[Window]) -> Table {
+    use crate::perf_text::thousands;
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+        "window",
+        "instructions :u / :k",
+        "architectural rd:k wr:k rd:u wr:u",
+        "TCF-elided rd:k rd:u wr:u",
+        "if TCMA1 rd:k",
+        "if kernel TCO rd:k",
+    ]);
+    for w in windows {
+        let v = |name: &str| {
+            w.views
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| *v)
+                .unwrap_or_default()
+        };
+        let (a, e) = (v("architectural"), v("TCF-elided"));
+        t.add_row(vec![
+            format!(
+                "{}{}",
+                w.id,
+                w.label
+                    .as_deref()
+                    .and_then(|l| l.split("--tcf0 ").nth(1))
+                    .and_then(|m| m.split_whitespace().next())
+                    .map_or(String::new(), |m| format!(" (TCF0 {m})"))
+            ),
+            format!(
+                "{} / {}",
+                thousands(w.instructions_el0),
+                thousands(w.instructions_el1)
+            ),
+            format!(
+                "{} {} {} {}",
+                thousands(a.rd_k),
+                thousands(a.wr_k),
+                thousands(a.rd_u),
+                thousands(a.wr_u)
+            ),
+            format!(
+                "{} {} {}",
+                thousands(e.rd_k),
+                thousands(e.rd_u),
+                thousands(e.wr_u)
+            ),
+            thousands(v("if TCMA1").rd_k),
+            thousands(v("if kernel TCO").rd_k),
+        ]);
+    }
+    t
+}
+
 /// The report as text.
 pub fn render(r: &LinuxReport) -> String {
     let mut out = String::new();
@@ -445,6 +503,13 @@ pub fn render(r: &LinuxReport) -> String {
     }
     for w in &r.windows {
         let _ = write!(out, "\n{}", window_text(w));
+    }
+    if r.windows.len() > 1 {
+        let _ = write!(
+            out,
+            "\nWindows side by side\n{}\n",
+            compare_windows(&r.windows)
+        );
     }
     let _ = writeln!(out, "\nWhat the kernel left set");
     for (name, v) in [
