@@ -16,13 +16,27 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 fn linux(args: &[&str]) -> (i32, Value, String) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let json = std::env::temp_dir().join(format!("mtex-linux-{}.json", std::process::id()));
+    let results = std::env::temp_dir().join(format!("mtex-linux-results-{}", std::process::id()));
     let out = Command::new(env!("CARGO_BIN_EXE_mtex"))
         .arg("linux")
         .args(args)
         .arg("--json")
         .arg(&json)
+        .arg("--out")
+        .arg(&results)
         .output()
         .expect("running mtex linux");
+    // The results directory holds the same report and both consoles.
+    let dir = results.join("linux-1");
+    for f in [
+        "report.txt",
+        "report.json",
+        "console.log",
+        "linux-console.log",
+    ] {
+        assert!(dir.join(f).exists(), "{} has no {f}", dir.display());
+    }
+    let _ = std::fs::remove_dir_all(&results);
     let text = format!(
         "{}\n{}",
         String::from_utf8_lossy(&out.stdout),
@@ -131,6 +145,7 @@ fn linux_mode_without_a_uart_for_linux_is_refused_at_boot() {
         ram_mib: 512,
         json: None,
         console: false,
+        out: std::env::temp_dir(),
         timeout: 120,
         no_icount: false,
     };

@@ -46,6 +46,10 @@ pub struct Args {
     /// Print Linux's own console (the second UART) after the report.
     #[arg(long)]
     pub console: bool,
+    /// Where results directories go: each run makes linux-N inside, with report.txt,
+    /// report.json, the hypervisor's console (console.log) and Linux's (linux-console.log).
+    #[arg(long, default_value = "mtex-results")]
+    pub out: PathBuf,
     /// Host time limit in seconds.
     #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
@@ -233,7 +237,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // The last run's console stays for reading after the run.
     let _ = std::fs::write(work_dir().join("last-linux-console.log"), &linux_text);
     let r = report::analyse(&p.kernel, &console, &linux_text, &symbols);
-    print!("{}", report::render(&r));
+    let text = report::render(&r);
+    print!("{text}");
+    let dir = crate::scenario_run::results_dir(&args.out, "linux")?;
+    std::fs::write(dir.join("report.txt"), &text)?;
+    std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&r)?)?;
+    std::fs::write(dir.join("console.log"), &console.bytes)?;
+    std::fs::write(dir.join("linux-console.log"), &linux_text)?;
+    println!(
+        "mtex: results in {} (report.txt, report.json, console.log, linux-console.log)",
+        dir.display()
+    );
     if args.console {
         println!("\nLinux console\n{}", report::without_kallsyms(&linux_text));
     }
