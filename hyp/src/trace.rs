@@ -426,6 +426,17 @@ impl Tracer {
         if stage2_abort && ctx.elr == p.pc {
             return;
         }
+        if let Some((pc, 31)) = self.stxr_status
+            && pc == p.pc
+        {
+            // Status discarded (Ws = WZR): whether it wrote cannot be known, so its access is
+            // not judged, and the report says so (`unknown_mem`), never a guess.
+            self.tally.retire(&Pending {
+                effect: Effect::UnknownMem,
+                ..*p
+            });
+            return;
+        }
         if let Some((pc, rs)) = self.stxr_status
             && pc == p.pc
             && ctx.reg(rs) != 0

@@ -92,6 +92,15 @@ fn is_exclusive_store(insn: &Insn) -> bool {
     matches!(insn, Insn::Mem(m) if m.exclusive && m.dir == crate::decode::Dir::Write)
 }
 
+/// A store-exclusive a run can judge where it stops, right after it: its status register
+/// is a real one (Ws = WZR discards the status: whether it wrote could not be known) and
+/// not its base register (CONSTRAINED UNPREDICTABLE; the status would overwrite the address
+/// the judge reads). Any other is a leaf, and stepped.
+fn status_readable_after(word: u32, insn: &Insn) -> bool {
+    let ws = ((word >> 16) & 0x1f) as u8;
+    matches!(insn, Insn::Mem(m) if is_exclusive_store(insn) && ws != 31 && ws != m.base)
+}
+
 /// True if a run may start at `word` (decoded as `insn`).
 pub fn may_start_run(word: u32, insn: &Insn) -> bool {
     node_kind_of(word, insn) != NodeKind::Stop
@@ -459,7 +468,7 @@ impl Plan {
                     NodeKind::Static
                 }
                 (Some(w), Some(d))
-                    if exclusive && is_exclusive_store(d) && p.exclusive_store.is_none() =>
+                    if exclusive && p.exclusive_store.is_none() && status_readable_after(w, d) =>
                 {
                     p.exclusive_store = Some((pc, ((w >> 16) & 0x1f) as u8));
                     NodeKind::Static
@@ -943,6 +952,18 @@ mod tests {
             n += 1;
         });
         assert_eq!((n, seen), (1, [(12, None)]));
+    }
+
+    #[test]
+    fn a_store_exclusive_whose_status_cannot_be_read_after_it_is_not_run() {
+        // stlxr w3, w0, [x3] (status over the base) and stlxr wzr, w0, [x3] (status
+        // discarded): the run stops before the store, which is stepped.
+        for stx in [0x8803_fc60u32, 0x881f_fc60] {
+            let words = [LDAXR_W0_X0, ADD_W0, ADD_X3_X1, stx, CBNZ_W2_BACK4];
+            let p = plan(0, code(&words)).unwrap();
+            assert_eq!(p.exclusive_store, None, "{stx:#x}");
+            assert_eq!(&p.leaves[..p.n_leaves], &[(12, 3)], "{stx:#x}");
+        }
     }
 
     #[test]
