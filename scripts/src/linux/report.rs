@@ -65,6 +65,17 @@ pub struct Window {
     pub exits: u64,
 }
 
+impl Window {
+    /// The counts of view `name` (zero for a view the window does not have).
+    pub fn view(&self, name: &str) -> mtex_trace::counts::ByEl {
+        self.views
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+            .unwrap_or_default()
+    }
+}
+
 /// Linux mode's report.
 #[derive(Clone, Debug, Serialize)]
 pub struct LinuxReport {
@@ -346,10 +357,8 @@ fn window_text(w: &Window) -> String {
         w.tag_check_faults,
         w.failed_store_exclusives
     );
-    let find = |name: &str| w.views.iter().find(|(n, _)| n == name).map(|(_, v)| v);
-    if let (Some(arch), Some(tcma1)) = (find("architectural"), find("if TCMA1"))
-        && arch.rd_k > 0
-    {
+    let (arch, tcma1) = (w.view("architectural"), w.view("if TCMA1"));
+    if arch.rd_k > 0 {
         let cut = 100.0 * (arch.rd_k - tcma1.rd_k.min(arch.rd_k)) as f64 / arch.rd_k as f64;
         let _ = writeln!(
             out,
@@ -395,13 +404,7 @@ fn compare_windows(windows: &[Window]) -> Table {
         "if kernel TCO rd:k",
     ]);
     for w in windows {
-        let v = |name: &str| {
-            w.views
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| *v)
-                .unwrap_or_default()
-        };
+        let v = |name: &str| w.view(name);
         let (a, e) = (v("architectural"), v("TCF-elided"));
         t.add_row(vec![
             format!(
