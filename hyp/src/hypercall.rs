@@ -182,6 +182,7 @@ pub fn close_phase(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
         }
         hyp.report
             .send(&Record::PhaseTrace(PhaseTrace { id, counts }));
+        hyp.report.send(&Record::Abandoned(abandoned(id, &counts)));
         hyp.report.send(&Record::StepEngine(hyp.tracer.engine()));
     }
     if let Some((record, sites)) = watch {
@@ -219,4 +220,13 @@ fn console_write(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     let bytes: [u8; hc::CONSOLE_BYTES_PER_CALL] = hc::unpack_bytes(&regs);
     hyp.report.console(&bytes[..len as usize]);
     len
+}
+
+/// A traced phase's abandoned instructions, as their record carries them.
+pub fn abandoned(id: u32, c: &mtex_trace::counts::TraceCounts) -> mtex_abi::report::Abandoned {
+    mtex_abi::report::Abandoned {
+        id,
+        el0: c.abandoned_el0,
+        el1: c.abandoned_el1,
+    }
 }

@@ -177,6 +177,10 @@ impl Hyp {
             self.report.send(&mtex_abi::Record::PhaseTrace(
                 mtex_abi::report::PhaseTrace { id, counts },
             ));
+            self.report
+                .send(&mtex_abi::Record::Abandoned(crate::hypercall::abandoned(
+                    id, &counts,
+                )));
         }
         self.report.finish(exit)
     }

@@ -8,6 +8,7 @@ use crate::context::GuestContext;
 use crate::fast_step::{FastStep, fast};
 use aarch64_cpu::registers::*;
 use mtex_abi::report::{StepEngine, TcoSite};
+use mtex_arch::esr::ExceptionClass;
 use mtex_platform::guest_vm::GuestRam;
 use mtex_trace::EXCLUSIVE_RETRIES;
 use mtex_trace::counts::{BlockGranules, Effect, Pending, Tally, TraceCounts};
@@ -368,7 +369,8 @@ impl Tracer {
     /// `stage2_abort`: this exit is a stage-2 data abort on the pending instruction (Linux
     /// mode's doorbell): the instruction took the abort and never executed — the hypervisor
     /// acts on it and skips it — so it is not counted, as QEMU's PMU does not count it either
-    /// (measured: counting it made every window's EL0 one more than the PMU's).
+    /// (measured: counting it made every window's EL0 one more than the PMU's), but it began
+    /// (`abandoned_el*`).
     pub fn retire(
         &mut self,
         ctx: &GuestContext,
@@ -377,7 +379,7 @@ impl Tracer {
         controls: &Controls,
     ) {
         if self.run_armed {
-            self.retire_run(ctx, controls);
+            self.retire_run(ctx, stage2_abort, controls);
             return;
         }
         if !self.armed {
@@ -410,6 +412,9 @@ impl Tracer {
                 let esr = ESR_EL1.get();
                 let ec = esr >> 26;
                 let sync = off & 0x180 == 0;
+                if sync && mtex_trace::counts::began(ExceptionClass::from_bits(ec as u8)) {
+                    self.tally.counts_mut().note_abandoned(p.el);
+                }
                 if sync && (ec == 0x24 || ec == 0x25) && esr & 0x3f == DFSC_TAG_CHECK {
                     // The access was made and its check failed: it counts as checked, and
                     // as a fault; the instruction did not complete.
@@ -424,6 +429,7 @@ impl Tracer {
             }
         }
         if stage2_abort && ctx.elr == p.pc {
+            self.tally.counts_mut().note_abandoned(p.el);
             return;
         }
         if let Some((pc, 31)) = self.stxr_status

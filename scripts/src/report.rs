@@ -709,6 +709,19 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
                 t.id
             )),
         },
+        Record::Abandoned(a) => match r
+            .phases
+            .iter_mut()
+            .rev()
+            .find(|p| p.id == a.id)
+            .and_then(|p| p.trace.as_mut())
+        {
+            Some(t) => (t.abandoned_el0, t.abandoned_el1) = (a.el0, a.el1),
+            None => r.problems.push(format!(
+                "record {seq}: abandoned instructions of phase {} that has no trace",
+                a.id
+            )),
+        },
         Record::TcoSite(s) => match r.phases.iter_mut().rev().find(|p| p.id == s.phase) {
             Some(p) => p.tco_sites.push(s),
             None => r.problems.push(format!(
@@ -924,6 +937,27 @@ mod tests {
             .enumerate()
             .map(|(i, r)| frame(i as u32, r))
             .collect()
+    }
+
+    #[test]
+    fn abandoned_instructions_join_their_phases_trace_and_a_stray_record_is_a_problem() {
+        let abandoned =
+            |id, el0, el1| Record::Abandoned(mtex_abi::report::Abandoned { id, el0, el1 });
+        let r = parse(&stream(vec![
+            begin(4, "w"),
+            traced(4, TraceCounts::default()),
+            abandoned(4, 2, 3),
+            abandoned(9, 1, 1),
+        ]));
+        let t = r.phases[0].trace.expect("trace");
+        assert_eq!((t.abandoned_el0, t.abandoned_el1), (2, 3));
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.contains("phase 9 that has no trace")),
+            "{:?}",
+            r.problems
+        );
     }
 
     #[test]

@@ -372,6 +372,13 @@ mod tests {
                     })
                 }
             ),
+            (any::<u32>(), any::<[u64; 2]>()).prop_map(|(id, v)| Record::Abandoned(
+                crate::report::Abandoned {
+                    id,
+                    el0: v[0],
+                    el1: v[1],
+                }
+            )),
         ]
     }
 

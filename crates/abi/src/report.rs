@@ -55,6 +55,18 @@ pub enum Record {
     /// Linux mode: a doorbell access the hypervisor refused (`crate::doorbell`). After
     /// TcoWatch so that older logs still decode.
     DoorbellRefused(DoorbellRefused),
+    /// The instructions of a traced phase that began but were abandoned (sent with its
+    /// PhaseTrace; `TraceCounts::abandoned_el*`, kept out of PhaseTrace so that its layout,
+    /// and the logs written before, stay as they were). Last so that older logs still decode.
+    Abandoned(Abandoned),
+}
+
+/// A traced phase's abandoned instructions, by EL (see `mtex_trace::counts::began`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Abandoned {
+    pub id: u32,
+    pub el0: u64,
+    pub el1: u64,
 }
 
 /// A refused doorbell access: what was stored where, by whom, and why it was refused.

@@ -8,6 +8,7 @@
 
 use crate::decode::{Barrier, Dir, Insn, MemKind, MemOp, MteSysReg};
 use crate::predicate::{Access, Controls, elides, is_tag_checked};
+use mtex_arch::esr::ExceptionClass;
 use serde::{Deserialize, Serialize};
 
 /// Checked reads and writes by executing EL, named like the perf events.
@@ -139,6 +140,47 @@ pub struct TraceCounts {
     /// Tag-check faults taken on an access the predicate judged not Tag Checked: the model
     /// and the CPU disagree, so every figure of the phase is in doubt (a problem).
     pub unexpected_tag_check_faults: u64,
+    /// Instructions that began but did not complete, by EL: a synchronous exception was
+    /// taken on them after they were decoded ([`began`]: a data abort, a tag-check fault, an
+    /// undefined instruction, Linux mode's doorbell store). Not in `instructions_el*`, as
+    /// the PMU does not count them; an emulator's per-instruction hook does (the oracle).
+    /// They travel in their own record (`Record::Abandoned`), not in this one's encoding, so
+    /// that saved logs still decode.
+    #[serde(skip)]
+    pub abandoned_el0: u64,
+    #[serde(skip)]
+    pub abandoned_el1: u64,
+}
+
+impl TraceCounts {
+    /// Counts one abandoned instruction at `el`.
+    pub fn note_abandoned(&mut self, el: u8) {
+        if el == 0 {
+            self.abandoned_el0 += 1;
+        } else {
+            self.abandoned_el1 += 1;
+        }
+    }
+}
+
+/// Whether an instruction on which a synchronous exception of class `ec` (ESR.EC) was taken,
+/// returning to the instruction itself, had begun: fetched and decoded, so that an emulator's
+/// per-instruction hook saw it. Instruction aborts (0x20/0x21), PC alignment faults (0x22),
+/// breakpoints (0x30/0x31) and software steps (0x32/0x33) are taken before the instruction is
+/// decoded; SVC (0x15), HVC and SMC complete (they return past themselves, so they never come
+/// here, but are answered for completeness).
+pub fn began(ec: ExceptionClass) -> bool {
+    use ExceptionClass::*;
+    !matches!(
+        ec,
+        InstructionAbortLower
+            | InstructionAbortSame
+            | BreakpointLower
+            | SoftwareStepLower
+            | Hvc64
+            | Smc64
+            | Other(0x15 | 0x22 | 0x31 | 0x33)
+    )
 }
 
 /// Kernel entries: exceptions taken to EL1, told apart by the vector a step lands on.
@@ -564,6 +606,28 @@ impl Tally {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn faults_on_a_decoded_instruction_began_and_those_before_decoding_did_not() {
+        let began_ec = |ec: u8| began(ExceptionClass::from_bits(ec));
+        // Data aborts (lower, same), an UNDEFINED instruction, a trapped FP access, BRK.
+        for ec in [0x24, 0x25, 0x00, 0x07, 0x3c] {
+            assert!(began_ec(ec), "EC {ec:#x}");
+        }
+        // Instruction aborts, PC alignment, breakpoints, software steps, SVC/HVC/SMC.
+        for ec in [0x20, 0x21, 0x22, 0x30, 0x31, 0x32, 0x33, 0x15, 0x16, 0x17] {
+            assert!(!began_ec(ec), "EC {ec:#x}");
+        }
+    }
+
+    #[test]
+    fn abandoned_instructions_count_by_el() {
+        let mut c = TraceCounts::default();
+        c.note_abandoned(0);
+        c.note_abandoned(1);
+        c.note_abandoned(1);
+        assert_eq!((c.abandoned_el0, c.abandoned_el1), (1, 2));
+    }
 
     proptest! {
         /// The one-call judge equals the by-definition judge on every input.

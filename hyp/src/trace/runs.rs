@@ -20,7 +20,12 @@ impl Tracer {
     /// the inert instructions by number and the static ones on the path one by one.
     /// A stage-2 data abort (Linux mode's doorbell) stops a run on the aborted instruction,
     /// which is not counted: it never executed (see `Tracer::retire`).
-    pub(super) fn retire_run(&mut self, ctx: &GuestContext, controls: &Controls) {
+    pub(super) fn retire_run(
+        &mut self,
+        ctx: &GuestContext,
+        stage2_abort: bool,
+        controls: &Controls,
+    ) {
         self.disarm_run();
         let now = ctx.state();
         let vbar = VBAR_EL1.get();
@@ -32,6 +37,12 @@ impl Tracer {
         } else {
             now.pc
         };
+        // The instruction the run stopped on began and was abandoned when a synchronous
+        // exception was taken on it after decoding (an SVC returns past itself: not on it).
+        let ec = ExceptionClass::from_bits((ESR_EL1.get() >> 26) as u8);
+        if (at_sync_vector && mtex_trace::counts::began(ec)) || stage2_abort {
+            self.tally.counts_mut().note_abandoned(self.run_el);
+        }
         // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
         let fetch = cached_page_words(unsafe { fast() });
         let plan = &self.plans[self.run_slot];
