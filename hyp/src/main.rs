@@ -25,6 +25,7 @@ mod id_regs;
 mod linux_boot;
 mod logger;
 mod mmu;
+mod oracle_mark;
 mod pmu;
 mod psci;
 mod report;

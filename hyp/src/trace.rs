@@ -314,6 +314,7 @@ impl Tracer {
         self.sites = [None; SITES];
         self.phase = phase;
         self.active = true;
+        crate::oracle_mark::open(phase);
         !was_locked
     }
 
@@ -321,6 +322,7 @@ impl Tracer {
     pub fn stop(&mut self, ctx: &mut GuestContext) -> (TraceCounts, [Option<TcoSite>; SITES]) {
         // SAFETY: called from a hypercall handler, with the hypervisor state borrowed.
         unsafe { fast() }.pending_inert = 0;
+        crate::oracle_mark::close(self.phase);
         let counts = self.finish_counts();
         ctx.spsr &= !SPSR_SS;
         if self.run_armed {
@@ -358,6 +360,7 @@ impl Tracer {
             return None;
         }
         self.active = false;
+        crate::oracle_mark::close(self.phase);
         Some((self.phase, self.finish_counts()))
     }
 

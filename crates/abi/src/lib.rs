@@ -2,7 +2,8 @@
 //! the host alike:
 //! - [`hypercall`]: the SMCCC-style HVC calls a guest makes to the hypervisor;
 //! - [`report`]: the records the hypervisor sends to the host;
-//! - [`frame`]: how a record travels inside ordinary console text.
+//! - [`frame`]: how a record travels inside ordinary console text;
+//! - [`oracle`]: the markers that show an emulator where a traced phase starts and stops.
 #![no_std]
 #[cfg(test)]
 extern crate std;
@@ -11,6 +12,7 @@ pub mod doorbell;
 pub mod frame;
 pub mod hypercall;
 pub mod options;
+pub mod oracle;
 pub mod pmu_plan;
 pub mod program;
 pub mod report;

@@ -1,0 +1,130 @@
+//! How the hypervisor marks a traced phase's bounds for an emulator's own count of it (the
+//! `mtex-oracle` QEMU plugin), without a channel of its own: at EL2, as the trace starts and
+//! stops, it executes one of two marker instructions with the phase id in a fixed register.
+//!
+//! The markers are `ORR XZR, XZR, Xm`: architecturally a no-op (the result goes to the zero
+//! register) on every CPU, so the hypervisor runs them everywhere, and an encoding no compiler
+//! emits, so nothing else at EL2 looks like one. Only EL2 executions count as markers.
+
+/// `ORR XZR, XZR, X0`, with X0 the id of the phase whose trace starts.
+pub const OPEN_MARKER: u32 = 0xaa00_03ff;
+/// `ORR XZR, XZR, X1`, with X1 the id of the phase whose trace stops.
+pub const CLOSE_MARKER: u32 = 0xaa01_03ff;
+
+/// The general-purpose register that holds the phase id at each marker.
+pub const OPEN_ID_REG: u8 = 0;
+pub const CLOSE_ID_REG: u8 = 1;
+
+/// What the oracle counted in one traced phase, by executing EL (index 0: EL0, 1: EL1), in
+/// the trace's unit: instructions begun, and instructions that read / wrote data memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OracleWindow {
+    /// The phase id the markers carried.
+    pub id: u64,
+    /// The close marker was seen (false: the run ended with the phase open).
+    pub closed: bool,
+    pub instructions: [u64; 2],
+    pub reads: [u64; 2],
+    pub writes: [u64; 2],
+    /// Executions QEMU starts for an exception handler's first instruction while a single
+    /// step is pending, which raise the step exception instead (its "step stub"): left out of
+    /// `instructions`, and counted here.
+    pub step_stubs: u64,
+}
+
+impl OracleWindow {
+    const FIELDS: usize = 10;
+
+    /// One line: `window ID closed|open I0 I1 R0 R1 W0 W1 STUBS`.
+    pub fn write_line(&self, w: &mut impl core::fmt::Write) -> core::fmt::Result {
+        writeln!(
+            w,
+            "window {} {} {} {} {} {} {} {} {}",
+            self.id,
+            if self.closed { "closed" } else { "open" },
+            self.instructions[0],
+            self.instructions[1],
+            self.reads[0],
+            self.reads[1],
+            self.writes[0],
+            self.writes[1],
+            self.step_stubs
+        )
+    }
+
+    /// Reads back a line [`write_line`](Self::write_line) wrote; None for any other line.
+    pub fn parse_line(line: &str) -> Option<Self> {
+        let mut f = [""; Self::FIELDS];
+        let mut words = line.split_ascii_whitespace();
+        for slot in f.iter_mut() {
+            *slot = words.next()?;
+        }
+        if words.next().is_some() || f[0] != "window" {
+            return None;
+        }
+        let n = |i: usize| f[i].parse::<u64>().ok();
+        Some(Self {
+            id: n(1)?,
+            closed: match f[2] {
+                "closed" => true,
+                "open" => false,
+                _ => return None,
+            },
+            instructions: [n(3)?, n(4)?],
+            reads: [n(5)?, n(6)?],
+            writes: [n(7)?, n(8)?],
+            step_stubs: n(9)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ORR (shifted register), 64-bit: sf=1 opc=01 01010 shift=00 N=0 Rm imm6=0 Rn Rd.
+    fn orr_xzr_xzr(m: u32) -> u32 {
+        0xaa00_0000 | m << 16 | 31 << 5 | 31
+    }
+
+    #[test]
+    fn markers_are_orr_into_xzr_of_their_id_register() {
+        assert_eq!(OPEN_MARKER, orr_xzr_xzr(OPEN_ID_REG as u32));
+        assert_eq!(CLOSE_MARKER, orr_xzr_xzr(CLOSE_ID_REG as u32));
+        assert_ne!(OPEN_MARKER, CLOSE_MARKER);
+    }
+
+    #[test]
+    fn a_window_line_reads_back() {
+        let w = OracleWindow {
+            id: 7,
+            closed: true,
+            instructions: [1, 2],
+            reads: [3, 4],
+            writes: [5, 6],
+            step_stubs: 8,
+        };
+        let mut s = std::string::String::new();
+        w.write_line(&mut s).unwrap();
+        assert_eq!(s, "window 7 closed 1 2 3 4 5 6 8\n");
+        assert_eq!(OracleWindow::parse_line(&s), Some(w));
+        let open = OracleWindow { closed: false, ..w };
+        s.clear();
+        open.write_line(&mut s).unwrap();
+        assert_eq!(OracleWindow::parse_line(&s), Some(open));
+    }
+
+    #[test]
+    fn other_lines_are_not_windows() {
+        for l in [
+            "",
+            "window 1 closed 1 2 3",
+            "window 1 shut 1 2 3 4 5 6 7",
+            "anomaly x",
+            "window 1 closed 1 2 3 4 5 6 7 8",
+            "window -1 closed 1 2 3 4 5 6 7",
+        ] {
+            assert_eq!(OracleWindow::parse_line(l), None, "{l}");
+        }
+    }
+}

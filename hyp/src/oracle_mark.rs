@@ -1,0 +1,28 @@
+//! The bounds of a traced phase, shown to an emulator's own count of it (the `mtex-oracle`
+//! QEMU plugin): a no-op marker instruction executed at EL2 with the phase id in a fixed
+//! register (`mtex_abi::oracle`). On a CPU without such a plugin they cost one cycle each.
+
+use mtex_abi::oracle::{CLOSE_ID_REG, CLOSE_MARKER, OPEN_ID_REG, OPEN_MARKER};
+
+// The registers named in the asm below are the ABI's.
+const _: () = assert!(OPEN_ID_REG == 0 && CLOSE_ID_REG == 1);
+
+/// The trace of phase `id` starts: the guest's next instruction is its first.
+#[inline(never)]
+pub fn open(id: u32) {
+    // SAFETY: ORR into XZR writes nothing and reads only X0.
+    unsafe {
+        core::arch::asm!(".inst {m}", m = const OPEN_MARKER, in("x0") id as u64,
+            options(nomem, nostack, preserves_flags));
+    }
+}
+
+/// The trace of phase `id` stops: the guest's last instruction counted has run.
+#[inline(never)]
+pub fn close(id: u32) {
+    // SAFETY: ORR into XZR writes nothing and reads only X1.
+    unsafe {
+        core::arch::asm!(".inst {m}", m = const CLOSE_MARKER, in("x1") id as u64,
+            options(nomem, nostack, preserves_flags));
+    }
+}
