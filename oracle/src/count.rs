@@ -1,0 +1,328 @@
+//! The oracle's count of the traced phases, from the events QEMU's plugin hooks give: an
+//! instruction starting (its PC, the EL PSTATE says, its [`Class`]), a memory access, and
+//! the hypervisor's markers. Free of QEMU, so its rules are tested on the host.
+//!
+//! Rules, each a difference between what QEMU's hooks see and the trace's unit:
+//! - An instruction is counted when it starts, so the trace's `instructions_el*` plus its
+//!   `abandoned_el*` (begun, then an exception taken on them) is what this counts.
+//! - While a single step is pending, QEMU starts the first instruction of an exception
+//!   handler only to raise the step exception (its "step stub"): the same instruction then
+//!   starts again at the same EL once EL2 resumes the guest. A start at the PC and EL of the
+//!   previous guest start, with only EL2 code between, at a vector's alignment, was that
+//!   stub: it is taken back. (The hypervisor never resumes a guest instruction it let start:
+//!   it completes or skips every instruction that traps to it. A stepped branch to itself
+//!   at a 128-byte aligned address would look the same; no kernel path has one.)
+//! - An instruction reads (writes) if at least one read (write) callback fired for it: a pair,
+//!   a structure load or a split access counts once, an atomic once each way.
+//! - A store-exclusive's read callback is QEMU's compare-and-exchange, not an access.
+//! - STGP and DC ZVA are never instrumented ([`Class`]): their write is counted at the start.
+//! - A CASP's read is counted with its write: QEMU 10.0 fires only the write callback.
+
+use crate::classify::Class;
+use mtex_abi::oracle::OracleWindow;
+use std::collections::BTreeMap;
+
+/// Exception vectors are 128-byte aligned (VBAR_EL1 + 0x80 × n): a stub is only ever there.
+const VECTOR_ALIGN: u64 = 0x80;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Current {
+    /// The instruction is a guest one inside an open window: its accesses count.
+    active: bool,
+    el: u8,
+    class_is_exclusive_store: bool,
+    class_is_cas_pair: bool,
+    read: bool,
+    write: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct Counter {
+    open: Option<OracleWindow>,
+    done: Vec<OracleWindow>,
+    cur: Current,
+    /// The last guest instruction started in the window: its PC, EL and whether its start
+    /// counted a write (undone with it if it was a stub).
+    last_guest: Option<(u64, u8, bool)>,
+    el2_since: bool,
+    /// Markers out of order (an open inside a window, a close of another id...).
+    pub anomalies: Vec<String>,
+    /// With `detail`: by (EL, instruction word), how many started in windows and how many
+    /// of those read and wrote — to find which instructions a disagreement is about.
+    pub detail: Option<BTreeMap<(u8, u32), [u64; 3]>>,
+    cur_word: u32,
+}
+
+impl Counter {
+    pub const fn new() -> Self {
+        Self {
+            open: None,
+            done: Vec::new(),
+            cur: Current {
+                active: false,
+                el: 0,
+                class_is_exclusive_store: false,
+                class_is_cas_pair: false,
+                read: false,
+                write: false,
+            },
+            last_guest: None,
+            el2_since: false,
+            anomalies: Vec::new(),
+            detail: None,
+            cur_word: 0,
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// The hypervisor's open marker with phase id `id`.
+    pub fn open(&mut self, id: u64) {
+        if let Some(w) = self.open.take() {
+            self.anomalies
+                .push(format!("window {id} opened inside window {}", w.id));
+            self.done.push(w);
+        }
+        self.open = Some(OracleWindow {
+            id,
+            ..OracleWindow::default()
+        });
+        self.cur = Current::default();
+        self.last_guest = None;
+        self.el2_since = true;
+    }
+
+    /// The hypervisor's close marker with phase id `id`.
+    pub fn close(&mut self, id: u64) {
+        match self.open.take() {
+            Some(mut w) => {
+                if w.id != id {
+                    self.anomalies
+                        .push(format!("window {} closed as {id}", w.id));
+                }
+                w.closed = true;
+                self.done.push(w);
+            }
+            None => self
+                .anomalies
+                .push(format!("window {id} closed, none open")),
+        }
+        self.cur = Current::default();
+    }
+
+    /// An instruction at `pc` starts at `el` (only called while a window is open).
+    pub fn start(&mut self, pc: u64, el: u8, class: Class, word: u32) {
+        let Some(w) = self.open.as_mut() else {
+            return;
+        };
+        if el > 1 {
+            self.el2_since = true;
+            self.cur.active = false;
+            return;
+        }
+        let e = el as usize;
+        if let Some((last_pc, last_el, wrote)) = self.last_guest
+            && self.el2_since
+            && last_pc == pc
+            && last_el == el
+            && pc & (VECTOR_ALIGN - 1) == 0
+        {
+            // The previous start here was the step stub (module rules).
+            w.instructions[e] -= 1;
+            w.writes[e] -= wrote as u64;
+            w.step_stubs += 1;
+            if let Some(d) = &mut self.detail
+                && let Some(n) = d.get_mut(&(el, word))
+            {
+                n[0] -= 1;
+                n[2] -= wrote as u64;
+            }
+        }
+        self.el2_since = false;
+        w.instructions[e] += 1;
+        let wrote = class.write_on_execute();
+        w.writes[e] += wrote as u64;
+        self.last_guest = Some((pc, el, wrote));
+        self.cur_word = word;
+        if let Some(d) = &mut self.detail {
+            let n = d.entry((el, word)).or_default();
+            n[0] += 1;
+            n[2] += wrote as u64;
+        }
+        self.cur = Current {
+            active: true,
+            el,
+            class_is_exclusive_store: class == Class::StoreExclusive,
+            class_is_cas_pair: class == Class::CasPair,
+            read: false,
+            write: wrote,
+        };
+    }
+
+    /// A memory access by the instruction that started last.
+    pub fn access(&mut self, store: bool) {
+        let (Some(w), true) = (self.open.as_mut(), self.cur.active) else {
+            return;
+        };
+        let e = self.cur.el as usize;
+        let c = &mut self.cur;
+        let reads = (!store || c.class_is_cas_pair) && !c.class_is_exclusive_store;
+        let new_write = store && !c.write;
+        let new_read = reads && !c.read;
+        c.write |= new_write;
+        c.read |= new_read;
+        w.writes[e] += new_write as u64;
+        w.reads[e] += new_read as u64;
+        if new_write {
+            self.note_detail(2);
+        }
+        if new_read {
+            self.note_detail(1);
+        }
+    }
+
+    fn note_detail(&mut self, k: usize) {
+        if let Some(d) = &mut self.detail
+            && let Some(n) = d.get_mut(&(self.cur.el, self.cur_word))
+        {
+            n[k] += 1;
+        }
+    }
+
+    /// Every window: those closed, then the one still open.
+    pub fn windows(&self) -> impl Iterator<Item = &OracleWindow> {
+        self.done.iter().chain(self.open.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(c: &Counter) -> OracleWindow {
+        *c.windows().last().unwrap()
+    }
+
+    #[test]
+    fn counts_by_el_inside_the_window_only() {
+        let mut c = Counter::default();
+        c.start(0x10, 0, Class::Plain, 0); // before the window: ignored
+        c.open(3);
+        c.start(0x100, 2, Class::Plain, 0); // the hypervisor returning
+        c.start(0x1000, 0, Class::Plain, 0);
+        c.access(false);
+        c.access(false); // a pair: two callbacks, one read
+        c.start(0x1004, 0, Class::Plain, 0);
+        c.access(false);
+        c.access(true); // an atomic: one read, one write
+        c.start(0x8000, 1, Class::Plain, 0);
+        c.access(true);
+        c.close(3);
+        c.start(0x1008, 0, Class::Plain, 0);
+        c.access(false);
+        let w = window(&c);
+        assert_eq!(w.id, 3);
+        assert!(w.closed);
+        assert_eq!(w.instructions, [2, 1]);
+        assert_eq!(w.reads, [2, 0]);
+        assert_eq!(w.writes, [1, 1]);
+        assert!(c.anomalies.is_empty());
+    }
+
+    #[test]
+    fn the_step_stub_is_taken_back() {
+        let mut c = Counter::default();
+        c.open(1);
+        c.start(0x1000, 0, Class::Plain, 0); // SVC
+        c.start(0x100, 2, Class::Plain, 0); // step exit after it
+        c.start(0x8400, 1, Class::Plain, 0); // the stub at the vector
+        c.start(0x100, 2, Class::Plain, 0); // its step exception
+        c.start(0x8400, 1, Class::Plain, 0); // the vector's instruction, for real
+        c.start(0x100, 2, Class::Plain, 0);
+        c.start(0x8404, 1, Class::Plain, 0);
+        let w = window(&c);
+        assert_eq!(w.instructions, [1, 2]);
+        assert_eq!(w.step_stubs, 1);
+    }
+
+    #[test]
+    fn a_loop_back_to_the_same_pc_is_not_a_stub() {
+        // `b .` run twice without EL2 in between (inside a run), then stepped (EL2 in
+        // between) away from a vector's alignment.
+        let mut c = Counter::default();
+        c.open(1);
+        c.start(0x2000, 1, Class::Plain, 0);
+        c.start(0x2000, 1, Class::Plain, 0);
+        c.start(0x100, 2, Class::Plain, 0);
+        c.start(0x2004, 1, Class::Plain, 0);
+        c.start(0x100, 2, Class::Plain, 0);
+        c.start(0x2004, 1, Class::Plain, 0);
+        assert_eq!(window(&c).instructions, [0, 4]);
+        assert_eq!(window(&c).step_stubs, 0);
+    }
+
+    #[test]
+    fn uninstrumented_writes_count_at_the_start() {
+        let mut c = Counter::default();
+        c.open(1);
+        c.start(0x3000, 1, Class::DcZva, 0);
+        c.start(0x3004, 0, Class::Stgp, 0);
+        c.access(true); // (never delivered; had it been, still one write)
+        let w = window(&c);
+        assert_eq!(w.writes, [1, 1]);
+        assert_eq!(w.reads, [0, 0]);
+    }
+
+    #[test]
+    fn a_store_exclusive_reads_nothing() {
+        let mut c = Counter::default();
+        c.open(1);
+        c.start(0x4000, 0, Class::StoreExclusive, 0);
+        c.access(false);
+        c.access(true);
+        assert_eq!(window(&c).reads, [0, 0]);
+        assert_eq!(window(&c).writes, [1, 0]);
+    }
+
+    #[test]
+    fn a_cas_pair_reads_with_its_write_once() {
+        let mut c = Counter::default();
+        c.open(1);
+        c.start(0x5000, 1, Class::CasPair, 0);
+        c.access(true); // QEMU 10.0: the write alone
+        c.start(0x5004, 1, Class::CasPair, 0);
+        c.access(false); // were the read to come too, still one
+        c.access(true);
+        assert_eq!(window(&c).reads, [0, 2]);
+        assert_eq!(window(&c).writes, [0, 2]);
+    }
+
+    #[test]
+    fn accesses_of_el2_code_in_the_window_do_not_count() {
+        let mut c = Counter::default();
+        c.open(1);
+        c.start(0x100, 2, Class::Plain, 0);
+        c.access(false);
+        c.access(true);
+        let w = window(&c);
+        assert_eq!(
+            (w.reads, w.writes, w.instructions),
+            ([0, 0], [0, 0], [0, 0])
+        );
+    }
+
+    #[test]
+    fn markers_out_of_order_are_anomalies_and_an_open_window_is_kept() {
+        let mut c = Counter::default();
+        c.close(1);
+        c.open(2);
+        c.open(3);
+        c.close(4);
+        c.open(5);
+        assert_eq!(c.anomalies.len(), 3);
+        let ids: Vec<_> = c.windows().map(|w| (w.id, w.closed)).collect();
+        assert_eq!(ids, [(2, false), (3, true), (5, false)]);
+    }
+}
