@@ -105,6 +105,14 @@ pub fn build_workloads() -> Result<PathBuf> {
     Ok(root.join("target/images/aarch64-unknown-linux-musl/release/mtex-work"))
 }
 
+/// Builds the oracle, the QEMU plugin that counts Linux-mode windows from QEMU's own hooks
+/// (`oracle/`); returns its shared library.
+pub fn build_oracle() -> Result<PathBuf> {
+    let root = workspace_root();
+    cargo("build-oracle", &root)?;
+    Ok(root.join("target/images/release/libmtex_oracle.so"))
+}
+
 /// Builds the UEFI loader; returns its .efi.
 pub fn build_loader() -> Result<PathBuf> {
     let root = workspace_root();

@@ -36,6 +36,8 @@ pub struct RunConfig {
     /// A second UART, written to this file: Linux mode's console for Linux itself, so that
     /// its text never shares the report UART's stream.
     pub second_serial: Option<PathBuf>,
+    /// A TCG plugin and its arguments, as `-plugin` takes them (`lib.so,key=value,...`).
+    pub plugin: Option<String>,
 }
 
 /// How QEMU starts the hypervisor.
@@ -68,6 +70,7 @@ impl Default for RunConfig {
             boot: BootMethod::Kernel,
             virtualization: true,
             second_serial: None,
+            plugin: None,
         }
     }
 }
@@ -481,6 +484,9 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
     }
     if cfg.icount {
         c.args(["-icount", "shift=0,sleep=off"]);
+    }
+    if let Some(plugin) = &cfg.plugin {
+        c.arg("-plugin").arg(plugin);
     }
     match &cfg.boot {
         BootMethod::Kernel => {

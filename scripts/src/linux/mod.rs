@@ -6,6 +6,7 @@
 
 pub mod fetch;
 pub mod initramfs;
+pub mod oracle;
 pub mod report;
 
 use crate::{images, qemu};
@@ -56,6 +57,12 @@ pub struct Args {
     /// Run without -icount (faster; guest times not exact).
     #[arg(long)]
     pub no_icount: bool,
+    /// Also count every window with the oracle, a QEMU plugin built from this repository
+    /// (oracle/) that counts from QEMU's own hooks, and check the trace against it: any
+    /// difference is a problem. It turns QEMU's MTE tag checks off for the instructions it
+    /// watches (a QEMU 10.0 limit), so tag-check faults do not happen in such a run.
+    #[arg(long)]
+    pub oracle: bool,
 }
 
 /// The workloads `--workload` knows by name (`mtex-work`'s), with the arguments used when
@@ -182,8 +189,16 @@ fn kallsyms_path(release: &str) -> PathBuf {
     work_dir().join(format!("kallsyms-{release}.txt"))
 }
 
-/// Boots a prepared bundle; returns the hypervisor's console and Linux's.
-pub fn boot(args: &Args, p: &Prepared) -> Result<(qemu::Console, String)> {
+/// What a boot gives back: the hypervisor's console, Linux's, and the oracle's results.
+pub struct Booted {
+    pub console: qemu::Console,
+    pub linux: String,
+    /// The oracle plugin's output (with `--oracle`; empty if it wrote none).
+    pub oracle: Option<String>,
+}
+
+/// Boots a prepared bundle.
+pub fn boot(args: &Args, p: &Prepared) -> Result<Booted> {
     let built = images::build()?;
     let images = images::Images {
         guest_image: p.bundle.clone(),
@@ -202,13 +217,43 @@ pub fn boot(args: &Args, p: &Prepared) -> Result<(qemu::Console, String)> {
         // was) and holds the run to the time limit.
         watch_budget_ms: Some(args.timeout * 1000),
         second_serial: Some(linux_console.clone()),
+        plugin: None,
         ..qemu::RunConfig::default()
     };
+    let oracle_out = p.run_dir.join("oracle.txt");
+    let cfg = if args.oracle {
+        let plugin = images::build_oracle()?;
+        qemu::RunConfig {
+            // MTEX_ORACLE_DETAIL=1: the plugin also lists, by instruction word, how many ran
+            // in windows and how many read and wrote (oracle.txt), to find what a
+            // disagreement is about.
+            plugin: Some(format!(
+                "{},out={}{}",
+                plugin.display(),
+                oracle_out.display(),
+                if std::env::var_os("MTEX_ORACLE_DETAIL").is_some() {
+                    ",detail=on"
+                } else {
+                    ""
+                }
+            )),
+            ..cfg
+        }
+    } else {
+        cfg
+    };
     let console = qemu::run(&images, &cfg)?;
-    let text = std::fs::read(&linux_console)
+    let linux = std::fs::read(&linux_console)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    Ok((console, text))
+    let oracle = args
+        .oracle
+        .then(|| std::fs::read_to_string(&oracle_out).unwrap_or_default());
+    Ok(Booted {
+        console,
+        linux,
+        oracle,
+    })
 }
 
 /// Runs `mtex linux`.
@@ -220,7 +265,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         bail!("--workload: one line only");
     }
     let p = prepare(&args)?;
-    let (console, linux_text) = boot(&args, &p)?;
+    let Booted {
+        console,
+        linux: linux_text,
+        oracle,
+    } = boot(&args, &p)?;
     let symbols = match &p.kallsyms {
         Some(path) => std::fs::read_to_string(path).unwrap_or_default(),
         None => {
@@ -236,7 +285,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     // The last run's console stays for reading after the run.
     let _ = std::fs::write(work_dir().join("last-linux-console.log"), &linux_text);
-    let r = report::analyse(&p.kernel, &console, &linux_text, &symbols);
+    let r = report::analyse(
+        &p.kernel,
+        &console,
+        &linux_text,
+        &symbols,
+        oracle.as_deref(),
+    );
     let text = report::render(&r);
     print!("{text}");
     let dir = crate::scenario_run::results_dir(&args.out, "linux")?;
@@ -244,6 +299,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&r)?)?;
     std::fs::write(dir.join("console.log"), &console.bytes)?;
     std::fs::write(dir.join("linux-console.log"), &linux_text)?;
+    if let Some(o) = &oracle {
+        std::fs::write(dir.join("oracle.txt"), o)?;
+    }
     println!(
         "mtex: results in {} (report.txt, report.json, console.log, linux-console.log)",
         dir.display()

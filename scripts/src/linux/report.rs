@@ -63,6 +63,16 @@ pub struct Window {
     pub failed_store_exclusives: u64,
     pub step_exits: u64,
     pub exits: u64,
+    /// Instructions that began but were abandoned for an exception taken on them (not in
+    /// `instructions_el*`).
+    pub abandoned_el0: u64,
+    pub abandoned_el1: u64,
+    /// Direct branches the hypervisor executed for the guest at the end of a run: in
+    /// `instructions_el*`, never executed by the CPU.
+    pub hyp_branches_el0: u64,
+    pub hyp_branches_el1: u64,
+    /// The oracle's check of the window (`mtex linux --oracle`).
+    pub oracle: Option<super::oracle::Check>,
 }
 
 impl Window {
@@ -142,7 +152,14 @@ fn kernel_va(pc: u64, entry: u64, text_va: Option<u64>) -> u64 {
 }
 
 /// Builds the report.
-pub fn analyse(kernel: &Kernel, console: &Console, linux: &str, kallsyms: &str) -> LinuxReport {
+/// `oracle`: what the oracle plugin wrote, when the run had it (`--oracle`).
+pub fn analyse(
+    kernel: &Kernel,
+    console: &Console,
+    linux: &str,
+    kallsyms: &str,
+    oracle: Option<&str>,
+) -> LinuxReport {
     let r = console.report();
     let symbols = Symbols::from_kallsyms(kallsyms);
     let text_va = kallsyms.lines().find_map(|l| {
@@ -212,11 +229,12 @@ pub fn analyse(kernel: &Kernel, console: &Console, linux: &str, kallsyms: &str) 
     {
         problems.push(format!("the run ended badly: {exit}"));
     }
-    let windows = r
+    let windows: Vec<Window> = r
         .phases
         .iter()
         .filter_map(|p| {
             let t = p.trace.as_ref()?;
+            let engine = r.engines.iter().rev().find(|e| e.id == p.id);
             let label = linux.lines().find_map(|l| {
                 l.trim()
                     .strip_prefix(&format!("mtex-work: window {}: ", p.id))
@@ -246,9 +264,18 @@ pub fn analyse(kernel: &Kernel, console: &Console, linux: &str, kallsyms: &str) 
                 failed_store_exclusives: t.failed_store_exclusives,
                 step_exits: p.stats.map_or(0, |s| s.step_exits),
                 exits: p.stats.map_or(0, |s| s.exits),
+                abandoned_el0: t.abandoned_el0,
+                abandoned_el1: t.abandoned_el1,
+                hyp_branches_el0: engine.map_or(0, |e| e.branches_el0),
+                hyp_branches_el1: engine.map_or(0, |e| e.branches_el1),
+                oracle: None,
             })
         })
         .collect();
+    let windows = match oracle {
+        Some(text) => check_windows(windows, text, &mut problems),
+        None => windows,
+    };
     LinuxReport {
         windows,
         package: kernel.package.name.clone(),
@@ -277,6 +304,49 @@ pub fn analyse(kernel: &Kernel, console: &Console, linux: &str, kallsyms: &str) 
         problems,
         notes,
     }
+}
+
+/// Each window checked against the oracle's (the same order: both are chronological); every
+/// difference, missing window and anomaly is a problem.
+fn check_windows(mut windows: Vec<Window>, text: &str, problems: &mut Vec<String>) -> Vec<Window> {
+    use super::oracle::{TraceSide, check, parse};
+    let (seen, anomalies) = parse(text);
+    for a in anomalies {
+        problems.push(format!("oracle: {a}"));
+    }
+    if seen.len() != windows.len() {
+        problems.push(format!(
+            "oracle: it saw {} window(s), the trace {}",
+            seen.len(),
+            windows.len()
+        ));
+    }
+    for (w, o) in windows.iter_mut().zip(&seen) {
+        if o.id != w.id as u64 {
+            problems.push(format!(
+                "oracle: window {} where the trace has {}",
+                o.id, w.id
+            ));
+            continue;
+        }
+        let c = check(
+            &TraceSide {
+                instructions: [w.instructions_el0, w.instructions_el1],
+                abandoned: [w.abandoned_el0, w.abandoned_el1],
+                hyp_branches: [w.hyp_branches_el0, w.hyp_branches_el1],
+                accesses: w.view("all data accesses"),
+                tag_check_faults: w.tag_check_faults,
+            },
+            o,
+        );
+        if c.inexact.is_none() {
+            for d in c.differences() {
+                problems.push(format!("window {}: the oracle disagrees: {d}", w.id));
+            }
+        }
+        w.oracle = Some(c);
+    }
+    windows
 }
 
 /// Writes listed one by one; past this, a table by place.
@@ -357,6 +427,9 @@ fn window_text(w: &Window) -> String {
         w.tag_check_faults,
         w.failed_store_exclusives
     );
+    if let Some(c) = &w.oracle {
+        let _ = writeln!(out, "{}", oracle_text(c));
+    }
     let (arch, tcma1) = (w.view("architectural"), w.view("if TCMA1"));
     if arch.rd_k > 0 {
         let cut = 100.0 * (arch.rd_k - tcma1.rd_k.min(arch.rd_k)) as f64 / arch.rd_k as f64;
@@ -387,6 +460,30 @@ fn window_text(w: &Window) -> String {
     }
     let _ = writeln!(out, "{t}");
     out
+}
+
+/// The oracle's verdict on a window, on one line when it agrees.
+fn oracle_text(c: &super::oracle::Check) -> String {
+    use crate::perf_text::thousands;
+    let figures = |el: u8| {
+        c.figures
+            .iter()
+            .filter(|f| f.el == el)
+            .map(|f| format!("{} {}", f.what, thousands(f.oracle)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let verdict = match (&c.inexact, c.agrees()) {
+        (Some(why), _) => format!("not comparable exactly ({why})"),
+        (None, true) => "agrees with the trace".to_string(),
+        (None, false) => format!("DISAGREES: {}", c.differences().join("; ")),
+    };
+    format!(
+        "  oracle (QEMU's own hooks) {verdict}\n    EL0: {}\n    EL1: {}; {} QEMU step stub(s) left out",
+        figures(0),
+        figures(1),
+        c.step_stubs
+    )
 }
 
 /// The windows in one table: instructions, then the checked accesses of each view that

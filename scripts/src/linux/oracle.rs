@@ -1,0 +1,193 @@
+//! The oracle's check of each window: the counts the `mtex-oracle` QEMU plugin made from
+//! QEMU's own hooks (`oracle/`), against the trace's, per EL, in the trace's unit. They must be
+//! equal; each difference is a problem of the run.
+//!
+//! The rules applied here: the plugin counts instructions that *began*, the trace those that
+//! completed plus, apart, those abandoned for an exception taken on them (`abandoned_el*`);
+//! and the trace's count includes the direct branches the hypervisor executed for the guest
+//! at the end of a run, which the CPU never executed (`StepEngine::branches_el*`). The plugin's own rules (QEMU's step stub, uninstrumented tag
+//! instructions, store-exclusives) are in `oracle/src/count.rs`.
+//!
+//! One case is not exact: an access whose tag check failed is counted by the trace (it was
+//! made and checked) but QEMU makes it no callback; a window with such faults says so rather
+//! than claiming agreement.
+
+use mtex_abi::oracle::OracleWindow;
+use mtex_trace::counts::ByEl;
+use serde::Serialize;
+
+/// One figure, by the trace and by the oracle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Figure {
+    /// `instructions begun`, `reads` or `writes`.
+    pub what: &'static str,
+    pub el: u8,
+    pub trace: u64,
+    pub oracle: u64,
+}
+
+/// A window's check.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    pub figures: Vec<Figure>,
+    /// QEMU step stubs the oracle left out (see `oracle/src/count.rs`).
+    pub step_stubs: u64,
+    /// Why equality cannot be expected (tag-check faults), if so.
+    pub inexact: Option<String>,
+}
+
+impl Check {
+    pub fn agrees(&self) -> bool {
+        self.figures.iter().all(|f| f.trace == f.oracle)
+    }
+
+    /// The figures that differ, as problem text.
+    pub fn differences(&self) -> Vec<String> {
+        self.figures
+            .iter()
+            .filter(|f| f.trace != f.oracle)
+            .map(|f| {
+                format!(
+                    "{} at EL{}: trace {}, oracle {}",
+                    f.what, f.el, f.trace, f.oracle
+                )
+            })
+            .collect()
+    }
+}
+
+/// What the trace counted in a window, as the check needs it.
+pub struct TraceSide {
+    pub instructions: [u64; 2],
+    pub abandoned: [u64; 2],
+    /// Branches the hypervisor executed for the guest (in `instructions`).
+    pub hyp_branches: [u64; 2],
+    /// Every data access (the trace's `accesses`).
+    pub accesses: ByEl,
+    pub tag_check_faults: u64,
+}
+
+/// Compares one window.
+pub fn check(t: &TraceSide, o: &OracleWindow) -> Check {
+    let mut figures = Vec::new();
+    for el in 0..2u8 {
+        let e = el as usize;
+        let (rd, wr) = if el == 0 {
+            (t.accesses.rd_u, t.accesses.wr_u)
+        } else {
+            (t.accesses.rd_k, t.accesses.wr_k)
+        };
+        figures.push(Figure {
+            what: "instructions begun",
+            el,
+            trace: (t.instructions[e] + t.abandoned[e]).saturating_sub(t.hyp_branches[e]),
+            oracle: o.instructions[e],
+        });
+        figures.push(Figure {
+            what: "reads",
+            el,
+            trace: rd,
+            oracle: o.reads[e],
+        });
+        figures.push(Figure {
+            what: "writes",
+            el,
+            trace: wr,
+            oracle: o.writes[e],
+        });
+    }
+    Check {
+        figures,
+        step_stubs: o.step_stubs,
+        inexact: (t.tag_check_faults > 0).then(|| {
+            format!(
+                "{} access(es) took a tag-check fault: the trace counts them, QEMU's hooks do not",
+                t.tag_check_faults
+            )
+        }),
+    }
+}
+
+/// The plugin's output file: its windows, and its anomaly lines.
+pub fn parse(text: &str) -> (Vec<OracleWindow>, Vec<String>) {
+    let windows = text.lines().filter_map(OracleWindow::parse_line).collect();
+    let anomalies = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("anomaly "))
+        .map(str::to_string)
+        .collect();
+    (windows, anomalies)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn side() -> TraceSide {
+        TraceSide {
+            instructions: [100, 1000],
+            abandoned: [1, 2],
+            hyp_branches: [3, 4],
+            accesses: ByEl {
+                rd_u: 10,
+                rd_k: 300,
+                wr_u: 5,
+                wr_k: 200,
+            },
+            tag_check_faults: 0,
+        }
+    }
+
+    fn agreeing() -> OracleWindow {
+        OracleWindow {
+            id: 1,
+            closed: true,
+            instructions: [98, 998],
+            reads: [10, 300],
+            writes: [5, 200],
+            step_stubs: 4,
+        }
+    }
+
+    #[test]
+    fn equal_counts_agree_with_abandoned_instructions_added_and_hyp_branches_taken_out() {
+        let c = check(&side(), &agreeing());
+        assert!(c.agrees(), "{:?}", c.differences());
+        assert_eq!(c.figures.len(), 6);
+        assert_eq!(c.step_stubs, 4);
+        assert!(c.inexact.is_none());
+    }
+
+    #[test]
+    fn each_figure_that_differs_is_named() {
+        let mut o = agreeing();
+        o.reads[1] += 1;
+        o.instructions[0] -= 1;
+        let c = check(&side(), &o);
+        assert!(!c.agrees());
+        assert_eq!(
+            c.differences(),
+            [
+                "instructions begun at EL0: trace 98, oracle 97",
+                "reads at EL1: trace 300, oracle 301"
+            ]
+        );
+    }
+
+    #[test]
+    fn tag_check_faults_make_the_check_inexact() {
+        let t = TraceSide {
+            tag_check_faults: 2,
+            ..side()
+        };
+        assert!(check(&t, &agreeing()).inexact.is_some());
+    }
+
+    #[test]
+    fn parses_windows_and_anomalies() {
+        let (w, a) =
+            parse("window 1 closed 98 998 10 300 5 200 4\nanomaly window 2 closed, none open\n");
+        assert_eq!(w, [agreeing()]);
+        assert_eq!(a, ["window 2 closed, none open"]);
+    }
+}
