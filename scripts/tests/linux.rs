@@ -148,6 +148,7 @@ fn linux_mode_without_a_uart_for_linux_is_refused_at_boot() {
         out: std::env::temp_dir(),
         timeout: 120,
         no_icount: false,
+        oracle: false,
     };
     let p = mtex::linux::prepare(&args).expect("fetching and bundling");
     let images = mtex::images::Images {
@@ -376,4 +377,47 @@ fn each_tcf0_mode_in_its_window_checks_what_linux_and_the_workload_say() {
         assert_eq!(n(arch, "wr_k") > 0, kernel_checked, "{mode}\n{text}");
     }
     assert!(text.contains("Windows side by side"), "{text}");
+}
+
+/// The oracle (a QEMU plugin counting from QEMU's own hooks) against the trace, window by
+/// window, per EL: instructions begun, reads, writes. Any difference is a problem, so exit
+/// status 0 says they all agree; the figures are also checked one by one here, and shown not
+/// to be vacuous. The windows cover system calls, a pipe between two processes, fork (page
+/// faults: instructions abandoned and run again), timer interrupts inside runs, and a
+/// workload that executes the hypervisor's marker instructions at EL0 (posing as EL2 to the
+/// oracle: it must open and close nothing).
+#[test]
+fn the_oracle_agrees_with_the_trace_in_every_window() {
+    let line = "mtex-work --tcf0 sync --window 1 futex-hash 10 2 \
+                && mtex-work --tcf0 none --window 2 memcached 10 \
+                && mtex-work --window 3 fork 2 \
+                && mtex-work --tcf0 async --window 4 spin 20000 \
+                && mtex-work --window 5 fake-markers 50";
+    let (code, doc, text) = linux(&["--workload", line, "--oracle"]);
+    assert_eq!(code, 0, "{text}");
+    let windows = doc["windows"].as_array().expect("windows");
+    assert_eq!(windows.len(), 5, "{text}");
+    let mut abandoned = 0;
+    for (i, w) in windows.iter().enumerate() {
+        assert_eq!(n(w, "id"), i as u64 + 1);
+        let o = &w["oracle"];
+        assert!(o["inexact"].is_null(), "{text}");
+        let figures = o["figures"].as_array().expect("oracle figures");
+        assert_eq!(figures.len(), 6);
+        for f in figures {
+            assert_eq!(f["trace"], f["oracle"], "window {}: {f}", i + 1);
+            // Every figure of the real workloads has something to compare (the markers'
+            // window may have no kernel instruction at all).
+            assert!(i == 4 || n(f, "oracle") > 0, "window {}: {f}", i + 1);
+        }
+        abandoned += n(w, "abandoned_el0") + n(w, "abandoned_el1");
+    }
+    // QEMU's step stub, taken back by the oracle, is there in every window with a kernel entry.
+    assert!(n(&windows[0]["oracle"], "step_stubs") > 0, "{text}");
+    // Page faults abandoned instructions (fork's copy-on-write at least).
+    assert!(abandoned > 0, "{text}");
+    // Interrupts landed in the spin window.
+    assert!(n(&windows[3]["entries"], "irq_el0") > 0, "{text}");
+    // The fake markers ran: two instructions per iteration at EL0.
+    assert!(n(&windows[4], "instructions_el0") >= 100, "{text}");
 }

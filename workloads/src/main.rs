@@ -19,6 +19,8 @@
 //!   die                 SIGKILL itself (inside a window: a workload killed mid-window)
 //!   spin N              a user-space loop of N iterations under a 20 µs interval timer:
 //!                       interrupts and signals wherever the step engine is
+//!   fake-markers N      N of each of the hypervisor's oracle markers, at EL0 (to test that
+//!                       the oracle plugin takes only EL2's)
 //! ```
 //!
 //! `--window ID` (under mtex's Linux mode) opens trace window ID through the doorbell just
@@ -111,6 +113,7 @@ fn main() -> ExitCode {
         "fork" => num(20).map(work::fork),
         "switch" => num(100).map(|n| work::switch(&cfg, n)),
         "spin" => num(100_000).map(work::spin),
+        "fake-markers" => num(10).map(work::fake_markers),
         "mte-fault" => Ok(work::mte_fault(&cfg)),
         "doorbell" => match (num(0), num(0)) {
             (Ok(off), Ok(v)) => doorbell::Doorbell::map()

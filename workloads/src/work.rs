@@ -281,3 +281,20 @@ pub fn spin(n: u64) -> Outcome {
     let alarms = ALARMS.load(std::sync::atomic::Ordering::Relaxed);
     Ok(format!("{n} iterations, {alarms} alarms, result {x:#x}"))
 }
+
+/// `n` times each of the hypervisor's oracle markers (`mtex_abi::oracle`), executed at EL0
+/// with other ids in their registers: a guest posing as the hypervisor to the oracle plugin,
+/// which must count them as two plain instructions each and open or close nothing.
+pub fn fake_markers(n: u64) -> Outcome {
+    use mtex_abi::oracle::{CLOSE_MARKER, OPEN_MARKER};
+    for i in 0..n {
+        // SAFETY: ORR into XZR: no register, flag or memory changes.
+        unsafe {
+            core::arch::asm!(".inst {open}", ".inst {close}",
+                open = const OPEN_MARKER, close = const CLOSE_MARKER,
+                in("x0") 1000 + i, in("x1") 2000 + i,
+                options(nomem, nostack, preserves_flags));
+        }
+    }
+    Ok(format!("{n} open and {n} close markers at EL0"))
+}
