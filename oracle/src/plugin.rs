@@ -46,21 +46,29 @@ fn read_u64(r: &RegisterDescriptor<'static>) -> Option<u64> {
     Some(u64::from_le_bytes(b))
 }
 
-/// The per-vCPU "a window is open" flag QEMU tests inline before each instruction's
-/// conditional hook: outside windows the hooks cost a compare, not a call.
+/// Two per-vCPU flags QEMU tests inline before each hook, so that a hook that has nothing to
+/// do costs a compare, not a call: at offset 0 "a window is open" (translation blocks' hooks,
+/// which read the EL), at offset 8 "a window is open and the guest is running" (the
+/// instructions' hooks). EL2's instructions, thousands per step, then cost no call at all.
 #[derive(Clone, Copy)]
-struct OpenFlag(qemu_plugin_u64);
+struct Flags {
+    open: qemu_plugin_u64,
+    guest: qemu_plugin_u64,
+}
 // SAFETY: the scoreboard pointer is QEMU's, valid for the plugin's life and only used through
 // QEMU's scoreboard API (one vCPU: Linux mode runs one).
-unsafe impl Send for OpenFlag {}
+unsafe impl Send for Flags {}
 // SAFETY: as above.
-unsafe impl Sync for OpenFlag {}
+unsafe impl Sync for Flags {}
 
 struct State {
     counter: Counter,
     regs: Option<Regs>,
     out: Option<PathBuf>,
-    open_flag: Option<OpenFlag>,
+    flags: Option<Flags>,
+    /// The EL the running translation block executes at (a block never spans an EL change:
+    /// exceptions and exception returns end blocks), read once per block.
+    el: u8,
     missing_regs: bool,
 }
 
@@ -68,7 +76,8 @@ static STATE: Mutex<State> = Mutex::new(State {
     counter: Counter::new(),
     regs: None,
     out: None,
-    open_flag: None,
+    flags: None,
+    el: 0,
     missing_regs: false,
 });
 
@@ -89,17 +98,33 @@ fn on_marker(vcpu: VCPUIndex, open: bool) {
     } else {
         s.counter.close(id);
     }
-    if let Some(f) = s.open_flag {
-        qemu_plugin_u64_set(f.0, vcpu, s.counter.is_open() as u64);
+    if let Some(f) = s.flags {
+        qemu_plugin_u64_set(f.open, vcpu, s.counter.is_open() as u64);
+        // Still at EL2: the next block's hook says when the guest runs.
+        qemu_plugin_u64_set(f.guest, vcpu, 0);
     }
 }
 
-fn on_start(pc: u64, class: Class, word: u32) {
+/// A translation block starts while a window is open: the EL it runs at.
+fn on_block(vcpu: VCPUIndex, pc: u64) {
     let mut s = STATE.lock().unwrap();
     let Some(el) = s.regs.as_ref().and_then(el_of) else {
         s.missing_regs = true;
         return;
     };
+    s.el = el;
+    if el > 1 {
+        // EL2 code ran (what `Counter::start` needs to know of it).
+        s.counter.start(pc, el, Class::Plain, 0);
+    }
+    if let Some(f) = s.flags {
+        qemu_plugin_u64_set(f.guest, vcpu, (el < 2) as u64);
+    }
+}
+
+fn on_start(pc: u64, class: Class, word: u32) {
+    let mut s = STATE.lock().unwrap();
+    let el = s.el;
     s.counter.start(pc, el, class, word);
 }
 
@@ -143,8 +168,11 @@ impl Register for Oracle {
             s.counter.detail = Some(Default::default());
         }
         // SAFETY: QEMU's scoreboard API; the scoreboard lives as long as the plugin.
-        let score = unsafe { qemu_plugin::sys::qemu_plugin_scoreboard_new(8) };
-        s.open_flag = Some(OpenFlag(qemu_plugin_u64 { score, offset: 0 }));
+        let score = unsafe { qemu_plugin::sys::qemu_plugin_scoreboard_new(16) };
+        s.flags = Some(Flags {
+            open: qemu_plugin_u64 { score, offset: 0 },
+            guest: qemu_plugin_u64 { score, offset: 8 },
+        });
         drop(s);
         qemu_plugin_register_atexit_cb(id, |_| write_results(&STATE.lock().unwrap()))
     }
@@ -164,9 +192,17 @@ impl HasCallbacks for Oracle {
         _id: PluginId,
         tb: TranslationBlock,
     ) -> qemu_plugin::Result<()> {
-        let Some(flag) = STATE.lock().unwrap().open_flag else {
+        let Some(flags) = STATE.lock().unwrap().flags else {
             return Ok(());
         };
+        let tb_pc = tb.vaddr();
+        tb.register_conditional_execute_callback_flags(
+            move |vcpu| on_block(vcpu, tb_pc),
+            CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
+            qemu_plugin_cond::QEMU_PLUGIN_COND_NE,
+            flags.open,
+            0,
+        );
         for insn in tb.instructions() {
             let data = insn.data();
             let Ok(word) = <[u8; 4]>::try_from(data.as_slice()).map(u32::from_le_bytes) else {
@@ -183,9 +219,9 @@ impl HasCallbacks for Oracle {
             }
             insn.register_conditional_execute_callback_flags(
                 move |_| on_start(pc, class, word),
-                CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
+                CallbackFlags::QEMU_PLUGIN_CB_NO_REGS,
                 qemu_plugin_cond::QEMU_PLUGIN_COND_NE,
-                flag.0,
+                flags.guest,
                 0,
             );
             if class.instrumented() {
