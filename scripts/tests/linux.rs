@@ -194,6 +194,20 @@ fn n(v: &Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"))
 }
 
+/// The oracle checked window `w` (a run with `--oracle`) and each of its six figures equals
+/// the trace's. (Any difference is also a problem of the run: exit status 1.)
+fn assert_oracle_agrees(w: &Value, text: &str) {
+    let o = &w["oracle"];
+    assert!(o["inexact"].is_null(), "{o}\n{text}");
+    let figures = o["figures"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no oracle: {w}"));
+    assert_eq!(figures.len(), 6, "{o}");
+    for f in figures {
+        assert_eq!(f["trace"], f["oracle"], "window {}: {f}\n{text}", w["id"]);
+    }
+}
+
 #[test]
 fn futex_hash_in_a_sync_window_shows_the_seeds_tcma1_effect() {
     const WAITS: u64 = 100;
@@ -204,6 +218,7 @@ fn futex_hash_in_a_sync_window_shows_the_seeds_tcma1_effect() {
         &format!("futex-hash {WAITS} {THREADS}"),
         "--tcf0",
         "sync",
+        "--oracle",
     ]);
     // No problem at all: among the checks, the trace's instructions per EL against the
     // PMU's over the window, and no load or store the decoder cannot judge.
@@ -237,6 +252,8 @@ fn futex_hash_in_a_sync_window_shows_the_seeds_tcma1_effect() {
     // ran unstepped, and nothing faulted.
     assert_eq!(n(w, "tag_check_faults"), 0);
     assert!(n(w, "instructions_el1") > 0 && n(w, "instructions_el0") > 0);
+    // QEMU's own hooks counted the same instructions and accesses.
+    assert_oracle_agrees(w, &text);
 }
 
 #[test]
@@ -284,7 +301,8 @@ fn timer_interrupts_inside_runs_are_taken_stepped_and_counted() {
     // breakpoint run (each loop iteration is one) as well as between steps. Each must be
     // taken by Linux stepped — a handler run inside a run would be missing from the trace,
     // and the PMU's count per EL would disagree (a problem, exit status 1).
-    let (status, doc, text) = linux(&["--workload", "mtex-work --window 1 spin 100000"]);
+    let (status, doc, text) =
+        linux(&["--workload", "mtex-work --window 1 spin 100000", "--oracle"]);
     assert_eq!(status, 0, "{text}");
     let w = window(&doc, 1);
     let irqs = n(&w["entries"], "irq_el0");
@@ -299,6 +317,7 @@ fn timer_interrupts_inside_runs_are_taken_stepped_and_counted() {
     );
     // Every loop iteration is a run: it is the interrupts that stop runs at EL2.
     assert!(n(w, "exits") >= irqs / 2, "{w}");
+    assert_oracle_agrees(w, &text);
 }
 
 #[test]
@@ -339,6 +358,7 @@ fn each_tcf0_mode_in_its_window_checks_what_linux_and_the_workload_say() {
         &format!("memcached {REQUESTS}"),
         "--tcf0",
         "none,sync,async,asymm",
+        "--oracle",
     ]);
     assert_eq!(status, 0, "{text}");
     for (id, mode, user_elided, kernel_checked) in [
@@ -375,6 +395,7 @@ fn each_tcf0_mode_in_its_window_checks_what_linux_and_the_workload_say() {
         );
         assert_eq!(n(arch, "rd_k") > 0, kernel_checked, "{mode}\n{text}");
         assert_eq!(n(arch, "wr_k") > 0, kernel_checked, "{mode}\n{text}");
+        assert_oracle_agrees(w, &text);
     }
     assert!(text.contains("Windows side by side"), "{text}");
 }
@@ -400,14 +421,10 @@ fn the_oracle_agrees_with_the_trace_in_every_window() {
     let mut abandoned = 0;
     for (i, w) in windows.iter().enumerate() {
         assert_eq!(n(w, "id"), i as u64 + 1);
-        let o = &w["oracle"];
-        assert!(o["inexact"].is_null(), "{text}");
-        let figures = o["figures"].as_array().expect("oracle figures");
-        assert_eq!(figures.len(), 6);
-        for f in figures {
-            assert_eq!(f["trace"], f["oracle"], "window {}: {f}", i + 1);
-            // Every figure of the real workloads has something to compare (the markers'
-            // window may have no kernel instruction at all).
+        assert_oracle_agrees(w, &text);
+        // Every figure of the real workloads has something to compare (the markers' window
+        // may have no kernel instruction at all).
+        for f in w["oracle"]["figures"].as_array().unwrap() {
             assert!(i == 4 || n(f, "oracle") > 0, "window {}: {f}", i + 1);
         }
         abandoned += n(w, "abandoned_el0") + n(w, "abandoned_el1");
