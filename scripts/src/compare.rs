@@ -46,7 +46,8 @@ const ALWAYS_SHOWN: [&str; 8] = [
 /// Its command-line arguments.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The baseline: a results directory (holding report.json) or a report.json file.
+    /// The baseline: a results directory (holding report.json, or for `mtex linux` results.json)
+    /// or such a file.
     pub a: PathBuf,
     /// What is compared with it, the same way.
     pub b: PathBuf,
@@ -169,10 +170,17 @@ pub struct Summary {
     pub untested: usize,
 }
 
-/// Reads a document: `path/report.json` for a directory, else the file itself.
+/// The results document of a directory whose report.json is another report (`mtex linux`).
+pub const RESULTS_JSON: &str = "results.json";
+
+/// Reads a document: for a directory its `results.json` (`mtex linux` writes its windows
+/// there, its report.json being Linux mode's own report) or else its `report.json`; else the
+/// file itself.
 pub fn load(path: &Path) -> anyhow::Result<Results> {
     let file = if path.is_dir() {
-        path.join("report.json")
+        Some(path.join(RESULTS_JSON))
+            .filter(|f| f.exists())
+            .unwrap_or_else(|| path.join("report.json"))
     } else {
         path.to_path_buf()
     };

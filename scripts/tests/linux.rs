@@ -31,10 +31,38 @@ fn linux(args: &[&str]) -> (i32, Value, String) {
     for f in [
         "report.txt",
         "report.json",
+        "results.json",
         "console.log",
         "linux-console.log",
     ] {
         assert!(dir.join(f).exists(), "{} has no {f}", dir.display());
+    }
+    // results.json, what `mtex compare` reads of the directory, has every window as a phase
+    // with the report's counts.
+    let compared = mtex::compare::load(&dir).expect("results.json");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    for w in report["windows"].as_array().into_iter().flatten() {
+        let name = format!("window {}", w["id"]);
+        let p = compared.runs[0]
+            .phases
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("results.json has no {name}"));
+        assert_eq!(
+            p.counters["instructions:k"], w["instructions_el1"],
+            "{name}"
+        );
+        assert_eq!(
+            p.counters["instructions:u"], w["instructions_el0"],
+            "{name}"
+        );
+        let arch = &w["views"][0];
+        assert_eq!(arch[0], "architectural");
+        assert_eq!(
+            p.counters["mem_access_checked_rd:k"], arch[1]["rd_k"],
+            "{name}"
+        );
     }
     let _ = std::fs::remove_dir_all(&results);
     let text = format!(

@@ -48,7 +48,8 @@ pub struct Args {
     #[arg(long)]
     pub console: bool,
     /// Where results directories go: each run makes linux-N inside, with report.txt,
-    /// report.json, the hypervisor's console (console.log) and Linux's (linux-console.log).
+    /// report.json, results.json (the windows as `mtex run`'s phases, for `mtex compare`), the
+    /// hypervisor's console (console.log) and Linux's (linux-console.log).
     #[arg(long, default_value = "mtex-results")]
     pub out: PathBuf,
     /// Host time limit in seconds.
@@ -302,8 +303,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(o) = &oracle {
         std::fs::write(dir.join("oracle.txt"), o)?;
     }
+    // The windows as phases of mtex's results document, for `mtex compare` between runs
+    // (two kernels, two command lines) and the same counters as `mtex run`'s.
+    let doc = crate::results::Results::new(
+        None,
+        vec![crate::results::run("linux", 0, &console.report())],
+        Vec::new(),
+    );
+    std::fs::write(
+        dir.join(crate::compare::RESULTS_JSON),
+        serde_json::to_string_pretty(&doc)?,
+    )?;
     println!(
-        "mtex: results in {} (report.txt, report.json, console.log, linux-console.log)",
+        "mtex: results in {} (report.txt, report.json, results.json, console.log, linux-console.log)",
         dir.display()
     );
     if args.console {
