@@ -182,7 +182,7 @@ pub fn close_phase(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
         }
         hyp.report
             .send(&Record::PhaseTrace(PhaseTrace { id, counts }));
-        hyp.report.send(&Record::Abandoned(abandoned(id, &counts)));
+        hyp.report.send(&Record::TraceMore(trace_more(id, &counts)));
         hyp.report.send(&Record::StepEngine(hyp.tracer.engine()));
     }
     if let Some((record, sites)) = watch {
@@ -222,11 +222,13 @@ fn console_write(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     len
 }
 
-/// A traced phase's abandoned instructions, as their record carries them.
-pub fn abandoned(id: u32, c: &mtex_trace::counts::TraceCounts) -> mtex_abi::report::Abandoned {
-    mtex_abi::report::Abandoned {
+/// A traced phase's counts that PhaseTrace does not carry, as their record does.
+pub fn trace_more(id: u32, c: &mtex_trace::counts::TraceCounts) -> mtex_abi::report::TraceMore {
+    mtex_abi::report::TraceMore {
         id,
-        el0: c.abandoned_el0,
-        el1: c.abandoned_el1,
+        abandoned_el0: c.abandoned_el0,
+        abandoned_el1: c.abandoned_el1,
+        trapped_el0: c.trapped_el0,
+        trapped_el1: c.trapped_el1,
     }
 }

@@ -178,7 +178,7 @@ impl Hyp {
                 mtex_abi::report::PhaseTrace { id, counts },
             ));
             self.report
-                .send(&mtex_abi::Record::Abandoned(crate::hypercall::abandoned(
+                .send(&mtex_abi::Record::TraceMore(crate::hypercall::trace_more(
                     id, &counts,
                 )));
         }

@@ -415,8 +415,9 @@ impl Tracer {
                 let esr = ESR_EL1.get();
                 let ec = esr >> 26;
                 let sync = off & 0x180 == 0;
-                if sync && mtex_trace::counts::began(ExceptionClass::from_bits(ec as u8)) {
-                    self.tally.counts_mut().note_abandoned(p.el);
+                let class = ExceptionClass::from_bits(ec as u8);
+                if sync && mtex_trace::counts::began(class) {
+                    self.tally.counts_mut().note_abandoned(p.el, class);
                 }
                 if sync && (ec == 0x24 || ec == 0x25) && esr & 0x3f == DFSC_TAG_CHECK {
                     // The access was made and its check failed: it counts as checked, and
@@ -432,7 +433,9 @@ impl Tracer {
             }
         }
         if stage2_abort && ctx.elr == p.pc {
-            self.tally.counts_mut().note_abandoned(p.el);
+            self.tally
+                .counts_mut()
+                .note_abandoned(p.el, ExceptionClass::DataAbortLower);
             return;
         }
         if let Some((pc, 31)) = self.stxr_status

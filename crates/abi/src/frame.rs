@@ -372,11 +372,13 @@ mod tests {
                     })
                 }
             ),
-            (any::<u32>(), any::<[u64; 2]>()).prop_map(|(id, v)| Record::Abandoned(
-                crate::report::Abandoned {
+            (any::<u32>(), any::<[u64; 4]>()).prop_map(|(id, v)| Record::TraceMore(
+                crate::report::TraceMore {
                     id,
-                    el0: v[0],
-                    el1: v[1],
+                    abandoned_el0: v[0],
+                    abandoned_el1: v[1],
+                    trapped_el0: v[2],
+                    trapped_el1: v[3],
                 }
             )),
         ]

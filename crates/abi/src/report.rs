@@ -55,18 +55,22 @@ pub enum Record {
     /// Linux mode: a doorbell access the hypervisor refused (`crate::doorbell`). After
     /// TcoWatch so that older logs still decode.
     DoorbellRefused(DoorbellRefused),
-    /// The instructions of a traced phase that began but were abandoned (sent with its
-    /// PhaseTrace; `TraceCounts::abandoned_el*`, kept out of PhaseTrace so that its layout,
-    /// and the logs written before, stay as they were). Last so that older logs still decode.
-    Abandoned(Abandoned),
+    /// Counts of a traced phase added after PhaseTrace's layout was fixed (sent with it; kept
+    /// out of it so that the logs written before still decode). Last for the same reason.
+    TraceMore(TraceMore),
 }
 
-/// A traced phase's abandoned instructions, by EL (see `mtex_trace::counts::began`).
+/// A traced phase's counts that PhaseTrace does not carry (`mtex_trace::counts::TraceCounts`
+/// has them, outside its encoding).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Abandoned {
+pub struct TraceMore {
     pub id: u32,
-    pub el0: u64,
-    pub el1: u64,
+    /// Instructions begun but abandoned, by EL (`mtex_trace::counts::began`).
+    pub abandoned_el0: u64,
+    pub abandoned_el1: u64,
+    /// Of those, the ones whose exception the instruction raised itself.
+    pub trapped_el0: u64,
+    pub trapped_el1: u64,
 }
 
 /// A refused doorbell access: what was stored where, by whom, and why it was refused.

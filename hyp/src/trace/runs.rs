@@ -41,7 +41,13 @@ impl Tracer {
         // exception was taken on it after decoding (an SVC returns past itself: not on it).
         let ec = ExceptionClass::from_bits((ESR_EL1.get() >> 26) as u8);
         if (at_sync_vector && mtex_trace::counts::began(ec)) || stage2_abort {
-            self.tally.counts_mut().note_abandoned(self.run_el);
+            // The doorbell is a stage-2 data abort: its memory access's.
+            let ec = if stage2_abort {
+                ExceptionClass::DataAbortLower
+            } else {
+                ec
+            };
+            self.tally.counts_mut().note_abandoned(self.run_el, ec);
         }
         // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
         let fetch = cached_page_words(unsafe { fast() });
