@@ -21,6 +21,8 @@
 //!                       interrupts and signals wherever the step engine is
 //!   fake-markers N      N of each of the hypervisor's oracle markers, at EL0 (to test that
 //!                       the oracle plugin takes only EL2's)
+//!   exec PROGRAM ARGS   runs any program of the initramfs (busybox's applets) to its end:
+//!                       with --window, a window around it (its own TCF0: exec resets it)
 //! ```
 //!
 //! `--window ID` (under mtex's Linux mode) opens trace window ID through the doorbell just
@@ -114,6 +116,10 @@ fn main() -> ExitCode {
         "switch" => num(100).map(|n| work::switch(&cfg, n)),
         "spin" => num(100_000).map(work::spin),
         "fake-markers" => num(10).map(work::fake_markers),
+        "exec" => {
+            let command: Vec<String> = args.by_ref().collect();
+            Ok(work::exec(&command))
+        }
         "mte-fault" => Ok(work::mte_fault(&cfg)),
         "doorbell" => match (num(0), num(0)) {
             (Ok(off), Ok(v)) => doorbell::Doorbell::map()

@@ -298,3 +298,17 @@ pub fn fake_markers(n: u64) -> Outcome {
     }
     Ok(format!("{n} open and {n} close markers at EL0"))
 }
+
+/// Runs `command` (a program and its arguments, found on PATH) and waits for it: with a
+/// window, everything it makes the CPU do is traced. It runs with its own tag-check mode
+/// (Linux resets TCF0 at execve).
+pub fn exec(command: &[String]) -> Outcome {
+    let Some((program, args)) = command.split_first() else {
+        return Err(Error::other("exec: no program given"));
+    };
+    let status = std::process::Command::new(program).args(args).status()?;
+    if !status.success() {
+        return Err(Error::other(format!("{program} ended with {status}")));
+    }
+    Ok(format!("{program} ended with {status}"))
+}
