@@ -8,10 +8,11 @@
 //! - While a single step is pending, QEMU starts the first instruction of an exception
 //!   handler only to raise the step exception (its "step stub"): the same instruction then
 //!   starts again at the same EL once EL2 resumes the guest. A start at the PC and EL of the
-//!   previous guest start, with only EL2 code between, at a vector's alignment, was that
+//!   previous guest start, with only EL2 code between, at one of VBAR_EL1's entries, was that
 //!   stub: it is taken back. (The hypervisor never resumes a guest instruction it let start:
-//!   it completes or skips every instruction that traps to it. A stepped branch to itself
-//!   at a 128-byte aligned address would look the same; no kernel path has one.)
+//!   it completes or skips every instruction that traps to it; and a loop that comes back to
+//!   the same instruction through EL2, a stepped branch to itself or a run ending at a branch
+//!   the hypervisor executes, is not at a vector entry.)
 //! - An instruction reads (writes) if at least one read (write) callback fired for it: a pair,
 //!   a structure load or a split access counts once, an atomic once each way.
 //! - A store-exclusive's read callback is QEMU's compare-and-exchange, not an access.
@@ -21,9 +22,6 @@
 use crate::classify::Class;
 use mtex_abi::oracle::OracleWindow;
 use std::collections::BTreeMap;
-
-/// Exception vectors are 128-byte aligned (VBAR_EL1 + 0x80 × n): a stub is only ever there.
-const VECTOR_ALIGN: u64 = 0x80;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Current {
@@ -113,7 +111,8 @@ impl Counter {
     }
 
     /// An instruction at `pc` starts at `el` (only called while a window is open).
-    pub fn start(&mut self, pc: u64, el: u8, class: Class, word: u32) {
+    /// `at_vector`: `pc` is one of VBAR_EL1's entries (the plugin reads VBAR_EL1 there).
+    pub fn start(&mut self, pc: u64, el: u8, class: Class, word: u32, at_vector: bool) {
         let Some(w) = self.open.as_mut() else {
             return;
         };
@@ -127,7 +126,7 @@ impl Counter {
             && self.el2_since
             && last_pc == pc
             && last_el == el
-            && pc & (VECTOR_ALIGN - 1) == 0
+            && at_vector
         {
             // The previous start here was the step stub (module rules).
             w.instructions[e] -= 1;
@@ -208,19 +207,19 @@ mod tests {
     #[test]
     fn counts_by_el_inside_the_window_only() {
         let mut c = Counter::default();
-        c.start(0x10, 0, Class::Plain, 0); // before the window: ignored
+        c.start(0x10, 0, Class::Plain, 0, false); // before the window: ignored
         c.open(3);
-        c.start(0x100, 2, Class::Plain, 0); // the hypervisor returning
-        c.start(0x1000, 0, Class::Plain, 0);
+        c.start(0x100, 2, Class::Plain, 0, false); // the hypervisor returning
+        c.start(0x1000, 0, Class::Plain, 0, false);
         c.access(false);
         c.access(false); // a pair: two callbacks, one read
-        c.start(0x1004, 0, Class::Plain, 0);
+        c.start(0x1004, 0, Class::Plain, 0, false);
         c.access(false);
         c.access(true); // an atomic: one read, one write
-        c.start(0x8000, 1, Class::Plain, 0);
+        c.start(0x8000, 1, Class::Plain, 0, false);
         c.access(true);
         c.close(3);
-        c.start(0x1008, 0, Class::Plain, 0);
+        c.start(0x1008, 0, Class::Plain, 0, false);
         c.access(false);
         let w = window(&c);
         assert_eq!(w.id, 3);
@@ -235,13 +234,13 @@ mod tests {
     fn the_step_stub_is_taken_back() {
         let mut c = Counter::default();
         c.open(1);
-        c.start(0x1000, 0, Class::Plain, 0); // SVC
-        c.start(0x100, 2, Class::Plain, 0); // step exit after it
-        c.start(0x8400, 1, Class::Plain, 0); // the stub at the vector
-        c.start(0x100, 2, Class::Plain, 0); // its step exception
-        c.start(0x8400, 1, Class::Plain, 0); // the vector's instruction, for real
-        c.start(0x100, 2, Class::Plain, 0);
-        c.start(0x8404, 1, Class::Plain, 0);
+        c.start(0x1000, 0, Class::Plain, 0, false); // SVC
+        c.start(0x100, 2, Class::Plain, 0, false); // step exit after it
+        c.start(0x8400, 1, Class::Plain, 0, true); // the stub at the vector
+        c.start(0x100, 2, Class::Plain, 0, false); // its step exception
+        c.start(0x8400, 1, Class::Plain, 0, true); // the vector's instruction, for real
+        c.start(0x100, 2, Class::Plain, 0, false);
+        c.start(0x8404, 1, Class::Plain, 0, false);
         let w = window(&c);
         assert_eq!(w.instructions, [1, 2]);
         assert_eq!(w.step_stubs, 1);
@@ -253,13 +252,19 @@ mod tests {
         // between) away from a vector's alignment.
         let mut c = Counter::default();
         c.open(1);
-        c.start(0x2000, 1, Class::Plain, 0);
-        c.start(0x2000, 1, Class::Plain, 0);
-        c.start(0x100, 2, Class::Plain, 0);
-        c.start(0x2004, 1, Class::Plain, 0);
-        c.start(0x100, 2, Class::Plain, 0);
-        c.start(0x2004, 1, Class::Plain, 0);
+        c.start(0x2000, 1, Class::Plain, 0, false);
+        c.start(0x2000, 1, Class::Plain, 0, false);
+        c.start(0x100, 2, Class::Plain, 0, false);
+        c.start(0x2004, 1, Class::Plain, 0, false);
+        c.start(0x100, 2, Class::Plain, 0, false);
+        c.start(0x2004, 1, Class::Plain, 0, false);
         assert_eq!(window(&c).instructions, [0, 4]);
+        // A two-instruction loop at a 128-byte aligned head, whose run ends at its branch and
+        // the hypervisor executes the branch: the head starts again through EL2.
+        c.start(0x2080, 1, Class::Plain, 0, false);
+        c.start(0x100, 2, Class::Plain, 0, false);
+        c.start(0x2080, 1, Class::Plain, 0, false);
+        assert_eq!(window(&c).instructions, [0, 6]);
         assert_eq!(window(&c).step_stubs, 0);
     }
 
@@ -267,8 +272,8 @@ mod tests {
     fn uninstrumented_writes_count_at_the_start() {
         let mut c = Counter::default();
         c.open(1);
-        c.start(0x3000, 1, Class::DcZva, 0);
-        c.start(0x3004, 0, Class::Stgp, 0);
+        c.start(0x3000, 1, Class::DcZva, 0, false);
+        c.start(0x3004, 0, Class::Stgp, 0, false);
         c.access(true); // (never delivered; had it been, still one write)
         let w = window(&c);
         assert_eq!(w.writes, [1, 1]);
@@ -279,7 +284,7 @@ mod tests {
     fn a_store_exclusive_reads_nothing() {
         let mut c = Counter::default();
         c.open(1);
-        c.start(0x4000, 0, Class::StoreExclusive, 0);
+        c.start(0x4000, 0, Class::StoreExclusive, 0, false);
         c.access(false);
         c.access(true);
         assert_eq!(window(&c).reads, [0, 0]);
@@ -290,9 +295,9 @@ mod tests {
     fn a_cas_pair_reads_with_its_write_once() {
         let mut c = Counter::default();
         c.open(1);
-        c.start(0x5000, 1, Class::CasPair, 0);
+        c.start(0x5000, 1, Class::CasPair, 0, false);
         c.access(true); // QEMU 10.0: the write alone
-        c.start(0x5004, 1, Class::CasPair, 0);
+        c.start(0x5004, 1, Class::CasPair, 0, false);
         c.access(false); // were the read to come too, still one
         c.access(true);
         assert_eq!(window(&c).reads, [0, 2]);
@@ -303,7 +308,7 @@ mod tests {
     fn accesses_of_el2_code_in_the_window_do_not_count() {
         let mut c = Counter::default();
         c.open(1);
-        c.start(0x100, 2, Class::Plain, 0);
+        c.start(0x100, 2, Class::Plain, 0, false);
         c.access(false);
         c.access(true);
         let w = window(&c);

@@ -15,10 +15,11 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-/// The registers the hooks read: PSTATE (gdb's "cpsr", EL in bits 3:2) and the markers' id
-/// registers.
+/// The registers the hooks read: PSTATE (gdb's "cpsr", EL in bits 3:2), VBAR_EL1 (QEMU's
+/// "VBAR") and the markers' id registers.
 struct Regs {
     cpsr: RegisterDescriptor<'static>,
+    vbar_el1: RegisterDescriptor<'static>,
     open_id: RegisterDescriptor<'static>,
     close_id: RegisterDescriptor<'static>,
 }
@@ -32,6 +33,7 @@ impl Regs {
         };
         Some(Self {
             cpsr: take("cpsr")?,
+            vbar_el1: take("VBAR")?,
             open_id: take(&format!("x{OPEN_ID_REG}"))?,
             close_id: take(&format!("x{CLOSE_ID_REG}"))?,
         })
@@ -49,7 +51,9 @@ fn read_u64(r: &RegisterDescriptor<'static>) -> Option<u64> {
 /// Two per-vCPU flags QEMU tests inline before each hook, so that a hook that has nothing to
 /// do costs a compare, not a call: at offset 0 "a window is open" (translation blocks' hooks,
 /// which read the EL), at offset 8 "a window is open and the guest is running" (the
-/// instructions' hooks). EL2's instructions, thousands per step, then cost no call at all.
+/// instructions' hooks). EL2's instructions, thousands per step, then cost no instruction
+/// hook (their memory hooks, which QEMU cannot make conditional, still run, and return at
+/// once).
 #[derive(Clone, Copy)]
 struct Flags {
     open: qemu_plugin_u64,
@@ -69,7 +73,11 @@ struct State {
     /// The EL the running translation block executes at (a block never spans an EL change:
     /// exceptions and exception returns end blocks), read once per block.
     el: u8,
+    /// The running block starts at one of VBAR_EL1's entries, at this pc.
+    vector: Option<u64>,
     missing_regs: bool,
+    /// A vCPU other than the first: the counter is for one (Linux mode runs one).
+    more_vcpus: bool,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -78,7 +86,9 @@ static STATE: Mutex<State> = Mutex::new(State {
     out: None,
     flags: None,
     el: 0,
+    vector: None,
     missing_regs: false,
+    more_vcpus: false,
 });
 
 fn el_of(regs: &Regs) -> Option<u8> {
@@ -113,9 +123,18 @@ fn on_block(vcpu: VCPUIndex, pc: u64) {
         return;
     };
     s.el = el;
+    // Vector entries are 128-byte aligned: VBAR_EL1 is read only for such a block.
+    s.vector = None;
+    if el == 1
+        && pc & 0x7f == 0
+        && let Some(vbar) = s.regs.as_ref().and_then(|r| read_u64(&r.vbar_el1))
+        && pc.wrapping_sub(vbar) < 0x800
+    {
+        s.vector = Some(pc);
+    }
     if el > 1 {
         // EL2 code ran (what `Counter::start` needs to know of it).
-        s.counter.start(pc, el, Class::Plain, 0);
+        s.counter.start(pc, el, Class::Plain, 0, false);
     }
     if let Some(f) = s.flags {
         qemu_plugin_u64_set(f.guest, vcpu, (el < 2) as u64);
@@ -124,8 +143,8 @@ fn on_block(vcpu: VCPUIndex, pc: u64) {
 
 fn on_start(pc: u64, class: Class, word: u32) {
     let mut s = STATE.lock().unwrap();
-    let el = s.el;
-    s.counter.start(pc, el, class, word);
+    let (el, at_vector) = (s.el, s.vector == Some(pc));
+    s.counter.start(pc, el, class, word, at_vector);
 }
 
 fn on_access(store: bool) {
@@ -146,6 +165,9 @@ fn write_results(s: &State) {
     }
     for ((el, word), [n, r, w]) in s.counter.detail.iter().flatten() {
         text.push_str(&format!("insn {el} {word:08x} {n} {r} {w}\n"));
+    }
+    if s.more_vcpus {
+        text.push_str("anomaly more than one vCPU: the oracle counts one\n");
     }
     if s.missing_regs || s.regs.is_none() {
         text.push_str("anomaly PSTATE could not be read\n");
@@ -179,8 +201,9 @@ impl Register for Oracle {
 }
 
 impl HasCallbacks for Oracle {
-    fn on_vcpu_init(&mut self, _id: PluginId, _vcpu: VCPUIndex) -> qemu_plugin::Result<()> {
+    fn on_vcpu_init(&mut self, _id: PluginId, vcpu: VCPUIndex) -> qemu_plugin::Result<()> {
         let mut s = STATE.lock().unwrap();
+        s.more_vcpus |= vcpu > 0;
         if s.regs.is_none() {
             s.regs = Regs::find();
         }
