@@ -181,6 +181,10 @@ impl Hyp {
                 .send(&mtex_abi::Record::TraceMore(crate::hypercall::trace_more(
                     id, &counts,
                 )));
+            // The branches it executed for the guest are in the counts: the host takes them
+            // out of its PMU and oracle checks, as for a phase that ended.
+            self.report
+                .send(&mtex_abi::Record::StepEngine(self.tracer.engine()));
         }
         self.report.finish(exit)
     }
