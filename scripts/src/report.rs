@@ -513,6 +513,9 @@ pub fn pmu_count_name(c: &PmuCount) -> String {
 ///   QEMU's PMU, which raises it from the translated code; one abandoned to a data abort is
 ///   not (measured: a window around `exec true`, glibc's MIDR_EL1 read emulated by Linux,
 ///   22,081 at EL0 for the trace's 22,080; every page fault of the fork windows, exact).
+///   QEMU raises some such traps from a helper instead (a register with an access check, such
+///   as CTR_EL0 with SCTLR_EL1.UCT clear): if its PMU does not count those, a window with one
+///   shows a difference, a problem, never a silent figure.
 ///
 /// On silicon (the Boot record's MIDR_EL1 names a vendor) there is no step stub, and an
 /// instruction that trapped to EL2 is not architecturally executed, so INST_RETIRED does not
@@ -537,8 +540,8 @@ fn pmu_mismatches(
         let expected = expected_el1;
         let why = if emulator {
             format!(
-                "the trace's count less {} branches the hypervisor executed, and one per kernel entry taken while stepping, {entries}, QEMU's step stub",
-                engine.branches_el1
+                "the trace's count less {} branches the hypervisor executed, and one per kernel entry taken while stepping, {entries}, QEMU's step stub, and {} abandoned to a trap they raised",
+                engine.branches_el1, t.trapped_el1
             )
         } else {
             format!(
@@ -556,9 +559,12 @@ fn pmu_mismatches(
     if let Some(pmu) = s.el0_instructions
         && pmu != expected_el0
     {
-        let branches = match engine.branches_el0 {
-            0 => String::new(),
-            n => format!(" ({n} of them branches the hypervisor executed)"),
+        let branches = match (engine.branches_el0, emulator.then_some(t.trapped_el0)) {
+            (0, None | Some(0)) => String::new(),
+            (n, Some(k)) if k > 0 => format!(
+                " ({n} of them branches the hypervisor executed; {k} more abandoned to a trap they raised, which QEMU's PMU counts)"
+            ),
+            (n, _) => format!(" ({n} of them branches the hypervisor executed)"),
         };
         out.push(format!(
             "{name}: trace counted {} EL0 instructions{branches}, the PMU {pmu}",
