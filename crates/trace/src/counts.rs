@@ -144,7 +144,7 @@ pub struct TraceCounts {
     /// taken on them after they were decoded ([`began`]: a data abort, a tag-check fault, an
     /// undefined instruction, Linux mode's doorbell store). Not in `instructions_el*`, as
     /// the PMU does not count them; an emulator's per-instruction hook does (the oracle).
-    /// They travel in their own record (`Record::Abandoned`), not in this one's encoding, so
+    /// They travel in their own record (`Record::TraceMore`), not in this one's encoding, so
     /// that saved logs still decode.
     #[serde(skip)]
     pub abandoned_el0: u64,
