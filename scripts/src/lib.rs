@@ -8,6 +8,7 @@ pub mod esp;
 pub mod images;
 pub mod json_out;
 pub mod linux;
+pub mod oracle_check;
 pub mod perf_text;
 pub mod plots;
 pub mod probe;

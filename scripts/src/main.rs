@@ -100,6 +100,11 @@ enum Cmd {
         /// Machine RAM in MiB (QEMU -m). Default 512, or 1024 with --uefi (firmware's share).
         #[arg(long, value_parser = clap::value_parser!(u32).range(512..=65536))]
         memory: Option<u32>,
+        /// Also count every traced phase with the oracle, a QEMU plugin (oracle/) counting
+        /// from QEMU's own hooks, and check the trace against it: any difference is a problem.
+        /// QEMU 10.0 checks no tags on the accesses it hooks, so no tag-check fault happens.
+        #[arg(long)]
+        oracle: bool,
     },
     /// Write an ESP tree (EFI/BOOT/BOOTAA64.EFI, the images, the options) for a USB stick or
     /// an EFI partition: copy DIR's contents to the root of a FAT file system.
@@ -219,6 +224,7 @@ fn real_main() -> Result<ExitCode> {
             uefi,
             acpi,
             memory,
+            oracle,
         } => {
             // Bad input is found here, before anything is built or booted.
             let plan = match (scenario, guest.is_some() || !opts.is_empty()) {
@@ -239,6 +245,8 @@ fn real_main() -> Result<ExitCode> {
             let images = images::build()?;
             let loader = uefi.then(images::build_loader).transpose()?;
             let dir = scenario_run::results_dir(&out, &plan.name)?;
+            let oracle_plugin = oracle.then(images::build_oracle).transpose()?;
+            let boots = std::cell::Cell::new(0u32);
             let configure =
                 |mut cfg: qemu::RunConfig| -> Result<(qemu::RunConfig, scenario_run::Keep)> {
                     cfg.icount = !no_icount;
@@ -271,6 +279,13 @@ fn real_main() -> Result<ExitCode> {
                     }
                     if let Some(m) = memory {
                         cfg.memory_mib = m;
+                    }
+                    if let Some(plugin) = &oracle_plugin {
+                        boots.set(boots.get() + 1);
+                        cfg.oracle = Some(mtex::oracle_check::OracleRun {
+                            plugin: plugin.clone(),
+                            out: dir.join(format!("oracle-{}.txt", boots.get())),
+                        });
                     }
                     Ok((cfg, keep))
                 };

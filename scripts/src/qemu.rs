@@ -36,8 +36,8 @@ pub struct RunConfig {
     /// A second UART, written to this file: Linux mode's console for Linux itself, so that
     /// its text never shares the report UART's stream.
     pub second_serial: Option<PathBuf>,
-    /// A TCG plugin and its arguments, as `-plugin` takes them (`lib.so,key=value,...`).
-    pub plugin: Option<String>,
+    /// The oracle plugin, whose check `Console::report` applies (`crate::oracle_check`).
+    pub oracle: Option<crate::oracle_check::OracleRun>,
 }
 
 /// How QEMU starts the hypervisor.
@@ -70,7 +70,7 @@ impl Default for RunConfig {
             boot: BootMethod::Kernel,
             virtualization: true,
             second_serial: None,
-            plugin: None,
+            oracle: None,
         }
     }
 }
@@ -185,6 +185,8 @@ pub struct Console {
     pub wall: Duration,
     /// QEMU's own stderr (also at the end of `bytes`): its error messages.
     pub stderr: String,
+    /// What the oracle plugin wrote, for a run with it (empty if it wrote nothing).
+    pub oracle: Option<String>,
 }
 
 impl Console {
@@ -192,6 +194,9 @@ impl Console {
     pub fn report(&self) -> Report {
         let mut r = report::parse_bytes(&self.bytes);
         r.problems.extend(self.killed.clone());
+        if let Some(text) = &self.oracle {
+            crate::oracle_check::apply(&mut r, text);
+        }
         // A run that did not finish: what QEMU itself said is often why (a bad -drive, a
         // missing firmware file, a machine option this QEMU lacks).
         if r.summary.is_none() && self.killed.is_none() {
@@ -485,8 +490,10 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
     if cfg.icount {
         c.args(["-icount", "shift=0,sleep=off"]);
     }
-    if let Some(plugin) = &cfg.plugin {
-        c.arg("-plugin").arg(plugin);
+    if let Some(o) = &cfg.oracle {
+        // Nothing stale is read as this run's.
+        let _ = std::fs::remove_file(&o.out);
+        c.arg("-plugin").arg(o.qemu_arg());
     }
     match &cfg.boot {
         BootMethod::Kernel => {
@@ -610,6 +617,10 @@ fn run_with_qmp(images: &Images, cfg: &RunConfig, qmp_path: &Path) -> Result<Con
         killed,
         wall: start.elapsed(),
         stderr,
+        oracle: cfg
+            .oracle
+            .as_ref()
+            .map(|o| std::fs::read_to_string(&o.out).unwrap_or_default()),
     })
 }
 

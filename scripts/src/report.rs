@@ -56,6 +56,8 @@ pub struct Phase {
     /// The untraced passes of the phase's run (a run of several phases is shown as its last:
     /// the traced one, or the first pass of a run that is not traced).
     pub untraced: Option<Untraced>,
+    /// The oracle's check of its trace, for a run with the oracle (`crate::oracle_check`).
+    pub oracle: Option<crate::oracle_check::Check>,
 }
 
 /// A run's untraced passes: what the PMU backend counted at full speed.

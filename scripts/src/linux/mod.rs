@@ -6,7 +6,6 @@
 
 pub mod fetch;
 pub mod initramfs;
-pub mod oracle;
 pub mod report;
 
 use crate::{images, qemu};
@@ -190,12 +189,11 @@ fn kallsyms_path(release: &str) -> PathBuf {
     work_dir().join(format!("kallsyms-{release}.txt"))
 }
 
-/// What a boot gives back: the hypervisor's console, Linux's, and the oracle's results.
+/// What a boot gives back: the hypervisor's console (with the oracle's output, if it ran),
+/// and Linux's.
 pub struct Booted {
     pub console: qemu::Console,
     pub linux: String,
-    /// The oracle plugin's output (with `--oracle`; empty if it wrote none).
-    pub oracle: Option<String>,
 }
 
 /// Boots a prepared bundle.
@@ -218,43 +216,22 @@ pub fn boot(args: &Args, p: &Prepared) -> Result<Booted> {
         // was) and holds the run to the time limit.
         watch_budget_ms: Some(args.timeout * 1000),
         second_serial: Some(linux_console.clone()),
-        plugin: None,
+        oracle: args
+            .oracle
+            .then(|| -> Result<_> {
+                Ok(crate::oracle_check::OracleRun {
+                    plugin: images::build_oracle()?,
+                    out: p.run_dir.join("oracle.txt"),
+                })
+            })
+            .transpose()?,
         ..qemu::RunConfig::default()
-    };
-    let oracle_out = p.run_dir.join("oracle.txt");
-    let cfg = if args.oracle {
-        let plugin = images::build_oracle()?;
-        qemu::RunConfig {
-            // MTEX_ORACLE_DETAIL=1: the plugin also lists, by instruction word, how many ran
-            // in windows and how many read and wrote (oracle.txt), to find what a
-            // disagreement is about.
-            plugin: Some(format!(
-                "{},out={}{}",
-                plugin.display(),
-                oracle_out.display(),
-                if std::env::var_os("MTEX_ORACLE_DETAIL").is_some() {
-                    ",detail=on"
-                } else {
-                    ""
-                }
-            )),
-            ..cfg
-        }
-    } else {
-        cfg
     };
     let console = qemu::run(&images, &cfg)?;
     let linux = std::fs::read(&linux_console)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    let oracle = args
-        .oracle
-        .then(|| std::fs::read_to_string(&oracle_out).unwrap_or_default());
-    Ok(Booted {
-        console,
-        linux,
-        oracle,
-    })
+    Ok(Booted { console, linux })
 }
 
 /// Runs `mtex linux`.
@@ -269,7 +246,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let Booted {
         console,
         linux: linux_text,
-        oracle,
     } = boot(&args, &p)?;
     let symbols = match &p.kallsyms {
         Some(path) => std::fs::read_to_string(path).unwrap_or_default(),
@@ -286,13 +262,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     // The last run's console stays for reading after the run.
     let _ = std::fs::write(work_dir().join("last-linux-console.log"), &linux_text);
-    let r = report::analyse(
-        &p.kernel,
-        &console,
-        &linux_text,
-        &symbols,
-        oracle.as_deref(),
-    );
+    let r = report::analyse(&p.kernel, &console, &linux_text, &symbols);
     let text = report::render(&r);
     print!("{text}");
     let dir = crate::scenario_run::results_dir(&args.out, "linux")?;
@@ -300,7 +270,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&r)?)?;
     std::fs::write(dir.join("console.log"), &console.bytes)?;
     std::fs::write(dir.join("linux-console.log"), &linux_text)?;
-    if let Some(o) = &oracle {
+    if let Some(o) = &console.oracle {
         std::fs::write(dir.join("oracle.txt"), o)?;
     }
     // The windows as phases of mtex's results document, for `mtex compare` between runs

@@ -74,7 +74,7 @@ pub struct Window {
     pub hyp_branches_el0: u64,
     pub hyp_branches_el1: u64,
     /// The oracle's check of the window (`mtex linux --oracle`).
-    pub oracle: Option<super::oracle::Check>,
+    pub oracle: Option<crate::oracle_check::Check>,
 }
 
 impl Window {
@@ -154,14 +154,7 @@ fn kernel_va(pc: u64, entry: u64, text_va: Option<u64>) -> u64 {
 }
 
 /// Builds the report.
-/// `oracle`: what the oracle plugin wrote, when the run had it (`--oracle`).
-pub fn analyse(
-    kernel: &Kernel,
-    console: &Console,
-    linux: &str,
-    kallsyms: &str,
-    oracle: Option<&str>,
-) -> LinuxReport {
+pub fn analyse(kernel: &Kernel, console: &Console, linux: &str, kallsyms: &str) -> LinuxReport {
     let r = console.report();
     let symbols = Symbols::from_kallsyms(kallsyms);
     let text_va = kallsyms.lines().find_map(|l| {
@@ -271,14 +264,11 @@ pub fn analyse(
                 abandoned_el1: t.abandoned_el1,
                 hyp_branches_el0: engine.map_or(0, |e| e.branches_el0),
                 hyp_branches_el1: engine.map_or(0, |e| e.branches_el1),
-                oracle: None,
+                oracle: p.oracle.clone(),
             })
         })
         .collect();
-    let windows = match oracle {
-        Some(text) => check_windows(windows, text, &mut problems),
-        None => windows,
-    };
+
     LinuxReport {
         windows,
         package: kernel.package.name.clone(),
@@ -307,48 +297,6 @@ pub fn analyse(
         problems,
         notes,
     }
-}
-
-/// Each window checked against the oracle's (the same order: both are chronological); every
-/// difference, missing window and anomaly is a problem.
-fn check_windows(mut windows: Vec<Window>, text: &str, problems: &mut Vec<String>) -> Vec<Window> {
-    use super::oracle::{TraceSide, check, parse};
-    let (seen, anomalies) = parse(text);
-    for a in anomalies {
-        problems.push(format!("oracle: {a}"));
-    }
-    if seen.len() != windows.len() {
-        problems.push(format!(
-            "oracle: it saw {} window(s), the trace {}",
-            seen.len(),
-            windows.len()
-        ));
-    }
-    for (w, o) in windows.iter_mut().zip(&seen) {
-        if o.id != w.id as u64 {
-            problems.push(format!(
-                "oracle: window {} where the trace has {}",
-                o.id, w.id
-            ));
-            continue;
-        }
-        let c = check(
-            &TraceSide {
-                instructions: [w.instructions_el0, w.instructions_el1],
-                abandoned: [w.abandoned_el0, w.abandoned_el1],
-                hyp_branches: [w.hyp_branches_el0, w.hyp_branches_el1],
-                accesses: w.view("all data accesses"),
-                tag_check_faults: w.tag_check_faults,
-                unknown_mem: w.unknown_mem,
-            },
-            o,
-        );
-        for d in c.problems() {
-            problems.push(format!("window {}: the oracle disagrees: {d}", w.id));
-        }
-        w.oracle = Some(c);
-    }
-    windows
 }
 
 /// Writes listed one by one; past this, a table by place.
@@ -465,7 +413,7 @@ fn window_text(w: &Window) -> String {
 }
 
 /// The oracle's verdict on a window, on one line when it agrees.
-fn oracle_text(c: &super::oracle::Check) -> String {
+fn oracle_text(c: &crate::oracle_check::Check) -> String {
     use crate::perf_text::thousands;
     let figures = |el: u8| {
         c.figures

@@ -1,6 +1,7 @@
-//! The oracle's check of each window: the counts the `mtex-oracle` QEMU plugin made from
-//! QEMU's own hooks (`oracle/`), against the trace's, per EL, in the trace's unit. They must be
-//! equal; each difference is a problem of the run.
+//! The oracle's check of each traced phase (a Linux window, a built-in guest's phase): the
+//! counts the `mtex-oracle` QEMU plugin made from QEMU's own hooks (`oracle/`), against the
+//! trace's, per EL, in the trace's unit. They must be equal; each difference is a problem of
+//! the run. [`apply`] does it to a parsed report when the run had the plugin (`--oracle`).
 //!
 //! The rules applied here: the plugin counts instructions that *began*, the trace those that
 //! completed plus, apart, those abandoned for an exception taken on them (`abandoned_el*`);
@@ -14,12 +15,14 @@
 //! So does a window with loads and stores the trace's decoder does not model (SVE): their
 //! accesses are not in the trace's counts (a problem of its own).
 
+use crate::report::Report;
 use mtex_abi::oracle::OracleWindow;
 use mtex_trace::counts::ByEl;
 use serde::Serialize;
+use std::path::PathBuf;
 
 /// One figure, by the trace and by the oracle.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Figure {
     /// `instructions begun`, `reads` or `writes`.
     pub what: &'static str,
@@ -29,7 +32,7 @@ pub struct Figure {
 }
 
 /// A window's check.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Check {
     pub figures: Vec<Figure>,
     /// QEMU step stubs the oracle left out (see `oracle/src/count.rs`).
@@ -125,6 +128,76 @@ pub fn check(t: &TraceSide, o: &OracleWindow) -> Check {
             )),
         },
     }
+}
+
+/// A run with the oracle: the plugin, and the file it writes when QEMU exits.
+#[derive(Clone, Debug)]
+pub struct OracleRun {
+    pub plugin: PathBuf,
+    pub out: PathBuf,
+}
+
+impl OracleRun {
+    /// QEMU's `-plugin` argument. MTEX_ORACLE_DETAIL=1: the plugin also lists, by instruction
+    /// word, how many ran in windows and how many read and wrote, to find what a disagreement
+    /// is about.
+    pub fn qemu_arg(&self) -> String {
+        let detail = std::env::var_os("MTEX_ORACLE_DETAIL").is_some();
+        format!(
+            "{},out={}{}",
+            self.plugin.display(),
+            self.out.display(),
+            if detail { ",detail=on" } else { "" }
+        )
+    }
+}
+
+/// Checks every traced phase of `r` against the oracle's output `text` (the same order: both
+/// are chronological): each phase gets its [`Check`]; every difference, missing window and
+/// anomaly is one of `r`'s problems.
+pub fn apply(r: &mut Report, text: &str) {
+    let (seen, anomalies) = parse(text);
+    let mut problems: Vec<String> = anomalies
+        .into_iter()
+        .map(|a| format!("oracle: {a}"))
+        .collect();
+    let engines = r.engines.clone();
+    let traced: Vec<_> = r.phases.iter_mut().filter(|p| p.trace.is_some()).collect();
+    if seen.len() != traced.len() {
+        problems.push(format!(
+            "oracle: it saw {} traced phase(s), the trace {}",
+            seen.len(),
+            traced.len()
+        ));
+    }
+    for (p, o) in traced.into_iter().zip(&seen) {
+        let name = format!("phase {} ({})", p.id, p.name);
+        if o.id != p.id as u64 {
+            problems.push(format!(
+                "oracle: window {} where the trace has {name}",
+                o.id
+            ));
+            continue;
+        }
+        let Some(t) = &p.trace else { continue };
+        let engine = engines.iter().rev().find(|e| e.id == p.id);
+        let c = check(
+            &TraceSide {
+                instructions: [t.instructions_el0, t.instructions_el1],
+                abandoned: [t.abandoned_el0, t.abandoned_el1],
+                hyp_branches: engine.map_or([0, 0], |e| [e.branches_el0, e.branches_el1]),
+                accesses: t.accesses,
+                tag_check_faults: t.tag_check_faults,
+                unknown_mem: t.unknown_mem,
+            },
+            o,
+        );
+        for d in c.problems() {
+            problems.push(format!("{name}: the oracle disagrees: {d}"));
+        }
+        p.oracle = Some(c);
+    }
+    r.problems.extend(problems);
 }
 
 /// The plugin's output file: its windows, and its anomaly lines.
