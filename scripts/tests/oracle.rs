@@ -7,7 +7,10 @@ use std::process::Command;
 
 /// `mtex run ARGS --oracle`: exit status and the output.
 fn run_with_oracle(args: &[&str]) -> (i32, String) {
-    let out_dir = std::env::temp_dir().join(format!("mtex-oracle-{}", std::process::id()));
+    // One directory per call: the tests run at once, and each removes its own.
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out_dir = std::env::temp_dir().join(format!("mtex-oracle-{}-{n}", std::process::id()));
     let out = Command::new(env!("CARGO_BIN_EXE_mtex"))
         .arg("run")
         .args(args)
