@@ -46,21 +46,13 @@ impl Check {
         self.figures.iter().all(|f| f.trace == f.oracle)
     }
 
-    /// The figures that differ, as problem text.
-    pub fn differences(&self) -> Vec<String> {
-        self.describe(|_| true)
-    }
-
-    /// The differences that are problems: all of them, or with `inexact` the instructions'.
+    /// The differences that are problems, as text: all of them, or with `inexact` the
+    /// instructions'.
     pub fn problems(&self) -> Vec<String> {
         let exact = self.inexact.is_none();
-        self.describe(|f| exact || f.what == INSTRUCTIONS)
-    }
-
-    fn describe(&self, counts: impl Fn(&Figure) -> bool) -> Vec<String> {
         self.figures
             .iter()
-            .filter(|f| f.trace != f.oracle && counts(f))
+            .filter(|f| f.trace != f.oracle && (exact || f.what == INSTRUCTIONS))
             .map(|f| {
                 format!(
                     "{} at EL{}: trace {}, oracle {}",
@@ -245,7 +237,7 @@ mod tests {
     #[test]
     fn equal_counts_agree_with_abandoned_instructions_added_and_hyp_branches_taken_out() {
         let c = check(&side(), &agreeing());
-        assert!(c.agrees(), "{:?}", c.differences());
+        assert!(c.agrees(), "{:?}", c.problems());
         assert_eq!(c.figures.len(), 6);
         assert_eq!(c.step_stubs, 4);
         assert!(c.inexact.is_none());
@@ -259,7 +251,7 @@ mod tests {
         let c = check(&side(), &o);
         assert!(!c.agrees());
         assert_eq!(
-            c.differences(),
+            c.problems(),
             [
                 "instructions begun at EL0: trace 98, oracle 97",
                 "reads at EL1: trace 300, oracle 301"

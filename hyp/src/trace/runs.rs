@@ -38,15 +38,17 @@ impl Tracer {
             now.pc
         };
         // The instruction the run stopped on began and was abandoned when a synchronous
-        // exception was taken on it after decoding (an SVC returns past itself: not on it).
-        let ec = ExceptionClass::from_bits((ESR_EL1.get() >> 26) as u8);
-        if (at_sync_vector && mtex_trace::counts::began(ec)) || stage2_abort {
-            // The doorbell is a stage-2 data abort: its memory access's.
-            let ec = if stage2_abort {
-                ExceptionClass::DataAbortLower
-            } else {
-                ec
-            };
+        // exception was taken on it after decoding (an SVC returns past itself: not on it);
+        // the doorbell's is a stage-2 data abort. ESR_EL1 is read only at a vector.
+        let abandoned_to = if stage2_abort {
+            Some(ExceptionClass::DataAbortLower)
+        } else if at_sync_vector {
+            Some(ExceptionClass::from_bits((ESR_EL1.get() >> 26) as u8))
+                .filter(|&ec| mtex_trace::counts::began(ec))
+        } else {
+            None
+        };
+        if let Some(ec) = abandoned_to {
             self.tally.counts_mut().note_abandoned(self.run_el, ec);
         }
         // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
