@@ -11,11 +11,14 @@ pub enum Class {
     OpenMarker,
     /// The hypervisor's marker closing a traced phase (at EL2 only).
     CloseMarker,
-    /// An MTE tag instruction with no data access the trace counts (STG, STZG, ST2G, STZ2G,
-    /// LDG, STGM, STZGM, LDGM, DC GVA, DC GZVA). Never given a memory callback: in QEMU 10.0
-    /// an instruction with one loses its tag accesses (cputlb's `probe_access` returns
-    /// TLB_MMIO for it, so tags are neither stored nor loaded nor checked).
+    /// An MTE tag instruction with no data access (STG, ST2G, LDG, STGM, LDGM, DC GVA).
+    /// Never given a memory callback: in QEMU 10.0 an instruction with one loses its tag
+    /// accesses (cputlb's `probe_access` returns TLB_MMIO for it, so tags are neither stored
+    /// nor loaded nor checked).
     TagOnly,
+    /// A tag store that also zeroes the data it tags (STZG, STZ2G, STZGM, DC GZVA): a write
+    /// the trace counts. Not instrumented (as above); its write is counted when it executes.
+    TagZeroing,
     /// STGP: tags, and 16 bytes of data the trace counts as a write. Not instrumented (as
     /// above); its write is counted when it executes.
     Stgp,
@@ -37,12 +40,15 @@ pub enum Class {
 impl Class {
     /// Whether the instruction gets memory callbacks.
     pub fn instrumented(self) -> bool {
-        !matches!(self, Class::TagOnly | Class::Stgp | Class::DcZva)
+        !matches!(
+            self,
+            Class::TagOnly | Class::TagZeroing | Class::Stgp | Class::DcZva
+        )
     }
 
     /// A write counted when the instruction executes, not from a callback.
     pub fn write_on_execute(self) -> bool {
-        matches!(self, Class::Stgp | Class::DcZva)
+        matches!(self, Class::Stgp | Class::DcZva | Class::TagZeroing)
     }
 }
 
@@ -59,8 +65,16 @@ pub fn classify(word: u32) -> Class {
     }
     // STG/STZG/ST2G/STZ2G/LDG/STGM/STZGM/LDGM: 1101 1001 xx1 (C4.1.88 "Load/store memory
     // tags").
+    // opc (23:22) and op2 (11:10): STZG is opc 01, STZ2G opc 11 (op2 not 00), STZGM opc 00
+    // with op2 00; they zero the data they tag.
     if word & 0xff20_0000 == 0xd920_0000 {
-        return Class::TagOnly;
+        let (opc, op2) = ((word >> 22) & 3, (word >> 10) & 3);
+        let zeroing = if op2 == 0 { opc == 0b00 } else { opc & 1 == 1 };
+        return if zeroing {
+            Class::TagZeroing
+        } else {
+            Class::TagOnly
+        };
     }
     // STGP: 0110 100 V=0 opc(3) L=0, post-index (001), signed offset (010), pre-index (011).
     if matches!(word & 0xffc0_0000, 0x6880_0000 | 0x6900_0000 | 0x6980_0000) {
@@ -68,7 +82,8 @@ pub fn classify(word: u32) -> Class {
     }
     match word & !0x1f {
         DC_ZVA => return Class::DcZva,
-        DC_GVA | DC_GZVA => return Class::TagOnly,
+        DC_GVA => return Class::TagOnly,
+        DC_GZVA => return Class::TagZeroing,
         _ => {}
     }
     // CASP: 0 sz 001000 0 L 1 Rs o0 11111 Rn Rt (CAS has bit 23 set; STXP, in the same
@@ -93,19 +108,19 @@ mod tests {
         // Words as GNU as assembles them.
         let cases = [
             (0xd9200820, Class::TagOnly),        // stg x0, [x1]
-            (0xd9600820, Class::TagOnly),        // stzg x0, [x1]
+            (0xd9600820, Class::TagZeroing),     // stzg x0, [x1]
             (0xd9a00820, Class::TagOnly),        // st2g x0, [x1]
-            (0xd9e00820, Class::TagOnly),        // stz2g x0, [x1]
+            (0xd9e00820, Class::TagZeroing),     // stz2g x0, [x1]
             (0xd9600020, Class::TagOnly),        // ldg x0, [x1]
             (0xd9a00020, Class::TagOnly),        // stgm x0, [x1]
-            (0xd9200020, Class::TagOnly),        // stzgm x0, [x1]
+            (0xd9200020, Class::TagZeroing),     // stzgm x0, [x1]
             (0xd9e00020, Class::TagOnly),        // ldgm x0, [x1]
             (0x69000440, Class::Stgp),           // stgp x0, x1, [x2]
             (0x68800440, Class::Stgp),           // stgp x0, x1, [x2], #0
             (0x69800440, Class::Stgp),           // stgp x0, x1, [x2, #0]!
             (0xd50b7423, Class::DcZva),          // dc zva, x3
             (0xd50b7463, Class::TagOnly),        // dc gva, x3
-            (0xd50b7483, Class::TagOnly),        // dc gzva, x3
+            (0xd50b7483, Class::TagZeroing),     // dc gzva, x3
             (0xd50b7e23, Class::Plain),          // dc civac, x3
             (0xc8027c20, Class::StoreExclusive), // stxr w2, x0, [x1]
             (0x8802fc20, Class::StoreExclusive), // stlxr w2, w0, [x1]
@@ -135,6 +150,8 @@ mod tests {
         assert!(!Class::TagOnly.instrumented());
         assert!(!Class::Stgp.instrumented() && Class::Stgp.write_on_execute());
         assert!(!Class::DcZva.instrumented() && Class::DcZva.write_on_execute());
+        assert!(!Class::TagZeroing.instrumented() && Class::TagZeroing.write_on_execute());
+        assert!(!Class::TagOnly.write_on_execute());
         assert!(Class::StoreExclusive.instrumented() && Class::Plain.instrumented());
         assert!(Class::CasPair.instrumented());
     }

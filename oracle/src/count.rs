@@ -16,7 +16,8 @@
 //! - An instruction reads (writes) if at least one read (write) callback fired for it: a pair,
 //!   a structure load or a split access counts once, an atomic once each way.
 //! - A store-exclusive's read callback is QEMU's compare-and-exchange, not an access.
-//! - STGP and DC ZVA are never instrumented ([`Class`]): their write is counted at the start.
+//! - STGP, DC ZVA and the tag stores that zero data (STZG, STZ2G, STZGM, DC GZVA) are never
+//!   instrumented ([`Class`]): their write is counted at the start.
 //! - A CASP's read is counted with its write: QEMU 10.0 fires only the write callback.
 
 use crate::classify::Class;

@@ -360,15 +360,20 @@ impl Pending {
         };
         p.effect = match insn {
             Insn::Mem(m) => match m.kind {
+                // Their data half (STGP's 16 bytes; the zeroing of STZG, STZ2G, DC GZVA and
+                // STZGM): a write that is never Tag Checked, but an access, as DC ZVA's is.
                 MemKind::TagStore { granules, data } => {
-                    // STGP's data half: a write that is never Tag Checked, but an access.
-                    if data {
-                        p.write = Judged::access(Views::default());
-                    }
+                    p.write = unchecked_write_if(data);
                     Effect::TagStore(granules as u32)
                 }
-                MemKind::DcTagBlock { .. } => Effect::TagStore(blocks.dc as u32),
-                MemKind::TagStoreBlock => Effect::TagStore(blocks.gm as u32),
+                MemKind::DcTagBlock { zero_data } => {
+                    p.write = unchecked_write_if(zero_data);
+                    Effect::TagStore(blocks.dc as u32)
+                }
+                MemKind::TagStoreBlock { zero_data } => {
+                    p.write = unchecked_write_if(zero_data);
+                    Effect::TagStore(blocks.gm as u32)
+                }
                 MemKind::Prefetch | MemKind::TagLoad => Effect::None,
                 MemKind::Data | MemKind::DcZva | MemKind::Literal => {
                     p.judge_mem(&m, tco, uao, c, x, sp, page_tagged);
@@ -473,6 +478,15 @@ impl Pending {
         if writes {
             self.write = Judged::access(judge_parts(true));
         }
+    }
+}
+
+/// A write access never Tag Checked, if `data` (the data half of a tag store).
+fn unchecked_write_if(data: bool) -> Judged {
+    if data {
+        Judged::access(Views::default())
+    } else {
+        Judged::default()
     }
 }
 
@@ -698,6 +712,54 @@ mod tests {
                 prop_assert_eq!(live, Pending::of_static(pc, el, w, blocks), "{:#x}", w);
             }
         }
+    }
+
+    /// Every tag store that writes data (STGP's 16 bytes; STZG, STZ2G, STZGM and DC GZVA
+    /// zeroing what they tag) is one Unchecked data write, as DC ZVA is one (checked) write;
+    /// those that store tags only are no data access.
+    #[test]
+    fn tag_stores_that_write_data_are_one_unchecked_write_each() {
+        let c = Controls {
+            sctlr_el1: u64::MAX,
+            tcr_el1: 0,
+            hcr_ata: true,
+            features: crate::predicate::MteFeatures::ALL,
+        };
+        let blocks = BlockGranules { dc: 4, gm: 16 };
+        let mut t = Tally::default();
+        // Words as GNU as assembles them (tests/corpus.s has each form).
+        let writing = [
+            0x6900_0440u32, // stgp x0, x1, [x2]
+            0xd960_0820,    // stzg x0, [x1]
+            0xd9e0_0820,    // stz2g x0, [x1]
+            0xd920_0020,    // stzgm x0, [x1]
+            0xd50b_7483,    // dc gzva, x3
+        ];
+        let tags_only = [
+            0xd920_0820u32, // stg x0, [x1]
+            0xd9a0_0820,    // st2g x0, [x1]
+            0xd9a0_0020,    // stgm x0, [x1]
+            0xd50b_7463,    // dc gva, x3
+        ];
+        let x = [0x0300_0000_4000_0000u64; 31];
+        for w in writing.iter().chain(&tags_only) {
+            let p = Pending::new(
+                0,
+                1,
+                (false, false),
+                crate::decode::decode(*w),
+                &c,
+                &x,
+                0,
+                blocks,
+                |_, _| true,
+            );
+            t.retire(&p);
+        }
+        let f = t.finish();
+        assert_eq!(f.accesses.wr_k, writing.len() as u64);
+        assert_eq!(f.architectural, ByEl::default());
+        assert_eq!(f.tag_store_insns, (writing.len() + tags_only.len()) as u64);
     }
 
     #[test]

@@ -32,10 +32,12 @@ pub enum MemKind {
     /// DC GVA (tags only) and DC GZVA (tags and data): tag stores over a block, Unchecked.
     DcTagBlock { zero_data: bool },
     /// STG/STZG/ST2G/STZ2G/STGP: store allocation tags for `granules` 16-byte granules;
-    /// Unchecked. STGP (`data`) also stores 16 bytes of data: an Unchecked data write.
+    /// Unchecked. With `data` they also write data, an Unchecked data write: STGP stores 16
+    /// bytes, STZG and STZ2G zero the granules they tag.
     TagStore { granules: u8, data: bool },
-    /// STGM/STZGM: store tags for a block (EL1 only). Unchecked.
-    TagStoreBlock,
+    /// STGM/STZGM: store tags for a block (EL1 only). Unchecked. STZGM (`zero_data`) also
+    /// zeroes the block's data: an Unchecked data write.
+    TagStoreBlock { zero_data: bool },
     /// LDG/LDGM: load allocation tags. Unchecked.
     TagLoad,
 }
@@ -596,7 +598,16 @@ fn decode_tags(insn: u32, n: u8) -> Insn {
         return match opc {
             0b01 => mem(MemKind::TagLoad, Dir::Read, 0, n, Offset::Imm(imm)),
             0b11 => mem(MemKind::TagLoad, Dir::Read, 0, n, Offset::Imm(0)),
-            _ => mem(MemKind::TagStoreBlock, Dir::Write, 0, n, Offset::Imm(0)),
+            // STZGM (opc 00) zeroes the block's data as well; STGM (opc 10) does not.
+            zero => mem(
+                MemKind::TagStoreBlock {
+                    zero_data: zero == 0b00,
+                },
+                Dir::Write,
+                0,
+                n,
+                Offset::Imm(0),
+            ),
         };
     }
     let granules = if opc & 2 != 0 { 2 } else { 1 };
@@ -607,9 +618,10 @@ fn decode_tags(insn: u32, n: u8) -> Insn {
     };
     with_writeback(
         mem(
+            // STZG (opc 01) and STZ2G (opc 11) zero the data of the granules they tag.
             MemKind::TagStore {
                 granules,
-                data: false,
+                data: opc & 1 != 0,
             },
             Dir::Write,
             0,

@@ -17,8 +17,12 @@ fn describe(i: Insn) -> String {
                 MemKind::DcZva => "zva".into(),
                 MemKind::DcTagBlock { zero_data: false } => "gva".into(),
                 MemKind::DcTagBlock { zero_data: true } => "gzva".into(),
-                MemKind::TagStore { granules, .. } => format!("tagstore{granules}"),
-                MemKind::TagStoreBlock => "tagblock".into(),
+                MemKind::TagStore { granules, data } => {
+                    format!("tagstore{granules}{}", if data { "+data" } else { "" })
+                }
+                MemKind::TagStoreBlock { zero_data } => {
+                    format!("tagblock{}", if zero_data { "+data" } else { "" })
+                }
                 MemKind::TagLoad => "tagload".into(),
             };
             let dir = match m.dir {

@@ -3,6 +3,7 @@
 #   <kind> <dir> <bytes> <address form> base:<n> [unpriv] [wb] [excl]   for memory instructions
 # (wb: pre/post-index writeback, which makes an SP-based access checked; excl: exclusive)
 # kinds: data literal prefetch zva gva gzva tagstore<granules> tagblock tagload
+# (+data: a tag store that also writes data: STGP stores it, STZG/STZ2G/STZGM zero it)
 # forms: imm:<offset>  post  reg:<m>:<extend>:<shift>      (base 31 is SP; literals use the PC)
 # --- general-purpose loads and stores, immediate forms
 ldr x1, [x2]                       // data r 8 imm:0 base:2
@@ -122,16 +123,16 @@ stg x1, [x2]                       // tagstore1 w 0 imm:0 base:2
 stg x1, [x2, #16]                  // tagstore1 w 0 imm:16 base:2
 stg x1, [x2], #32                  // tagstore1 w 0 post base:2 wb
 stg x1, [x2, #-16]!                // tagstore1 w 0 imm:-16 base:2 wb
-stzg x1, [x2]                      // tagstore1 w 0 imm:0 base:2
+stzg x1, [x2]                      // tagstore1+data w 0 imm:0 base:2
 st2g x1, [x2, #32]                 // tagstore2 w 0 imm:32 base:2
-stz2g x1, [x2]                     // tagstore2 w 0 imm:0 base:2
-stgp x1, x3, [x2]                  // tagstore1 w 16 imm:0 base:2
-stgp x1, x3, [x2, #32]             // tagstore1 w 16 imm:32 base:2
-stgp x1, x3, [x2], #-16            // tagstore1 w 16 post base:2 wb
+stz2g x1, [x2]                     // tagstore2+data w 0 imm:0 base:2
+stgp x1, x3, [x2]                  // tagstore1+data w 16 imm:0 base:2
+stgp x1, x3, [x2, #32]             // tagstore1+data w 16 imm:32 base:2
+stgp x1, x3, [x2], #-16            // tagstore1+data w 16 post base:2 wb
 ldg x1, [x2]                       // tagload r 0 imm:0 base:2
 ldg x1, [x2, #16]                  // tagload r 0 imm:16 base:2
 stgm x1, [x2]                      // tagblock w 0 imm:0 base:2
-stzgm x1, [x2]                     // tagblock w 0 imm:0 base:2
+stzgm x1, [x2]                     // tagblock+data w 0 imm:0 base:2
 ldgm x1, [x2]                      // tagload r 0 imm:0 base:2
 # --- cache operations
 dc zva, x3                         // zva w 0 imm:0 base:3
