@@ -249,8 +249,15 @@ pub fn decode(insn: u32) -> Insn {
 }
 
 fn decode_system(insn: u32) -> Insn {
+    // DSB <option>nXS (FEAT_XS): CRm = imm2:10, op2 = 001.
+    if insn & 0xffff_f3ff == 0xd503_323f {
+        return Insn::Barrier(Barrier::Dsb);
+    }
     match insn & 0xffff_f0ff {
         0xd503_409f => return Insn::MsrTcoImm(bits(insn, 8, 8) != 0),
+        // SSBB and PSSBB are the DSB encodings with CRm 0000 and 0100: speculation
+        // barriers, not data synchronization barriers.
+        0xd503_309f if matches!(bits(insn, 11, 8), 0b0000 | 0b0100) => return Insn::Other,
         0xd503_309f => return Insn::Barrier(Barrier::Dsb),
         0xd503_30bf => return Insn::Barrier(Barrier::Dmb),
         0xd503_30df => return Insn::Barrier(Barrier::Isb),

@@ -156,6 +156,10 @@ msr rgsr_el1, x2                   // msr rgsr x2
 msr mair_el1, x2                   // other
 dsb ish                            // dsb
 dsb sy                             // dsb
+dsb ishnxs                         // dsb
+dsb synxs                          // dsb
+ssbb                               // other
+pssbb                              // other
 dmb ishld                          // dmb
 isb                                // isb
 # --- no data access
