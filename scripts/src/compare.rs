@@ -119,6 +119,9 @@ pub enum Verdict {
     /// The counter is on one side only.
     OnlyA,
     OnlyB,
+    /// The counter describes the instrument's own work (exits, the step engine, the
+    /// hypervisor's instructions), not the guest: listed apart, never a mark.
+    Instrument,
 }
 
 /// One counter of one phase.
@@ -164,6 +167,8 @@ pub struct Summary {
     pub unchanged: usize,
     /// Counters on one side only (not among `results`).
     pub one_sided: usize,
+    /// Counters of the instrument's own work (not among `results`).
+    pub instrument: usize,
     /// How the marks were judged.
     pub exact: usize,
     pub welch: usize,
@@ -365,6 +370,13 @@ pub fn compare(a: &Results, sa: &Select, b: &Results, sb: &Select) -> Comparison
                 let sa = pa.counters.get(name).and_then(|s| stats(s));
                 let sb = pb.counters.get(name).and_then(|s| stats(s));
                 let (test, verdict) = judge(&sa, &sb);
+                // Only what describes the guest is judged; how the instrument worked
+                // (`mtex_abi::counters::Describes`) is shown apart.
+                let verdict = if mtex_abi::counters::describes_guest(name) {
+                    verdict
+                } else {
+                    Verdict::Instrument
+                };
                 Row {
                     counter: name.to_string(),
                     a: sa,
@@ -400,6 +412,10 @@ impl Comparison {
             match r.verdict {
                 Verdict::OnlyA | Verdict::OnlyB => {
                     s.one_sided += 1;
+                    continue;
+                }
+                Verdict::Instrument => {
+                    s.instrument += 1;
                     continue;
                 }
                 Verdict::Improvement => s.improvements += 1,
@@ -438,6 +454,12 @@ impl Summary {
             s.push_str(&format!(
                 "; {} on one side only",
                 plural(self.one_sided, "counter", "counters")
+            ));
+        }
+        if self.instrument > 0 {
+            s.push_str(&format!(
+                "; {} of the instrument's own work, not judged",
+                plural(self.instrument, "counter", "counters")
             ));
         }
         s
@@ -614,7 +636,24 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
             "counter", "A", "B", "delta", "change"
         ));
         let mut hidden = 0;
-        for r in &p.rows {
+        let (guest, instrument): (Vec<&Row>, Vec<&Row>) = p
+            .rows
+            .iter()
+            .partition(|r| r.verdict != Verdict::Instrument);
+        let changed = |r: &Row| {
+            r.a.as_ref()
+                .zip(r.b.as_ref())
+                .is_none_or(|(a, b)| a.mean != b.mean)
+        };
+        let instrument_shown: Vec<&Row> = instrument
+            .into_iter()
+            .filter(|r| all || changed(r))
+            .collect();
+        let heading = instrument_shown.first().map(|r| &r.counter);
+        for r in guest.into_iter().chain(instrument_shown.iter().copied()) {
+            if heading == Some(&r.counter) {
+                out.push("  the instrument's own work (how mtex measured; not judged):");
+            }
             let shown = all
                 || r.verdict != Verdict::Unchanged
                 || ALWAYS_SHOWN.contains(&r.counter.as_str())
@@ -644,7 +683,8 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
             // mark, or a difference found to be noise.
             let repeats =
                 r.a.as_ref().is_some_and(|s| s.n > 1) || r.b.as_ref().is_some_and(|s| s.n > 1);
-            let worth = r.verdict != Verdict::Unchanged || matches!(r.test, Test::Welch { .. });
+            let worth = r.verdict != Verdict::Instrument
+                && (r.verdict != Verdict::Unchanged || matches!(r.test, Test::Welch { .. }));
             if repeats
                 && worth
                 && let (Some(a), Some(b)) = (&r.a, &r.b)
@@ -737,6 +777,7 @@ pub fn render_csv(c: &Comparison) -> String {
                 Verdict::Unchanged => "",
                 Verdict::OnlyA => "only A",
                 Verdict::OnlyB => "only B",
+                Verdict::Instrument => "instrument",
             };
             let mut fields = vec![
                 field(&p.run),

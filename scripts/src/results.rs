@@ -10,7 +10,7 @@
 //! - a top-level `success`.
 
 use crate::report::{Phase, Report, Write};
-use mtex_trace::counts::{ByEl, TraceCounts};
+use mtex_trace::counts::TraceCounts;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -126,56 +126,14 @@ pub fn hex(v: u64) -> String {
     format!("{v:#x}")
 }
 
-fn by_el(out: &mut BTreeMap<String, u64>, prefix: &str, name: &str, c: &ByEl) {
-    for (suffix, v) in [
-        ("rd:k", c.rd_k),
-        ("wr:k", c.wr_k),
-        ("rd:u", c.rd_u),
-        ("wr:u", c.wr_u),
-    ] {
-        out.insert(format!("{prefix}{name}_{suffix}"), v);
-    }
-}
-
-/// The counters of a traced phase, under perf-like names. The architectural view has perf's
-/// own names (`mem_access_checked_rd:k` …); the other views are prefixed with theirs
-/// (`tcf_elided.`, `if_tcma1.`, `if_kernel_tco.`); `mem_access_*` counts every data access.
+/// The counters of a traced phase, under the names and definitions of
+/// [`mtex_abi::counters`]: the architectural view has perf's own names
+/// (`mem_access_checked_rd:k` …), the other views are prefixed with theirs (`tcf_elided.`,
+/// `if_tcma1.`, `if_kernel_tco.`); `mem_access_*` counts every data access.
 pub fn trace_counters(t: &TraceCounts) -> BTreeMap<String, u64> {
-    let mut c = BTreeMap::new();
-    by_el(&mut c, "", "mem_access_checked", &t.architectural);
-    by_el(&mut c, "tcf_elided.", "mem_access_checked", &t.tcf_elided);
-    by_el(&mut c, "if_tcma1.", "mem_access_checked", &t.if_tcma1);
-    by_el(
-        &mut c,
-        "if_kernel_tco.",
-        "mem_access_checked",
-        &t.if_kernel_tco,
-    );
-    by_el(&mut c, "", "mem_access", &t.accesses);
-    for (k, v) in [
-        ("uaccess_checked_rd", t.uaccess.rd),
-        ("uaccess_checked_wr", t.uaccess.wr),
-        ("instructions:k", t.instructions_el1),
-        ("instructions:u", t.instructions_el0),
-        ("kernel_entries.sync_el0", t.entries.sync_el0),
-        ("kernel_entries.irq_el0", t.entries.irq_el0),
-        ("kernel_entries.sync_el1", t.entries.sync_el1),
-        ("kernel_entries.irq_el1", t.entries.irq_el1),
-        ("kernel_entries.other", t.entries.other),
-        ("tco_writes", t.tco_writes),
-        ("tco_changes", t.tco_changes),
-        ("tag_store_insns", t.tag_store_insns),
-        ("granules_tagged", t.granules_tagged),
-        ("tfsr_reads", t.tfsr_reads),
-        ("dsb", t.dsb),
-        ("dmb", t.dmb),
-        ("isb", t.isb),
-        ("tag_check_faults", t.tag_check_faults),
-        ("failed_store_exclusives", t.failed_store_exclusives),
-    ] {
-        c.insert(k.to_string(), v);
-    }
-    c
+    mtex_abi::counters::of_trace(t)
+        .map(|(c, v)| (c.name.to_string(), v))
+        .collect()
 }
 
 /// How the step engine ran a traced phase: its breakpoint runs, how they were planned, and

@@ -3,11 +3,13 @@
 //! - [`hypercall`]: the SMCCC-style HVC calls a guest makes to the hypervisor;
 //! - [`report`]: the records the hypervisor sends to the host;
 //! - [`frame`]: how a record travels inside ordinary console text;
-//! - [`oracle`]: the markers that show an emulator where a traced phase starts and stops.
+//! - [`oracle`]: the markers that show an emulator where a traced phase starts and stops;
+//! - [`counters`]: every counter a report exports, defined once.
 #![no_std]
 #[cfg(test)]
 extern crate std;
 
+pub mod counters;
 pub mod doorbell;
 pub mod frame;
 pub mod hypercall;
