@@ -184,8 +184,7 @@ pub fn load(path: &Path) -> anyhow::Result<Results> {
     } else {
         path.to_path_buf()
     };
-    let text =
-        std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    let text = crate::input::read_text(&file, "results document", crate::input::DOCUMENT_LIMIT)?;
     Results::from_json(&text).with_context(|| format!("reading {}", file.display()))
 }
 

@@ -1,6 +1,6 @@
 //! `mtex`: build, boot, report.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
 use mtex::results::Results;
 use mtex::{
@@ -320,8 +320,7 @@ fn real_main() -> Result<ExitCode> {
         }
         Cmd::Parse { file, json, format } => {
             // Bytes, not text: one byte that is not UTF-8 must not cost the whole log.
-            let bytes =
-                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let bytes = mtex::input::read(&file, "console log", mtex::input::LOG_LIMIT)?;
             let r = report::parse_bytes(&bytes);
             let mut doc = Results::single(&r);
             // The log came from this tree's guest, when it has been built here.

@@ -233,8 +233,8 @@ impl ScenarioFile {
 
 /// Reads and checks a scenario file.
 pub fn load(path: &Path) -> Result<ScenarioFile, ScenarioError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ScenarioError(format!("{}: cannot read: {e}", path.display())))?;
+    let text = crate::input::read_text(path, "scenario file", crate::input::SCENARIO_LIMIT)
+        .map_err(|e| ScenarioError(e.0))?;
     let stem = path
         .file_stem()
         .map_or("scenario".to_string(), |s| s.to_string_lossy().into_owned());

@@ -22,7 +22,7 @@ use crate::images::{self, Images};
 use crate::qemu::{self, RunConfig};
 use crate::report::Report;
 use crate::results::Results;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use comfy_table::{CellAlignment, Table, presets::UTF8_BORDERS_ONLY};
 use mtex_abi::options::SnippetOptions;
 use mtex_trace::counts::{ByEl, TraceCounts};
@@ -422,9 +422,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         el: args.el,
         iters: args.iters,
     };
-    if !args.file.is_file() {
-        bail!("{}: no such file", args.file.display());
-    }
+    // The assembler reads it: a regular file of bounded size (a FIFO would block it, a
+    // device feed it without end).
+    crate::input::check(&args.file, "snippet source", crate::input::SOURCE_LIMIT)?;
     let (code, warnings) = match assemble(&args.file)? {
         Ok(c) => c,
         Err(e) => {

@@ -150,7 +150,7 @@ fn json_path_that_cannot_be_written_is_refused_before_the_run() {
 fn parse_names_a_file_it_cannot_read() {
     refused(
         &["parse", "/nonexistent/mtex.log"],
-        &["reading /nonexistent/mtex.log", "No such file"],
+        &["/nonexistent/mtex.log: no such file"],
     );
 }
 
@@ -285,4 +285,50 @@ fn run_help_lists_every_policy_token_and_workload() {
         assert!(flat.contains(w), "{w} missing from run --help");
     }
     assert!(flat.contains("[[expect]]") && flat.contains("drop_at_least"));
+}
+
+/// Any input file (a log, a scenario, a document to compare, a snippet) is a regular file of
+/// bounded size: a device, a FIFO or a directory is named as what it is, and never read.
+#[test]
+fn inputs_are_regular_files_of_bounded_size() {
+    let d = scratch("inputs");
+    let fifo = d.join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let fifo = fifo.to_str().unwrap();
+    let dir = d.to_str().unwrap();
+    refused(
+        &["parse", "/dev/zero"],
+        &["/dev/zero", "not a regular file"],
+    );
+    refused(&["run", "/dev/zero"], &["/dev/zero", "not a regular file"]);
+    refused(&["run", fifo], &[fifo, "not a regular file (a FIFO)"]);
+    refused(&["parse", fifo], &[fifo, "not a regular file (a FIFO)"]);
+    refused(
+        &["compare", "/dev/zero", "/dev/zero"],
+        &["/dev/zero", "not a regular file"],
+    );
+    refused(
+        &["snippet", "/dev/zero"],
+        &["/dev/zero", "not a regular file"],
+    );
+    refused(&["parse", dir], &[dir, "is a directory"]);
+    refused(&["run", dir], &[dir, "is a directory"]);
+    refused(&["snippet", dir], &[dir, "is a directory"]);
+    let missing = d.join("missing.log");
+    refused(
+        &["parse", missing.to_str().unwrap()],
+        &[missing.to_str().unwrap(), "no such file"],
+    );
+    // A sparse file past the limit: refused by its size, without reading it.
+    let big = d.join("big.log");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(mtex::input::LOG_LIMIT + 1)
+        .unwrap();
+    refused(
+        &["parse", big.to_str().unwrap()],
+        &["big.log", "bytes", "at most"],
+    );
+    let _ = std::fs::remove_dir_all(&d);
 }
