@@ -140,3 +140,68 @@ mod tests {
     }
 }
 
+/// A clap value parser for a whole number in `lo..=hi` (`hi` = the type's maximum: no upper
+/// bound). With `allow_negative_numbers` on the argument, `-1` reaches it and is refused
+/// by the range, naming it, rather than taken for an unknown option.
+pub fn number_in<T>(lo: T, hi: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync
+where
+    T: Copy + Into<i128> + TryFrom<i128> + std::fmt::Display + Bounded + Send + Sync + 'static,
+{
+    move |s: &str| {
+        let range = if hi.into() == T::MAX.into() {
+            format!("a whole number, at least {lo}")
+        } else {
+            format!("a whole number, {lo} to {hi}")
+        };
+        match s.trim().parse::<i128>() {
+            Ok(n) if (lo.into()..=hi.into()).contains(&n) => {
+                T::try_from(n).map_err(|_| format!("expected {range}"))
+            }
+            Ok(_) => Err(format!("out of range: expected {range}")),
+            Err(_) => Err(format!("not a number: expected {range}")),
+        }
+    }
+}
+
+/// The largest value of an unsigned option type.
+pub trait Bounded {
+    const MAX: Self;
+}
+
+impl Bounded for u8 {
+    const MAX: Self = u8::MAX;
+}
+
+impl Bounded for u32 {
+    const MAX: Self = u32::MAX;
+}
+
+impl Bounded for u64 {
+    const MAX: Self = u64::MAX;
+}
+
+#[cfg(test)]
+mod number_tests {
+    use super::*;
+
+    #[test]
+    fn numbers_outside_the_range_name_it() {
+        let iters = number_in(1u64, 100);
+        assert_eq!(iters("7"), Ok(7));
+        assert_eq!(
+            iters("-1"),
+            Err("out of range: expected a whole number, 1 to 100".into())
+        );
+        assert_eq!(
+            iters("x"),
+            Err("not a number: expected a whole number, 1 to 100".into())
+        );
+        let timeout = number_in(1u64, u64::MAX);
+        assert_eq!(
+            timeout("0"),
+            Err("out of range: expected a whole number, at least 1".into())
+        );
+        assert_eq!(timeout("18446744073709551615"), Ok(u64::MAX));
+        assert!(number_in(0u8, 1)("2").is_err());
+    }
+}

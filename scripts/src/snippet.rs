@@ -112,14 +112,16 @@ pub struct Args {
     #[arg(long)]
     pub tcma1: bool,
     /// The exception level the snippet runs at.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true,
+        value_parser = crate::input::number_in(0u8, 1))]
     pub el: u8,
     /// Run it this many times in the one phase.
-    #[arg(long, default_value_t = 1,
-        value_parser = clap::value_parser!(u64).range(1..=SnippetOptions::MAX_ITERS))]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true,
+        value_parser = crate::input::number_in(1u64, SnippetOptions::MAX_ITERS))]
     pub iters: u64,
     /// The guest's watchdog budget in milliseconds of guest time (default 10000).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    #[arg(long, allow_negative_numbers = true,
+        value_parser = crate::input::number_in(1u64, 3_600_000))]
     pub watchdog_ms: Option<u64>,
     /// Also write the report as JSON (report.json schema).
     #[arg(long)]

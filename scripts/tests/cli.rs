@@ -332,3 +332,22 @@ fn inputs_are_regular_files_of_bounded_size() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A negative number to a numeric option names the option and its range.
+#[test]
+fn negative_numbers_name_the_option_and_its_range() {
+    refused(
+        &["run", "--timeout", "-1"],
+        &["--timeout", "-1", "at least 1"],
+    );
+    refused(&["run", "--memory", "-1"], &["--memory", "-1", "512"]);
+    refused(
+        &["snippet", "x.S", "--iters", "-1"],
+        &["--iters", "-1", "1 to"],
+    );
+    refused(&["snippet", "x.S", "--el", "-1"], &["--el", "-1", "0 to 1"]);
+    refused(
+        &["bench", "traps", "--n", "-1"],
+        &["--n", "-1", "at least 1"],
+    );
+}
