@@ -333,6 +333,29 @@ fn inputs_are_regular_files_of_bounded_size() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// An expectation's counter is checked against the counters report.json has, before boot.
+#[test]
+fn an_unknown_expectation_counter_is_refused_before_boot() {
+    let d = scratch("counter");
+    let f = d.join("c.toml");
+    for counter in ["mem_access_checked_rd:x", "dsb_total", "engine.nothing"] {
+        std::fs::write(
+            &f,
+            format!(
+                "version = 1\n[[run]]\nname = \"a\"\npolicies = [\"entry-tco\", \"tcma1\"]\n\
+                 workloads = [\"getpid\"]\n[[expect]]\ncounter = \"{counter}\"\n\
+                 workload = \"getpid\"\nfrom = \"entry-tco\"\nto = \"tcma1\"\nequal = true\n"
+            ),
+        )
+        .unwrap();
+        refused(
+            &["run", f.to_str().unwrap()],
+            &["expect[0].counter", counter, "not a counter"],
+        );
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// A negative number to a numeric option names the option and its range.
 #[test]
 fn negative_numbers_name_the_option_and_its_range() {
