@@ -241,12 +241,118 @@ pub fn load(path: &Path) -> Result<ScenarioFile, ScenarioError> {
     parse(&path.display().to_string(), &stem, &text)
 }
 
+/// A name that is a plain file name everywhere: letters, digits, `-` and `_`.
+pub fn is_safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// The file's stem as a default scenario name: any other character becomes `_` (the stem
+/// was not chosen as a name, so it is made one rather than refused).
+pub fn safe_stem(stem: &str) -> String {
+    let s: String = stem
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() { "scenario".into() } else { s }
+}
+
+/// What each key of the file takes, for the messages of type errors.
+const ALLOWED: &[(&str, &str)] = &[
+    ("version", "the number 1"),
+    ("name", "a string of letters, digits, - and _"),
+    ("description", "a string"),
+    (
+        "policies",
+        "a list of strings, each policy tokens joined by +",
+    ),
+    ("workloads", "a list of strings, one workload each"),
+    ("tcf0", "a string: none, sync, async or asymm"),
+    ("hz", "a whole number, 0 to 100000"),
+    ("repeat", "a whole number, 1 to 100"),
+    ("backend", "a string: both, trace or pmu"),
+    ("pmu_events", "a list of strings (event names or numbers)"),
+    ("pmu_require", "a list of strings (event names)"),
+    ("breakpoint_runs", "true or false"),
+    ("trace", "true or false"),
+    ("watchdog_ms", "a whole number, 1 to 3600000"),
+    ("counter", "a string: a counter name of report.json"),
+    ("workload", "a string"),
+    ("from", "a string: a policy"),
+    ("to", "a string: a policy"),
+    ("run", "a string: a run's name"),
+    ("from_run", "a string: a run's name"),
+    ("to_run", "a string: a run's name"),
+    ("drop_at_least", "a number, 0 to 100000 (per cent)"),
+    ("rise_at_most", "a number, 0 to 100000 (per cent)"),
+    ("equal", "true"),
+];
+
+/// The field at byte `at` of `text`, as errors name it (`run[1].hz`, `version`): the key of
+/// the nearest `key =` line at or above it, in the `[[run]]`/`[[expect]]` table it is in.
+fn field_at(text: &str, at: usize) -> Option<(String, &'static str)> {
+    let upto = &text[..at.min(text.len())];
+    let line_start = upto.rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[line_start..]
+        .find('\n')
+        .map_or(text.len(), |i| line_start + i);
+    let mut key = None;
+    let mut table = None;
+    for line in text[..line_end].lines().rev() {
+        let l = line.trim();
+        if l.starts_with('[') {
+            table = Some(l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+            break;
+        }
+        if key.is_none()
+            && let Some((k, _)) = l.split_once('=')
+        {
+            let k = k.trim();
+            if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                key = Some(k.to_string());
+            }
+        }
+    }
+    let key = key?;
+    let allowed = ALLOWED.iter().find(|(k, _)| *k == key).map(|(_, a)| *a)?;
+    let field = match table {
+        Some(t) => {
+            let header = format!("[[{t}]]");
+            let index = text[..line_start]
+                .lines()
+                .filter(|l| l.trim() == header)
+                .count()
+                .saturating_sub(1);
+            format!("{t}[{index}].{key}")
+        }
+        None => key,
+    };
+    Some((field, allowed))
+}
+
 /// Checks a scenario given as text (`file` names it in errors, `stem` is its default name).
 pub fn parse(file: &str, stem: &str, text: &str) -> Result<ScenarioFile, ScenarioError> {
     let cx = Ctx { file, text };
     let raw: FileRaw = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(0, |s| line_of(text, s.start));
-        ScenarioError(format!("{file}:{line}: {}", e.message()))
+        let message = e.message().trim_end();
+        // A value of the wrong type: the field and what it takes, not only serde's words.
+        match e.span().and_then(|s| field_at(text, s.start)) {
+            Some((field, allowed)) if message.starts_with("invalid") => ScenarioError(format!(
+                "{file}:{line}: {field}: {message}; {field} takes {allowed}"
+            )),
+            _ => ScenarioError(format!("{file}:{line}: {message}")),
+        }
     })?;
     if *raw.version.get_ref() != VERSION {
         return Err(cx.at(
@@ -551,10 +657,14 @@ fn expect(
         if (0.0..=100_000.0).contains(p.get_ref()) {
             Ok(r)
         } else {
+            let key = match r {
+                Rule::DropAtLeast(_) => "drop_at_least",
+                _ => "rise_at_most",
+            };
             Err(cx.at(
                 p.span(),
-                &at("percent"),
-                format!("{}: expected 0 to 100000", p.get_ref()),
+                &at(key),
+                format!("{}: expected 0 to 100000 (per cent)", p.get_ref()),
             ))
         }
     })

@@ -356,6 +356,33 @@ fn an_unknown_expectation_counter_is_refused_before_boot() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// A wrong type in a scenario names the field and what it takes; an expectation's percent is
+/// named by its key.
+#[test]
+fn scenario_type_errors_name_the_field_and_what_is_allowed() {
+    let d = scratch("types");
+    let f = d.join("t.toml");
+    let file = f.to_str().unwrap();
+    std::fs::write(&f, "version = 1\n[[run]]\nrepeat = \"two\"\n").unwrap();
+    refused(&["run", file], &[":3: run[0].repeat", "1 to 100"]);
+    std::fs::write(&f, "version = 1\n[[run]]\n[[run]]\nhz = -5\n").unwrap();
+    refused(&["run", file], &[":4: run[1].hz", "0 to 100000"]);
+    std::fs::write(&f, "version = \"1\"\n[[run]]\n").unwrap();
+    refused(&["run", file], &[":1: version", "1"]);
+    std::fs::write(
+        &f,
+        "version = 1\n[[run]]\nname = \"a\"\npolicies = [\"entry-tco\", \"tcma1\"]\n\
+         workloads = [\"getpid\"]\n[[expect]]\ncounter = \"dsb\"\nworkload = \"getpid\"\n\
+         from = \"entry-tco\"\nto = \"tcma1\"\ndrop_at_least = -5.0\n",
+    )
+    .unwrap();
+    refused(
+        &["run", file],
+        &[":11: expect[0].drop_at_least", "0 to 100000"],
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// A negative number to a numeric option names the option and its range.
 #[test]
 fn negative_numbers_name_the_option_and_its_range() {
