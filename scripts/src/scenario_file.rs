@@ -45,7 +45,7 @@ pub const VERSION: u32 = 1;
 #[serde(deny_unknown_fields)]
 struct FileRaw {
     version: Spanned<u32>,
-    name: Option<String>,
+    name: Option<Spanned<String>>,
     #[allow(dead_code, reason = "documentation for the reader of the file")]
     description: Option<String>,
     #[serde(default)]
@@ -387,8 +387,26 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<ScenarioFile, Scenari
     for (i, e) in raw.expect.iter().enumerate() {
         expectations.push(expect(&cx, i, e, &runs)?);
     }
+    // The name names the results directory inside --out: a plain file name, or it could
+    // reach outside. A name written in the file is refused (what the user chose is not
+    // silently changed); the file's stem, not chosen as a name, is made safe.
+    let name = match raw.name {
+        Some(n) if !is_safe_name(n.get_ref()) => {
+            return Err(cx.at(
+                n.span(),
+                "name",
+                format!(
+                    "{:?}: use letters, digits, - and _, at most 64 (it names the results \
+                     directory)",
+                    n.get_ref()
+                ),
+            ));
+        }
+        Some(n) => n.into_inner(),
+        None => safe_stem(stem),
+    };
     Ok(ScenarioFile {
-        name: raw.name.unwrap_or_else(|| stem.to_string()),
+        name,
         runs,
         expectations,
     })
@@ -961,6 +979,65 @@ drop_at_least = 90
         let pmu = untraced.replace("\"mem_access_checked_rd:k\"", "\"pmu.instructions:k\"");
         let s = parse("s.toml", "s", &pmu).unwrap();
         assert!(!s.runs[0].traced && s.runs[0].cmdline.contains("mtex.trace=0"));
+    }
+
+    #[test]
+    fn counters_are_known_by_their_full_name() {
+        for c in [
+            "mem_access_checked_rd:k",
+            "if_kernel_tco.mem_access_checked_wr:u",
+            "mem_access_wr:k",
+            "uaccess_checked_rd",
+            "kernel_entries.irq_el1",
+            "dsb",
+            "engine.plans_made",
+            "pmu.instructions:h",
+            "pmu.mem_access_checked_rd:k",
+            "untraced.cycles:u",
+            "untraced.raw.0x0013:k",
+            "untraced.tco_writes",
+        ] {
+            assert!(is_known_counter(c), "{c}");
+        }
+        for c in [
+            "mem_access_checked_rd:x",
+            "mem_access_checked_rd",
+            "dsb_total",
+            "engine.nothing",
+            "pmu.bogus:k",
+            "untraced.raw.0x13:k",
+            "untraced.cycles",
+            "",
+        ] {
+            assert!(!is_known_counter(c), "{c}");
+        }
+    }
+
+    #[test]
+    fn a_scenario_name_is_a_plain_file_name() {
+        let bad = GOOD.replace("name = \"t\"", "name = \"../../../tmp/x\"");
+        assert!(
+            err(&bad).contains("s.toml:3: name: \"../../../tmp/x\": use letters"),
+            "{}",
+            err(&bad)
+        );
+        assert_eq!(safe_stem("my scenario.v2"), "my_scenario_v2");
+        assert_eq!(safe_stem(".."), "__");
+        assert_eq!(safe_stem(""), "scenario");
+    }
+
+    #[test]
+    fn type_errors_name_the_field_in_its_table() {
+        let text = "version = 1\n[[run]]\nname = \"a\"\n[[run]]\npolicies = [\n  1,\n]\n";
+        let at = text.find("1,").unwrap();
+        assert_eq!(
+            field_at(text, at),
+            Some((
+                "run[1].policies".to_string(),
+                "a list of strings, each policy tokens joined by +"
+            ))
+        );
+        assert_eq!(field_at(text, 10).map(|f| f.0), Some("version".to_string()));
     }
 
     #[test]

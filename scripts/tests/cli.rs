@@ -287,6 +287,30 @@ fn run_help_lists_every_policy_token_and_workload() {
     assert!(flat.contains("[[expect]]") && flat.contains("drop_at_least"));
 }
 
+/// A scenario's name names its results directory inside --out: a name that is not a plain
+/// file name is refused, before anything is built, and nothing is made outside --out.
+#[test]
+fn a_scenario_name_that_would_escape_out_is_refused() {
+    let d = scratch("escape");
+    let f = d.join("escape.toml");
+    let outside = d.join("x-1");
+    std::fs::write(
+        &f,
+        "version = 1\nname = \"../x\"\n[[run]]\nworkloads = [\"getpid\"]\n",
+    )
+    .unwrap();
+    let out = d.join("out");
+    refused(
+        &["run", f.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &[":2: name", "\"../x\"", "letters, digits, - and _"],
+    );
+    assert!(
+        !outside.exists(),
+        "a results directory was made outside --out"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// Any input file (a log, a scenario, a document to compare, a snippet) is a regular file of
 /// bounded size: a device, a FIFO or a directory is named as what it is, and never read.
 #[test]
