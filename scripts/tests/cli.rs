@@ -425,3 +425,35 @@ fn negative_numbers_name_the_option_and_its_range() {
         &["--n", "-1", "at least 1"],
     );
 }
+
+/// `compare --a-run`/`--a-policy` naming nothing in the document is an error that lists
+/// what the document has, not an empty comparison.
+#[test]
+fn compare_selections_must_name_what_exists() {
+    let d = scratch("compare");
+    let log =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernel-getpid-futex.log");
+    let o = mtex(&["parse", "--json", log.to_str().unwrap()]);
+    let doc = d.join("r.json");
+    std::fs::write(&doc, &o.stdout).unwrap();
+    let doc = doc.to_str().unwrap();
+    refused(
+        &["compare", doc, doc, "--a-run", "nope"],
+        &["--a-run", "\"nope\"", "\"run\""],
+    );
+    refused(
+        &["compare", doc, doc, "--b-policy", "nope"],
+        &["--b-policy", "\"nope\"", "entry-tco"],
+    );
+    let o = mtex(&[
+        "compare",
+        doc,
+        doc,
+        "--a-policy",
+        "entry-tco",
+        "--b-policy",
+        "tcma1",
+    ]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    let _ = std::fs::remove_dir_all(&d);
+}
