@@ -320,15 +320,16 @@ fn tcf_none_leaves_the_architectural_count() {
 }
 
 /// A pointer tag that does not match: under TCF sync the snippet faults, which ends the run
-/// (failed, the phase partial, the fault counted); under async the access completes and the
-/// fault recorded in TFSR_EL1 fails the run after the phase.
+/// (failed, the phase ended by the harness's vector at the fault, the fault counted); under
+/// async the access completes and the fault recorded in TFSR_EL1 fails the run after the
+/// phase.
 #[test]
 fn a_mismatching_tag_fails_the_run() {
     let src = "eor x9, x0, #0x0100000000000000\nldr x10, [x9]\nret\n";
     let (r, t) = run(src, Env::default());
     assert!(!r.succeeded());
     assert_eq!(t.tag_check_faults, 1);
-    assert!(r.phase(snippet::PHASE).unwrap().stats.is_none());
+    assert!(r.phase(snippet::PHASE).unwrap().stats.is_some());
 
     let (r, t) = run(
         src,
@@ -435,4 +436,24 @@ fn external_symbols_are_refused() {
     let (code, stderr) = mtex(&["snippet", file.to_str().unwrap()]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("memcpy"), "{stderr}");
+}
+
+/// After a fault the guest's exception handler runs (and ends the run); the phase ends at
+/// the exception vector, so its instructions are the harness's 6 (five MOVs, BLR), the
+/// snippet's 2 (the faulting load is abandoned, not counted) and the vector's, and the
+/// summary says which are the snippet's.
+#[test]
+fn after_a_fault_the_snippets_instructions_are_its_own() {
+    let src = "mov x10, #1\neor x9, x0, #0x0100000000000000\nldr x10, [x9]\nret\n";
+    let (r, t) = run(src, Env::default());
+    assert!(!r.succeeded());
+    assert_eq!(t.tag_check_faults, 1);
+    assert_eq!(
+        t.instructions_el1,
+        6 + 2 + snippet::VECTOR_TO_PHASE_END,
+        "{}",
+        mtex::render::text(&r)
+    );
+    let s = snippet::summary(&r, &Env::default(), "fault.S", src.len());
+    assert!(s.contains("the snippet's: 2 / 0"), "{s}");
 }
