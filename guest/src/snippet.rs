@@ -56,7 +56,7 @@ use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, VaRange};
 use alloc::boxed::Box;
 use core::arch::{asm, global_asm};
 use fdt::Fdt;
-use mtex_abi::hypercall::{PHASE_BEGIN, PHASE_TRACED, pack_bytes, ret};
+use mtex_abi::hypercall::{PHASE_BEGIN, PHASE_GUARDED, PHASE_TRACED, pack_bytes, ret};
 use mtex_abi::options::{SnippetOptions, snippet_code};
 use mtex_abi::program as p;
 use mtex_arch::mte_bits::{sctlr, tcr, tfsr, with_tag};
@@ -386,6 +386,7 @@ const NAME: &str = "snippet";
 /// caller are kept in `SAVE` outside the phase. Returns the PHASE_END result.
 fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
     let name: [u64; 4] = pack_bytes(NAME.as_bytes());
+    let vectors = vectors();
     let r: u64;
     // SAFETY: the snippet is called as an AAPCS64 function on its own stack; every register
     // it may change is declared clobbered, and x19, x29 and SP, which cannot be, are restored
@@ -398,6 +399,11 @@ fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             "stp x19, x29, [x9]",
             "str x10, [x9, #16]",
             "mov sp, x26",
+            // The guard: the phase end below (3:) and the vector table make the calls.
+            "adr x7, 3f",
+            "add x8, x7, #16",
+            "mov x9, x11",
+            "mov x10, x12",
             "hvc #0",
             "1: mov x0, x21",
             "mov x1, x22",
@@ -408,6 +414,7 @@ fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             "subs x27, x27, #1",
             "b.ne 1b",
             "mov x15, x28",
+            "3:",
             phase_end_call!(),
             "adrp x9, {save}",
             "add x9, x9, :lo12:{save}",
@@ -423,9 +430,10 @@ fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             inout("x3") name[1] => _,
             inout("x4") name[2] => _,
             inout("x5") name[3] => _,
-            inout("x6") PHASE_TRACED => _,
-            out("x7") _, out("x8") _, out("x9") _, out("x10") _, out("x11") _,
-            out("x12") _, out("x13") _, out("x14") _, out("x15") _, out("x16") _,
+            inout("x6") PHASE_TRACED | PHASE_GUARDED => _,
+            out("x7") _, out("x8") _, out("x9") _, out("x10") _,
+            inout("x11") vectors.0 => _, inout("x12") vectors.1 => _,
+            out("x13") _, out("x14") _, out("x15") _, out("x16") _,
             out("x17") _, out("x18") _,
             inout("x20") code => _,
             inout("x21") regs[0] => _,
@@ -447,6 +455,7 @@ fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
 /// loop, SP_EL0 = `sp`, interrupts masked. Returns the PHASE_END result.
 fn phase_el0(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
     let name: [u64; 4] = pack_bytes(NAME.as_bytes());
+    let vectors = vectors();
     let r: u64;
     // SAFETY: EL0 runs the harness loop and the snippet (user memory only: EL1's is not
     // EL0-accessible) and comes back by SVC through el0_return, which restores x19–x30 and
@@ -460,9 +469,15 @@ fn phase_el0(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             "mov x11, #0x3c0",
             "msr spsr_el1, x11",
             "msr sp_el0, x26",
+            // The guard: the phase end below (3:) and the vector table make the calls.
+            "adr x7, 3f",
+            "add x8, x7, #16",
+            "mov x9, x12",
+            "mov x10, x13",
             "hvc #0",
             "eret",
             "2: mov x15, x28",
+            "3:",
             phase_end_call!(),
             end_lo = const PHASE_END_LO,
             end_hi = const PHASE_END_HI,
@@ -472,9 +487,9 @@ fn phase_el0(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             inout("x3") name[1] => _,
             inout("x4") name[2] => _,
             inout("x5") name[3] => _,
-            inout("x6") PHASE_TRACED => _,
+            inout("x6") PHASE_TRACED | PHASE_GUARDED => _,
             out("x7") _, out("x8") _, out("x9") _, out("x10") _, out("x11") _,
-            out("x12") _, out("x13") _,
+            inout("x12") vectors.0 => _, inout("x13") vectors.1 => _,
             inout("x14") (&raw const mtex_snippet_el0) as u64 => _,
             out("x15") _, out("x16") _, out("x17") _, out("x18") _,
             inout("x20") code => _,

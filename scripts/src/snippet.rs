@@ -556,10 +556,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         |n| n.to_string_lossy().into(),
     );
     print!("\n{}", summary(&r, &env, &name, code.len()));
+    // What the hypervisor's guard refused is among the report's problems already; the
+    // phase's own shape is checked here too, so that no count is taken for the snippet's
+    // whole run unless the harness opened and closed its one phase.
+    let problem = phase_problem(&r);
+    if let Some(p) = &problem {
+        println!("PROBLEM: {p}");
+    }
     if let Some(json) = &mut json {
         json.write(&doc)?;
     }
-    Ok(if r.succeeded() {
+    Ok(if r.succeeded() && problem.is_none() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
