@@ -557,4 +557,18 @@ fn after_a_fault_the_snippets_instructions_are_its_own() {
     );
     let s = snippet::summary(&r, &Env::default(), "fault.S", src.len());
     assert!(s.contains("the snippet's: 2 / 0"), "{s}");
+
+    // At EL0: the harness's 6 and the snippet's 2 at EL0; at EL1 the ERET in and the
+    // vector's 8 (it first tells the harness's SVC from the fault).
+    let (r, t) = run(src, el0());
+    assert!(!r.succeeded());
+    assert_eq!(t.tag_check_faults, 1);
+    assert_eq!(
+        (t.instructions_el1, t.instructions_el0),
+        (1 + snippet::VECTOR_TO_PHASE_END_FROM_EL0, 6 + 2),
+        "{}",
+        mtex::render::text(&r)
+    );
+    let s = snippet::summary(&r, &el0(), "fault.S", src.len());
+    assert!(s.contains("the snippet's: 0 / 2"), "{s}");
 }
