@@ -100,7 +100,7 @@ global_asm!(
     el0_return = sym crate::el0::el0_return,
 );
 
-extern "C" fn guest_fault(vector: u64) -> ! {
+pub(crate) extern "C" fn guest_fault(vector: u64) -> ! {
     let (esr, elr, far): (u64, u64, u64);
     // SAFETY: reading the EL1 syndrome registers has no side effects.
     unsafe {

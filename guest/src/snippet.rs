@@ -27,12 +27,24 @@
 //! executable at EL1 and — its UXN bit being clear — at EL0, where it is execute-only (not
 //! EL0-readable: a literal load faults at EL0; the step engine reads EL0 code as EL1 does).
 //!
+//! While the phase is open, VBAR_EL1 is the harness's own vector table: any exception but
+//! the harness's SVC back from EL0 ends the phase at once (`mtex_snippet_vectors`), then goes
+//! to the guest's fault report. The phase's counts stop there: they hold the snippet up to
+//! its exception, never the guest's handler (which prints, and ends the run).
+//!
+//! The phase is guarded (`PHASE_GUARDED`): while it is open the hypervisor takes calls only
+//! from the harness's phase end and its vector table, so the snippet can neither end the
+//! phase (nor open another), nor end the run, nor write the console (see
+//! `hyp/src/hypercall.rs`, `CallGuard`).
+//!
 //! What the harness adds to the phase's counts (no memory access at EL1, none checked):
 //! - EL1: per iteration 8 instructions (five MOVs, BLR, SUBS, B.NE), then 5 to close the
 //!   phase;
 //! - EL0: per iteration the same 8 at EL0, then one SVC; at EL1 the ERET in, the vector's 5
 //!   and `el0::el0_return`'s 12 (7 loads, unchecked: PSTATE.TCO is set by the exception
-//!   entry; one MSR TCO), then 5 to close the phase.
+//!   entry; one MSR TCO), then 5 to close the phase;
+//! - after an exception: the vector's 4 that end the phase (from EL0: 8, the first 4 telling
+//!   the harness's SVC from the rest), in place of the 5 that close it.
 
 use crate::hvc::{PHASE_END_HI, PHASE_END_LO, phase_end_call};
 use crate::programs::{install_idmap, write_sctlr, write_tcr};
@@ -44,7 +56,7 @@ use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, VaRange};
 use alloc::boxed::Box;
 use core::arch::{asm, global_asm};
 use fdt::Fdt;
-use mtex_abi::hypercall::{PHASE_BEGIN, PHASE_TRACED, pack_bytes, ret};
+use mtex_abi::hypercall::{PHASE_BEGIN, PHASE_GUARDED, PHASE_TRACED, pack_bytes, ret};
 use mtex_abi::options::{SnippetOptions, snippet_code};
 use mtex_abi::program as p;
 use mtex_arch::mte_bits::{sctlr, tcr, tfsr, with_tag};
@@ -104,9 +116,83 @@ global_asm!(
     ".popsection",
 );
 
+/// The snippet phase's id (x28 of the harness; the vectors' PHASE_END).
+const PHASE_ID: u64 = 1;
+
+// The vector table of the phase. Each entry ends the phase (the same four instructions as
+// `phase_end_call!`, no memory touched), then reports the fault as the guest's own vectors
+// do. The lower-EL synchronous entry first lets the harness's SVC through to `el0_return`
+// with the very instructions of entry.rs (the harness's count depends on them); the other
+// lower-EL entries take as many instructions before ending the phase, so that any exception
+// from EL0 costs the phase the same 8.
+global_asm!(
+    ".macro mtex_snippet_cut index",
+    "movz x0, #{end_lo}",
+    "movk x0, #{end_hi}, lsl #16",
+    "mov x1, #{id}",
+    "hvc #0",
+    "mov x0, #\\index",
+    "b {fault}",
+    ".endm",
+    ".pushsection .text.mtex_snippet_vectors, \"ax\"",
+    ".balign 0x800",
+    ".global mtex_snippet_vectors",
+    "mtex_snippet_vectors:",
+    ".irp i, 0,1,2,3,4,5,6,7",
+    ".balign 0x80",
+    "mtex_snippet_cut \\i",
+    ".endr",
+    ".balign 0x80",
+    "mrs x9, esr_el1",
+    "lsr x9, x9, #26",
+    "cmp x9, #0x15",
+    "b.ne 9f",
+    "b {el0_return}",
+    "9: mtex_snippet_cut 8",
+    ".irp i, 9,10,11",
+    ".balign 0x80",
+    "nop",
+    "nop",
+    "nop",
+    "nop",
+    "mtex_snippet_cut \\i",
+    ".endr",
+    ".irp i, 12,13,14,15",
+    ".balign 0x80",
+    "mtex_snippet_cut \\i",
+    ".endr",
+    ".balign 0x80",
+    ".global mtex_snippet_vectors_end",
+    "mtex_snippet_vectors_end:",
+    ".popsection",
+    end_lo = const PHASE_END_LO,
+    end_hi = const PHASE_END_HI,
+    id = const PHASE_ID,
+    fault = sym crate::entry::guest_fault,
+    el0_return = sym crate::el0::el0_return,
+);
+
 unsafe extern "C" {
     static mtex_snippet_el0: u8;
     static mtex_snippet_el0_svc: u8;
+    static mtex_snippet_vectors: u8;
+    static mtex_snippet_vectors_end: u8;
+    static guest_vectors: u8;
+}
+
+/// Sets VBAR_EL1.
+fn set_vbar(at: u64) {
+    // SAFETY: `at` is a vector table of this image (2 KiB aligned); the ISB makes the next
+    // exception use it.
+    unsafe { asm!("msr vbar_el1, {}", "isb", in(reg) at) };
+}
+
+/// The vector table's range: calls of the guarded phase may come from it.
+fn vectors() -> (u64, u64) {
+    (
+        (&raw const mtex_snippet_vectors) as u64,
+        (&raw const mtex_snippet_vectors_end) as u64,
+    )
 }
 
 /// Runs the snippet; returns the exit status (0: it ran every iteration and returned, with no
@@ -186,11 +272,13 @@ pub fn run(opts: &SnippetOptions, fdt: &Fdt) -> u64 {
         regs[0], regs[1], regs[2], regs[3], regs[4]
     );
 
+    set_vbar(vectors().0);
     let r = if opts.el == 0 {
         phase_el0(code_at, &regs, sp, opts.iters)
     } else {
         phase_el1(code_at, &regs, sp, opts.iters)
     };
+    set_vbar((&raw const guest_vectors) as u64);
     if r != ret::SUCCESS {
         println!("snippet: the phase did not close ({r:#x})");
         return 6;
@@ -298,6 +386,7 @@ const NAME: &str = "snippet";
 /// caller are kept in `SAVE` outside the phase. Returns the PHASE_END result.
 fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
     let name: [u64; 4] = pack_bytes(NAME.as_bytes());
+    let vectors = vectors();
     let r: u64;
     // SAFETY: the snippet is called as an AAPCS64 function on its own stack; every register
     // it may change is declared clobbered, and x19, x29 and SP, which cannot be, are restored
@@ -310,6 +399,11 @@ fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             "stp x19, x29, [x9]",
             "str x10, [x9, #16]",
             "mov sp, x26",
+            // The guard: the phase end below (3:) and the vector table make the calls.
+            "adr x7, 3f",
+            "add x8, x7, #16",
+            "mov x9, x11",
+            "mov x10, x12",
             "hvc #0",
             "1: mov x0, x21",
             "mov x1, x22",
@@ -320,6 +414,7 @@ fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             "subs x27, x27, #1",
             "b.ne 1b",
             "mov x15, x28",
+            "3:",
             phase_end_call!(),
             "adrp x9, {save}",
             "add x9, x9, :lo12:{save}",
@@ -330,14 +425,15 @@ fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             end_lo = const PHASE_END_LO,
             end_hi = const PHASE_END_HI,
             inout("x0") PHASE_BEGIN as u64 => r,
-            inout("x1") 1u64 => _,
+            inout("x1") PHASE_ID => _,
             inout("x2") name[0] => _,
             inout("x3") name[1] => _,
             inout("x4") name[2] => _,
             inout("x5") name[3] => _,
-            inout("x6") PHASE_TRACED => _,
-            out("x7") _, out("x8") _, out("x9") _, out("x10") _, out("x11") _,
-            out("x12") _, out("x13") _, out("x14") _, out("x15") _, out("x16") _,
+            inout("x6") PHASE_TRACED | PHASE_GUARDED => _,
+            out("x7") _, out("x8") _, out("x9") _, out("x10") _,
+            inout("x11") vectors.0 => _, inout("x12") vectors.1 => _,
+            out("x13") _, out("x14") _, out("x15") _, out("x16") _,
             out("x17") _, out("x18") _,
             inout("x20") code => _,
             inout("x21") regs[0] => _,
@@ -347,7 +443,7 @@ fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             inout("x25") regs[4] => _,
             inout("x26") sp => _,
             inout("x27") iters => _,
-            inout("x28") 1u64 => _,
+            inout("x28") PHASE_ID => _,
             out("x30") _,
         )
     };
@@ -359,6 +455,7 @@ fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
 /// loop, SP_EL0 = `sp`, interrupts masked. Returns the PHASE_END result.
 fn phase_el0(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
     let name: [u64; 4] = pack_bytes(NAME.as_bytes());
+    let vectors = vectors();
     let r: u64;
     // SAFETY: EL0 runs the harness loop and the snippet (user memory only: EL1's is not
     // EL0-accessible) and comes back by SVC through el0_return, which restores x19–x30 and
@@ -372,21 +469,27 @@ fn phase_el0(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             "mov x11, #0x3c0",
             "msr spsr_el1, x11",
             "msr sp_el0, x26",
+            // The guard: the phase end below (3:) and the vector table make the calls.
+            "adr x7, 3f",
+            "add x8, x7, #16",
+            "mov x9, x12",
+            "mov x10, x13",
             "hvc #0",
             "eret",
             "2: mov x15, x28",
+            "3:",
             phase_end_call!(),
             end_lo = const PHASE_END_LO,
             end_hi = const PHASE_END_HI,
             inout("x0") PHASE_BEGIN as u64 => r,
-            inout("x1") 1u64 => _,
+            inout("x1") PHASE_ID => _,
             inout("x2") name[0] => _,
             inout("x3") name[1] => _,
             inout("x4") name[2] => _,
             inout("x5") name[3] => _,
-            inout("x6") PHASE_TRACED => _,
+            inout("x6") PHASE_TRACED | PHASE_GUARDED => _,
             out("x7") _, out("x8") _, out("x9") _, out("x10") _, out("x11") _,
-            out("x12") _, out("x13") _,
+            inout("x12") vectors.0 => _, inout("x13") vectors.1 => _,
             inout("x14") (&raw const mtex_snippet_el0) as u64 => _,
             out("x15") _, out("x16") _, out("x17") _, out("x18") _,
             inout("x20") code => _,
@@ -397,7 +500,7 @@ fn phase_el0(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             inout("x25") regs[4] => _,
             inout("x26") sp => _,
             inout("x27") iters => _,
-            inout("x28") 1u64 => _,
+            inout("x28") PHASE_ID => _,
             out("x30") _,
         )
     };

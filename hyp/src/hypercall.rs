@@ -6,15 +6,64 @@ use aarch64_cpu::registers::CNTPCT_EL0;
 use mtex_abi::Record;
 use mtex_abi::hypercall::{self as hc, ret};
 use mtex_abi::report::{
-    Conduit, ExitReason, PhaseBegin, PhaseEnd, PhaseName, PhaseTrace, UnknownCall,
+    CallRefused, Conduit, ExitReason, PhaseBegin, PhaseEnd, PhaseName, PhaseTrace, UnknownCall,
 };
 use mtex_abi::scenario::PhaseParams;
 use tock_registers::interfaces::Readable;
+
+/// A guarded phase's callers (`hc::PHASE_GUARDED`): two ranges of guest VAs, end exclusive.
+///
+/// Why the hypervisor, and why by address: code run inside the phase (a snippet at EL1) has
+/// every privilege the guest's own harness has, and can make any call the harness makes —
+/// from its own code, from code it writes elsewhere, or through the guest's functions that
+/// make them. The one thing it cannot choose is where the harness's calls are: the harness
+/// names them before that code runs, and the hypervisor reads each call's address from
+/// ELR_EL2, not from the guest. So PHASE_END of the phase, and the run's end while it is
+/// open, can come only from there; anything else is refused and reported, the phase goes on
+/// and the host fails the run. What this cannot tell apart is code that branches into the
+/// harness's own call sites (or rewrites them): the harness's sites are at its phase's end
+/// and in its exception vectors, so reaching them ends the phase as the harness would,
+/// with the counts up to there.
+#[derive(Clone, Copy, Debug)]
+pub struct CallGuard {
+    pub phase: u32,
+    pub allowed: [(u64, u64); 2],
+}
+
+impl CallGuard {
+    fn allows(&self, pc: u64) -> bool {
+        self.allowed
+            .iter()
+            .any(|&(start, end)| (start..end).contains(&pc))
+    }
+}
+
+/// True when the guarded phase open (if any) lets the call at `pc` through; otherwise the
+/// call is reported as refused and the caller returns NOT_SUPPORTED.
+pub fn guard_allows(hyp: &mut Hyp, ctx: &GuestContext, conduit: Conduit, pc: u64) -> bool {
+    let Some(g) = hyp.call_guard else {
+        return true;
+    };
+    if g.allows(pc) {
+        return true;
+    }
+    hyp.report.send(&Record::CallRefused(CallRefused {
+        conduit,
+        function: ctx.x[0],
+        at: ctx.state(),
+        phase: g.phase,
+    }));
+    false
+}
 
 #[inline(never)]
 pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext) {
     // HVC returns to the next instruction: ELR needs no adjustment.
     let function = ctx.x[0];
+    if !guard_allows(hyp, ctx, Conduit::Hvc, ctx.elr.wrapping_sub(4)) {
+        ctx.x[0] = ret::NOT_SUPPORTED;
+        return;
+    }
     let result = match function {
         f if f == hc::VERSION as u64 => hc::ABI_VERSION,
         f if f == hc::PHASE_BEGIN as u64 => phase_begin(hyp, ctx),
@@ -44,8 +93,10 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
                 | hc::PHASE_PARAMS
                 | hc::PHASE_AGAIN
                 | hc::PHASE_REPEATABLE
-                | hc::PHASE_WATCH_TCO)
+                | hc::PHASE_WATCH_TCO
+                | hc::PHASE_GUARDED)
             != 0
+        || (flags & hc::PHASE_GUARDED != 0 && flags & hc::PHASE_PARAMS != 0)
     {
         return ret::INVALID_PARAMETERS;
     }
@@ -66,8 +117,13 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     } else {
         None
     };
+    let guard = (flags & hc::PHASE_GUARDED != 0).then(|| CallGuard {
+        phase: id,
+        allowed: [(ctx.x[7], ctx.x[8]), (ctx.x[9], ctx.x[10])],
+    });
     let regs = [ctx.x[2], ctx.x[3], ctx.x[4], ctx.x[5]];
     let bytes: [u8; hc::PHASE_NAME_BYTES] = hc::unpack_bytes(&regs);
+    hyp.call_guard = guard;
     open_phase(
         hyp,
         ctx,
@@ -166,6 +222,7 @@ fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
 /// records), then its records. Returns the passes its run still wants.
 pub fn close_phase(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
     let (id, stats, pmu, more, watch) = hyp.end_phase()?;
+    hyp.call_guard = None;
     if let Some(l) = &mut hyp.last_run {
         l.passes = pmu.passes;
     }

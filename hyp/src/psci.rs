@@ -16,7 +16,12 @@ use smccc::psci::*;
 #[inline(never)]
 pub fn handle_guest_smc(hyp: &mut Hyp, ctx: &mut GuestContext) {
     // A trapped SMC returns to itself (Arm ARM D1.4.3): step over it.
+    let pc = ctx.elr;
     ctx.skip_instruction();
+    if !crate::hypercall::guard_allows(hyp, ctx, Conduit::Smc, pc) {
+        ctx.x[0] = ret::NOT_SUPPORTED;
+        return;
+    }
     let function = ctx.x[0] as u32;
     if ctx.x[0] >> 32 != 0 {
         return refuse(hyp, ctx);

@@ -67,6 +67,8 @@ pub struct Hyp {
     pub run_tco_passes: u8,
     /// Linux mode: the doorbell page opens and closes trace windows.
     pub linux: bool,
+    /// While a phase opened with PHASE_GUARDED is open: the only code that may make calls.
+    pub call_guard: Option<crate::hypercall::CallGuard>,
 }
 
 /// A TCO watch pass's record and its sites.
@@ -102,6 +104,7 @@ impl Hyp {
             guest_pmu: Default::default(),
             last_run: None,
             next_run: 1,
+            call_guard: None,
             // Off until the boot sets it (`mtex.tco_watch`, with the image's place).
             tco: crate::tco_watch::Watcher::new(false, guest_ram, (0, 0)),
             run_tco_passes: 0,

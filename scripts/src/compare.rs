@@ -189,9 +189,57 @@ pub fn load(path: &Path) -> anyhow::Result<Results> {
     } else {
         path.to_path_buf()
     };
-    let text =
-        std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    let text = crate::input::read_text(&file, "results document", crate::input::DOCUMENT_LIMIT)?;
     Results::from_json(&text).with_context(|| format!("reading {}", file.display()))
+}
+
+/// A selection must name a run, and a policy of the runs selected, that the document has:
+/// selecting nothing would compare nothing and look like "no change".
+pub fn check_selection(
+    doc: &Results,
+    run_option: &str,
+    policy_option: &str,
+    run: &Option<String>,
+    policy: &Option<String>,
+) -> anyhow::Result<()> {
+    let names = |list: Vec<&str>| {
+        let mut list: Vec<String> = list.iter().map(|n| format!("{n:?}")).collect();
+        list.sort();
+        list.dedup();
+        if list.is_empty() {
+            "none".to_string()
+        } else {
+            list.join(", ")
+        }
+    };
+    if let Some(r) = run
+        && !doc.runs.iter().any(|x| x.name == *r)
+    {
+        anyhow::bail!(
+            "{run_option} {r:?}: no run of that name (the document's runs: {})",
+            names(doc.runs.iter().map(|x| x.name.as_str()).collect())
+        );
+    }
+    let selected = || {
+        doc.runs
+            .iter()
+            .filter(|x| run.as_ref().is_none_or(|r| *r == x.name))
+    };
+    if let Some(p) = policy
+        && !selected().any(|x| x.phases.iter().any(|ph| ph.policy.as_ref() == Some(p)))
+    {
+        anyhow::bail!(
+            "{policy_option} {p:?}: no phase under that policy{} (its policies: {})",
+            run.as_ref()
+                .map_or(String::new(), |r| format!(" in run {r:?}")),
+            names(
+                selected()
+                    .flat_map(|x| x.phases.iter().filter_map(|ph| ph.policy.as_deref()))
+                    .collect()
+            )
+        );
+    }
+    Ok(())
 }
 
 /// Mean, standard deviation and confidence interval of `samples`; None for no sample.
@@ -803,6 +851,8 @@ pub fn render_csv(c: &Comparison) -> String {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let a = load(&args.a)?;
     let b = load(&args.b)?;
+    check_selection(&a, "--a-run", "--a-policy", &args.a_run, &args.a_policy)?;
+    check_selection(&b, "--b-run", "--b-policy", &args.b_run, &args.b_policy)?;
     let c = compare(
         &a,
         &Select {

@@ -6,6 +6,7 @@ pub mod csv_out;
 pub mod equality;
 pub mod esp;
 pub mod images;
+pub mod input;
 pub mod json_out;
 pub mod linux;
 pub mod oracle_check;

@@ -1,6 +1,6 @@
 //! `mtex`: build, boot, report.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
 use mtex::results::Results;
 use mtex::{
@@ -81,7 +81,8 @@ enum Cmd {
         /// Host time limit in seconds, at least 1. Default: long enough for the guest's
         /// watchdog to end the run first (30 s + 200 x the budget under -icount, 2 x without);
         /// a run whose guest clock stops, or passes the budget, is ended at once either way.
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long, allow_negative_numbers = true,
+            value_parser = mtex::input::number_in(1u64, u64::MAX))]
         timeout: Option<u64>,
         /// Run without -icount (faster, no instruction counts, not deterministic).
         #[arg(long)]
@@ -98,7 +99,8 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "on", requires = "uefi")]
         acpi: OnOff,
         /// Machine RAM in MiB (QEMU -m). Default 512, or 1024 with --uefi (firmware's share).
-        #[arg(long, value_parser = clap::value_parser!(u32).range(512..=65536))]
+        #[arg(long, allow_negative_numbers = true,
+            value_parser = mtex::input::number_in(512u32, 65536))]
         memory: Option<u32>,
         /// Also count every traced phase with the oracle, a QEMU plugin (oracle/) counting
         /// from QEMU's own hooks, and check the trace against it: any difference is a problem.
@@ -186,14 +188,17 @@ enum OnOff {
 enum BenchCmd {
     /// EL2 instructions per trapped SCTLR_EL1 write.
     Traps {
-        #[arg(long, default_value_t = 1000)]
+        /// Trapped writes per batch, at least 1.
+        #[arg(long, default_value_t = 1000, allow_negative_numbers = true,
+            value_parser = mtex::input::number_in(1u64, u64::MAX))]
         n: u64,
     },
     /// What the trace counter costs: EL2 instructions per stepped instruction, exits per
     /// instruction, wall-clock slowdown of a traced phase.
     Trace {
-        /// Iterations of the wall-clock workload.
-        #[arg(long, default_value_t = 200_000)]
+        /// Iterations of the wall-clock workload, at least 1.
+        #[arg(long, default_value_t = 200_000, allow_negative_numbers = true,
+            value_parser = mtex::input::number_in(1u64, u64::MAX))]
         n: u64,
     },
 }
@@ -320,8 +325,7 @@ fn real_main() -> Result<ExitCode> {
         }
         Cmd::Parse { file, json, format } => {
             // Bytes, not text: one byte that is not UTF-8 must not cost the whole log.
-            let bytes =
-                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let bytes = mtex::input::read(&file, "console log", mtex::input::LOG_LIMIT)?;
             let r = report::parse_bytes(&bytes);
             let mut doc = Results::single(&r);
             // The log came from this tree's guest, when it has been built here.

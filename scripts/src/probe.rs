@@ -28,7 +28,7 @@
 use crate::images;
 use crate::qemu::{self, RunConfig};
 use crate::report::{self, Report};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use mtex_abi::report::{PmuValue, pmu_event};
 use mtex_abi::scenario::Tcf;
 use mtex_trace::predicate::{Access, Controls, MteFeatures, elides, is_tag_checked};
@@ -611,9 +611,11 @@ pub fn boot(images: &images::Images) -> Result<qemu::Console> {
 pub fn run(args: Args) -> Result<ExitCode> {
     let mut json = crate::json_out::JsonOut::open(args.json.as_deref())?;
     let r = match &args.from_log {
-        Some(path) => report::parse_bytes(
-            &std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
-        ),
+        Some(path) => report::parse_bytes(&crate::input::read(
+            path,
+            "console log",
+            crate::input::LOG_LIMIT,
+        )?),
         None => {
             let console = boot(&images::build()?)?;
             if args.raw {

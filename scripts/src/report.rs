@@ -198,6 +198,26 @@ impl Report {
     }
 }
 
+/// A guest call's name, by its function ID: mtex's calls and PSCI's that end the run.
+pub fn call_name(function: u64) -> String {
+    use mtex_abi::hypercall as hc;
+    let known = [
+        (hc::VERSION, "VERSION"),
+        (hc::PHASE_BEGIN, "PHASE_BEGIN"),
+        (hc::PHASE_END, "PHASE_END"),
+        (hc::CONSOLE_WRITE, "CONSOLE_WRITE"),
+        (hc::EXIT, "EXIT"),
+        (0x8400_0008, "PSCI SYSTEM_OFF"),
+        (0x8400_0009, "PSCI SYSTEM_RESET"),
+        (0x8400_0012, "PSCI SYSTEM_RESET2"),
+        (0xc400_0012, "PSCI SYSTEM_RESET2"),
+    ];
+    match known.iter().find(|(id, _)| u64::from(*id) == function) {
+        Some((_, name)) => format!("{name} ({function:#x})"),
+        None => format!("{function:#x}"),
+    }
+}
+
 /// Parses the console text of a run.
 pub fn parse(text: &str) -> Report {
     parse_bytes(text.as_bytes())
@@ -762,6 +782,20 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
             } else {
                 String::new()
             }
+        )),
+        // Code inside a guarded phase (a snippet) tried to end it, open another or end the
+        // run: refused, and the run cannot be taken as it would have been.
+        Record::CallRefused(c) => r.problems.push(format!(
+            "{} call {} by the code at pc {:#x} EL{} refused: while phase {} is open only its \
+             harness may make calls",
+            match c.conduit {
+                mtex_abi::report::Conduit::Hvc => "HVC",
+                mtex_abi::report::Conduit::Smc => "SMC",
+            },
+            call_name(c.function),
+            c.at.pc.wrapping_sub(4),
+            c.at.el,
+            c.phase
         )),
         Record::DebugWrite(w) => r.debug_writes.push(w),
         Record::Summary(s) => r.summary = Some(s),

@@ -45,7 +45,7 @@ pub const VERSION: u32 = 1;
 #[serde(deny_unknown_fields)]
 struct FileRaw {
     version: Spanned<u32>,
-    name: Option<String>,
+    name: Option<Spanned<String>>,
     #[allow(dead_code, reason = "documentation for the reader of the file")]
     description: Option<String>,
     #[serde(default)]
@@ -233,12 +233,111 @@ impl ScenarioFile {
 
 /// Reads and checks a scenario file.
 pub fn load(path: &Path) -> Result<ScenarioFile, ScenarioError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ScenarioError(format!("{}: cannot read: {e}", path.display())))?;
+    let text = crate::input::read_text(path, "scenario file", crate::input::SCENARIO_LIMIT)
+        .map_err(|e| ScenarioError(e.0))?;
     let stem = path
         .file_stem()
         .map_or("scenario".to_string(), |s| s.to_string_lossy().into_owned());
     parse(&path.display().to_string(), &stem, &text)
+}
+
+/// A name that is a plain file name everywhere: letters, digits, `-` and `_`.
+pub fn is_safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// The file's stem as a default scenario name: any other character becomes `_` (the stem
+/// was not chosen as a name, so it is made one rather than refused).
+pub fn safe_stem(stem: &str) -> String {
+    let s: String = stem
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() { "scenario".into() } else { s }
+}
+
+/// What each key of the file takes, for the messages of type errors.
+const ALLOWED: &[(&str, &str)] = &[
+    ("version", "the number 1"),
+    ("name", "a string of letters, digits, - and _"),
+    ("description", "a string"),
+    (
+        "policies",
+        "a list of strings, each policy tokens joined by +",
+    ),
+    ("workloads", "a list of strings, one workload each"),
+    ("tcf0", "a string: none, sync, async or asymm"),
+    ("hz", "a whole number, 0 to 100000"),
+    ("repeat", "a whole number, 1 to 100"),
+    ("backend", "a string: both, trace or pmu"),
+    ("pmu_events", "a list of strings (event names or numbers)"),
+    ("pmu_require", "a list of strings (event names)"),
+    ("breakpoint_runs", "true or false"),
+    ("trace", "true or false"),
+    ("watchdog_ms", "a whole number, 1 to 3600000"),
+    ("counter", "a string: a counter name of report.json"),
+    ("workload", "a string"),
+    ("from", "a string: a policy"),
+    ("to", "a string: a policy"),
+    ("run", "a string: a run's name"),
+    ("from_run", "a string: a run's name"),
+    ("to_run", "a string: a run's name"),
+    ("drop_at_least", "a number, 0 to 100000 (per cent)"),
+    ("rise_at_most", "a number, 0 to 100000 (per cent)"),
+    ("equal", "true"),
+];
+
+/// The field at byte `at` of `text`, as errors name it (`run[1].hz`, `version`): the key of
+/// the nearest `key =` line at or above it, in the `[[run]]`/`[[expect]]` table it is in.
+fn field_at(text: &str, at: usize) -> Option<(String, &'static str)> {
+    let upto = &text[..at.min(text.len())];
+    let line_start = upto.rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[line_start..]
+        .find('\n')
+        .map_or(text.len(), |i| line_start + i);
+    let mut key = None;
+    let mut table = None;
+    for line in text[..line_end].lines().rev() {
+        let l = line.trim();
+        if l.starts_with('[') {
+            table = Some(l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+            break;
+        }
+        if key.is_none()
+            && let Some((k, _)) = l.split_once('=')
+        {
+            let k = k.trim();
+            if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                key = Some(k.to_string());
+            }
+        }
+    }
+    let key = key?;
+    let allowed = ALLOWED.iter().find(|(k, _)| *k == key).map(|(_, a)| *a)?;
+    let field = match table {
+        Some(t) => {
+            let header = format!("[[{t}]]");
+            let index = text[..line_start]
+                .lines()
+                .filter(|l| l.trim() == header)
+                .count()
+                .saturating_sub(1);
+            format!("{t}[{index}].{key}")
+        }
+        None => key,
+    };
+    Some((field, allowed))
 }
 
 /// Checks a scenario given as text (`file` names it in errors, `stem` is its default name).
@@ -246,7 +345,14 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<ScenarioFile, Scenari
     let cx = Ctx { file, text };
     let raw: FileRaw = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(0, |s| line_of(text, s.start));
-        ScenarioError(format!("{file}:{line}: {}", e.message()))
+        let message = e.message().trim_end();
+        // A value of the wrong type: the field and what it takes, not only serde's words.
+        match e.span().and_then(|s| field_at(text, s.start)) {
+            Some((field, allowed)) if message.starts_with("invalid") => ScenarioError(format!(
+                "{file}:{line}: {field}: {message}; {field} takes {allowed}"
+            )),
+            _ => ScenarioError(format!("{file}:{line}: {message}")),
+        }
     })?;
     if *raw.version.get_ref() != VERSION {
         return Err(cx.at(
@@ -281,8 +387,26 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<ScenarioFile, Scenari
     for (i, e) in raw.expect.iter().enumerate() {
         expectations.push(expect(&cx, i, e, &runs)?);
     }
+    // The name names the results directory inside --out: a plain file name, or it could
+    // reach outside. A name written in the file is refused (what the user chose is not
+    // silently changed); the file's stem, not chosen as a name, is made safe.
+    let name = match raw.name {
+        Some(n) if !is_safe_name(n.get_ref()) => {
+            return Err(cx.at(
+                n.span(),
+                "name",
+                format!(
+                    "{:?}: use letters, digits, - and _, at most 64 (it names the results \
+                     directory)",
+                    n.get_ref()
+                ),
+            ));
+        }
+        Some(n) => n.into_inner(),
+        None => safe_stem(stem),
+    };
     Ok(ScenarioFile {
-        name: raw.name.unwrap_or_else(|| stem.to_string()),
+        name,
         runs,
         expectations,
     })
@@ -511,6 +635,17 @@ fn expect(
         return Err(cx.at(policy.span(), &at(field), problem));
     }
     let counter = raw.counter.get_ref().clone();
+    if !is_known_counter(&counter) {
+        return Err(cx.at(
+            raw.counter.span(),
+            &at("counter"),
+            format!(
+                "{counter:?}: not a counter name of report.json (e.g. \
+                 mem_access_checked_rd:k, tcf_elided.mem_access_checked_wr:u, dsb, \
+                 pmu.instructions:k; `mtex run --format csv` lists a run's)"
+            ),
+        ));
+    }
     // An untraced run has only the hypervisor's and the PMU's figures.
     let untraced = [&from_run, &to_run]
         .into_iter()
@@ -523,18 +658,6 @@ fn expect(
                 "{counter:?} is counted by the trace, and run {run:?} has trace = false \
                  (untraced runs give {})",
                 UNTRACED_COUNTERS.join(", ")
-            ),
-        ));
-    }
-    if !KNOWN_COUNTER_PREFIXES
-        .iter()
-        .any(|p| counter.starts_with(p))
-    {
-        return Err(cx.at(
-            raw.counter.span(),
-            &at("counter"),
-            format!(
-                "{counter:?}: not a counter name of report.json (e.g. mem_access_checked_rd:k)"
             ),
         ));
     }
@@ -552,10 +675,14 @@ fn expect(
         if (0.0..=100_000.0).contains(p.get_ref()) {
             Ok(r)
         } else {
+            let key = match r {
+                Rule::DropAtLeast(_) => "drop_at_least",
+                _ => "rise_at_most",
+            };
             Err(cx.at(
                 p.span(),
-                &at("percent"),
-                format!("{}: expected 0 to 100000", p.get_ref()),
+                &at(key),
+                format!("{}: expected 0 to 100000 (per cent)", p.get_ref()),
             ))
         }
     })
@@ -604,32 +731,58 @@ const UNTRACED_COUNTERS: &[&str] = &[
     "emulated",
 ];
 
-/// Counter names start with one of these (see `results::counters`).
-const KNOWN_COUNTER_PREFIXES: &[&str] = &[
-    "mem_access",
-    "tcf_elided.",
-    "if_tcma1.",
-    "if_kernel_tco.",
-    "uaccess_checked",
-    "instructions:",
-    "pmu.",
-    "untraced.",
-    "kernel_entries.",
-    "tco_",
-    "tag_",
-    "granules_tagged",
-    "tfsr_reads",
-    "dsb",
-    "dmb",
-    "isb",
-    "failed_store_exclusives",
+/// The counters of a phase other than the trace's (see `results::counters`).
+const OTHER_COUNTERS: &[&str] = &[
     "exits",
     "step_exits",
     "trapped_writes",
     "virtual_irqs",
     "emulated",
-    "engine.",
+    "pmu.instructions:h",
+    "pmu.instructions:k",
+    "pmu.instructions:u",
+    "untraced.instructions:h",
+    "untraced.instructions:k",
+    "untraced.instructions:u",
+    "untraced.passes",
+    "untraced.tco_sites",
+    "untraced.tco_writes",
+    "engine.runs",
+    "engine.runs_lost",
+    "engine.plans_made",
+    "engine.plans_reused",
+    "engine.stepped_starts",
+    "engine.branches:k",
+    "engine.branches:u",
 ];
+
+/// Whether `name` is a counter report.json can hold: one of the trace's, the hypervisor's,
+/// the step engine's, or a PMU event's per EL (`pmu.` for a traced phase's, `untraced.` for
+/// the untraced passes': a named event or `raw.0xNNNN`, then `:k` or `:u`). The one place
+/// that says so, for the expectations.
+pub fn is_known_counter(name: &str) -> bool {
+    if crate::results::trace_counters(&Default::default()).contains_key(name)
+        || OTHER_COUNTERS.contains(&name)
+    {
+        return true;
+    }
+    let Some(event) = name
+        .strip_prefix("pmu.")
+        .or_else(|| name.strip_prefix("untraced."))
+    else {
+        return false;
+    };
+    let Some(event) = event
+        .strip_suffix(":k")
+        .or_else(|| event.strip_suffix(":u"))
+    else {
+        return false;
+    };
+    match event.strip_prefix("raw.0x") {
+        Some(hex) => hex.len() == 4 && u16::from_str_radix(hex, 16).is_ok(),
+        None => mtex_abi::report::pmu_event::by_name(event).is_some(),
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -826,6 +979,65 @@ drop_at_least = 90
         let pmu = untraced.replace("\"mem_access_checked_rd:k\"", "\"pmu.instructions:k\"");
         let s = parse("s.toml", "s", &pmu).unwrap();
         assert!(!s.runs[0].traced && s.runs[0].cmdline.contains("mtex.trace=0"));
+    }
+
+    #[test]
+    fn counters_are_known_by_their_full_name() {
+        for c in [
+            "mem_access_checked_rd:k",
+            "if_kernel_tco.mem_access_checked_wr:u",
+            "mem_access_wr:k",
+            "uaccess_checked_rd",
+            "kernel_entries.irq_el1",
+            "dsb",
+            "engine.plans_made",
+            "pmu.instructions:h",
+            "pmu.mem_access_checked_rd:k",
+            "untraced.cycles:u",
+            "untraced.raw.0x0013:k",
+            "untraced.tco_writes",
+        ] {
+            assert!(is_known_counter(c), "{c}");
+        }
+        for c in [
+            "mem_access_checked_rd:x",
+            "mem_access_checked_rd",
+            "dsb_total",
+            "engine.nothing",
+            "pmu.bogus:k",
+            "untraced.raw.0x13:k",
+            "untraced.cycles",
+            "",
+        ] {
+            assert!(!is_known_counter(c), "{c}");
+        }
+    }
+
+    #[test]
+    fn a_scenario_name_is_a_plain_file_name() {
+        let bad = GOOD.replace("name = \"t\"", "name = \"../../../tmp/x\"");
+        assert!(
+            err(&bad).contains("s.toml:3: name: \"../../../tmp/x\": use letters"),
+            "{}",
+            err(&bad)
+        );
+        assert_eq!(safe_stem("my scenario.v2"), "my_scenario_v2");
+        assert_eq!(safe_stem(".."), "__");
+        assert_eq!(safe_stem(""), "scenario");
+    }
+
+    #[test]
+    fn type_errors_name_the_field_in_its_table() {
+        let text = "version = 1\n[[run]]\nname = \"a\"\n[[run]]\npolicies = [\n  1,\n]\n";
+        let at = text.find("1,").unwrap();
+        assert_eq!(
+            field_at(text, at),
+            Some((
+                "run[1].policies".to_string(),
+                "a list of strings, each policy tokens joined by +"
+            ))
+        );
+        assert_eq!(field_at(text, 10).map(|f| f.0), Some("version".to_string()));
     }
 
     #[test]

@@ -21,6 +21,11 @@ use std::time::Instant;
 
 /// A fresh directory under `base` named after the scenario: `base/NAME-1`, `-2`, …
 pub fn results_dir(base: &Path, name: &str) -> Result<PathBuf> {
+    // A name with a separator or `..` would put the directory elsewhere than in `base`.
+    anyhow::ensure!(
+        crate::scenario_file::is_safe_name(name),
+        "{name:?}: not a results directory name (letters, digits, - and _, at most 64)"
+    );
     std::fs::create_dir_all(base).with_context(|| format!("creating {}", base.display()))?;
     for n in 1.. {
         let d = base.join(format!("{name}-{n}"));

@@ -22,7 +22,7 @@ use crate::images::{self, Images};
 use crate::qemu::{self, RunConfig};
 use crate::report::Report;
 use crate::results::Results;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use comfy_table::{CellAlignment, Table, presets::UTF8_BORDERS_ONLY};
 use mtex_abi::options::SnippetOptions;
 use mtex_trace::counts::{ByEl, TraceCounts};
@@ -52,6 +52,14 @@ pub const HARNESS_EL0_FIXED: u64 = 1;
 pub const HARNESS_EL0_AT_EL1: u64 = 23;
 /// The loads `el0_return` makes at EL1 in an EL0 run (in *accesses*, never checked).
 pub const HARNESS_EL0_LOADS_AT_EL1: u64 = 7;
+/// After an exception the harness's vector table ends the phase: 4 instructions (the
+/// PHASE_END call) from an exception at EL1; from EL0, 8 (the first 4 tell the harness's
+/// SVC from the rest). The guest's exception handler runs after the phase.
+pub const VECTOR_TO_PHASE_END: u64 = 4;
+pub const VECTOR_TO_PHASE_END_FROM_EL0: u64 = 8;
+/// The harness's instructions in the iteration an exception cut short: the five MOVs and
+/// the BLR.
+pub const HARNESS_BEFORE_CALL: u64 = 6;
 
 /// SCTLR_EL1.TCF / TCF0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -112,14 +120,16 @@ pub struct Args {
     #[arg(long)]
     pub tcma1: bool,
     /// The exception level the snippet runs at.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true,
+        value_parser = crate::input::number_in(0u8, 1))]
     pub el: u8,
     /// Run it this many times in the one phase.
-    #[arg(long, default_value_t = 1,
-        value_parser = clap::value_parser!(u64).range(1..=SnippetOptions::MAX_ITERS))]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true,
+        value_parser = crate::input::number_in(1u64, SnippetOptions::MAX_ITERS))]
     pub iters: u64,
     /// The guest's watchdog budget in milliseconds of guest time (default 10000).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    #[arg(long, allow_negative_numbers = true,
+        value_parser = crate::input::number_in(1u64, 3_600_000))]
     pub watchdog_ms: Option<u64>,
     /// Also write the report as JSON (report.json schema).
     #[arg(long)]
@@ -301,6 +311,43 @@ pub fn harness_instructions(env: &Env) -> (u64, u64) {
     }
 }
 
+/// The status the guest's fault report exits with (`0x100 | ESR_EL1.EC`): the snippet took
+/// an exception, and the harness's vectors ended the phase there.
+fn exception_class(r: &Report) -> Option<u64> {
+    match r.summary?.exit {
+        mtex_abi::report::ExitReason::GuestExit { status } if status >> 6 == 0x100 >> 6 => {
+            Some(status & 0x3f)
+        }
+        _ => None,
+    }
+}
+
+/// Instructions the harness adds at (EL1, EL0) when an exception ended the phase: known
+/// only with one iteration (which one was cut short is not known otherwise).
+pub fn harness_instructions_to_exception(env: &Env) -> Option<(u64, u64)> {
+    (env.iters == 1).then_some(if env.el == 0 {
+        (1 + VECTOR_TO_PHASE_END_FROM_EL0, HARNESS_BEFORE_CALL)
+    } else {
+        (HARNESS_BEFORE_CALL + VECTOR_TO_PHASE_END, 0)
+    })
+}
+
+/// What is wrong with the snippet's phase as the report has it, if anything: it must be
+/// there once, and have ended.
+pub fn phase_problem(r: &Report) -> Option<String> {
+    let n = r.phases.iter().filter(|p| p.name == PHASE).count();
+    match (n, r.phase(PHASE)) {
+        (0, _) | (_, None) => Some("the snippet's phase never began".into()),
+        (1, Some(p)) if p.end.is_none() => Some(
+            "the snippet's phase never ended: its counts are up to where the run stopped".into(),
+        ),
+        (1, Some(_)) => None,
+        (n, _) => Some(format!(
+            "{n} phases named {PHASE}: the harness opens one; its counts are not the snippet's"
+        )),
+    }
+}
+
 /// The snippet's phase in every view: one table, then what else the trace counted.
 pub fn summary(r: &Report, env: &Env, name: &str, code_len: usize) -> String {
     let mut out = String::new();
@@ -339,15 +386,57 @@ pub fn summary(r: &Report, env: &Env, name: &str, code_len: usize) -> String {
          checked: architectural {} / {}, TCF-elided {} / {}",
         u.rd, u.wr, u.arch_rd, u.arch_wr, u.elided_rd, u.elided_wr
     );
-    let (h1, h0) = harness_instructions(env);
-    let _ = writeln!(
-        out,
-        "  instructions: EL1 {} / EL0 {} (the harness's: {h1} / {h0}; the snippet's: {} / {})",
-        t.instructions_el1,
-        t.instructions_el0,
-        t.instructions_el1.saturating_sub(h1),
-        t.instructions_el0.saturating_sub(h0),
-    );
+    let (i1, i0) = (t.instructions_el1, t.instructions_el0);
+    match exception_class(r) {
+        _ if phase.end.is_none() => {
+            let _ = writeln!(
+                out,
+                "  instructions: EL1 {i1} / EL0 {i0}: the harness's and the snippet's, and \
+                 whatever ran until the run stopped (not told apart: the phase never ended)"
+            );
+        }
+        None => {
+            let (h1, h0) = harness_instructions(env);
+            let _ = writeln!(
+                out,
+                "  instructions: EL1 {i1} / EL0 {i0} (the harness's: {h1} / {h0}; the \
+                 snippet's: {} / {})",
+                i1.saturating_sub(h1),
+                i0.saturating_sub(h0),
+            );
+        }
+        Some(ec) => {
+            let vector = if env.el == 0 {
+                VECTOR_TO_PHASE_END_FROM_EL0
+            } else {
+                VECTOR_TO_PHASE_END
+            };
+            let _ = writeln!(
+                out,
+                "  instructions: EL1 {i1} / EL0 {i0}, up to the exception (EC {ec:#x}) that \
+                 ended the phase\n    (the vector's {vector} that end it are in; the guest's \
+                 exception handler after it is not)"
+            );
+            match harness_instructions_to_exception(env) {
+                Some((h1, h0)) => {
+                    let _ = writeln!(
+                        out,
+                        "    the harness's: {h1} / {h0} (with the vector's); the snippet's: {} / {}",
+                        i1.saturating_sub(h1),
+                        i0.saturating_sub(h0),
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "    the harness's: {HARNESS_BEFORE_CALL} in the iteration cut short, 8 in \
+                         each before it, and the vector's; which iteration is not known, so the \
+                         snippet's share is not shown (run it with --iters 1)"
+                    );
+                }
+            }
+        }
+    }
     if env.el == 0 {
         let _ = writeln!(
             out,
@@ -422,9 +511,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         el: args.el,
         iters: args.iters,
     };
-    if !args.file.is_file() {
-        bail!("{}: no such file", args.file.display());
-    }
+    // The assembler reads it: a regular file of bounded size (a FIFO would block it, a
+    // device feed it without end).
+    crate::input::check(&args.file, "snippet source", crate::input::SOURCE_LIMIT)?;
     let (code, warnings) = match assemble(&args.file)? {
         Ok(c) => c,
         Err(e) => {
@@ -467,10 +556,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         |n| n.to_string_lossy().into(),
     );
     print!("\n{}", summary(&r, &env, &name, code.len()));
+    // What the hypervisor's guard refused is among the report's problems already; the
+    // phase's own shape is checked here too, so that no count is taken for the snippet's
+    // whole run unless the harness opened and closed its one phase.
+    let problem = phase_problem(&r);
+    if let Some(p) = &problem {
+        println!("PROBLEM: {p}");
+    }
     if let Some(json) = &mut json {
         json.write(&doc)?;
     }
-    Ok(if r.succeeded() {
+    Ok(if r.succeeded() && problem.is_none() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

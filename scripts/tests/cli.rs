@@ -150,7 +150,7 @@ fn json_path_that_cannot_be_written_is_refused_before_the_run() {
 fn parse_names_a_file_it_cannot_read() {
     refused(
         &["parse", "/nonexistent/mtex.log"],
-        &["reading /nonexistent/mtex.log", "No such file"],
+        &["/nonexistent/mtex.log: no such file"],
     );
 }
 
@@ -285,4 +285,175 @@ fn run_help_lists_every_policy_token_and_workload() {
         assert!(flat.contains(w), "{w} missing from run --help");
     }
     assert!(flat.contains("[[expect]]") && flat.contains("drop_at_least"));
+}
+
+/// A scenario's name names its results directory inside --out: a name that is not a plain
+/// file name is refused, before anything is built, and nothing is made outside --out.
+#[test]
+fn a_scenario_name_that_would_escape_out_is_refused() {
+    let d = scratch("escape");
+    let f = d.join("escape.toml");
+    let outside = d.join("x-1");
+    std::fs::write(
+        &f,
+        "version = 1\nname = \"../x\"\n[[run]]\nworkloads = [\"getpid\"]\n",
+    )
+    .unwrap();
+    let out = d.join("out");
+    refused(
+        &["run", f.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &[":2: name", "\"../x\"", "letters, digits, - and _"],
+    );
+    assert!(
+        !outside.exists(),
+        "a results directory was made outside --out"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Any input file (a log, a scenario, a document to compare, a snippet) is a regular file of
+/// bounded size: a device, a FIFO or a directory is named as what it is, and never read.
+#[test]
+fn inputs_are_regular_files_of_bounded_size() {
+    let d = scratch("inputs");
+    let fifo = d.join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let fifo = fifo.to_str().unwrap();
+    let dir = d.to_str().unwrap();
+    refused(
+        &["parse", "/dev/zero"],
+        &["/dev/zero", "not a regular file"],
+    );
+    refused(&["run", "/dev/zero"], &["/dev/zero", "not a regular file"]);
+    refused(&["run", fifo], &[fifo, "not a regular file (a FIFO)"]);
+    refused(&["parse", fifo], &[fifo, "not a regular file (a FIFO)"]);
+    refused(
+        &["compare", "/dev/zero", "/dev/zero"],
+        &["/dev/zero", "not a regular file"],
+    );
+    refused(
+        &["snippet", "/dev/zero"],
+        &["/dev/zero", "not a regular file"],
+    );
+    refused(&["parse", dir], &[dir, "is a directory"]);
+    refused(&["run", dir], &[dir, "is a directory"]);
+    refused(&["snippet", dir], &[dir, "is a directory"]);
+    let missing = d.join("missing.log");
+    refused(
+        &["parse", missing.to_str().unwrap()],
+        &[missing.to_str().unwrap(), "no such file"],
+    );
+    // A sparse file past the limit: refused by its size, without reading it.
+    let big = d.join("big.log");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(mtex::input::LOG_LIMIT + 1)
+        .unwrap();
+    refused(
+        &["parse", big.to_str().unwrap()],
+        &["big.log", "bytes", "at most"],
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// An expectation's counter is checked against the counters report.json has, before boot.
+#[test]
+fn an_unknown_expectation_counter_is_refused_before_boot() {
+    let d = scratch("counter");
+    let f = d.join("c.toml");
+    for counter in ["mem_access_checked_rd:x", "dsb_total", "engine.nothing"] {
+        std::fs::write(
+            &f,
+            format!(
+                "version = 1\n[[run]]\nname = \"a\"\npolicies = [\"entry-tco\", \"tcma1\"]\n\
+                 workloads = [\"getpid\"]\n[[expect]]\ncounter = \"{counter}\"\n\
+                 workload = \"getpid\"\nfrom = \"entry-tco\"\nto = \"tcma1\"\nequal = true\n"
+            ),
+        )
+        .unwrap();
+        refused(
+            &["run", f.to_str().unwrap()],
+            &["expect[0].counter", counter, "not a counter"],
+        );
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A wrong type in a scenario names the field and what it takes; an expectation's percent is
+/// named by its key.
+#[test]
+fn scenario_type_errors_name_the_field_and_what_is_allowed() {
+    let d = scratch("types");
+    let f = d.join("t.toml");
+    let file = f.to_str().unwrap();
+    std::fs::write(&f, "version = 1\n[[run]]\nrepeat = \"two\"\n").unwrap();
+    refused(&["run", file], &[":3: run[0].repeat", "1 to 100"]);
+    std::fs::write(&f, "version = 1\n[[run]]\n[[run]]\nhz = -5\n").unwrap();
+    refused(&["run", file], &[":4: run[1].hz", "0 to 100000"]);
+    std::fs::write(&f, "version = \"1\"\n[[run]]\n").unwrap();
+    refused(&["run", file], &[":1: version", "1"]);
+    std::fs::write(
+        &f,
+        "version = 1\n[[run]]\nname = \"a\"\npolicies = [\"entry-tco\", \"tcma1\"]\n\
+         workloads = [\"getpid\"]\n[[expect]]\ncounter = \"dsb\"\nworkload = \"getpid\"\n\
+         from = \"entry-tco\"\nto = \"tcma1\"\ndrop_at_least = -5.0\n",
+    )
+    .unwrap();
+    refused(
+        &["run", file],
+        &[":11: expect[0].drop_at_least", "0 to 100000"],
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A negative number to a numeric option names the option and its range.
+#[test]
+fn negative_numbers_name_the_option_and_its_range() {
+    refused(
+        &["run", "--timeout", "-1"],
+        &["--timeout", "-1", "at least 1"],
+    );
+    refused(&["run", "--memory", "-1"], &["--memory", "-1", "512"]);
+    refused(
+        &["snippet", "x.S", "--iters", "-1"],
+        &["--iters", "-1", "1 to"],
+    );
+    refused(&["snippet", "x.S", "--el", "-1"], &["--el", "-1", "0 to 1"]);
+    refused(
+        &["bench", "traps", "--n", "-1"],
+        &["--n", "-1", "at least 1"],
+    );
+}
+
+/// `compare --a-run`/`--a-policy` naming nothing in the document is an error that lists
+/// what the document has, not an empty comparison.
+#[test]
+fn compare_selections_must_name_what_exists() {
+    let d = scratch("compare");
+    let log =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernel-getpid-futex.log");
+    let o = mtex(&["parse", "--json", log.to_str().unwrap()]);
+    let doc = d.join("r.json");
+    std::fs::write(&doc, &o.stdout).unwrap();
+    let doc = doc.to_str().unwrap();
+    refused(
+        &["compare", doc, doc, "--a-run", "nope"],
+        &["--a-run", "\"nope\"", "\"run\""],
+    );
+    refused(
+        &["compare", doc, doc, "--b-policy", "nope"],
+        &["--b-policy", "\"nope\"", "entry-tco"],
+    );
+    let o = mtex(&[
+        "compare",
+        doc,
+        doc,
+        "--a-policy",
+        "entry-tco",
+        "--b-policy",
+        "tcma1",
+    ]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    let _ = std::fs::remove_dir_all(&d);
 }

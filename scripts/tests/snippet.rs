@@ -320,15 +320,16 @@ fn tcf_none_leaves_the_architectural_count() {
 }
 
 /// A pointer tag that does not match: under TCF sync the snippet faults, which ends the run
-/// (failed, the phase partial, the fault counted); under async the access completes and the
-/// fault recorded in TFSR_EL1 fails the run after the phase.
+/// (failed, the phase ended by the harness's vector at the fault, the fault counted); under
+/// async the access completes and the fault recorded in TFSR_EL1 fails the run after the
+/// phase.
 #[test]
 fn a_mismatching_tag_fails_the_run() {
     let src = "eor x9, x0, #0x0100000000000000\nldr x10, [x9]\nret\n";
     let (r, t) = run(src, Env::default());
     assert!(!r.succeeded());
     assert_eq!(t.tag_check_faults, 1);
-    assert!(r.phase(snippet::PHASE).unwrap().stats.is_none());
+    assert!(r.phase(snippet::PHASE).unwrap().stats.is_some());
 
     let (r, t) = run(
         src,
@@ -435,4 +436,139 @@ fn external_symbols_are_refused() {
     let (code, stderr) = mtex(&["snippet", file.to_str().unwrap()]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("memcpy"), "{stderr}");
+}
+
+/// `movz`/`movk` lines that put the 64-bit `value` in `reg`.
+fn load_imm(reg: &str, value: u64) -> String {
+    let mut s = format!("movz {reg}, #{:#x}\n", value & 0xffff);
+    for shift in [16, 32, 48] {
+        let part = (value >> shift) & 0xffff;
+        if part != 0 {
+            s.push_str(&format!("movk {reg}, #{part:#x}, lsl #{shift}\n"));
+        }
+    }
+    s
+}
+
+/// The snippet phase, exactly once in the report.
+fn only_phase(r: &Report) -> TraceCounts {
+    let phases: Vec<_> = r
+        .phases
+        .iter()
+        .filter(|p| p.name == snippet::PHASE)
+        .collect();
+    assert_eq!(phases.len(), 1, "{}", mtex::render::text(r));
+    phases[0].trace.expect("traced")
+}
+
+/// The run failed, with a problem saying the snippet's call was refused.
+fn refused_call(r: &Report, call: &str) {
+    assert!(!r.succeeded(), "{}", mtex::render::text(r));
+    assert!(
+        r.problems
+            .iter()
+            .any(|p| p.contains("refused") && p.contains(call)),
+        "{:?}",
+        r.problems
+    );
+}
+
+/// A snippet that ends the harness's phase and opens another of the same name is refused
+/// both calls by the hypervisor: the one phase holds every load (2 before, 2 after), and the
+/// run fails, naming the calls.
+#[test]
+fn a_snippet_cannot_end_and_reopen_its_phase() {
+    use mtex_abi::hypercall as hc;
+    let name: [u64; 4] = hc::pack_bytes(snippet::PHASE.as_bytes());
+    let src = format!(
+        "mov x11, x0\nldr x9, [x0]\nldr x9, [x0, #8]\n{}mov x1, #1\nhvc #0\n\
+         {}mov x1, #1\n{}mov x3, xzr\nmov x4, xzr\nmov x5, xzr\nmov x6, #{}\nhvc #0\n\
+         ldr x9, [x11]\nldr x9, [x11, #8]\nret\n",
+        load_imm("x0", u64::from(hc::PHASE_END)),
+        load_imm("x0", u64::from(hc::PHASE_BEGIN)),
+        load_imm("x2", name[0]),
+        hc::PHASE_TRACED,
+    );
+    let (r, _) = run(&src, Env::default());
+    let t = only_phase(&r);
+    assert_eq!(t.architectural, rd_k(4));
+    refused_call(&r, "PHASE_END");
+    refused_call(&r, "PHASE_BEGIN");
+}
+
+/// A snippet that ends the run on its first of 10 iterations (mtex's EXIT call, PSCI
+/// SYSTEM_OFF, or an HVC it wrote into its buffer and called there) is refused: the 10
+/// iterations run, each load counted, and the run fails naming the call.
+#[test]
+fn a_snippet_cannot_end_the_run_early() {
+    use mtex_abi::hypercall as hc;
+    let ten = Env {
+        iters: 10,
+        ..Env::default()
+    };
+    let exit = format!(
+        "ldr x9, [x0]\n{}mov x1, xzr\nhvc #0\nret\n",
+        load_imm("x0", u64::from(hc::EXIT))
+    );
+    let (r, _) = run(&exit, ten);
+    assert_eq!(only_phase(&r).architectural, rd_k(10));
+    refused_call(&r, "EXIT");
+
+    let off = format!("ldr x9, [x0]\n{}smc #0\nret\n", load_imm("x0", 0x8400_0008));
+    let (r, _) = run(&off, ten);
+    assert_eq!(only_phase(&r).architectural, rd_k(10));
+    refused_call(&r, "SYSTEM_OFF");
+
+    // `hvc #0; ret` written at x0 + 64 (untagged for the branch) and called there: the call
+    // is outside the snippet's code, and still not the harness's.
+    let elsewhere = format!(
+        "ldr x9, [x0]\n{}str w10, [x0, #64]\n{}str w10, [x0, #68]\ndsb ish\nisb\n\
+         and x9, x0, #0x00ffffffffffffff\nadd x9, x9, #64\nmov x17, x30\n{}mov x1, xzr\n\
+         blr x9\nmov x30, x17\nret\n",
+        load_imm("x10", 0xd400_0002),
+        load_imm("x10", 0xd65f_03c0),
+        load_imm("x0", u64::from(hc::EXIT)),
+    );
+    let (r, _) = run(&elsewhere, ten);
+    // Each iteration: one load, and the two stores that write the call (checked: x0's tag).
+    let wr = ByEl {
+        wr_k: 20,
+        ..rd_k(10)
+    };
+    assert_eq!(only_phase(&r).architectural, wr);
+    refused_call(&r, "EXIT");
+}
+
+/// After a fault the guest's exception handler runs (and ends the run); the phase ends at
+/// the exception vector, so its instructions are the harness's 6 (five MOVs, BLR), the
+/// snippet's 2 (the faulting load is abandoned, not counted) and the vector's, and the
+/// summary says which are the snippet's.
+#[test]
+fn after_a_fault_the_snippets_instructions_are_its_own() {
+    let src = "mov x10, #1\neor x9, x0, #0x0100000000000000\nldr x10, [x9]\nret\n";
+    let (r, t) = run(src, Env::default());
+    assert!(!r.succeeded());
+    assert_eq!(t.tag_check_faults, 1);
+    assert_eq!(
+        t.instructions_el1,
+        6 + 2 + snippet::VECTOR_TO_PHASE_END,
+        "{}",
+        mtex::render::text(&r)
+    );
+    let s = snippet::summary(&r, &Env::default(), "fault.S", src.len());
+    assert!(s.contains("the snippet's: 2 / 0"), "{s}");
+
+    // At EL0: the harness's 6 and the snippet's 2 at EL0; at EL1 the ERET in and the
+    // vector's 8 (it first tells the harness's SVC from the fault).
+    let (r, t) = run(src, el0());
+    assert!(!r.succeeded());
+    assert_eq!(t.tag_check_faults, 1);
+    assert_eq!(
+        (t.instructions_el1, t.instructions_el0),
+        (1 + snippet::VECTOR_TO_PHASE_END_FROM_EL0, 6 + 2),
+        "{}",
+        mtex::render::text(&r)
+    );
+    let s = snippet::summary(&r, &el0(), "fault.S", src.len());
+    assert!(s.contains("the snippet's: 0 / 2"), "{s}");
 }

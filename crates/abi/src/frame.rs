@@ -372,6 +372,18 @@ mod tests {
                     })
                 }
             ),
+            (any::<bool>(), any::<u64>(), any_state(), any::<u32>()).prop_map(
+                |(smc, function, at, phase)| Record::CallRefused(crate::report::CallRefused {
+                    conduit: if smc {
+                        crate::report::Conduit::Smc
+                    } else {
+                        crate::report::Conduit::Hvc
+                    },
+                    function,
+                    at,
+                    phase,
+                })
+            ),
             (any::<u32>(), any::<[u64; 4]>()).prop_map(|(id, v)| Record::TraceMore(
                 crate::report::TraceMore {
                     id,

@@ -50,9 +50,17 @@ pub const PHASE_REPEATABLE: u64 = 1 << 3;
 /// the guest image's MSR TCO sites with breakpoints (untraced runs: a traced run's trace
 /// counts every MSR TCO already).
 pub const PHASE_WATCH_TCO: u64 = 1 << 4;
+/// PHASE_BEGIN flag (not with [`PHASE_PARAMS`]): while this phase is open, only code at
+/// `x7..x8` or `x9..x10` (guest virtual addresses, end exclusive) may make calls — mtex's
+/// or PSCI's. A call from anywhere else is refused (NOT_SUPPORTED) and reported
+/// ([`crate::report::CallRefused`]), and the phase goes on. The guest's own harness around
+/// code it does not trust (`mtex snippet`) opens its phase this way, so that what that code
+/// does cannot end the phase, open another, or end the run: only the harness, at the
+/// places it named before the code ran, can.
+pub const PHASE_GUARDED: u64 = 1 << 5;
 
 /// Version of this ABI, major in bits 31:16, minor in 15:0.
-pub const ABI_VERSION: u64 = 1 << 16 | 2;
+pub const ABI_VERSION: u64 = 1 << 16 | 3;
 
 /// Bytes of a phase name carried in x2..x5.
 pub const PHASE_NAME_BYTES: usize = 32;

@@ -58,6 +58,21 @@ pub enum Record {
     /// Counts of a traced phase added after PhaseTrace's layout was fixed (sent with it; kept
     /// out of it so that the logs written before still decode). Last for the same reason.
     TraceMore(TraceMore),
+    /// A call made while a guarded phase was open, from code that may not make it
+    /// (`crate::hypercall::PHASE_GUARDED`): refused. Last so that older logs still decode.
+    CallRefused(CallRefused),
+}
+
+/// A refused call: which, how and from where.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRefused {
+    pub conduit: Conduit,
+    /// The function ID in x0.
+    pub function: u64,
+    /// `pc` is the instruction after the HVC, or the SMC itself.
+    pub at: GuestState,
+    /// The guarded phase open at the time.
+    pub phase: u32,
 }
 
 /// A traced phase's counts that PhaseTrace does not carry (`mtex_trace::counts::TraceCounts`
