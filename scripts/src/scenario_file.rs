@@ -731,57 +731,12 @@ const UNTRACED_COUNTERS: &[&str] = &[
     "emulated",
 ];
 
-/// The counters of a phase other than the trace's (see `results::counters`).
-const OTHER_COUNTERS: &[&str] = &[
-    "exits",
-    "step_exits",
-    "trapped_writes",
-    "virtual_irqs",
-    "emulated",
-    "pmu.instructions:h",
-    "pmu.instructions:k",
-    "pmu.instructions:u",
-    "untraced.instructions:h",
-    "untraced.instructions:k",
-    "untraced.instructions:u",
-    "untraced.passes",
-    "untraced.tco_sites",
-    "untraced.tco_writes",
-    "engine.runs",
-    "engine.runs_lost",
-    "engine.plans_made",
-    "engine.plans_reused",
-    "engine.stepped_starts",
-    "engine.branches:k",
-    "engine.branches:u",
-];
-
-/// Whether `name` is a counter report.json can hold: one of the trace's, the hypervisor's,
-/// the step engine's, or a PMU event's per EL (`pmu.` for a traced phase's, `untraced.` for
-/// the untraced passes': a named event or `raw.0xNNNN`, then `:k` or `:u`). The one place
-/// that says so, for the expectations.
+/// Whether `name` is a counter report.json can hold: one that `mtex_abi::counters` defines
+/// (the trace's, the hypervisor's, the step engine's), or a PMU event's per EL (`pmu.` for a
+/// traced phase's, `untraced.` for the untraced passes': a named event or `raw.0xNNNN`, then
+/// `:k` or `:u`).
 pub fn is_known_counter(name: &str) -> bool {
-    if crate::results::trace_counters(&Default::default()).contains_key(name)
-        || OTHER_COUNTERS.contains(&name)
-    {
-        return true;
-    }
-    let Some(event) = name
-        .strip_prefix("pmu.")
-        .or_else(|| name.strip_prefix("untraced."))
-    else {
-        return false;
-    };
-    let Some(event) = event
-        .strip_suffix(":k")
-        .or_else(|| event.strip_suffix(":u"))
-    else {
-        return false;
-    };
-    match event.strip_prefix("raw.0x") {
-        Some(hex) => hex.len() == 4 && u16::from_str_radix(hex, 16).is_ok(),
-        None => mtex_abi::report::pmu_event::by_name(event).is_some(),
-    }
+    mtex_abi::counters::lookup(name).is_some()
 }
 
 #[cfg(test)]

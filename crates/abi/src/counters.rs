@@ -621,7 +621,8 @@ pub fn lookup(name: &str) -> Option<&'static Counter> {
     let (event, el) = event.rsplit_once(':')?;
     let known = crate::report::pmu_event::by_name(event).is_some()
         || event.strip_prefix("raw.0x").is_some_and(|h| {
-            !h.is_empty() && h.len() <= 4 && h.bytes().all(|b| b.is_ascii_hexdigit())
+            // As reports spell them: four hex digits.
+            h.len() == 4 && h.bytes().all(|b| b.is_ascii_hexdigit())
         });
     (known && matches!(el, "k" | "u")).then_some(&PMU_EVENT)
 }
