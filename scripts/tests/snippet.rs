@@ -572,3 +572,67 @@ fn after_a_fault_the_snippets_instructions_are_its_own() {
     let s = snippet::summary(&r, &el0(), "fault.S", src.len());
     assert!(s.contains("the snippet's: 0 / 2"), "{s}");
 }
+
+/// The exported counter of `name` (report.json's, the text's, CSV's) in `t`.
+fn exported(t: &TraceCounts, name: &str) -> u64 {
+    *mtex::results::trace_counters(t)
+        .get(name)
+        .unwrap_or_else(|| panic!("no counter {name}"))
+}
+
+/// LDTR/STTR with PSTATE.TCO set are accesses the kernel makes to user memory, none of them
+/// Tag Checked: the exported `uaccess_checked_*` must say 0, as `mem_access_checked_*:k`
+/// does, and `uaccess_rd`/`uaccess_wr` hold them all.
+#[test]
+fn ldtr_and_sttr_with_tco_set_are_uaccess_but_not_checked() {
+    const N: usize = 10;
+    let src = format!(
+        "msr tco, #1\n{}{}msr tco, #0\nret\n",
+        "ldtr x9, [x2]\n".repeat(N),
+        "sttr x9, [x2, #8]\n".repeat(N)
+    );
+    let t = run_ok(&src, Env::default());
+    for (name, want) in [
+        ("uaccess_rd", N as u64),
+        ("uaccess_wr", N as u64),
+        ("uaccess_checked_rd", 0),
+        ("uaccess_checked_wr", 0),
+        ("tcf_elided.uaccess_checked_rd", 0),
+        ("mem_access_checked_rd:k", 0),
+        ("mem_access_checked_wr:k", 0),
+        ("mem_access_rd:k", N as u64),
+        ("mem_access_wr:k", N as u64),
+    ] {
+        assert_eq!(exported(&t, name), want, "{name}");
+    }
+}
+
+/// Every data write is in `mem_access_wr:k`: STGP's 16 bytes, the zeroing of STZG, STZ2G,
+/// STZGM and DC GZVA (each one Unchecked write), and DC ZVA (a checked one, the tag
+/// matching); STG only stores tags.
+#[test]
+fn tag_stores_that_zero_data_are_data_writes() {
+    const N: usize = 10;
+    let body = "stgp x9, x10, [x0]\nstzg x0, [x0, #16]\nstz2g x0, [x0, #32]\n\
+                stzgm x0, [x0]\ndc gzva, x0\ndc zva, x0\nstg x0, [x0, #64]\n";
+    let t = run_ok(&format!("{}ret\n", body.repeat(N)), Env::default());
+    let n = N as u64;
+    assert_eq!(exported(&t, "mem_access_wr:k"), 6 * n);
+    assert_eq!(exported(&t, "mem_access_checked_wr:k"), n);
+    assert_eq!(exported(&t, "tag_store_insns"), 6 * n);
+}
+
+/// SSBB and PSSBB share DSB's encoding but are speculation barriers; DSB with nXS is a DSB.
+#[test]
+fn only_data_synchronization_barriers_are_dsb() {
+    let src = ".arch armv8.7-a+memtag\nssbb\npssbb\ndsb ishnxs\ndsb sy\ndmb ish\nisb\nret\n";
+    let t = run_ok(src, Env::default());
+    assert_eq!(
+        (
+            exported(&t, "dsb"),
+            exported(&t, "dmb"),
+            exported(&t, "isb")
+        ),
+        (2, 1, 1)
+    );
+}
