@@ -516,6 +516,14 @@ impl Tracer {
         self.pending = pending;
         self.note_store(pages[0]);
         self.note_store(pages[1]);
+        if pages == [None; 2]
+            && let (Some(w), Insn::Mem(m)) = (word, &insn)
+            && m.dir != decode::Dir::Read
+        {
+            // The judge translates only checkable accesses: the stores it never checks
+            // (SP-based, STGP, the zeroing tag stores) may rewrite planned code as well.
+            self.note_unchecked_store(ctx, w, &insn, sp);
+        }
         self.pending_tco = st.tco;
         if let Some(w) = word
             && self.runs_enabled
@@ -536,6 +544,20 @@ impl Tracer {
         }
         self.armed = true;
         ctx.spsr |= SPSR_SS;
+    }
+
+    /// Notes the pages a store the judge did not translate writes (`note_store`).
+    #[cold]
+    fn note_unchecked_store(&mut self, ctx: &GuestContext, word: u32, insn: &Insn, sp: u64) {
+        let Some((va, len)) =
+            mtex_trace::run::data_write(word, insn, &ctx.x, sp, self.block_granules)
+        else {
+            return;
+        };
+        for a in [va, va.wrapping_add(len - 1)] {
+            let page = translate(a, false).map(|(ipa, _)| ipa & !0xfff);
+            self.note_store(page);
+        }
     }
 
     /// Drops everything cached about guest code: the code page's translation and the run

@@ -180,7 +180,7 @@ fn an_aliased_vector_does_not_hide_completed_loads() {
 }
 
 #[test]
-fn code_rewritten_under_a_run_by_an_uncounted_store_is_a_problem_not_a_count() {
+fn code_rewritten_under_a_run_by_an_uncounted_store_is_counted_as_executed() {
     // guest/src/selftest/stack_patch.rs: each iteration is ldr, three moves around an
     // SP-based store that turns the site's first add into `b .+8`, a branch to the site,
     // then that branch (the add it replaced and the next one skipped: the store precedes it
@@ -193,25 +193,24 @@ fn code_rewritten_under_a_run_by_an_uncounted_store_is_a_problem_not_a_count() {
         wr_k: n,
         ..ByEl::default()
     };
-    // Stepped, every instruction is read just before it runs: exact.
-    let plain = boot("mtex.guest=hostile-stack-patch mtex.step=plain");
-    assert!(plain.succeeded(), "{}", mtex::render::text(&plain));
-    let t = plain.phases[0].trace.unwrap();
-    assert_eq!((t.instructions_el1, t.instructions_el0), (expected, 0));
-    assert_eq!(t.accesses, rw);
-    // In a run, the store is counted from the plan, without its address: the run must see
-    // that the path it executed is not the one planned and say so, never count the old code.
-    let fast = boot("mtex.guest=hostile-stack-patch");
-    let t = fast.phases[0].trace.unwrap();
-    assert!(t.runs_lost > 0, "the rewritten path went unnoticed: {t:?}");
-    assert!(!fast.succeeded(), "lost runs must fail the run");
-    assert!(
-        fast.problems
-            .iter()
-            .any(|p| p.contains("breakpoint runs ended where the plan did not know")),
-        "{:?}",
-        fast.problems
-    );
+    // Stepped, every instruction is read just before it runs; with breakpoint runs, no run
+    // may execute a store that reaches its own code page (the SP-based store's address is
+    // translated when the run is armed, `mtex_trace::run`): the same counts, exactly.
+    for cmdline in [
+        "mtex.guest=hostile-stack-patch mtex.step=plain",
+        "mtex.guest=hostile-stack-patch",
+    ] {
+        let r = boot(cmdline);
+        assert!(r.succeeded(), "{cmdline}: {}", mtex::render::text(&r));
+        let t = r.phases[0].trace.unwrap();
+        assert_eq!(
+            (t.instructions_el1, t.instructions_el0),
+            (expected, 0),
+            "{cmdline}"
+        );
+        assert_eq!(t.accesses, rw, "{cmdline}");
+        assert_eq!(t.runs_lost, 0, "{cmdline}");
+    }
 }
 
 #[test]

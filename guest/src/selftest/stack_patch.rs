@@ -2,9 +2,8 @@
 //! store the step engine counts without its registers: an SP-based store (always Unchecked,
 //! so a static instruction of the run's plan) with SP pointed at the next instruction. No
 //! stepped store, no IC, no TLBI announces it. Stepped (`mtex.step=plain`), every
-//! instruction is read just before it runs and the counts are exact; in a run, the engine
-//! must notice that the path it counted is not the one the CPU executed and say so
-//! (`runs_lost`, a problem of the run) rather than count the old code.
+//! instruction is read just before it runs and the counts are exact; with breakpoint runs
+//! they must be the same: no run may execute a store that reaches its own code.
 
 use crate::hvc::phase_asm;
 use core::arch::global_asm;
