@@ -312,6 +312,39 @@ fn code_whose_mapping_is_switched_is_counted_as_the_new_page() {
 }
 
 #[test]
+fn code_rewritten_through_an_alias_of_its_page_is_counted_as_executed() {
+    // guest/src/selftest/stack_patch.rs, phase 2: mov + blr; per iteration a checkable store
+    // through the alias that makes the site a load, dsb, isb, the load, a store that puts the
+    // add back, dsb, isb, subs, b.ne; ret; the phase-end call. The stores (tag 0 pointer,
+    // tag 0 memory) and the loads are all checked.
+    let n = HOSTILE_N;
+    let expected = 2 + 9 * n + 1 + END_CALL_INSTRUCTIONS;
+    let rw = ByEl {
+        rd_k: n,
+        wr_k: 2 * n,
+        ..ByEl::default()
+    };
+    for cmdline in [
+        "mtex.guest=hostile-stack-patch mtex.step=plain",
+        "mtex.guest=hostile-stack-patch",
+    ] {
+        let r = boot(cmdline);
+        assert!(r.succeeded(), "{cmdline}: {}", mtex::render::text(&r));
+        let t = r
+            .phase("alias-patch")
+            .expect("the alias phase")
+            .trace
+            .unwrap();
+        assert_eq!(
+            (t.instructions_el1, t.instructions_el0),
+            (expected, 0),
+            "{cmdline}"
+        );
+        assert_eq!((t.accesses, t.architectural), (rw, rw), "{cmdline}");
+    }
+}
+
+#[test]
 fn a_rewritten_or_moved_msr_tco_under_the_watch_is_a_problem_never_a_total() {
     let r = boot("mtex.guest=hostile-tco-patch");
     // The untouched loop: every write at its one site, watched in whichever pass holds it.

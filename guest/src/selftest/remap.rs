@@ -68,19 +68,17 @@ pub fn pages() -> [usize; 2] {
 }
 
 /// Output address bits of a page descriptor (47:12).
-const OA_MASK: u64 = 0x0000_ffff_ffff_f000;
+pub const OA_MASK: u64 = 0x0000_ffff_ffff_f000;
 /// The identity map's ASID (`mmu::install_idmap`), for TLBI VAE1.
-const ASID: u64 = 1;
+pub const ASID: u64 = 1;
 
-pub fn run(tagged: u64) -> u64 {
-    let [a, b] = pages();
+/// The address of the level-3 entry that maps the page at `va` in the guest's identity map,
+/// and what it holds.
+pub fn page_entry(va: usize) -> Option<(u64, u64)> {
     // SAFETY: the map was installed by trace_setup and leaked; nothing else uses it now.
-    let Some(map) = (unsafe { crate::mmu::IDMAP.load(Ordering::Relaxed).as_mut() }) else {
-        return 8;
-    };
-    // Where A's page entry is and what it holds.
+    let map = unsafe { crate::mmu::IDMAP.load(Ordering::Relaxed).as_mut() }?;
     let mut entry: Option<(u64, u64)> = None;
-    let found = map.walk_range(&MemoryRegion::new(a, a + 4096), &mut |_, d, level| {
+    let found = map.walk_range(&MemoryRegion::new(va, va + 4096), &mut |_, d, level| {
         if level == 3 {
             let at = d as *const _ as *const u64;
             // SAFETY: a descriptor is one 64-bit word of the table (repr(C), its AtomicUsize
@@ -89,7 +87,13 @@ pub fn run(tagged: u64) -> u64 {
         }
         Ok(())
     });
-    let Some((pte, old)) = entry.filter(|_| found.is_ok()) else {
+    entry.filter(|_| found.is_ok())
+}
+
+pub fn run(tagged: u64) -> u64 {
+    let [a, b] = pages();
+    // Where A's page entry is and what it holds.
+    let Some((pte, old)) = page_entry(a) else {
         crate::println!("hostile-remap: no page entry for {a:#x}");
         return 8;
     };
