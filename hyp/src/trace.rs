@@ -546,6 +546,18 @@ impl Tracer {
         ctx.spsr |= SPSR_SS;
     }
 
+    /// A trapped write of a register that decides what an address translates to (SCTLR_EL1,
+    /// TCR_EL1, the TTBRs, MAIR_EL1) was done for the guest: the code page's translation
+    /// and the plans go, as at a TLBI. The caches are keyed on the TTBRs' values, not on
+    /// these registers nor on the tables behind them: a table changed without a TLBI and
+    /// then one of these written (even with its own value, which makes QEMU flush its TLB)
+    /// is fetched from anew by the CPU, and must be by the engine.
+    pub fn note_translation_change(&mut self) {
+        if self.active {
+            self.forget_code();
+        }
+    }
+
     /// Notes the pages a store the judge did not translate writes (`note_store`).
     #[cold]
     fn note_unchecked_store(&mut self, ctx: &GuestContext, word: u32, insn: &Insn, sp: u64) {

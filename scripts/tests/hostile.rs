@@ -312,6 +312,39 @@ fn code_whose_mapping_is_switched_is_counted_as_the_new_page() {
 }
 
 #[test]
+fn code_remapped_without_a_tlbi_then_tcr_rewritten_is_counted_as_the_new_page() {
+    // guest/src/selftest/remap.rs, phase 2: as phase 1, with TCR_EL1 written with its own
+    // value where phase 1 has a TLBI. The trapped write drops the engine's translation of the
+    // code page, stepped and in runs alike.
+    let n = HOSTILE_N;
+    let expected = 2 + 3 * n + 5 + 1 + 3 * n + 1 + 5 + END_CALL_INSTRUCTIONS;
+    let accesses = ByEl {
+        rd_k: n,
+        wr_k: 2,
+        ..ByEl::default()
+    };
+    for cmdline in [
+        "mtex.guest=hostile-remap mtex.step=plain",
+        "mtex.guest=hostile-remap",
+    ] {
+        let r = boot(cmdline);
+        assert!(r.succeeded(), "{cmdline}: {}", mtex::render::text(&r));
+        let p = r.phase("remapped-code-tcr").expect("the TCR phase");
+        let t = p.trace.unwrap();
+        assert_eq!(
+            (t.instructions_el1, t.instructions_el0),
+            (expected, 0),
+            "{cmdline}"
+        );
+        assert_eq!(
+            (t.accesses, t.architectural),
+            (accesses, accesses),
+            "{cmdline}"
+        );
+    }
+}
+
+#[test]
 fn code_rewritten_through_an_alias_of_its_page_is_counted_as_executed() {
     // guest/src/selftest/stack_patch.rs, phase 2: mov + blr; per iteration a checkable store
     // through the alias that makes the site a load, dsb, isb, the load, a store that puts the
