@@ -561,6 +561,9 @@ impl Tracer {
     /// Notes the pages a store the judge did not translate writes (`note_store`).
     #[cold]
     fn note_unchecked_store(&mut self, ctx: &GuestContext, word: u32, insn: &Insn, sp: u64) {
+        if !self.any_plan_page {
+            return;
+        }
         let Some((va, len)) =
             mtex_trace::run::data_write(word, insn, &ctx.x, sp, self.block_granules)
         else {

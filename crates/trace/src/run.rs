@@ -664,9 +664,24 @@ impl Plan {
     /// The instructions the run may execute that write data bytes ([`data_write`]), as
     /// (address, word): the registers at the start of the run give each one's address.
     pub fn stores(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
-        (0..self.n_visited)
-            .filter(|i| self.stores & (1 << i) != 0)
-            .map(|i| (self.visited[i].0, self.words[i] as u32))
+        let mut left = self.stores;
+        core::iter::from_fn(move || {
+            let i = left.trailing_zeros() as usize;
+            (left != 0).then(|| {
+                left &= left - 1;
+                self.store_node(i)
+            })
+        })
+    }
+
+    /// Bit i: node i is one of [`Plan::stores`]; none, for most plans.
+    pub fn store_nodes(&self) -> u64 {
+        self.stores
+    }
+
+    /// (address, word) of node `i`.
+    pub fn store_node(&self, i: usize) -> (u64, u32) {
+        (self.visited[i].0, self.words[i] as u32)
     }
 
     /// Index among the predicted accesses of the one at `pc`, if it is one.

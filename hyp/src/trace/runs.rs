@@ -336,15 +336,17 @@ impl Tracer {
     /// physical page the run executes from (through any mapping of it): such a run could
     /// rewrite and restore its own code unseen (`mtex_trace::run`), and is not made.
     fn stores_spare_code(&mut self, ctx: &GuestContext, ps: usize, code_pa_page: u64) -> bool {
+        let mut nodes = self.plans[ps].store_nodes();
+        if nodes == 0 {
+            return true;
+        }
         let sp = guest_sp(ctx.spsr);
         let mut spare = true;
-        let mut k = 0;
-        // By index: noting a store needs `self` while the plan is borrowed from it.
-        loop {
-            let Some((_, word)) = self.plans[ps].stores().nth(k) else {
-                break;
-            };
-            k += 1;
+        // By node: noting a store needs `self` while the plan is borrowed from it.
+        while nodes != 0 {
+            let i = nodes.trailing_zeros() as usize;
+            nodes &= nodes - 1;
+            let (_, word) = self.plans[ps].store_node(i);
             let insn = decode::decode(word);
             let Some((va, len)) =
                 mtex_trace::run::data_write(word, &insn, &ctx.x, sp, self.block_granules)
