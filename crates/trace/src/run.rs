@@ -180,6 +180,12 @@ pub fn data_write(
     let Insn::Mem(m) = insn else {
         return None;
     };
+    // DC's operand register 31 is XZR, not SP.
+    let sp = if matches!(m.kind, MemKind::DcZva | MemKind::DcTagBlock { .. }) {
+        0
+    } else {
+        sp
+    };
     let va = m.address(x, sp);
     let block = |granules: u64| {
         let len = granules.max(1) * 16;
@@ -796,6 +802,7 @@ mod tests {
         assert_eq!(w(0xd920_00a1), Some((0x1234_5600, 256))); // stzgm x1, [x5]
         assert_eq!(w(0xd50b_7485), Some((0x1234_5640, 64))); // dc gzva, x5
         assert_eq!(w(0xd50b_7425), Some((0x1234_5640, 64))); // dc zva, x5
+        assert_eq!(w(0xd50b_743f), Some((0, 64))); // dc zva, xzr: not SP
         // Tags only, or no write at all.
         for word in [0xd920_08a5, 0xd9a0_00a1, 0xd50b_7465, LDR, ADD, HVC] {
             assert_eq!(w(word), None, "{word:#x}");
