@@ -144,9 +144,10 @@ pub fn install_idmap(base: usize, size: usize) {
     );
     map.map_range(&MemoryRegion::new(ut_start, ut_end), USER_CODE)
         .expect("map the EL0 code page");
-    // The code pages the remap self-test swaps get page entries of their own (same
-    // attributes), so that one entry can be changed while the table is live.
-    for page in crate::selftest::remap::pages() {
+    // The pages whose entries the self-tests change (remapped code, an alias window) get
+    // page entries of their own (same attributes), so that one entry can be changed while
+    // the table is live.
+    for page in crate::selftest::own_page_entries() {
         map.map_range(&MemoryRegion::new(page, page + 4096), TAGGED_RAM)
             .expect("map a remap test page");
     }

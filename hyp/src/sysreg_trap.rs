@@ -40,6 +40,12 @@ pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
         SysReg::TcrEl1 => hyp.controls.tcr_el1 = read(reg),
         _ => {}
     }
+    if matches!(
+        reg,
+        SysReg::SctlrEl1 | SysReg::TcrEl1 | SysReg::Ttbr0El1 | SysReg::Ttbr1El1 | SysReg::MairEl1
+    ) {
+        hyp.tracer.note_translation_change();
+    }
     hyp.counters.sysreg_writes += 1;
     // Counted above and in `exits::count_exit`: marked so that the framing does not again.
     hyp.report.sysreg_write(crate::fast_step::RawWrite::new(

@@ -516,6 +516,14 @@ impl Tracer {
         self.pending = pending;
         self.note_store(pages[0]);
         self.note_store(pages[1]);
+        if pages == [None; 2]
+            && let (Some(w), Insn::Mem(m)) = (word, &insn)
+            && m.dir != decode::Dir::Read
+        {
+            // The judge translates only checkable accesses: the stores it never checks
+            // (SP-based, STGP, the zeroing tag stores) may rewrite planned code as well.
+            self.note_unchecked_store(ctx, w, &insn, sp);
+        }
         self.pending_tco = st.tco;
         if let Some(w) = word
             && self.runs_enabled
@@ -536,6 +544,35 @@ impl Tracer {
         }
         self.armed = true;
         ctx.spsr |= SPSR_SS;
+    }
+
+    /// A trapped write of a register that decides what an address translates to (SCTLR_EL1,
+    /// TCR_EL1, the TTBRs, MAIR_EL1) was done for the guest: the code page's translation
+    /// and the plans go, as at a TLBI. The caches are keyed on the TTBRs' values, not on
+    /// these registers nor on the tables behind them: a table changed without a TLBI and
+    /// then one of these written (even with its own value, which makes QEMU flush its TLB)
+    /// is fetched from anew by the CPU, and must be by the engine.
+    pub fn note_translation_change(&mut self) {
+        if self.active {
+            self.forget_code();
+        }
+    }
+
+    /// Notes the pages a store the judge did not translate writes (`note_store`).
+    #[cold]
+    fn note_unchecked_store(&mut self, ctx: &GuestContext, word: u32, insn: &Insn, sp: u64) {
+        if !self.any_plan_page {
+            return;
+        }
+        let Some((va, len)) =
+            mtex_trace::run::data_write(word, insn, &ctx.x, sp, self.block_granules)
+        else {
+            return;
+        };
+        for a in [va, va.wrapping_add(len - 1)] {
+            let page = translate(a, false).map(|(ipa, _)| ipa & !0xfff);
+            self.note_store(page);
+        }
     }
 
     /// Drops everything cached about guest code: the code page's translation and the run

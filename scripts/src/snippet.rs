@@ -285,7 +285,8 @@ pub fn run_code(images: &Images, code: &[u8], env: &Env) -> Result<(Report, qemu
     run_with(images, code, env, &[])
 }
 
-fn run_with(
+/// [`run_code`] with more `mtex.` options for the guest (`step=plain`...).
+pub fn run_with(
     images: &Images,
     code: &[u8],
     env: &Env,

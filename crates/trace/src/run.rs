@@ -30,8 +30,23 @@
 //! at, which is unique: a plan in which any address could be reached two ways is refused, and
 //! the engine steps instead; the static instructions executed are the ones on the one path
 //! from the root to that place ([`Plan::path`]).
+//!
+//! A run never executes a store that can reach the code it runs: a plan knows its words
+//! from when it was made and checks the path only when the run ends, so code patched and
+//! put back inside one run would go unseen. Every instruction in a plan that writes data
+//! bytes ([`data_write`]: stores of every form, SP-based and STGP included, atomics,
+//! store-exclusives, and the zeroing of DC ZVA/GZVA, STZG/STZ2G and STZGM) is either a leaf
+//! or has an address the registers at the start of the run give (no instruction before it
+//! in the run can have written its address registers: [`Plan::stores`]). The engine
+//! translates each of those addresses when it arms the run and refuses the run (steps
+//! instead) if one reaches the physical page the run executes from: physical, so that an
+//! alias of the code page is caught as the code page itself. (Write-protecting planned code
+//! at stage 2 would catch the same without a translation per store, but would make every
+//! guest write to a code page, planned or not, an exit.) Tag-only stores (STG, ST2G, STGM,
+//! DC GVA) change no instruction bytes.
 
-use crate::decode::{Insn, decode, is_inert};
+use crate::counts::BlockGranules;
+use crate::decode::{Dir, Insn, MemKind, Offset, decode, is_inert};
 
 /// Most exits a run may have (hardware breakpoints; two more are kept for the EL1 vectors).
 pub const MAX_LEAVES: usize = 4;
@@ -149,6 +164,63 @@ fn predictable(insn: &Insn, written: u32) -> bool {
         _ => true,
     };
     is_dynamic_root_of(insn) && m.base != 31 && untouched(m.base) && index_untouched
+}
+
+/// The data bytes an instruction can change, as (address of the first, how many), given the
+/// registers it runs with (x0..x30 and its SP); None if it changes none (loads, prefetches,
+/// tag-only stores and everything that is not a memory instruction). The block operations
+/// change their whole aligned block (DCZID_EL0's for DC ZVA/GZVA, GMID_EL1's for STZGM).
+pub fn data_write(
+    word: u32,
+    insn: &Insn,
+    x: &[u64; 31],
+    sp: u64,
+    blocks: BlockGranules,
+) -> Option<(u64, u64)> {
+    let Insn::Mem(m) = insn else {
+        return None;
+    };
+    // DC's operand register 31 is XZR, not SP.
+    let sp = if matches!(m.kind, MemKind::DcZva | MemKind::DcTagBlock { .. }) {
+        0
+    } else {
+        sp
+    };
+    let va = m.address(x, sp);
+    let block = |granules: u64| {
+        let len = granules.max(1) * 16;
+        Some((va & !(len - 1), len))
+    };
+    // STG/STZG/ST2G/STZ2G: opc (bits 23:22) bit 0 is the zeroing form; STGM/STZGM: opc 00
+    // is STZGM.
+    let opc = (word >> 22) & 3;
+    match m.kind {
+        MemKind::Data if m.dir != Dir::Read => Some((va, u64::from(m.size.max(1)))),
+        MemKind::DcZva | MemKind::DcTagBlock { zero_data: true } => block(blocks.dc),
+        MemKind::TagStoreBlock if opc == 0 => block(blocks.gm),
+        MemKind::TagStore { granules, data, .. } if data || opc & 1 == 1 => {
+            Some((va, 16 * u64::from(granules)))
+        }
+        _ => None,
+    }
+}
+
+/// True if `word` ([`data_write`]) can change data bytes.
+fn writes_data(word: u32, insn: &Insn) -> bool {
+    data_write(word, insn, &[0; 31], 0, BlockGranules { dc: 1, gm: 1 }).is_some()
+}
+
+/// The registers a memory instruction's address is formed from, as in
+/// [`written_registers`] (bit 31: SP).
+fn address_registers(insn: &Insn) -> u32 {
+    let Insn::Mem(m) = insn else {
+        return 0;
+    };
+    let index = match m.offset {
+        Offset::Reg { m: r, .. } if r != 31 => 1 << r,
+        _ => 0,
+    };
+    (1 << m.base) | index
 }
 
 /// Most predicted accesses in one plan.
@@ -271,6 +343,9 @@ pub struct Plan {
     statics: u64,
     /// Bit i: node i is a predicted access.
     predicted: u64,
+    /// Bit i: node i writes data bytes and the run executes it; its address registers hold
+    /// at the start of the run what they will when it runs ([`Plan::stores`]).
+    stores: u64,
     /// The predicted accesses' node indices, in the order they were planned.
     predicted_nodes: [u8; MAX_PREDICTED],
     pub n_predicted: usize,
@@ -392,6 +467,7 @@ impl Default for Plan {
             statics_before: [0; MAX_VISITED],
             statics: 0,
             predicted: 0,
+            stores: 0,
             predicted_nodes: [0; MAX_PREDICTED],
             n_predicted: 0,
             written: [0; MAX_VISITED],
@@ -416,6 +492,7 @@ impl Plan {
         self.n_visited = 0;
         self.statics = 0;
         self.predicted = 0;
+        self.stores = 0;
         self.n_predicted = 0;
         self.dynamic_root = false;
         self.exclusive_store = None;
@@ -484,15 +561,31 @@ impl Plan {
                 (Some(w), Some(d)) => node_kind_of(w, d),
                 _ => NodeKind::Stop,
             };
+            // A store the run would execute must have an address known when the run is armed
+            // (module doc): one whose address registers an instruction before it may have
+            // written is a leaf.
+            let kind = match (fetched, &insn) {
+                (Some(w), Some(d))
+                    if kind == NodeKind::Static
+                        && p.written[i] & address_registers(d) != 0
+                        && writes_data(w, d) =>
+                {
+                    NodeKind::Stop
+                }
+                _ => kind,
+            };
             if let Some(Insn::MsrTcoImm(v)) = insn {
                 p.tco_after[i] = 1 + v as u8;
             }
             let room = p.n_visited < MAX_VISITED - 2;
             let successors = match (kind, fetched) {
                 (NodeKind::Inert, Some(w)) if room => successors(w, pc),
-                (NodeKind::Static, Some(_)) if room => {
+                (NodeKind::Static, Some(w)) if room => {
                     if !(i == 0 && p.dynamic_root) && p.predicted & (1 << i) == 0 {
                         p.statics |= 1 << i;
+                    }
+                    if insn.is_some_and(|d| writes_data(w, &d)) {
+                        p.stores |= 1 << i;
                     }
                     [Some(pc.wrapping_add(4)), None]
                 }
@@ -538,6 +631,7 @@ impl Plan {
 
     /// Node `i` turned out to be a leaf: it is not executed by the run, so not predicted.
     fn unpredict(&mut self, i: usize) {
+        self.stores &= !(1 << i);
         if self.predicted & (1 << i) != 0 {
             self.predicted &= !(1 << i);
             self.n_predicted -= 1;
@@ -571,6 +665,29 @@ impl Plan {
                 };
                 (k, self.visited[i].0, self.words[i] as u32, tco)
             })
+    }
+
+    /// The instructions the run may execute that write data bytes ([`data_write`]), as
+    /// (address, word): the registers at the start of the run give each one's address.
+    pub fn stores(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let mut left = self.stores;
+        core::iter::from_fn(move || {
+            let i = left.trailing_zeros() as usize;
+            (left != 0).then(|| {
+                left &= left - 1;
+                self.store_node(i)
+            })
+        })
+    }
+
+    /// Bit i: node i is one of [`Plan::stores`]; none, for most plans.
+    pub fn store_nodes(&self) -> u64 {
+        self.stores
+    }
+
+    /// (address, word) of node `i`.
+    pub fn store_node(&self, i: usize) -> (u64, u32) {
+        (self.visited[i].0, self.words[i] as u32)
     }
 
     /// Index among the predicted accesses of the one at `pc`, if it is one.
@@ -648,6 +765,48 @@ mod tests {
         // A start that must stop is no run; nor is a branch to itself.
         assert_eq!(plan(0, code(&[HVC])), None);
         assert_eq!(plan(0, code(&[b_ne(0), LDR])), None);
+    }
+
+    #[test]
+    fn every_store_a_run_executes_has_its_address_at_the_start() {
+        const MOV_SP_X5: u32 = 0x9100_00bf; // mov sp, x5
+        const STR_SP: u32 = 0xb900_03e7; // str w7, [sp]: SP-based, never checked
+        const STGP: u32 = 0x6900_20a7; // stgp x7, x8, [x5]
+        const MOV_X5: u32 = 0xaa01_03e5; // mov x5, x1
+        // SP as the start left it: the store is in the run, listed with its address.
+        let p = plan(0, code(&[STR_SP, ADD, ADD, HVC])).unwrap();
+        assert!(p.stores().eq([(0, STR_SP)]));
+        let p = plan(0, code(&[ADD, STGP, ADD, HVC])).unwrap();
+        assert!(p.stores().eq([(4, STGP)]));
+        // SP or x5 written before it in the run: the store is a leaf, never executed in it.
+        let p = plan(0, code(&[MOV_SP_X5, ADD, STR_SP, ADD, HVC])).unwrap();
+        assert_eq!(&p.leaves[..p.n_leaves], &[(8, 2)]);
+        assert_eq!(p.stores().count(), 0);
+        let p = plan(0, code(&[MOV_X5, ADD, STGP, ADD, HVC])).unwrap();
+        assert_eq!(&p.leaves[..p.n_leaves], &[(8, 2)]);
+        assert_eq!(p.stores().count(), 0);
+    }
+
+    #[test]
+    fn data_writes_cover_every_form_that_changes_bytes() {
+        let mut x = [0u64; 31];
+        x[5] = 0x1234_5678;
+        let blocks = BlockGranules { dc: 4, gm: 16 };
+        let w = |word: u32| data_write(word, &decode(word), &x, 0x8000, blocks);
+        assert_eq!(w(0xb900_03e7), Some((0x8000, 4))); // str w7, [sp]
+        assert_eq!(w(0xb900_00a7), Some((0x1234_5678, 4))); // str w7, [x5]
+        assert_eq!(w(0xa9bf_7bfd), Some((0x8000 - 16, 16))); // stp x29, x30, [sp, #-16]!
+        assert_eq!(w(0x6900_20a7), Some((0x1234_5678, 16))); // stgp x7, x8, [x5]
+        assert_eq!(w(0xd960_08a5), Some((0x1234_5678, 16))); // stzg x5, [x5]
+        assert_eq!(w(0xd9e0_08a5), Some((0x1234_5678, 32))); // stz2g x5, [x5]
+        assert_eq!(w(0xd920_00a1), Some((0x1234_5600, 256))); // stzgm x1, [x5]
+        assert_eq!(w(0xd50b_7485), Some((0x1234_5640, 64))); // dc gzva, x5
+        assert_eq!(w(0xd50b_7425), Some((0x1234_5640, 64))); // dc zva, x5
+        assert_eq!(w(0xd50b_743f), Some((0, 64))); // dc zva, xzr: not SP
+        // Tags only, or no write at all.
+        for word in [0xd920_08a5, 0xd9a0_00a1, 0xd50b_7465, LDR, ADD, HVC] {
+            assert_eq!(w(word), None, "{word:#x}");
+        }
     }
 
     #[test]
@@ -934,7 +1093,8 @@ mod tests {
 
     #[test]
     fn an_exclusive_sequence_runs_to_just_after_its_store() {
-        let words = [LDAXR_W0_X0, ADD_W0, ADD_X3_X1, STLXR_W2_X3, CBNZ_W2_BACK4];
+        // Its base (x3) as the start left it: add x4, x1, #0xc70 writes another register.
+        let words = [LDAXR_W0_X0, ADD_W0, 0x9131_c024, STLXR_W2_X3, CBNZ_W2_BACK4];
         assert!(may_start_run(words[0], &decode(words[0])));
         let p = plan(0, code(&words)).unwrap();
         assert!(p.dynamic_root && p.exclusive_root());
@@ -952,6 +1112,15 @@ mod tests {
             n += 1;
         });
         assert_eq!((n, seen), (1, [(12, None)]));
+    }
+
+    #[test]
+    fn a_store_exclusive_whose_base_the_sequence_wrote_is_not_run() {
+        // Its address is not known when the run is armed (module doc): stepped.
+        let words = [LDAXR_W0_X0, ADD_W0, ADD_X3_X1, STLXR_W2_X3, CBNZ_W2_BACK4];
+        let p = plan(0, code(&words)).unwrap();
+        assert_eq!(p.exclusive_store, None);
+        assert_eq!(&p.leaves[..p.n_leaves], &[(12, 3)]);
     }
 
     #[test]

@@ -4,6 +4,11 @@
 //! the load), invalidates the TLB entry (TLBI VAE1) and runs on at the same VA — now `B`'s
 //! instructions. The step engine caches the translation of the code page it reads
 //! instructions through; after the TLBI it must read `B`'s.
+//!
+//! Phase 2 does the same without a TLBI (pages `C` and `D`): it writes TCR_EL1 with the
+//! value it holds, a write that can change what every address translates to (QEMU flushes
+//! its TLB on it and fetches `D`'s page). The engine must drop its translation at that
+//! write as at a TLBI.
 
 use crate::hvc;
 use crate::hvc::phase_asm;
@@ -11,15 +16,17 @@ use aarch64_paging::paging::MemoryRegion;
 use core::arch::global_asm;
 use core::sync::atomic::Ordering;
 use mtex_abi::program::HOSTILE_N;
+use tock_registers::interfaces::Readable;
 
 /// One of the two code pages: entered by BLR with x9 = tagged pointer, x10 = x17 = n,
-/// x14 = A's page entry, x18 = that entry pointed at B, x20 = the TLBI VAE1 argument. It makes
+/// x14 = A's page entry, x18 = that entry pointed at B, x20 = the argument of `$switch` (the
+/// TLBI VAE1 argument, or TCR_EL1's value). It makes
 /// n loads, switches A's entry to B's page from inside A, and goes on at the same VA: with
 /// `$second` as the second loop's first instruction. B is never entered at its own address;
 /// the switch may take effect at any fetch after the TLBI completes, so B repeats A's words
 /// up to the second loop, and only there they differ (A loads, B adds).
 macro_rules! remap_page {
-    ($label:literal, $second:literal) => {
+    ($label:literal, $second:literal, $switch:literal) => {
         concat!(
             ".global ",
             $label,
@@ -31,7 +38,8 @@ macro_rules! remap_page {
             "b.ne 1b\n",
             "str x18, [x14]\n",
             "dsb ishst\n",
-            "tlbi vae1, x20\n",
+            $switch,
+            "\n",
             "dsb ish\n",
             "isb\n",
             "mov x10, x17\n",
@@ -49,38 +57,42 @@ macro_rules! remap_page {
 global_asm!(
     ".pushsection .text.mtex_remap, \"ax\"",
     ".balign 4096",
-    remap_page!("mtex_remap_a", "ldr x12, [x9]"),
-    remap_page!("mtex_remap_b", "add x13, x13, #1"),
+    remap_page!("mtex_remap_a", "ldr x12, [x9]", "tlbi vae1, x20"),
+    remap_page!("mtex_remap_b", "add x13, x13, #1", "tlbi vae1, x20"),
+    remap_page!("mtex_remap_c", "ldr x12, [x9]", "msr tcr_el1, x20"),
+    remap_page!("mtex_remap_d", "add x13, x13, #1", "msr tcr_el1, x20"),
     ".popsection",
 );
 
 unsafe extern "C" {
     static mtex_remap_a: u8;
     static mtex_remap_b: u8;
+    static mtex_remap_c: u8;
+    static mtex_remap_d: u8;
 }
 
-/// The two code pages (identity-mapped): `A` and `B`.
-pub fn pages() -> [usize; 2] {
+/// The code pages (identity-mapped): `A`, `B`, `C` and `D`.
+pub fn pages() -> [usize; 4] {
     [
         (&raw const mtex_remap_a) as usize,
         (&raw const mtex_remap_b) as usize,
+        (&raw const mtex_remap_c) as usize,
+        (&raw const mtex_remap_d) as usize,
     ]
 }
 
 /// Output address bits of a page descriptor (47:12).
-const OA_MASK: u64 = 0x0000_ffff_ffff_f000;
+pub const OA_MASK: u64 = 0x0000_ffff_ffff_f000;
 /// The identity map's ASID (`mmu::install_idmap`), for TLBI VAE1.
-const ASID: u64 = 1;
+pub const ASID: u64 = 1;
 
-pub fn run(tagged: u64) -> u64 {
-    let [a, b] = pages();
+/// The address of the level-3 entry that maps the page at `va` in the guest's identity map,
+/// and what it holds.
+pub fn page_entry(va: usize) -> Option<(u64, u64)> {
     // SAFETY: the map was installed by trace_setup and leaked; nothing else uses it now.
-    let Some(map) = (unsafe { crate::mmu::IDMAP.load(Ordering::Relaxed).as_mut() }) else {
-        return 8;
-    };
-    // Where A's page entry is and what it holds.
+    let map = unsafe { crate::mmu::IDMAP.load(Ordering::Relaxed).as_mut() }?;
     let mut entry: Option<(u64, u64)> = None;
-    let found = map.walk_range(&MemoryRegion::new(a, a + 4096), &mut |_, d, level| {
+    let found = map.walk_range(&MemoryRegion::new(va, va + 4096), &mut |_, d, level| {
         if level == 3 {
             let at = d as *const _ as *const u64;
             // SAFETY: a descriptor is one 64-bit word of the table (repr(C), its AtomicUsize
@@ -89,7 +101,13 @@ pub fn run(tagged: u64) -> u64 {
         }
         Ok(())
     });
-    let Some((pte, old)) = entry.filter(|_| found.is_ok()) else {
+    entry.filter(|_| found.is_ok())
+}
+
+pub fn run(tagged: u64) -> u64 {
+    let [a, b, c, d] = pages();
+    // Where A's page entry is and what it holds.
+    let Some((pte, old)) = page_entry(a) else {
         crate::println!("hostile-remap: no page entry for {a:#x}");
         return 8;
     };
@@ -119,6 +137,40 @@ pub fn run(tagged: u64) -> u64 {
         in("x17") HOSTILE_N,
         in("x18") to_b,
         in("x20") tlbi_arg,
+        in("x21") old,
+        out("x30") _,
+    );
+    if r != 0 {
+        return 6;
+    }
+    let Some((pte, old)) = page_entry(c) else {
+        crate::println!("hostile-remap: no page entry for {c:#x}");
+        return 8;
+    };
+    let to_d = (old & !OA_MASK) | (d as u64 & OA_MASK);
+    let tcr = aarch64_cpu::registers::TCR_EL1.get();
+    // As phase 1, with TCR_EL1 written with its own value in place of each TLBI.
+    let r = phase_asm!(
+        id: 2, name: "remapped-code-tcr", traced: true,
+        before: [],
+        body: [
+            "mov x10, x17",
+            "blr x16",
+            "str x21, [x14]",
+            "dsb ishst",
+            "msr tcr_el1, x20",
+            "dsb ish",
+            "isb",
+        ],
+        in("x9") tagged,
+        out("x10") _,
+        out("x12") _,
+        out("x13") _,
+        in("x14") pte,
+        in("x16") c,
+        in("x17") HOSTILE_N,
+        in("x18") to_d,
+        in("x20") tcr,
         in("x21") old,
         out("x30") _,
     );

@@ -263,6 +263,10 @@ impl Tracer {
         } else {
             self.engine.plans_reused += 1;
         }
+        if !self.stores_spare_code(ctx, ps, pa_page) {
+            self.engine.stepped_starts += 1;
+            return false;
+        }
         self.plan_gens[ps] = self.code_gen;
         self.run_slot = ps;
         self.judge_predicted(ctx, controls, el);
@@ -324,6 +328,50 @@ impl Tracer {
         self.note_store(pages[0]);
         self.note_store(pages[1]);
         p
+    }
+
+    /// Translates the address of every store plan `ps` may execute (`Plan::stores`: the
+    /// registers now give them) and notes the pages they write, so that plans on them are
+    /// checked before their next use; false if one of them can write `code_pa_page`, the
+    /// physical page the run executes from (through any mapping of it): such a run could
+    /// rewrite and restore its own code unseen (`mtex_trace::run`), and is not made.
+    fn stores_spare_code(&mut self, ctx: &GuestContext, ps: usize, code_pa_page: u64) -> bool {
+        let mut nodes = self.plans[ps].store_nodes();
+        if nodes == 0 {
+            return true;
+        }
+        let sp = guest_sp(ctx.spsr);
+        let mut spare = true;
+        // By node: noting a store needs `self` while the plan is borrowed from it.
+        while nodes != 0 {
+            let i = nodes.trailing_zeros() as usize;
+            nodes &= nodes - 1;
+            let (_, word) = self.plans[ps].store_node(i);
+            let insn = decode::decode(word);
+            let Some((va, len)) =
+                mtex_trace::run::data_write(word, &insn, &ctx.x, sp, self.block_granules)
+            else {
+                continue;
+            };
+            let last = va.wrapping_add(len - 1);
+            let pages = if (va ^ last) >> 12 == 0 {
+                [Some(va), None]
+            } else {
+                [Some(va), Some(last)]
+            };
+            for a in pages.into_iter().flatten() {
+                // A store whose address does not translate faults instead of writing.
+                let Some((ipa, _)) = translate(a, false) else {
+                    continue;
+                };
+                let ipa_page = ipa & !0xfff;
+                if self.guest_ram.pa_of(ipa_page, 0x1000) == Some(code_pa_page) {
+                    spare = false;
+                }
+                self.note_store(Some(ipa_page));
+            }
+        }
+        spare
     }
 
     /// Bit index in `plan_pages` of host page `pa_page`, if it is guest RAM.
