@@ -58,6 +58,20 @@ pub enum Record {
     /// Counts of a traced phase added after PhaseTrace's layout was fixed (sent with it; kept
     /// out of it so that the logs written before still decode). Last for the same reason.
     TraceMore(TraceMore),
+    /// The guest's own clock at a phase's begin (sent after its PhaseBegin) and end (before
+    /// its PhaseEnd). After TraceMore so that older logs still decode.
+    PhaseClock(PhaseClock),
+}
+
+/// The guest's own clock, its virtual counter (CNTPCT_EL0 less CNTVOFF_EL2, which the
+/// hypervisor advances by its own time at every exit), at the call or store that began or
+/// ended a phase: the time the guest itself saw, the hypervisor's left out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseClock {
+    pub id: u32,
+    /// The phase's end (false: its begin).
+    pub end: bool,
+    pub guest_clock: u64,
 }
 
 /// A traced phase's counts that PhaseTrace does not carry (`mtex_trace::counts::TraceCounts`
