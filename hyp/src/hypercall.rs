@@ -6,7 +6,8 @@ use aarch64_cpu::registers::CNTPCT_EL0;
 use mtex_abi::Record;
 use mtex_abi::hypercall::{self as hc, ret};
 use mtex_abi::report::{
-    CallRefused, Conduit, ExitReason, PhaseBegin, PhaseEnd, PhaseName, PhaseTrace, UnknownCall,
+    CallRefused, Conduit, ExitReason, PhaseBegin, PhaseClock, PhaseEnd, PhaseName, PhaseTrace,
+    UnknownCall,
 };
 use mtex_abi::scenario::PhaseParams;
 use tock_registers::interfaces::Readable;
@@ -171,6 +172,11 @@ pub fn open_phase(hyp: &mut Hyp, ctx: &GuestContext, o: Opening) {
         ts: CNTPCT_EL0.get(),
         at: ctx.state(),
     }));
+    hyp.report.send(&Record::PhaseClock(PhaseClock {
+        id,
+        end: false,
+        guest_clock: guest_clock(),
+    }));
     // Counting starts after the record went out, so a phase's EL2 figures hold its own
     // exits and not the cost of announcing it.
     if run == hyp.next_run {
@@ -249,6 +255,11 @@ pub fn close_phase(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
         hyp.report.send(&Record::TcoWatch(record));
     }
     hyp.report.send(&Record::PhasePmu(pmu));
+    hyp.report.send(&Record::PhaseClock(PhaseClock {
+        id,
+        end: true,
+        guest_clock: guest_clock(),
+    }));
     hyp.report.send(&Record::PhaseEnd(PhaseEnd {
         id,
         ts: CNTPCT_EL0.get(),

@@ -517,12 +517,12 @@ impl Tracer {
         self.note_store(pages[0]);
         self.note_store(pages[1]);
         if pages == [None; 2]
-            && let (Some(w), Insn::Mem(m)) = (word, &insn)
+            && let Insn::Mem(m) = &insn
             && m.dir != decode::Dir::Read
         {
             // The judge translates only checkable accesses: the stores it never checks
             // (SP-based, STGP, the zeroing tag stores) may rewrite planned code as well.
-            self.note_unchecked_store(ctx, w, &insn, sp);
+            self.note_unchecked_store(ctx, &insn, sp);
         }
         self.pending_tco = st.tco;
         if let Some(w) = word
@@ -560,12 +560,11 @@ impl Tracer {
 
     /// Notes the pages a store the judge did not translate writes (`note_store`).
     #[cold]
-    fn note_unchecked_store(&mut self, ctx: &GuestContext, word: u32, insn: &Insn, sp: u64) {
+    fn note_unchecked_store(&mut self, ctx: &GuestContext, insn: &Insn, sp: u64) {
         if !self.any_plan_page {
             return;
         }
-        let Some((va, len)) =
-            mtex_trace::run::data_write(word, insn, &ctx.x, sp, self.block_granules)
+        let Some((va, len)) = mtex_trace::run::data_write(insn, &ctx.x, sp, self.block_granules)
         else {
             return;
         };

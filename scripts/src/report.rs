@@ -44,6 +44,10 @@ pub struct Phase {
     pub begin: GuestState,
     pub end_ts: Option<u64>,
     pub end: Option<GuestState>,
+    /// The guest's own clock (its virtual counter: the hypervisor's time left out) at the
+    /// phase's begin and end, where the hypervisor recorded it.
+    pub begin_guest_clock: Option<u64>,
+    pub end_guest_clock: Option<u64>,
     pub stats: Option<PhaseStats>,
     /// Counts of the trace counter, for a traced phase.
     pub trace: Option<TraceCounts>,
@@ -742,6 +746,19 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
             _ => r.problems.push(format!(
                 "record {seq}: trace of phase {} that was not open",
                 t.id
+            )),
+        },
+        Record::PhaseClock(c) => match r.phases.iter_mut().rev().find(|p| p.id == c.id) {
+            Some(p) if p.stats.is_none() => {
+                *(if c.end {
+                    &mut p.end_guest_clock
+                } else {
+                    &mut p.begin_guest_clock
+                }) = Some(c.guest_clock)
+            }
+            _ => r.problems.push(format!(
+                "record {seq}: guest clock of phase {} that was not open",
+                c.id
             )),
         },
         Record::TraceMore(a) => match r

@@ -457,3 +457,94 @@ fn compare_selections_must_name_what_exists() {
     assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A directory of stand-ins for the programs `mtex linux` runs (dpkg, apt, QEMU, cargo):
+/// each records that it was reached in `reached` and fails. Put first on PATH, it shows
+/// whether a refusal came before any of them.
+fn tripwires(d: &std::path::Path) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = d.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let reached = d.join("reached");
+    for tool in [
+        "dpkg",
+        "dpkg-deb",
+        "apt-get",
+        "apt-cache",
+        "cargo",
+        "qemu-system-aarch64",
+    ] {
+        let f = bin.join(tool);
+        std::fs::write(
+            &f,
+            format!(
+                "#!/bin/sh\necho {tool} >> '{}'\nexit 1\n",
+                reached.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    (bin, reached)
+}
+
+#[test]
+fn linux_options_are_refused_before_dpkg_apt_or_qemu() {
+    let d = scratch("linux");
+    let (bin, reached) = tripwires(&d);
+    let file = d.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let under_file = file.join("results");
+    let under_file = under_file.to_str().unwrap();
+    let cases: [(&[&str], &[&str]); 9] = [
+        (
+            &["--kernel", "../../etc/passwd"],
+            &["--kernel \"../../etc/passwd\"", "6.12.117+deb12", "digits"],
+        ),
+        (
+            &["--kernel", "6.12 extra"],
+            &["--kernel \"6.12 extra\"", "digits"],
+        ),
+        (&["--kernel", ""], &["--kernel \"\""]),
+        (
+            &["--append", "quiet loglevel=3"],
+            &["--append \"quiet loglevel=3\"", "one word"],
+        ),
+        (
+            &["--append", "rdinit=/bin/sh"],
+            &["--append \"rdinit=/bin/sh\"", "rdinit="],
+        ),
+        (
+            &["--append", "mtex.nope=1"],
+            &["--append \"mtex.nope=1\"", "unknown option mtex.nope"],
+        ),
+        (&["--append", "a\"b"], &["--append", "one word"]),
+        (&["--out", under_file], &["--out", under_file]),
+        (&["--workload", "true\necho"], &["--workload", "one line"]),
+    ];
+    for (args, needles) in cases {
+        let mut all = vec!["linux"];
+        all.extend_from_slice(args);
+        let start = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_mtex"))
+            .args(&all)
+            .env("PATH", &bin)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(start.elapsed() < Duration::from_secs(20), "{all:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{all:?}: {stderr}");
+        for n in needles {
+            assert!(stderr.contains(n), "{all:?}: {stderr:?} lacks {n:?}");
+        }
+        assert!(
+            !reached.exists(),
+            "{all:?} reached {}",
+            std::fs::read_to_string(&reached).unwrap_or_default()
+        );
+    }
+    // Below the RAM a kernel boots in: refused by the option's own range.
+    refused(&["linux", "--ram-mib", "128"], &["--ram-mib", "128", "144"]);
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -80,11 +80,10 @@ fn main() -> ExitCode {
     let Some(workload) = args.next() else {
         return usage("no workload");
     };
-    let mut num = |default: u64| -> Result<u64, ExitCode> {
-        match args.next() {
-            None => Ok(default),
-            Some(s) => s.parse().map_err(|_| usage(&format!("not a number: {s}"))),
-        }
+    // Everything is read before the window opens: a mistake opens nothing.
+    let work = match Work::parse(&workload, args.collect()) {
+        Ok(w) => w,
+        Err(why) => return usage(&why),
     };
     if let Err(e) = mte::set_tcf0(tcf0) {
         eprintln!("mtex-work: prctl(PR_SET_TAGGED_ADDR_CTRL): {e}");
@@ -104,54 +103,106 @@ fn main() -> ExitCode {
         println!("mtex-work: window {id}: {}", args.join(" "));
         b.open(id);
     }
-    let result = match workload.as_str() {
-        "getpid" => num(1000).map(work::getpid),
-        "futex-hash" => match (num(1000), num(4)) {
-            (Ok(n), Ok(t)) => Ok(work::futex_hash(&cfg, n, t)),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-        },
-        "memcached" => num(200).map(|n| work::memcached(&cfg, n)),
-        "thread-create" => num(20).map(work::thread_create),
-        "fork" => num(20).map(work::fork),
-        "switch" => num(100).map(|n| work::switch(&cfg, n)),
-        "spin" => num(100_000).map(work::spin),
-        "fake-markers" => num(10).map(work::fake_markers),
-        "exec" => {
-            let command: Vec<String> = args.by_ref().collect();
-            Ok(work::exec(&command))
-        }
-        "mte-fault" => Ok(work::mte_fault(&cfg)),
-        "doorbell" => match (num(0), num(0)) {
-            (Ok(off), Ok(v)) => doorbell::Doorbell::map()
-                .map(|b| {
-                    b.store(off, v);
-                    Ok(format!("stored {v:#x} at {off:#x}"))
-                })
-                .map_err(|e| {
-                    eprintln!("mtex-work: mapping the doorbell: {e}");
-                    ExitCode::FAILURE
-                }),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-        },
-        "die" => {
-            // SAFETY: the process kills itself; nothing after runs.
-            unsafe { libc::raise(libc::SIGKILL) };
-            Ok(Err(std::io::Error::other("still alive after SIGKILL")))
-        }
-        other => return usage(&format!("unknown workload {other}")),
-    };
+    let result = work.run(&cfg);
+    // Closed whatever the outcome: a failed workload's window ends here too.
     if let (Some(b), Some(id), false) = (&bell, window, leave_open) {
         b.close(id);
     }
     match result {
-        Ok(Ok(line)) => {
+        Ok(line) => {
             println!("mtex-work: {workload} ok: {line}");
             ExitCode::SUCCESS
         }
-        Ok(Err(e)) => {
+        Err(e) => {
             eprintln!("mtex-work: {workload} failed: {e}");
             ExitCode::FAILURE
         }
-        Err(code) => code,
+    }
+}
+
+/// A workload and its arguments, read in full before any window opens: a mistake in them
+/// is a usage error with no window left open.
+enum Work {
+    Getpid(u64),
+    FutexHash(u64, u64),
+    Memcached(u64),
+    ThreadCreate(u64),
+    Fork(u64),
+    Switch(u64),
+    Spin(u64),
+    FakeMarkers(u64),
+    Exec(Vec<String>),
+    MteFault,
+    Doorbell(u64, u64),
+    Die,
+}
+
+impl Work {
+    fn parse(name: &str, args: Vec<String>) -> Result<Self, String> {
+        let mut args = args.into_iter();
+        if name == "exec" {
+            let command: Vec<String> = args.collect();
+            if command.is_empty() {
+                return Err("exec needs a program to run".into());
+            }
+            return Ok(Work::Exec(command));
+        }
+        let mut num = |default: u64| -> Result<u64, String> {
+            match args.next() {
+                None => Ok(default),
+                Some(s) => s.parse().map_err(|_| format!("not a number: {s}")),
+            }
+        };
+        let work = match name {
+            "getpid" => Work::Getpid(num(1000)?),
+            "futex-hash" => Work::FutexHash(num(1000)?, num(4)?),
+            "memcached" => Work::Memcached(num(200)?),
+            "thread-create" => Work::ThreadCreate(num(20)?),
+            "fork" => Work::Fork(num(20)?),
+            "switch" => Work::Switch(num(100)?),
+            "spin" => Work::Spin(num(100_000)?),
+            "fake-markers" => Work::FakeMarkers(num(10)?),
+            "mte-fault" => Work::MteFault,
+            "doorbell" => {
+                let (offset, value) = (num(0)?, num(0)?);
+                let size = mtex_abi::doorbell::DOORBELL_SIZE;
+                if !offset.is_multiple_of(8) || offset >= size {
+                    return Err(format!(
+                        "doorbell: offset {offset} is not a multiple of 8 below {size}"
+                    ));
+                }
+                Work::Doorbell(offset, value)
+            }
+            "die" => Work::Die,
+            other => return Err(format!("unknown workload {other}")),
+        };
+        match args.next() {
+            Some(extra) => Err(format!("{name}: unexpected argument {extra}")),
+            None => Ok(work),
+        }
+    }
+
+    fn run(self, cfg: &work::Config) -> Result<String, std::io::Error> {
+        match self {
+            Work::Getpid(n) => work::getpid(n),
+            Work::FutexHash(n, t) => work::futex_hash(cfg, n, t),
+            Work::Memcached(n) => work::memcached(cfg, n),
+            Work::ThreadCreate(n) => work::thread_create(n),
+            Work::Fork(n) => work::fork(n),
+            Work::Switch(n) => work::switch(cfg, n),
+            Work::Spin(n) => work::spin(n),
+            Work::FakeMarkers(n) => work::fake_markers(n),
+            Work::Exec(command) => work::exec(&command),
+            Work::MteFault => work::mte_fault(cfg),
+            Work::Doorbell(off, v) => doorbell::Doorbell::map().map(|b| {
+                b.store(off, v);
+                format!("stored {v:#x} at {off:#x}")
+            }),
+            Work::Die => {
+                // SAFETY: the process kills itself; nothing after runs.
+                unsafe { libc::raise(libc::SIGKILL) };
+                Err(std::io::Error::other("still alive after SIGKILL"))
+            }
+        }
     }
 }

@@ -384,6 +384,13 @@ mod tests {
                     phase,
                 })
             ),
+            (any::<u32>(), any::<bool>(), any::<u64>()).prop_map(|(id, end, guest_clock)| {
+                Record::PhaseClock(crate::report::PhaseClock {
+                    id,
+                    end,
+                    guest_clock,
+                })
+            }),
             (any::<u32>(), any::<[u64; 4]>()).prop_map(|(id, v)| Record::TraceMore(
                 crate::report::TraceMore {
                     id,

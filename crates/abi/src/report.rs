@@ -59,8 +59,12 @@ pub enum Record {
     /// out of it so that the logs written before still decode). Last for the same reason.
     TraceMore(TraceMore),
     /// A call made while a guarded phase was open, from code that may not make it
-    /// (`crate::hypercall::PHASE_GUARDED`): refused. Last so that older logs still decode.
+    /// (`crate::hypercall::PHASE_GUARDED`): refused. After TraceMore so that older logs still
+    /// decode.
     CallRefused(CallRefused),
+    /// The guest's own clock at a phase's begin (sent after its PhaseBegin) and end (before
+    /// its PhaseEnd). After CallRefused so that older logs still decode.
+    PhaseClock(PhaseClock),
 }
 
 /// A refused call: which, how and from where.
@@ -73,6 +77,17 @@ pub struct CallRefused {
     pub at: GuestState,
     /// The guarded phase open at the time.
     pub phase: u32,
+}
+
+/// The guest's own clock, its virtual counter (CNTPCT_EL0 less CNTVOFF_EL2, which the
+/// hypervisor advances by its own time at every exit), at the call or store that began or
+/// ended a phase: the time the guest itself saw, the hypervisor's left out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseClock {
+    pub id: u32,
+    /// The phase's end (false: its begin).
+    pub end: bool,
+    pub guest_clock: u64,
 }
 
 /// A traced phase's counts that PhaseTrace does not carry (`mtex_trace::counts::TraceCounts`

@@ -171,7 +171,6 @@ fn predictable(insn: &Insn, written: u32) -> bool {
 /// tag-only stores and everything that is not a memory instruction). The block operations
 /// change their whole aligned block (DCZID_EL0's for DC ZVA/GZVA, GMID_EL1's for STZGM).
 pub fn data_write(
-    word: u32,
     insn: &Insn,
     x: &[u64; 31],
     sp: u64,
@@ -191,23 +190,21 @@ pub fn data_write(
         let len = granules.max(1) * 16;
         Some((va & !(len - 1), len))
     };
-    // STG/STZG/ST2G/STZ2G: opc (bits 23:22) bit 0 is the zeroing form; STGM/STZGM: opc 00
-    // is STZGM.
-    let opc = (word >> 22) & 3;
     match m.kind {
         MemKind::Data if m.dir != Dir::Read => Some((va, u64::from(m.size.max(1)))),
         MemKind::DcZva | MemKind::DcTagBlock { zero_data: true } => block(blocks.dc),
-        MemKind::TagStoreBlock if opc == 0 => block(blocks.gm),
-        MemKind::TagStore { granules, data, .. } if data || opc & 1 == 1 => {
-            Some((va, 16 * u64::from(granules)))
-        }
+        MemKind::TagStoreBlock { zero_data: true } => block(blocks.gm),
+        MemKind::TagStore {
+            granules,
+            data: true,
+        } => Some((va, 16 * u64::from(granules))),
         _ => None,
     }
 }
 
 /// True if `word` ([`data_write`]) can change data bytes.
-fn writes_data(word: u32, insn: &Insn) -> bool {
-    data_write(word, insn, &[0; 31], 0, BlockGranules { dc: 1, gm: 1 }).is_some()
+fn writes_data(insn: &Insn) -> bool {
+    data_write(insn, &[0; 31], 0, BlockGranules { dc: 1, gm: 1 }).is_some()
 }
 
 /// The registers a memory instruction's address is formed from, as in
@@ -565,10 +562,10 @@ impl Plan {
             // (module doc): one whose address registers an instruction before it may have
             // written is a leaf.
             let kind = match (fetched, &insn) {
-                (Some(w), Some(d))
+                (Some(_), Some(d))
                     if kind == NodeKind::Static
                         && p.written[i] & address_registers(d) != 0
-                        && writes_data(w, d) =>
+                        && writes_data(d) =>
                 {
                     NodeKind::Stop
                 }
@@ -580,11 +577,11 @@ impl Plan {
             let room = p.n_visited < MAX_VISITED - 2;
             let successors = match (kind, fetched) {
                 (NodeKind::Inert, Some(w)) if room => successors(w, pc),
-                (NodeKind::Static, Some(w)) if room => {
+                (NodeKind::Static, Some(_)) if room => {
                     if !(i == 0 && p.dynamic_root) && p.predicted & (1 << i) == 0 {
                         p.statics |= 1 << i;
                     }
-                    if insn.is_some_and(|d| writes_data(w, &d)) {
+                    if insn.is_some_and(|d| writes_data(&d)) {
                         p.stores |= 1 << i;
                     }
                     [Some(pc.wrapping_add(4)), None]
@@ -792,7 +789,7 @@ mod tests {
         let mut x = [0u64; 31];
         x[5] = 0x1234_5678;
         let blocks = BlockGranules { dc: 4, gm: 16 };
-        let w = |word: u32| data_write(word, &decode(word), &x, 0x8000, blocks);
+        let w = |word: u32| data_write(&decode(word), &x, 0x8000, blocks);
         assert_eq!(w(0xb900_03e7), Some((0x8000, 4))); // str w7, [sp]
         assert_eq!(w(0xb900_00a7), Some((0x1234_5678, 4))); // str w7, [x5]
         assert_eq!(w(0xa9bf_7bfd), Some((0x8000 - 16, 16))); // stp x29, x30, [sp, #-16]!

@@ -349,7 +349,7 @@ impl Tracer {
             let (_, word) = self.plans[ps].store_node(i);
             let insn = decode::decode(word);
             let Some((va, len)) =
-                mtex_trace::run::data_write(word, &insn, &ctx.x, sp, self.block_granules)
+                mtex_trace::run::data_write(&insn, &ctx.x, sp, self.block_granules)
             else {
                 continue;
             };

@@ -32,13 +32,18 @@ pub struct Kernel {
 
 /// The package name for a `--kernel` choice: `6.12` (the newest 6.12 in bookworm-backports,
 /// through its meta-package), or a release such as `6.12.117+deb12` or `6.1.0-47`.
+/// Checked before dpkg or apt is run: the choice becomes part of a package name.
 pub fn package_for(choice: &str) -> Result<String> {
-    let ok = !choice.is_empty()
+    let ok = choice.len() <= 64
+        && choice.starts_with(|c: char| c.is_ascii_digit())
         && choice
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || ".+-~".contains(c));
     if !ok {
-        bail!("--kernel {choice:?}: expected a version such as 6.12, 6.12.117+deb12 or 6.1.0-47");
+        bail!(
+            "--kernel {choice:?}: expected a Debian kernel version such as 6.12, 6.12.117+deb12 \
+             or 6.1.0-47 (up to 64 characters: digits first, then letters, digits and . + - ~)"
+        );
     }
     // `linux-image-6.12-arm64` is the meta-package; the others are images themselves.
     Ok(format!("linux-image-{choice}-arm64"))
@@ -158,13 +163,87 @@ fn fetch_package(pkg: &str, dir: &Path) -> Result<Unpacked> {
     })
 }
 
+/// The `--kernel` choices among apt's package names (`apt-cache pkgnames linux-image-`):
+/// the arm64 kernel images and their meta-packages of the generic flavour (not -cloud or
+/// -rt, built for other machines and uses), oldest first.
+pub fn kernel_choices(pkgnames: &str) -> Vec<String> {
+    let mut v: Vec<String> = pkgnames
+        .lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("linux-image-")?
+                .strip_suffix("-arm64")
+        })
+        .filter(|c| package_for(c).is_ok() && !c.ends_with("-cloud") && !c.ends_with("-rt"))
+        .map(str::to_string)
+        .collect();
+    // Numerically by each run of digits: 6.1.0-47 before 6.12, 6.12.9 before 6.12.10.
+    let key = |c: &String| -> Vec<(u64, String)> {
+        let mut parts: Vec<(u64, String)> = Vec::new();
+        let mut digits = true;
+        for ch in c.chars() {
+            match parts.last_mut() {
+                Some((n, _)) if digits && ch.is_ascii_digit() => {
+                    *n = n
+                        .saturating_mul(10)
+                        .saturating_add(u64::from(ch as u8 - b'0'))
+                }
+                Some((_, t)) if !ch.is_ascii_digit() => {
+                    digits = false;
+                    t.push(ch)
+                }
+                _ => {
+                    digits = ch.is_ascii_digit();
+                    parts.push(if digits {
+                        (u64::from(ch as u8 - b'0'), String::new())
+                    } else {
+                        (0, ch.to_string())
+                    })
+                }
+            }
+        }
+        parts
+    };
+    v.sort_by_key(key);
+    v.dedup();
+    v
+}
+
+/// apt knows no such kernel: the error says which it knows.
+fn no_such_kernel(choice: &str, pkg: &str) -> anyhow::Error {
+    let names = run(
+        Command::new("apt-cache").args(["pkgnames", "linux-image-"]),
+        "apt-cache pkgnames",
+    )
+    .unwrap_or_default();
+    let known = kernel_choices(&names);
+    if known.is_empty() {
+        anyhow::anyhow!(
+            "--kernel {choice}: apt has no arm64 package {pkg}, nor any arm64 kernel (is \
+             bookworm-backports in the apt sources?)"
+        )
+    } else {
+        anyhow::anyhow!(
+            "--kernel {choice}: apt has no arm64 package {pkg}; the kernels it has: {}",
+            known.join(", ")
+        )
+    }
+}
+
 /// The kernel for `choice` (see [`package_for`]), fetched into `dir`.
 pub fn kernel(choice: &str, dir: &Path) -> Result<Kernel> {
     ensure_arm64_lists()?;
-    let mut pkg = package_for(choice)?;
-    if let Some(target) = meta_target(&pkg)? {
-        pkg = target;
+    let chosen = package_for(choice)?;
+    // Known to apt first: `apt-cache depends` fails on a name it does not know.
+    let mut version = candidate(&chosen)?;
+    if version.is_none() {
+        update_lists()?;
+        version = candidate(&chosen)?;
     }
+    if version.is_none() {
+        return Err(no_such_kernel(choice, &chosen));
+    }
+    let pkg = meta_target(&chosen)?.unwrap_or(chosen);
     let package = fetch_package(&pkg, dir)?;
     let boot = package.root.join("boot");
     let image = std::fs::read_dir(&boot)
@@ -219,5 +298,30 @@ mod tests {
         );
         assert!(package_for("6.12; rm -rf /").is_err());
         assert!(package_for("").is_err());
+        // Paths, spaces and words that are not versions never reach dpkg or apt.
+        for bad in [
+            "../../etc/passwd",
+            "6.12 extra",
+            "rt",
+            "-6.12",
+            &"6".repeat(65),
+        ] {
+            let e = package_for(bad).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("--kernel {bad:?}: ")), "{e}");
+            assert!(e.contains("digits first"), "{e}");
+        }
+    }
+
+    #[test]
+    fn kernel_choices_are_apt_arm64_kernels_in_version_order() {
+        let names = "linux-image-6.12.117+deb12-arm64\nlinux-image-6.1.0-47-arm64\n\
+                     linux-image-6.12-arm64\nlinux-image-6.1.0-47-amd64\n\
+                     linux-image-arm64\nlinux-image-6.12.9+deb12-arm64\n\
+                     linux-image-6.1.0-47-arm64-dbg\nlinux-image-rt-arm64\n\
+                     linux-image-6.1.0-47-cloud-arm64\nlinux-image-6.12-rt-arm64\n";
+        assert_eq!(
+            kernel_choices(names),
+            ["6.1.0-47", "6.12", "6.12.9+deb12", "6.12.117+deb12"]
+        );
     }
 }

@@ -61,8 +61,9 @@ pub fn write(entries: Vec<Entry>) -> Result<Vec<u8>> {
     Ok(cpio::write_cpio(inputs, Vec::new())?)
 }
 
-/// The `/init` script: mounts, an optional kernel-symbol dump, the workload, power-off.
-/// Lines starting `mtex-linux:` are markers the host reads on Linux's console.
+/// The `/init` script: mounts, then either the kernel-symbol dump (the symbol boot: no
+/// workload) or the workload, and power-off. Lines starting `mtex-linux:` are markers the
+/// host reads on Linux's console; between `workload` and `done` is the workload's output.
 pub fn init_script(workload: &str) -> String {
     format!(
         r#"#!/bin/busybox sh
@@ -75,11 +76,13 @@ if grep -qw mtex_kallsyms /proc/cmdline; then
   echo "mtex-linux: kallsyms-begin"
   grep -i ' t ' /proc/kallsyms
   echo "mtex-linux: kallsyms-end"
+  poweroff -f
 fi
 # Let the kernel finish what it defers after boot (about 28 M instructions of a kernel
 # thread in the first seconds): otherwise the first window measures it too. Idle time costs
 # nothing under -icount (sleep=off skips it).
 sleep 3
+echo "mtex-linux: workload"
 {workload}
 echo "mtex-linux: done $?"
 poweroff -f

@@ -34,11 +34,14 @@ pub struct Args {
     #[arg(long, default_value = "sync", value_delimiter = ',',
           value_parser = ["none", "sync", "async", "asymm"])]
     pub tcf0: Vec<String>,
-    /// More words for the kernel command line.
+    /// More words for the kernel command line, one word each (printable ASCII, no quotes):
+    /// Linux's parameters, or the hypervisor's `mtex.KEY=VALUE` options. The words mtex sets
+    /// itself (console=, rdinit=, panic=) are refused.
     #[arg(long = "append", value_name = "WORD")]
     pub append: Vec<String>,
-    /// Guest RAM in MiB (128..3072).
-    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(128..=3072))]
+    /// Guest RAM in MiB (RAM_MIB_MIN..3072; less and Debian's kernel runs out of memory
+    /// before /init).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(RAM_MIB_MIN..=3072))]
     pub ram_mib: u64,
     /// Also write the report as JSON to this file.
     #[arg(long)]
@@ -63,6 +66,74 @@ pub struct Args {
     /// watches (a QEMU 10.0 limit), so tag-check faults do not happen in such a run.
     #[arg(long)]
     pub oracle: bool,
+}
+
+/// The least guest RAM `--ram-mib` takes, found by trying: Debian's 6.12 kernel with this
+/// initramfs reaches /init in 144 MiB and panics out of memory in 128 ("System is
+/// deadlocked on memory").
+pub const RAM_MIB_MIN: u64 = 144;
+
+/// The kernel command line's words that are mtex's own (see `cmdline`).
+const OWN_WORDS: [&str; 5] = [
+    "console=",
+    "rdinit=",
+    "panic=",
+    "mtex_kallsyms",
+    "mtex.guest=",
+];
+
+/// Linux's limit on its command line (arm64's COMMAND_LINE_SIZE, with its NUL).
+const CMDLINE_MAX: usize = 2047;
+
+/// Checks every option that needs no tool: bad input is refused here, before dpkg, apt,
+/// cargo or QEMU run, with the option named and what it takes.
+pub fn check_args(args: &Args) -> Result<()> {
+    fetch::package_for(&args.kernel)?;
+    if let Some(w) = &args.workload
+        && w.contains(|c: char| c.is_control())
+    {
+        bail!(
+            "--workload {w:?}: one line only (a workload's name and arguments, or a busybox \
+             shell line), without control characters"
+        );
+    }
+    for w in &args.append {
+        let word = !w.is_empty()
+            && w.bytes()
+                .all(|b| b.is_ascii_graphic() && !b"\"'\\".contains(&b));
+        if !word {
+            bail!(
+                "--append {w:?}: expected one word of printable ASCII (no spaces, quotes or \
+                 backslashes); give --append once per word"
+            );
+        }
+        if let Some(own) = OWN_WORDS.iter().find(|o| w.starts_with(*o)) {
+            bail!("--append {w:?}: mtex sets {own} itself (Linux mode needs its own value)");
+        }
+    }
+    let line = cmdline(args, true);
+    if line.len() > CMDLINE_MAX {
+        bail!(
+            "--append: the kernel command line would be {} bytes; Linux takes {CMDLINE_MAX}",
+            line.len()
+        );
+    }
+    // The hypervisor's options among them, checked with its own parser.
+    if let Some(key) = mtex_abi::options::unknown_key(&line) {
+        let word = args
+            .append
+            .iter()
+            .find(|w| w.starts_with(&format!("mtex.{key}")))
+            .map_or(key, |w| w);
+        bail!("--append {word:?}: {}", qemu::unknown_key_message(key));
+    }
+    mtex_abi::options::HypOptions::parse(&line).map_err(|e| {
+        anyhow::anyhow!(
+            "--append: {:#}",
+            qemu::option_error(&line, e, mtex_abi::options::HypOptions::parse)
+        )
+    })?;
+    Ok(())
 }
 
 /// The workloads `--workload` knows by name (`mtex-work`'s), with the arguments used when
@@ -113,14 +184,14 @@ pub fn work_dir() -> PathBuf {
 /// The kernel command line: Linux's console on the passed-through UART, the initramfs's
 /// /init, fixed addresses (nokaslr) so that symbols read once stay right, and power-off
 /// rather than reboot on panic (`-no-reboot` would otherwise end QEMU with no record).
-fn cmdline(args: &Args, want_kallsyms: bool) -> String {
+fn cmdline(args: &Args, kallsyms: bool) -> String {
     let mut words = vec![
         "console=ttyAMA0".to_string(),
         "rdinit=/init".into(),
         "nokaslr".into(),
         "panic=-1".into(),
     ];
-    if want_kallsyms {
+    if kallsyms {
         words.push("mtex_kallsyms".into());
     }
     words.extend(args.append.iter().cloned());
@@ -133,7 +204,7 @@ pub struct Prepared {
     /// This run's own directory (several runs may go at once): the bundle, Linux's console.
     pub run_dir: PathBuf,
     pub bundle: PathBuf,
-    /// Kernel symbols read on an earlier boot of this release, if any.
+    /// Kernel symbols read by an earlier symbol boot of this release, if any.
     pub kallsyms: Option<PathBuf>,
 }
 
@@ -189,6 +260,37 @@ fn kallsyms_path(release: &str) -> PathBuf {
     work_dir().join(format!("kallsyms-{release}.txt"))
 }
 
+/// The kernel's text symbols: kept from an earlier run of this release, or read by a boot
+/// of their own (the package's System.map is a stub) that dumps /proc/kallsyms and powers
+/// off before the workload. The measured boot never dumps them, so its counts are the same
+/// on a kernel's first run as on every later one. Empty if the symbol boot gave none.
+fn symbols(args: &Args, p: &Prepared) -> Result<String> {
+    if let Some(path) = &p.kallsyms {
+        return std::fs::read_to_string(path)
+            .with_context(|| format!("reading {}", path.display()));
+    }
+    eprintln!(
+        "mtex: a first boot of {} to read its symbols",
+        p.kernel.release
+    );
+    let booted = boot(args, p, Boot::Symbols)?;
+    let dump = report::kallsyms_section(&booted.linux).unwrap_or_default();
+    if !dump.is_empty() {
+        // Written whole, then renamed: a concurrent run reads all of it or none.
+        let tmp = p.run_dir.join("kallsyms.txt");
+        std::fs::write(&tmp, &dump)?;
+        std::fs::rename(&tmp, kallsyms_path(&p.kernel.release))?;
+    }
+    Ok(dump)
+}
+
+/// Which boot: the measured one, or the short one that reads the kernel's symbols.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Boot {
+    Measured,
+    Symbols,
+}
+
 /// What a boot gives back: the hypervisor's console (with the oracle's output, if it ran),
 /// and Linux's.
 pub struct Booted {
@@ -197,7 +299,7 @@ pub struct Booted {
 }
 
 /// Boots a prepared bundle.
-pub fn boot(args: &Args, p: &Prepared) -> Result<Booted> {
+pub fn boot(args: &Args, p: &Prepared, which: Boot) -> Result<Booted> {
     let built = images::build()?;
     let images = images::Images {
         guest_image: p.bundle.clone(),
@@ -206,7 +308,7 @@ pub fn boot(args: &Args, p: &Prepared) -> Result<Booted> {
     let linux_console = p.run_dir.join("linux-console.log");
     let icount = !args.no_icount;
     let cfg = qemu::RunConfig {
-        cmdline: qemu::guest_time_for(&cmdline(args, p.kallsyms.is_none()), icount),
+        cmdline: qemu::guest_time_for(&cmdline(args, which == Boot::Symbols), icount),
         icount,
         timeout: Duration::from_secs(args.timeout),
         // Guest RAM, plus the staged bundle and the hypervisor beside it.
@@ -216,8 +318,7 @@ pub fn boot(args: &Args, p: &Prepared) -> Result<Booted> {
         // was) and holds the run to the time limit.
         watch_budget_ms: Some(args.timeout * 1000),
         second_serial: Some(linux_console.clone()),
-        oracle: args
-            .oracle
+        oracle: (args.oracle && which == Boot::Measured)
             .then(|| -> Result<_> {
                 Ok(crate::oracle_check::OracleRun {
                     plugin: images::build_oracle()?,
@@ -236,36 +337,35 @@ pub fn boot(args: &Args, p: &Prepared) -> Result<Booted> {
 
 /// Runs `mtex linux`.
 pub fn run(args: Args) -> Result<ExitCode> {
+    check_args(&args)?;
     let mut json = crate::json_out::JsonOut::open(args.json.as_deref())?;
-    if let Some(w) = &args.workload
-        && w.contains('\n')
-    {
-        bail!("--workload: one line only");
-    }
-    let p = prepare(&args)?;
+    // Made before the boot, as `mtex run` does: a place that cannot be written is found now,
+    // not after the run.
+    let dir = crate::scenario_run::results_dir(&args.out, "linux").with_context(|| {
+        format!(
+            "--out {}: cannot make a results directory there (it must be a directory that \
+             can be created and written)",
+            args.out.display()
+        )
+    })?;
+    let p = match prepare(&args) {
+        Ok(p) => p,
+        Err(e) => {
+            // Nothing was run: no empty results directory is left behind.
+            let _ = std::fs::remove_dir(&dir);
+            return Err(e);
+        }
+    };
+    let symbols = symbols(&args, &p)?;
     let Booted {
         console,
         linux: linux_text,
-    } = boot(&args, &p)?;
-    let symbols = match &p.kallsyms {
-        Some(path) => std::fs::read_to_string(path).unwrap_or_default(),
-        None => {
-            let dump = report::kallsyms_section(&linux_text).unwrap_or_default();
-            if !dump.is_empty() {
-                // Written whole, then renamed: a concurrent run reads all of it or none.
-                let tmp = p.run_dir.join("kallsyms.txt");
-                std::fs::write(&tmp, &dump)?;
-                std::fs::rename(&tmp, kallsyms_path(&p.kernel.release))?;
-            }
-            dump
-        }
-    };
+    } = boot(&args, &p, Boot::Measured)?;
     // The last run's console stays for reading after the run.
     let _ = std::fs::write(work_dir().join("last-linux-console.log"), &linux_text);
-    let r = report::analyse(&p.kernel, &console, &linux_text, &symbols);
+    let r = report::analyse(&p.kernel, &console, &linux_text, &symbols, !args.no_icount);
     let text = report::render(&r);
     print!("{text}");
-    let dir = crate::scenario_run::results_dir(&args.out, "linux")?;
     std::fs::write(dir.join("report.txt"), &text)?;
     std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&r)?)?;
     std::fs::write(dir.join("console.log"), &console.bytes)?;
@@ -275,9 +375,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     // The windows as phases of mtex's results document, for `mtex compare` between runs
     // (two kernels, two command lines) and the same counters as `mtex run`'s.
+    // A window never closed was not measured: its counts are not offered for comparison.
+    let mut measured = console.report();
+    measured.phases.retain(|p| p.end.is_some());
     let doc = crate::results::Results::new(
         None,
-        vec![crate::results::run("linux", 0, &console.report())],
+        vec![crate::results::run("linux", 0, &measured)],
         Vec::new(),
     );
     std::fs::write(
@@ -289,7 +392,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         dir.display()
     );
     if args.console {
-        println!("\nLinux console\n{}", report::without_kallsyms(&linux_text));
+        println!("\nLinux console\n{linux_text}");
     }
     if let Some(json) = &mut json {
         json.write(&r)?;

@@ -1,7 +1,8 @@
 //! Linux mode's report: the kernel's MTE control writes, decoded and named by kernel
 //! function, what it left set, how the run ended, and every problem. Built from the
 //! hypervisor's records (the report UART) and Linux's own console (the second UART), which
-//! carries only the init script's markers and, once per kernel release, its symbols.
+//! carries the init script's markers and the workload's output (and, on the short boot that
+//! reads them, the kernel's symbols).
 
 use super::fetch::Kernel;
 use crate::qemu::Console;
@@ -20,7 +21,8 @@ const MARK: &str = "mtex-linux: ";
 #[derive(Clone, Debug, Serialize)]
 pub struct LinuxWrite {
     pub seq: u32,
-    /// Guest time since the hypervisor started it, in milliseconds of counter time.
+    /// Milliseconds of the physical counter (CNTPCT_EL0: the hypervisor's own time
+    /// included) since Linux's first trapped write.
     pub t_ms: f64,
     pub register: &'static str,
     pub old: u64,
@@ -34,6 +36,17 @@ pub struct LinuxWrite {
     pub symbol: Option<String>,
 }
 
+/// A window the workload opened and never closed: it was not measured (what the trace
+/// holds is whatever ran until the run ended), so no count of it is given.
+#[derive(Clone, Debug, Serialize)]
+pub struct UnclosedWindow {
+    pub id: u32,
+    pub label: Option<String>,
+    /// The guest's own clock when it opened, in milliseconds since Linux's first
+    /// instruction (see `Window::guest_clock_ms`).
+    pub opened_ms: Option<f64>,
+}
+
 /// One trace window: what the CPU executed at EL0 and EL1 between the workload's OPEN and
 /// CLOSE doorbell stores, stepped.
 #[derive(Clone, Debug, Serialize)]
@@ -41,19 +54,22 @@ pub struct Window {
     pub id: u32,
     /// The workload's own line naming it (`mtex-work --window 1 ...`), if it printed one.
     pub label: Option<String>,
-    /// Closed by the workload (false: the run ended with the window open; its counts are
-    /// up to where the CPU was).
+    /// Always true: a window never closed is an [`UnclosedWindow`], without counts.
     pub closed: bool,
     pub instructions_el0: u64,
     pub instructions_el1: u64,
     /// The PMU's instruction counts per EL over the window, where it counted.
     pub pmu_el0: Option<u64>,
     pub pmu_el1: Option<u64>,
-    /// Guest counter time inside the window, in milliseconds.
-    pub guest_ms: Option<f64>,
-    /// Guest counter time from Linux's first trapped write (its first instructions) to the
-    /// window's opening, in milliseconds: the boot and the workload's start.
-    pub opened_ms: f64,
+    /// The guest's own clock over the window, in milliseconds: its virtual counter
+    /// (CNTVCT_EL0, what Linux reads), which the hypervisor holds back by its own time at
+    /// every exit, so the stepping is left out. Exact under -icount (one nanosecond per guest
+    /// instruction and exception, idle time skipped), approximate without. None where the
+    /// hypervisor did not record it.
+    pub guest_clock_ms: Option<f64>,
+    /// The guest's own clock when the window opened, in milliseconds since Linux's first
+    /// instruction: the boot and the workload's start.
+    pub opened_ms: Option<f64>,
     /// mem_access_checked_{rd,wr}:{u,k} in each view: architectural, TCF-elided, if
     /// TCR_EL1.TCMA1 were set, if the kernel ran with PSTATE.TCO set; then every data access.
     pub views: Vec<(String, mtex_trace::counts::ByEl)>,
@@ -100,20 +116,26 @@ pub struct LinuxReport {
     /// The workload programs' result lines (`mtex-work: ...`) from Linux's console.
     pub workload_output: Vec<String>,
     pub writes: Vec<LinuxWrite>,
-    /// The trace windows the workloads opened.
+    /// The trace windows the workloads opened and closed.
     pub windows: Vec<Window>,
+    /// Windows opened and never closed: not measured, no counts.
+    pub unclosed_windows: Vec<UnclosedWindow>,
+    /// Whether QEMU ran with -icount (the guest clock's times exact).
+    pub icount: bool,
     /// Each register's last value and its MTE fields (`TCMA1=0`, ...).
     pub final_sctlr_el1: Option<(u64, Vec<String>)>,
     pub final_tcr_el1: Option<(u64, Vec<String>)>,
     pub exit: String,
     pub wall_s: f64,
-    /// Guest counter time at the last write, in milliseconds.
-    pub guest_ms: f64,
+    /// The last write's `t_ms` (physical counter, the hypervisor's time included).
+    pub last_write_ms: f64,
     pub symbols: usize,
     pub unknown_calls: Vec<String>,
     pub debug_writes: usize,
     pub problems: Vec<String>,
     pub notes: Vec<String>,
+    /// The last lines of Linux's console when it did not reach /init (why it stopped).
+    pub console_tail: Vec<String>,
 }
 
 /// The lines between the init script's kallsyms markers.
@@ -125,15 +147,83 @@ pub fn kallsyms_section(text: &str) -> Option<String> {
     Some(rest[body_start..end].replace('\r', ""))
 }
 
-/// Linux's console without the symbol dump (for printing).
-pub fn without_kallsyms(text: &str) -> String {
-    match (
-        text.find(&format!("{MARK}kallsyms-begin")),
-        text.find(&format!("{MARK}kallsyms-end")),
-    ) {
-        (Some(a), Some(b)) => format!("{}[kernel symbols]\n{}", &text[..a], &text[b..]),
-        _ => text.to_string(),
+/// Lines of the workload's output kept (the last ones).
+const OUTPUT_LINES: usize = 200;
+/// Lines of Linux's console shown when /init was not reached.
+const TAIL_LINES: usize = 25;
+
+/// A kernel message (`[    1.234567] ...`), not the workload's output.
+fn is_printk(line: &str) -> bool {
+    line.strip_prefix('[')
+        .and_then(|r| r.split_once(']'))
+        .is_some_and(|(t, _)| {
+            !t.trim().is_empty() && t.trim().chars().all(|c| c.is_ascii_digit() || c == '.')
+        })
+}
+
+/// What the workload printed (its programs and the shell, stdout and stderr): the lines
+/// between the init script's workload and done markers, kernel messages left out; the last
+/// `OUTPUT_LINES` of them.
+pub fn workload_output(linux: &str) -> Vec<String> {
+    let begin = format!("{MARK}workload");
+    let done = format!("{MARK}done ");
+    let lines: Vec<String> = linux
+        .lines()
+        .map(|l| l.trim_end_matches(['\r', ' ']))
+        .skip_while(|l| l.trim() != begin)
+        .skip(1)
+        .take_while(|l| !l.trim().starts_with(&done))
+        .filter(|l| !l.trim().is_empty() && !is_printk(l))
+        .map(str::to_string)
+        .collect();
+    lines[lines.len().saturating_sub(OUTPUT_LINES)..].to_vec()
+}
+
+/// The last `TAIL_LINES` non-empty lines of Linux's console.
+pub fn console_tail(linux: &str) -> Vec<String> {
+    let lines: Vec<&str> = linux
+        .lines()
+        .map(|l| l.trim_end_matches(['\r', ' ']))
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(TAIL_LINES)..]
+        .iter()
+        .map(|l| l.to_string())
+        .collect()
+}
+
+/// Whether /init was reached, the workload's status, and the problems those say: a
+/// workload that failed is named with the last line it printed (a shell's "not found").
+fn workload_problems(linux: &str, output: &[String]) -> (bool, Option<i32>, Vec<String>) {
+    let reached_init = linux.contains(&format!("{MARK}init"));
+    let status = linux
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{MARK}done ")))
+        .and_then(|s| s.trim().parse().ok());
+    let mut problems = Vec::new();
+    match status {
+        _ if !reached_init => {
+            // A panic's own line is above its stack trace: named here, whatever the tail holds.
+            let panic = linux
+                .lines()
+                .rev()
+                .find_map(|l| l.split_once("Kernel panic - ").map(|(_, p)| p.trim_end()));
+            problems.push(format!(
+                "Linux did not reach the initramfs's /init{}: the last lines of its console \
+                 follow",
+                panic.map_or(String::new(), |p| format!(" (kernel panic - {p})"))
+            ))
+        }
+        None => {
+            problems.push("the workload did not finish (no done marker on Linux's console)".into())
+        }
+        Some(0) => {}
+        Some(s) => problems.push(match output.last() {
+            Some(last) => format!("the workload exited with status {s}: {last}"),
+            None => format!("the workload exited with status {s} (it printed nothing)"),
+        }),
     }
+    (reached_init, status, problems)
 }
 
 /// `FIELD=value` for every MTE field of `reg` in `value`.
@@ -153,8 +243,15 @@ fn kernel_va(pc: u64, entry: u64, text_va: Option<u64>) -> u64 {
     }
 }
 
-/// Builds the report.
-pub fn analyse(kernel: &Kernel, console: &Console, linux: &str, kallsyms: &str) -> LinuxReport {
+/// Builds the report; `kallsyms` is the kernel's symbol table (kallsyms' form), `icount`
+/// whether QEMU ran with -icount.
+pub fn analyse(
+    kernel: &Kernel,
+    console: &Console,
+    linux: &str,
+    kallsyms: &str,
+    icount: bool,
+) -> LinuxReport {
     let r = console.report();
     let symbols = Symbols::from_kallsyms(kallsyms);
     let text_va = kallsyms.lines().find_map(|l| {
@@ -193,27 +290,14 @@ pub fn analyse(kernel: &Kernel, console: &Console, linux: &str, kallsyms: &str) 
             .find(|w| w.register == name)
             .map(|w| (w.new, fields(reg, w.new)))
     };
-    let reached_init = linux.contains(&format!("{MARK}init"));
-    let workload_status = linux
-        .lines()
-        .find_map(|l| l.trim().strip_prefix(&format!("{MARK}done ")))
-        .and_then(|s| s.trim().parse().ok());
-    if !reached_init {
-        problems
-            .push("Linux did not reach the initramfs's /init (see its console: --console)".into());
-    } else if workload_status.is_none() {
-        problems.push("the workload did not finish (no done marker on Linux's console)".into());
-    } else if workload_status != Some(0) {
-        problems.push(format!(
-            "the workload exited with status {}",
-            workload_status.unwrap_or(-1)
-        ));
-    }
+    let output = workload_output(linux);
+    let (reached_init, workload_status, found) = workload_problems(linux, &output);
+    problems.extend(found);
     if r.writes.is_empty() {
         problems.push("no SCTLR_EL1/TCR_EL1 write was trapped: Linux writes both at boot".into());
     }
     if symbols.is_empty() {
-        notes.push("no kernel symbols (the /proc/kallsyms dump was not read): PCs only".into());
+        notes.push("no kernel symbols (the symbol boot did not give them): PCs only".into());
     }
     let exit = r
         .summary
@@ -224,29 +308,58 @@ pub fn analyse(kernel: &Kernel, console: &Console, linux: &str, kallsyms: &str) 
     {
         problems.push(format!("the run ended badly: {exit}"));
     }
+    let label = |id: u32| {
+        linux.lines().find_map(|l| {
+            l.trim()
+                .strip_prefix(&format!("mtex-work: window {id}: "))
+                .map(|a| format!("mtex-work {a}"))
+        })
+    };
+    // The guest's clock starts at 0 at Linux's first instruction.
+    let clock_ms = |ticks: u64| ticks as f64 * 1000.0 / hz;
+    let unclosed_windows: Vec<UnclosedWindow> = r
+        .phases
+        .iter()
+        .filter(|p| p.end.is_none())
+        .map(|p| UnclosedWindow {
+            id: p.id,
+            label: label(p.id),
+            opened_ms: p.begin_guest_clock.map(clock_ms),
+        })
+        .collect();
+    for w in &unclosed_windows {
+        // The general checks of its counts ("never ended: counts up to ...", accesses not
+        // judged) give way to this one: the report shows no count of such a window.
+        let general = format!("phase {} (window {})", w.id, w.id);
+        problems.retain(|p| !p.starts_with(&general));
+        problems.push(format!(
+            "window {}{} was opened and never closed: not measured, no counts shown (the \
+             workload ended, failed or was killed with it open)",
+            w.id,
+            w.label
+                .as_ref()
+                .map_or(String::new(), |l| format!(" ({l})"))
+        ));
+    }
     let windows: Vec<Window> = r
         .phases
         .iter()
         .filter_map(|p| {
-            let t = p.trace.as_ref()?;
+            let t = p.trace.as_ref().filter(|_| p.end.is_some())?;
             let engine = r.engines.iter().rev().find(|e| e.id == p.id);
-            let label = linux.lines().find_map(|l| {
-                l.trim()
-                    .strip_prefix(&format!("mtex-work: window {}: ", p.id))
-                    .map(|a| format!("mtex-work {a}"))
-            });
             Some(Window {
                 id: p.id,
-                label,
-                closed: p.end.is_some(),
+                label: label(p.id),
+                closed: true,
                 instructions_el0: t.instructions_el0,
                 instructions_el1: t.instructions_el1,
                 pmu_el0: p.stats.and_then(|s| s.el0_instructions),
                 pmu_el1: p.stats.and_then(|s| s.el1_instructions),
-                guest_ms: p
-                    .end_ts
-                    .map(|e| e.saturating_sub(p.begin_ts) as f64 * 1000.0 / hz),
-                opened_ms: p.begin_ts.saturating_sub(t0) as f64 * 1000.0 / hz,
+                guest_clock_ms: p
+                    .begin_guest_clock
+                    .zip(p.end_guest_clock)
+                    .map(|(b, e)| clock_ms(e.saturating_sub(b))),
+                opened_ms: p.begin_guest_clock.map(clock_ms),
                 views: vec![
                     ("architectural".into(), t.architectural),
                     ("TCF-elided".into(), t.tcf_elided),
@@ -269,23 +382,28 @@ pub fn analyse(kernel: &Kernel, console: &Console, linux: &str, kallsyms: &str) 
         })
         .collect();
 
+    if !icount && !windows.is_empty() {
+        notes.push(
+            "without -icount the guest clock's times are approximate (QEMU's own time per exit \
+             is not taken out)"
+                .into(),
+        );
+    }
     LinuxReport {
         windows,
+        unclosed_windows,
+        icount,
         package: kernel.package.name.clone(),
         version: kernel.package.version.clone(),
         release: kernel.release.clone(),
         reached_init,
         workload_status,
-        workload_output: linux
-            .lines()
-            .filter(|l| l.starts_with("mtex-work:"))
-            .map(|l| l.trim_end().to_string())
-            .collect(),
+        workload_output: output,
         final_sctlr_el1: last("SCTLR_EL1", SysReg::SctlrEl1),
         final_tcr_el1: last("TCR_EL1", SysReg::TcrEl1),
         exit,
         wall_s: console.wall.as_secs_f64(),
-        guest_ms: writes.last().map_or(0.0, |w| w.t_ms),
+        last_write_ms: writes.last().map_or(0.0, |w| w.t_ms),
         symbols: symbols.len(),
         unknown_calls: r
             .unknown_calls
@@ -294,6 +412,11 @@ pub fn analyse(kernel: &Kernel, console: &Console, linux: &str, kallsyms: &str) 
             .collect(),
         debug_writes: r.debug_writes.len(),
         writes,
+        console_tail: if reached_init {
+            Vec::new()
+        } else {
+            console_tail(linux)
+        },
         problems,
         notes,
     }
@@ -341,29 +464,27 @@ fn window_text(w: &Window) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Window {}{}{}",
+        "Window {}{}",
         w.id,
         w.label.as_ref().map_or(String::new(), |l| format!(": {l}")),
-        if w.closed {
-            String::new()
-        } else {
-            " (NOT CLOSED: counts up to the end of the run)".into()
-        }
     );
     let pmu = |v: Option<u64>| v.map_or("-".into(), thousands);
+    match (w.opened_ms, w.guest_clock_ms) {
+        (Some(at), Some(open)) => writeln!(
+            out,
+            "  opened at {at:.1} ms of the guest's clock (since Linux's first instruction); open \
+             for {open:.3} ms of it (its virtual counter: the hypervisor's stepping left out)"
+        ),
+        _ => writeln!(out, "  the guest's clock was not recorded for this window"),
+    }
+    .ok();
     let _ = writeln!(
         out,
-        "  opened {:.1} ms of guest time after Linux's first instruction",
-        w.opened_ms
-    );
-    let _ = writeln!(
-        out,
-        "  instructions: EL0 {} (PMU {}), EL1 {} (PMU {}); guest time {}; {} steps, {} other exits",
+        "  instructions: EL0 {} (PMU {}), EL1 {} (PMU {}); {} steps, {} other exits",
         thousands(w.instructions_el0),
         pmu(w.pmu_el0),
         thousands(w.instructions_el1),
         pmu(w.pmu_el1),
-        w.guest_ms.map_or("-".into(), |m| format!("{m:.3} ms")),
         thousands(w.step_exits),
         thousands(w.exits),
     );
@@ -521,7 +642,7 @@ pub fn render(r: &LinuxReport) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
         "seq",
-        "t (ms)",
+        "counter (ms)",
         "register",
         "old → new",
         "MTE fields changed",
@@ -555,6 +676,17 @@ pub fn render(r: &LinuxReport) -> String {
     }
     for w in &r.windows {
         let _ = write!(out, "\n{}", window_text(w));
+    }
+    for w in &r.unclosed_windows {
+        let _ = writeln!(
+            out,
+            "\nWindow {}{}\n  NEVER CLOSED: opened{} and not measured (no counts)",
+            w.id,
+            w.label.as_ref().map_or(String::new(), |l| format!(": {l}")),
+            w.opened_ms.map_or(String::new(), |m| format!(
+                " at {m:.1} ms of the guest's clock"
+            ))
+        );
     }
     if r.windows.len() > 1 {
         let _ = write!(
@@ -604,5 +736,190 @@ pub fn render(r: &LinuxReport) -> String {
             let _ = writeln!(out, "  - {p}");
         }
     }
+    if !r.console_tail.is_empty() {
+        let _ = writeln!(out, "\nLinux's console, last lines");
+        for l in &r.console_tail {
+            let _ = writeln!(out, "  | {l}");
+        }
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOOTED: &str = "[    0.000000] Booting Linux on physical CPU 0x0\n\
+                          mtex-linux: init\n\
+                          mtex-linux: workload\n";
+
+    #[test]
+    fn a_failed_workload_is_named_with_what_it_printed() {
+        // The shell's own message for a command it cannot find, and its status.
+        let linux = format!(
+            "{BOOTED}/init: line 9: nonexistent-cmd: not found\r\n\
+             [   12.345678] a kernel message\n\
+             mtex-linux: done 127\n"
+        );
+        let out = workload_output(&linux);
+        assert_eq!(out, ["/init: line 9: nonexistent-cmd: not found"]);
+        let (init, status, problems) = workload_problems(&linux, &out);
+        assert!(init);
+        assert_eq!(status, Some(127));
+        assert_eq!(
+            problems,
+            ["the workload exited with status 127: /init: line 9: nonexistent-cmd: not found"]
+        );
+        // Success: no problem, the programs' lines kept.
+        let linux = format!("{BOOTED}mtex-work: getpid ok: 10 calls\nmtex-linux: done 0\n");
+        let out = workload_output(&linux);
+        assert_eq!(out, ["mtex-work: getpid ok: 10 calls"]);
+        assert!(workload_problems(&linux, &out).2.is_empty());
+    }
+
+    #[test]
+    fn a_boot_that_never_reaches_init_keeps_the_console_tail() {
+        let mut linux = String::new();
+        for i in 0..100 {
+            linux.push_str(&format!("[    1.{i:06}] line {i}\n"));
+        }
+        linux.push_str("Kernel panic - not syncing: System is deadlocked on memory\n");
+        let (init, status, problems) = workload_problems(&linux, &workload_output(&linux));
+        assert!(!init);
+        assert_eq!(status, None);
+        assert_eq!(
+            problems,
+            [
+                "Linux did not reach the initramfs's /init (kernel panic - not syncing: System is \
+              deadlocked on memory): the last lines of its console follow"
+            ]
+        );
+        let tail = console_tail(&linux);
+        assert_eq!(tail.len(), TAIL_LINES);
+        assert_eq!(
+            tail.last().unwrap(),
+            "Kernel panic - not syncing: System is deadlocked on memory"
+        );
+        assert_eq!(tail[0], "[    1.000076] line 76");
+    }
+
+    fn kernel() -> Kernel {
+        let package = super::super::fetch::Unpacked {
+            name: "linux-image-test-arm64".into(),
+            version: "1".into(),
+            root: "/nonexistent".into(),
+        };
+        Kernel {
+            package,
+            release: "test".into(),
+            image: "/nonexistent/Image".into(),
+            config: "/nonexistent/config".into(),
+        }
+    }
+
+    /// The hypervisor's console for `records`, then a summary of a clean power-off.
+    fn console(records: Vec<mtex_abi::Record>) -> Console {
+        use mtex_abi::report::{ExitReason, Summary};
+        let n = records.len() as u32;
+        let mut text = String::new();
+        let summary = mtex_abi::Record::Summary(Summary {
+            records: n,
+            exit: ExitReason::GuestExit { status: 0 },
+            ts: 0,
+            exits: 0,
+        });
+        for (seq, r) in records.iter().chain([&summary]).enumerate() {
+            let mut buf = [0u8; mtex_abi::frame::MAX_TEXT];
+            text.push_str(mtex_abi::frame::encode(seq as u32, r, &mut buf).unwrap());
+        }
+        Console {
+            bytes: text.clone().into_bytes(),
+            text,
+            status: Some(0),
+            timed_out: false,
+            killed: None,
+            wall: std::time::Duration::ZERO,
+            stderr: String::new(),
+            oracle: None,
+        }
+    }
+
+    fn window_records(id: u32, guest_clock: (u64, u64), closed: bool) -> Vec<mtex_abi::Record> {
+        use mtex_abi::Record;
+        use mtex_abi::report::{
+            GuestState, PhaseBegin, PhaseClock, PhaseEnd, PhaseStats, PhaseTrace,
+        };
+        let counts = mtex_trace::counts::TraceCounts {
+            instructions_el0: 2_600_000,
+            ..Default::default()
+        };
+        let mut v = vec![
+            Record::PhaseBegin(PhaseBegin {
+                id,
+                name: mtex_abi::ShortStr::truncated(&format!("window {id}")),
+                params: None,
+                // The physical counter runs on through the hypervisor's stepping.
+                ts: 1_000,
+                at: GuestState::default(),
+            }),
+            Record::PhaseClock(PhaseClock {
+                id,
+                end: false,
+                guest_clock: guest_clock.0,
+            }),
+            Record::PhaseTrace(PhaseTrace { id, counts }),
+        ];
+        if closed {
+            v.push(Record::PhaseClock(PhaseClock {
+                id,
+                end: true,
+                guest_clock: guest_clock.1,
+            }));
+            v.push(Record::PhaseEnd(PhaseEnd {
+                id,
+                ts: 900_000,
+                at: GuestState::default(),
+                stats: PhaseStats::default(),
+            }));
+        }
+        v
+    }
+
+    #[test]
+    fn a_window_takes_the_guests_clock_and_one_never_closed_shows_no_counts() {
+        let mut records = window_records(1, (100, 130), true);
+        records.extend(window_records(2, (200, 0), false));
+        let linux = format!("{BOOTED}mtex-work: window 2: --window 2 spin\nmtex-linux: done 0\n");
+        let r = analyse(&kernel(), &console(records), &linux, "", true);
+        // No boot record: the counter's frequency is taken as 1 Hz. The guest's clock ran 30
+        // ticks in window 1 (the physical counter 899,000).
+        assert_eq!(r.windows.len(), 1, "{:?}", r.windows);
+        assert_eq!(r.windows[0].guest_clock_ms, Some(30_000.0));
+        assert_eq!(r.windows[0].opened_ms, Some(100_000.0));
+        assert_eq!(r.windows[0].instructions_el0, 2_600_000);
+        // Window 2 never closed: listed without counts, a problem that says so.
+        assert_eq!(r.unclosed_windows.len(), 1);
+        assert_eq!(r.unclosed_windows[0].id, 2);
+        assert!(
+            r.problems.iter().any(|p| p
+                .starts_with("window 2 (mtex-work --window 2 spin) was opened and never closed")),
+            "{:?}",
+            r.problems
+        );
+        assert!(
+            !r.problems.iter().any(|p| p.contains("partial")),
+            "{:?}",
+            r.problems
+        );
+        let text = render(&r);
+        assert!(text.contains("NEVER CLOSED"), "{text}");
+        assert_eq!(text.matches("2,600,000").count(), 1, "{text}");
+        assert!(text.contains("open for 30000.000 ms of it"), "{text}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(
+            json["unclosed_windows"][0]
+                .get("instructions_el0")
+                .is_none()
+        );
+    }
 }
