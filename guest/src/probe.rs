@@ -1,4 +1,4 @@
-//! `mtex.guest=probe`: a fixed program that characterises the CPU's MTE choices (issue 12,
+//! `mtex.guest=probe`: a fixed program that characterises the CPU's MTE choices (with
 //! `mtex probe` on the host, scripts/src/probe.rs).
 //!
 //! Cells: EL1 or EL0 × TCF (TCF for EL1, TCF0 for EL0) none/sync/async/asymm × PSTATE.TCO

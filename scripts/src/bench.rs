@@ -440,7 +440,7 @@ fn goal(met: bool) -> &'static str {
     if met { "met" } else { "not met" }
 }
 
-/// Issue 11's goals.
+/// The cost goals.
 pub const GOAL_TRAP: f64 = 50.0;
 pub const GOAL_EL2_PER_INSTRUCTION: f64 = 60.0;
 pub const GOAL_EXITS_PER_INSTRUCTION: f64 = 0.25;

@@ -47,7 +47,7 @@ fn run_help() -> String {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run a scenario file (default: scripts/scenarios/default.toml, the seeds' matrix), or one
+    /// Run a scenario file (default: scripts/scenarios/default.toml, every policy × every workload), or one
     /// guest program given by --guest/--opt; print the report and write a results directory.
     #[command(after_help = run_help())]
     Run {
@@ -150,7 +150,7 @@ enum Cmd {
     },
     /// Build the images only.
     Build,
-    /// Benchmarks that print figures. Without a subcommand: issue 11's three figures (EL2
+    /// Benchmarks that print figures. Without a subcommand: the three cost figures (EL2
     /// instructions per trapped write; EL2 instructions and exits per traced instruction on
     /// the trace program and the kernel matrix; the kernel matrix's traced vs untraced
     /// slowdown) for mtex.step=fast and plain, the count-equality verdict, then both

@@ -8,8 +8,8 @@
 //!
 //! [[run]]                          # one boot of the guest kernel per repeat
 //! name = "matrix"                  # unique; default run-1, run-2, …
-//! policies = ["entry-tco", "tcma1"]             # default: the seeds' eight
-//! workloads = ["getpid", "futex-hash:iters=64"] # default: the seeds' seven
+//! policies = ["entry-tco", "tcma1"]             # default: all eight
+//! workloads = ["getpid", "futex-hash:iters=64"] # default: all seven
 //! tcf0 = "sync"                    # user tasks' mode: none, sync, async, asymm
 //! hz = 250                         # the kernel's tick, 0 to 100000
 //! repeat = 1                       # 1 to 100

@@ -3,7 +3,7 @@
 //! reads it from the kernel command line; each (policy, workload) run is announced to the
 //! hypervisor as a phase carrying its [`PhaseParams`].
 //!
-//! Command-line form (all optional, defaults give the seeds' matrix):
+//! Command-line form (all optional, defaults give every policy × every workload):
 //! - `mtex.policies=entry-tco,uaccess-tco,tcma1,kasan-sync+tfsr-sync-skip,...` — a policy is
 //!   one or more tokens joined by `+`;
 //! - `mtex.workloads=getpid,futex-hash:iters=32,kbuf-probe:size=512,...` — a workload with
@@ -61,7 +61,8 @@ pub enum TcoPolicy {
     /// v6.18: clear TCO on every kernel entry if KASAN HW tags is on or the task's TCF0 is
     /// sync/asymm (mte_disable_tco_entry).
     Entry,
-    /// The seed's v1 patch: clear TCO only inside user_access_begin/end sections.
+    /// The patch that defers clearing PSTATE.TCO to user_access_begin: clear TCO only
+    /// inside user_access_begin/end sections.
     Uaccess,
 }
 
@@ -202,7 +203,7 @@ impl Policy {
     }
 }
 
-/// The seeds' workloads.
+/// The workloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Workload {
     /// Each syscall hashes a user futex address into a kernel table and walks the bucket.
@@ -384,7 +385,7 @@ pub struct Scenario {
 /// The default tick rate, Linux's common CONFIG_HZ=250.
 pub const DEFAULT_HZ: u32 = 250;
 
-/// The seeds' matrix.
+/// Every policy × every workload.
 pub const DEFAULT_POLICIES: &str = "entry-tco,uaccess-tco,tcma1,kasan-sync,kasan-sync+tfsr-sync-skip,kasan-async,kasan-async+tfsr-sync-skip,kasan-sync+skip-tag-stacks-pgtables";
 pub const DEFAULT_WORKLOADS: &str =
     "futex-hash,memcached,getpid,thread-create,fork-pgtable,uaccess-heavy,kbuf-probe";

@@ -507,7 +507,7 @@ fn window_text(w: &Window) -> String {
         let _ = writeln!(
             out,
             "  TCMA1: the kernel's checked reads {} → {} if TCR_EL1.TCMA1 were set ({cut:.1}% fewer; \
-             the seeds measured 96.9% fewer on AmpereOne)",
+             the \"Set TCMA1 whenever MTE is present\" thread measured 96.9% fewer on AmpereOne)",
             thousands(arch.rd_k),
             thousands(tcma1.rd_k)
         );
@@ -711,7 +711,7 @@ pub fn render(r: &LinuxReport) -> String {
             let _ = writeln!(
                 out,
                 "  TCMA1=0: kernel accesses through 0xF-tagged (match-all) pointers are tag-checked \
-                 wherever the CPU checks with TCF=NONE (AmpereOne does; see the seeds)"
+                 wherever the CPU checks with TCF=NONE (AmpereOne does)"
             );
         }
     }
