@@ -1,5 +1,5 @@
 //! `mtex compare A B`: what changed from A to B, per phase and counter — A, B, the delta and
-//! the change in per cent, in the seeds' terms ("97.5% of the kernel-space tag-checked reads
+//! the change in per cent, in the MTE threads' terms ("97.5% of the kernel-space tag-checked reads
 //! are eliminated").
 //!
 //! A phase of A meets the phase of B with the same run name, phase name and occurrence (the
@@ -28,7 +28,7 @@ use std::process::ExitCode;
 /// The significance level of the marks.
 pub const ALPHA: f64 = 0.05;
 
-/// The counter the per-phase sentence is about: the seeds' kernel-space tag-checked reads.
+/// The counter the per-phase sentence is about: the MTE threads' kernel-space tag-checked reads.
 pub const HEADLINE: &str = "mem_access_checked_rd:k";
 
 /// Shown in the text even when unchanged: the checked accesses in both views.
@@ -594,7 +594,7 @@ fn spread(a: &Stats, b: &Stats, test: &Test) -> String {
     }
 }
 
-/// The phase's sentence in the seeds' terms, about [`HEADLINE`]: `futex-hash: 97.5% of the
+/// The phase's sentence in the MTE threads' terms, about [`HEADLINE`]: `futex-hash: 97.5% of the
 /// kernel-space tag-checked reads (mem_access_checked_rd:k) are eliminated (1,272 → 32)`.
 pub fn headline(p: &PhaseCmp) -> Option<String> {
     headline_parts(p).map(|(s, figures)| format!("{s} ({figures})"))

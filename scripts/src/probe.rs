@@ -7,7 +7,7 @@
 //! An access is seen checked or unchecked through the PMU (MEM_ACCESS_CHECKED_RD/_WR at the
 //! cell's EL) where the CPU has those events; else, where TCF is not NONE, through its
 //! tag-check fault (the granule's allocation tag matches neither pointer tag, so every
-//! checked access fails its check); else it is unknown. The seeds' open question — does the
+//! checked access fails its check); else it is unknown. The MTE threads' open question — does the
 //! CPU check kernel accesses with TCF = NONE? — is only answered by the PMU.
 //!
 //! The guest's console protocol, one line per cell after its phase (named as the cell):

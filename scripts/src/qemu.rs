@@ -481,7 +481,7 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
         "none",
         "-no-reboot",
     ]);
-    // The guest's random numbers (RNDR, which Linux seeds its generator from, and IRG)
+    // The guest's random numbers (RNDR, from which Linux initialises its generator, and IRG)
     // come from a fixed seed: without it a Linux run is not repeatable, even under -icount.
     c.args(["-seed", "1"]);
     if let Some(path) = &cfg.second_serial {

@@ -1,5 +1,5 @@
 //! Guest PCs as `function+0xoffset`, from the guest kernel's ELF symbols, so that a trap log
-//! reads like a kernel engineer's (the seeds' reviewers read SCTLR_EL1 writes by function).
+//! reads like a kernel engineer's (MTE patch reviewers read SCTLR_EL1 writes by function).
 //! The kernel runs both at its link addresses (early boot, identity map) and through its
 //! upper-half linear map (`mtex_abi::program::KERNEL_LINEAR_BASE | address`).
 
