@@ -73,10 +73,10 @@ pub fn build() -> Result<Images> {
             flat.base
         );
     }
-    std::fs::write(&hyp_image, flat.bytes)?;
+    publish(&hyp_image, &flat.bytes)?;
 
     let flat = flatten_elf(&std::fs::read(&guest_elf)?)?;
-    std::fs::write(&guest_image, flat.bytes)?;
+    publish(&guest_image, &flat.bytes)?;
     if flat.base != guest_vm::IMAGE_ADDR {
         bail!(
             "guest linked at {:#x}, its machine loads it at {:#x} (platform guest_vm)",
@@ -90,6 +90,18 @@ pub fn build() -> Result<Images> {
         guest_image,
         guest_elf,
     })
+}
+
+/// Puts `bytes` at `path` so that a QEMU reading the file meanwhile (another test, another
+/// `mtex` process) never sees it truncated: nothing is written when the file already holds
+/// them, and otherwise a new file replaces the old one by rename (a reader keeps the old one).
+fn publish(path: &Path, bytes: &[u8]) -> Result<()> {
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    let tmp = path.with_extension(format!("img.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))
 }
 
 /// Where `build` leaves the guest's ELF (it may not have been built yet).
@@ -166,4 +178,38 @@ pub fn flatten_elf(elf: &[u8]) -> Result<Flat> {
         bytes[at..at + data.len()].copy_from_slice(data);
     }
     Ok(Flat { base, bytes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::publish;
+    use std::io::Read;
+
+    /// A reader that opened the image before it was rebuilt reads the whole old image, never
+    /// a truncated file; the same bytes again leave the file untouched.
+    #[test]
+    fn a_reader_of_the_old_image_is_never_cut_short() {
+        let dir = std::env::temp_dir().join(format!("mtex-publish-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("guest.img");
+        publish(&path, b"old image").unwrap();
+        let mut reader = std::fs::File::open(&path).unwrap();
+        let before = std::fs::metadata(&path).unwrap().modified().unwrap();
+        publish(&path, b"old image").unwrap();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().modified().unwrap(),
+            before
+        );
+        publish(&path, b"new").unwrap();
+        let mut seen = String::new();
+        reader.read_to_string(&mut seen).unwrap();
+        assert_eq!(seen, "old image");
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temporary file left"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
