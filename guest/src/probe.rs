@@ -1,5 +1,5 @@
 //! `mtex.guest=probe`: a fixed program that characterises the CPU's MTE choices (with
-//! `mtex probe` on the host, scripts/src/probe.rs).
+//! `mtex probe` on the host, host/src/probe.rs).
 //!
 //! Cells: EL1 or EL0 × TCF (TCF for EL1, TCF0 for EL0) none/sync/async/asymm × PSTATE.TCO
 //! 0/1 × TCMA (TCR_EL1.TCMA1 for EL1, whose pointers are TTBR1 addresses; TCMA0 for EL0,

@@ -1,8 +1,8 @@
 //! The machine, from the firmware's configuration tables: ACPI when the firmware publishes
 //! an ACPI 2.0 RSDP, else its device tree; RAM always from the UEFI memory map.
 
+use mtex_acpi::PhysMem;
 use mtex_dt::DtError;
-use mtex_firmware::PhysMem;
 use mtex_platform::machine::MAX_RAM_REGIONS;
 use mtex_platform::{BootPath, Machine, Region};
 use uefi::table::cfg::ConfigTableEntry;
@@ -29,7 +29,7 @@ pub fn machine(mem: &FirmwareMemory) -> Result<(BootPath, Machine), Failure> {
     });
     let (path, mut machine) = if let Some(rsdp) = rsdp {
         println!("{PREFIX}machine from acpi (rsdp at {rsdp:#x})");
-        let m = mtex_firmware::acpi::machine(rsdp, mem).map_err(|e| {
+        let m = mtex_acpi::acpi::machine(rsdp, mem).map_err(|e| {
             fail!(
                 Status::UNSUPPORTED,
                 "acpi (rsdp at {rsdp:#x}): {}",

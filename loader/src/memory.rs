@@ -8,7 +8,7 @@ use uefi::boot::{self, AllocateType, MemoryType};
 use uefi::mem::memory_map::{MemoryAttribute, MemoryMap as _};
 
 use crate::Failure;
-use mtex_firmware::PhysMem;
+use mtex_acpi::PhysMem;
 
 pub const PAGE: u64 = 4096;
 /// Allocations stay below 2^48: the hypervisor's page tables (4 KiB granule, 4 levels)

@@ -3,7 +3,7 @@
 //! The hypervisor is one binary for every board. What it needs to know about the machine it
 //! runs on — console, interrupt controller, timers, PSCI conduit, CPUs, memory — arrives as a
 //! [`Machine`], read from the device tree (`qemu -kernel`, `mtex_dt::machine`) or from ACPI
-//! by the UEFI loader (`mtex_firmware`), inside a versioned [`BootInfo`]. What depends on the
+//! by the UEFI loader (`mtex_acpi`), inside a versioned [`BootInfo`]. What depends on the
 //! CPU rather than the board (errata) is looked up from MIDR_EL1 by [`Errata::for_midr`].
 //!
 //! [`guest_vm`] is the other side: the machine mtex shows its guest, the same on every host,

@@ -1,6 +1,6 @@
 //! Guests that try to fool the hypervisor. Each one does something a real kernel may do (or
 //! a hostile guest would) to the state the step engine and the counters depend on, around a
-//! traced phase whose counts are known in advance; the QEMU tests (`scripts/tests/hostile.rs`)
+//! traced phase whose counts are known in advance; the QEMU tests (`host/tests/qemu/hostile.rs`)
 //! hold the report to those counts.
 
 mod addresses;

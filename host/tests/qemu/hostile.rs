@@ -288,7 +288,7 @@ fn a_yield_spin_meets_the_watchdog() {
 }
 
 // The EL1 exception loop (`hostile-abort-loop`), which stops the guest's clock, is in
-// scripts/tests/qemu.rs (`a_guest_whose_clock_stops_is_ended_by_the_host_at_once`): the host
+// host/tests/qemu/builtin_guest.rs (`a_guest_whose_clock_stops_is_ended_by_the_host_at_once`): the host
 // ends it and names where the guest was.
 
 #[test]

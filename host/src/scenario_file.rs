@@ -997,7 +997,7 @@ drop_at_least = 90
 
     #[test]
     fn the_shipped_scenarios_are_valid() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/scenarios");
         for f in ["default.toml", "quick.toml"] {
             load(&dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         }

@@ -1,7 +1,7 @@
 //! The proof that the optimised paths count what the reference path counts: the
 //! same guest program booted with `mtex.step=plain` (every exit through the full path, every
 //! traced instruction stepped) and with the fast paths, compared phase by phase, field by
-//! field. Used by `cargo mtex bench` (its verdict) and by `scripts/tests/equality.rs`.
+//! field. Used by `cargo mtex bench` (its verdict) and by `host/tests/qemu/equality.rs`.
 
 use crate::report::{Phase, Report, Write};
 use serde::Serialize;

@@ -7,7 +7,7 @@ use object::{Object, ObjectSegment};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The workspace root (this crate lives in `scripts/`).
+/// The workspace root (this crate lives in `host/`).
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

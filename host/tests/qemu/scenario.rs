@@ -20,7 +20,7 @@ fn run_scenario(file: &Path, out: &Path) -> std::process::Output {
 #[test]
 fn a_scenario_runs_judges_its_expectations_and_writes_its_results() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let quick = std::fs::read_to_string(root.join("scenarios/quick.toml")).unwrap();
+    let quick = std::fs::read_to_string(root.join("../scripts/scenarios/quick.toml")).unwrap();
     // TCMA1 leaves the kernel's checked reads of futex-hash far below entry-tco's: claiming
     // they stay equal must fail the run.
     let scenario = format!(

@@ -1,0 +1,18 @@
+//! The tests that build the images and boot them under QEMU, `-icount shift=0`: one module
+//! per subject. They run in the full `./scripts/test` (`cargo test --features qemu-tests`);
+//! the host tests beside this folder need no QEMU.
+
+mod addresses;
+mod builtin_guest;
+mod code_writes;
+mod equality;
+mod hostile;
+mod kernel;
+mod linux;
+mod oracle;
+mod pmu;
+mod probe;
+mod scenario;
+mod snippet;
+mod trap_path;
+mod uefi;
