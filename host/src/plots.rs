@@ -7,8 +7,9 @@
 //!   SCTLR_EL1 / TCR_EL1 as a tick in its register's lane (red where the guest's PSTATE.TCO
 //!   was set), and below, each phase's TCO changes as a bar across the phase.
 
+use crate::perf_text::thousands;
 use crate::results::{PhaseOut, Results, Run};
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::{Path, PathBuf};
@@ -39,9 +40,9 @@ fn err(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow!("drawing a plot: {e}")
 }
 
-/// Writes every plot of `doc` into `dir`; returns the files.
-pub fn write(doc: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
+/// Every plot of `doc`: its file name and its SVG text (the results page inlines them).
+pub fn render(doc: &Results) -> Result<Vec<(String, String)>> {
+    let mut plots = Vec::new();
     for run in doc.runs.iter().filter(|r| r.repeat == 0) {
         // Each workload once, in the order the phases first show it (the matrix is
         // policy-major, so the same workload comes back after the others).
@@ -60,21 +61,44 @@ pub fn write(doc: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
             if phases.is_empty() {
                 continue;
             }
-            let f = dir.join(format!("checked-{}-{}.svg", slug(&run.name), slug(w)));
-            checked(
-                &f,
+            let svg = checked(
                 &format!("{w}: tag-checked accesses ({})", run.name),
                 &phases,
             )?;
-            files.push(f);
+            plots.push((format!("checked-{}-{}.svg", slug(&run.name), slug(w)), svg));
         }
         if !run.phases.is_empty() {
-            let f = dir.join(format!("timeline-{}.svg", slug(&run.name)));
-            timeline(&f, run)?;
-            files.push(f);
+            plots.push((format!("timeline-{}.svg", slug(&run.name)), timeline(run)?));
         }
     }
+    Ok(plots)
+}
+
+/// Writes every plot of `doc` into `dir`; returns the files.
+pub fn write(doc: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for (name, svg) in render(doc)? {
+        let f = dir.join(name);
+        std::fs::write(&f, svg).with_context(|| format!("writing {}", f.display()))?;
+        files.push(f);
+    }
     Ok(files)
+}
+
+/// Axis labels for milliseconds: whole ones where the axis spans more than a few.
+fn ms_label(span: f64) -> impl Fn(&f64) -> String {
+    move |v| {
+        if span >= 10.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.2}")
+        }
+    }
+}
+
+/// Axis labels for counts: whole numbers with thousands separators, never `1800.0`.
+fn count_label(v: &f64) -> String {
+    thousands(v.max(0.0).round() as u64)
 }
 
 fn counter(p: &PhaseOut, name: &str) -> u64 {
@@ -82,190 +106,243 @@ fn counter(p: &PhaseOut, name: &str) -> u64 {
 }
 
 /// Grouped bars: one group per policy, two bars (architectural, elided) per EL and direction.
-fn checked(path: &Path, title: &str, phases: &[&PhaseOut]) -> Result<()> {
-    let area = SVGBackend::new(path, (1000, 480)).into_drawing_area();
-    area.fill(&WHITE).map_err(err)?;
-    let top = phases
-        .iter()
-        .flat_map(|p| EL_DIR.map(|d| counter(p, &format!("mem_access_checked_{d}"))))
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let n = phases.len();
-    let mut chart = ChartBuilder::on(&area)
-        .caption(title, ("sans-serif", 20))
-        .margin(10)
-        .x_label_area_size(70)
-        .y_label_area_size(70)
-        // Headroom above the tallest bar for the legend.
-        .build_cartesian_2d(0f64..n as f64, 0f64..top as f64 * 1.5)
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(0)
-        .x_desc("policy")
-        .y_desc("checked accesses")
-        .draw()
-        .map_err(err)?;
-    // The policies under their groups, placed by hand (a numeric axis would label numbers),
-    // one line per `+` token so that long combinations do not run into each other.
-    for (i, p) in phases.iter().enumerate() {
-        let (x, y) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
-        let policy = p.policy.clone().unwrap_or_default();
-        for (j, part) in policy.split('+').enumerate() {
-            let style = TextStyle::from(("sans-serif", 12).into_font())
-                .pos(Pos::new(HPos::Center, VPos::Top));
-            let text = if j == 0 {
-                part.to_string()
-            } else {
-                format!("+{part}")
-            };
-            area.draw(&Text::new(text, (x, y + 6 + 14 * j as i32), style))
-                .map_err(err)?;
+fn checked(title: &str, phases: &[&PhaseOut]) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let area = SVGBackend::with_string(&mut svg, (1000, 480)).into_drawing_area();
+        area.fill(&WHITE).map_err(err)?;
+        let top = phases
+            .iter()
+            .flat_map(|p| EL_DIR.map(|d| counter(p, &format!("mem_access_checked_{d}"))))
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let n = phases.len();
+        let mut chart = ChartBuilder::on(&area)
+            .caption(title, ("sans-serif", 20))
+            .margin(10)
+            .x_label_area_size(70)
+            .y_label_area_size(70)
+            // Headroom above the tallest bar for the legend.
+            .build_cartesian_2d(0f64..n as f64, 0f64..top as f64 * 1.5)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .x_desc("policy")
+            .y_desc("checked accesses")
+            .y_label_formatter(&count_label)
+            .label_style(("sans-serif", 14))
+            .draw()
+            .map_err(err)?;
+        // The policies under their groups, placed by hand (a numeric axis would label numbers),
+        // one line per `+` token so that long combinations do not run into each other.
+        for (i, p) in phases.iter().enumerate() {
+            let (x, y) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
+            let policy = p.policy.clone().unwrap_or_default();
+            for (j, part) in policy.split('+').enumerate() {
+                let style = TextStyle::from(("sans-serif", 12).into_font())
+                    .pos(Pos::new(HPos::Center, VPos::Top));
+                let text = if j == 0 {
+                    part.to_string()
+                } else {
+                    format!("+{part}")
+                };
+                area.draw(&Text::new(text, (x, y + 6 + 14 * j as i32), style))
+                    .map_err(err)?;
+            }
         }
-    }
-    // 8 bars in the middle 80% of each unit-wide group.
-    let w = 0.8 / 8.0;
-    for (k, d) in EL_DIR.iter().enumerate() {
-        for (view, prefix, mix) in [(0, "", 1.0), (1, "tcf_elided.", 0.45)] {
-            let c = COLOURS[k].mix(mix);
-            let series = phases.iter().enumerate().map(move |(i, p)| {
-                let x0 = i as f64 + 0.1 + (2 * k + view) as f64 * w;
-                let v = counter(p, &format!("{prefix}mem_access_checked_{d}")) as f64;
-                Rectangle::new([(x0, 0.0), (x0 + w * 0.9, v)], c.filled())
-            });
-            let name = if view == 0 {
-                format!("{d} architectural")
-            } else {
-                format!("{d} TCF-elided")
-            };
-            chart
-                .draw_series(series)
-                .map_err(err)?
-                .label(name)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+        // 8 bars in the middle 80% of each unit-wide group.
+        let w = 0.8 / 8.0;
+        for (k, d) in EL_DIR.iter().enumerate() {
+            for (view, prefix, mix) in [(0, "", 1.0), (1, "tcf_elided.", 0.45)] {
+                let c = COLOURS[k].mix(mix);
+                let series = phases.iter().enumerate().map(move |(i, p)| {
+                    let x0 = i as f64 + 0.1 + (2 * k + view) as f64 * w;
+                    let v = counter(p, &format!("{prefix}mem_access_checked_{d}")) as f64;
+                    Rectangle::new([(x0, 0.0), (x0 + w * 0.9, v)], c.filled())
+                });
+                let name = if view == 0 {
+                    format!("{d} architectural")
+                } else {
+                    format!("{d} TCF-elided")
+                };
+                chart
+                    .draw_series(series)
+                    .map_err(err)?
+                    .label(name)
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled())
+                    });
+            }
         }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 13))
+            .draw()
+            .map_err(err)?;
+        area.present().map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
-    area.present().map_err(err)
+    Ok(svg)
 }
 
 /// The run's phases, trapped writes and TCO changes along the counter's time (ms from the
-/// first phase's start).
-fn timeline(path: &Path, run: &Run) -> Result<()> {
-    let hz = run
-        .boot
-        .as_ref()
-        .map_or(1_000_000_000, |b| b.counter_hz.max(1)) as f64;
-    let t0 = run.phases.iter().map(|p| p.begin_ts).min().unwrap_or(0);
-    let ms = |ts: u64| ts.saturating_sub(t0) as f64 * 1000.0 / hz;
-    let end = run
-        .phases
-        .iter()
-        .map(|p| p.end_ts.unwrap_or(p.begin_ts))
-        .chain(run.writes.iter().map(|w| w.ts))
-        .max()
-        .unwrap_or(t0);
-    let span = ms(end).max(1e-3) * 1.02;
-    let area = SVGBackend::new(path, (1000, 520)).into_drawing_area();
-    area.fill(&WHITE).map_err(err)?;
-    let (upper, lower) = area.split_vertically(300);
+/// first phase's start). Phases are coloured by workload (or by name, for phases that are
+/// not a workload's), with a legend.
+fn timeline(run: &Run) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let hz = run
+            .boot
+            .as_ref()
+            .map_or(1_000_000_000, |b| b.counter_hz.max(1)) as f64;
+        let t0 = run.phases.iter().map(|p| p.begin_ts).min().unwrap_or(0);
+        let ms = |ts: u64| ts.saturating_sub(t0) as f64 * 1000.0 / hz;
+        let end = run
+            .phases
+            .iter()
+            .map(|p| p.end_ts.unwrap_or(p.begin_ts))
+            .chain(run.writes.iter().map(|w| w.ts))
+            .max()
+            .unwrap_or(t0);
+        let span = ms(end).max(1e-3) * 1.02;
+        // One colour per workload (or phase name), in the order they first run.
+        let mut keys: Vec<&str> = Vec::new();
+        for p in &run.phases {
+            let k = p.workload.as_deref().unwrap_or(&p.name);
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        let colour = |p: &PhaseOut| {
+            let k = p.workload.as_deref().unwrap_or(&p.name);
+            Palette99::pick(keys.iter().position(|x| *x == k).unwrap_or(0))
+        };
+        let area = SVGBackend::with_string(&mut svg, (1000, 560)).into_drawing_area();
+        area.fill(&WHITE).map_err(err)?;
+        let (upper, lower) = area.split_vertically(330);
 
-    // Lanes: 0 phases, 1 SCTLR_EL1, 2 TCR_EL1 (other VM controls under TVM: lane 3).
-    let lane = |reg: &str| match reg {
-        "SCTLR_EL1" => 1.0,
-        "TCR_EL1" => 2.0,
-        _ => 3.0,
-    };
-    let mut chart = ChartBuilder::on(&upper)
-        .caption(
-            format!("{}: phases and trapped writes", run.name),
-            ("sans-serif", 20),
-        )
-        .margin(10)
-        .x_label_area_size(30)
-        .y_label_area_size(90)
-        .build_cartesian_2d(0f64..span, 0f64..4f64)
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .disable_mesh()
-        .y_labels(0)
-        .x_desc("ms of counter time")
-        .draw()
-        .map_err(err)?;
-    // Lane names beside the axis, placed by hand (the axis is numeric).
-    for (y, name) in [
-        (0.0, "phases"),
-        (1.0, "SCTLR_EL1"),
-        (2.0, "TCR_EL1"),
-        (3.0, "other"),
-    ] {
-        let (px, py) = chart.backend_coord(&(0.0, y));
-        let style = TextStyle::from(("sans-serif", 12).into_font())
-            .pos(Pos::new(HPos::Right, VPos::Center));
-        upper
-            .draw(&Text::new(name, (px - 6, py), style))
+        // Lanes: 0 phases, 1 SCTLR_EL1, 2 TCR_EL1 (other VM controls under TVM: lane 3).
+        let lane = |reg: &str| match reg {
+            "SCTLR_EL1" => 1.0,
+            "TCR_EL1" => 2.0,
+            _ => 3.0,
+        };
+        let mut chart = ChartBuilder::on(&upper)
+            .caption(
+                format!("{}: phases and trapped writes", run.name),
+                ("sans-serif", 20),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(90)
+            .build_cartesian_2d(0f64..span, 0f64..4f64)
             .map_err(err)?;
-    }
-    chart
-        .draw_series(run.phases.iter().enumerate().map(|(i, p)| {
-            let c = Palette99::pick(i).mix(0.6);
-            let x1 = ms(p.end_ts.unwrap_or(end));
-            Rectangle::new([(ms(p.begin_ts), -0.3), (x1, 0.3)], c.filled())
-        }))
-        .map_err(err)?;
-    chart
-        .draw_series(run.writes.iter().map(|w| {
-            let y = lane(&w.register);
-            let c = if w.tco { RED } else { BLACK };
-            PathElement::new(
-                vec![(ms(w.ts), y - 0.3), (ms(w.ts), y + 0.3)],
-                c.stroke_width(1),
-            )
-        }))
-        .map_err(err)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .y_labels(0)
+            .x_desc("ms of counter time")
+            .x_label_formatter(&ms_label(span))
+            .label_style(("sans-serif", 13))
+            .draw()
+            .map_err(err)?;
+        // Lane names beside the axis, placed by hand (the axis is numeric).
+        for (y, name) in [
+            (0.0, "phases"),
+            (1.0, "SCTLR_EL1"),
+            (2.0, "TCR_EL1"),
+            (3.0, "other"),
+        ] {
+            let (px, py) = chart.backend_coord(&(0.0, y));
+            let style = TextStyle::from(("sans-serif", 12).into_font())
+                .pos(Pos::new(HPos::Right, VPos::Center));
+            upper
+                .draw(&Text::new(name, (px - 6, py), style))
+                .map_err(err)?;
+        }
+        chart
+            .draw_series(run.phases.iter().map(|p| {
+                let x1 = ms(p.end_ts.unwrap_or(end));
+                Rectangle::new(
+                    [(ms(p.begin_ts), -0.3), (x1, 0.3)],
+                    colour(p).mix(0.7).filled(),
+                )
+            }))
+            .map_err(err)?;
+        // The legend: an empty series per workload, labelled, with its colour.
+        for (i, k) in keys.iter().enumerate() {
+            let c = Palette99::pick(i).mix(0.7);
+            chart
+                .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
+                .map_err(err)?
+                .label(*k)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+        }
+        if !keys.is_empty() {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 12))
+                .draw()
+                .map_err(err)?;
+        }
+        chart
+            .draw_series(run.writes.iter().map(|w| {
+                let y = lane(&w.register);
+                let c = if w.tco { RED } else { BLACK };
+                PathElement::new(
+                    vec![(ms(w.ts), y - 0.3), (ms(w.ts), y + 0.3)],
+                    c.stroke_width(1),
+                )
+            }))
+            .map_err(err)?;
 
-    let top = run
-        .phases
-        .iter()
-        .map(|p| counter(p, "tco_changes"))
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let mut lower_chart = ChartBuilder::on(&lower)
-        .caption("TCO changes per phase", ("sans-serif", 16))
-        .margin(10)
-        .x_label_area_size(30)
-        .y_label_area_size(90)
-        .build_cartesian_2d(0f64..span, 0f64..top as f64 * 1.1)
-        .map_err(err)?;
-    lower_chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .draw()
-        .map_err(err)?;
-    lower_chart
-        .draw_series(run.phases.iter().enumerate().map(|(i, p)| {
-            let c = Palette99::pick(i).filled();
-            let x1 = ms(p.end_ts.unwrap_or(end));
-            Rectangle::new(
-                [
-                    (ms(p.begin_ts), 0.0),
-                    (x1, counter(p, "tco_changes") as f64),
-                ],
-                c,
-            )
-        }))
-        .map_err(err)?;
-    area.present().map_err(err)
+        let top = run
+            .phases
+            .iter()
+            .map(|p| counter(p, "tco_changes"))
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let mut lower_chart = ChartBuilder::on(&lower)
+            .caption("TCO changes per phase", ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(90)
+            .build_cartesian_2d(0f64..span, 0f64..top as f64 * 1.1)
+            .map_err(err)?;
+        lower_chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_label_formatter(&ms_label(span))
+            .y_desc("changes")
+            .y_label_formatter(&count_label)
+            .label_style(("sans-serif", 13))
+            .draw()
+            .map_err(err)?;
+        lower_chart
+            .draw_series(run.phases.iter().map(|p| {
+                let c = colour(p).filled();
+                let x1 = ms(p.end_ts.unwrap_or(end));
+                Rectangle::new(
+                    [
+                        (ms(p.begin_ts), 0.0),
+                        (x1, counter(p, "tco_changes") as f64),
+                    ],
+                    c,
+                )
+            }))
+            .map_err(err)?;
+        area.present().map_err(err)?;
+    }
+    Ok(svg)
 }
 
 #[cfg(test)]
