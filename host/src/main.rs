@@ -2,10 +2,9 @@
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use mtex::forms::{self, Form};
 use mtex::results::Results;
-use mtex::{
-    bench, csv_out, esp, images, perf_text, qemu, render, report, scenario_file, scenario_run,
-};
+use mtex::{bench, esp, images, qemu, report, scenario_file, scenario_run};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -67,10 +66,15 @@ enum Cmd {
         /// before the run).
         #[arg(long)]
         json: Option<PathBuf>,
-        /// The report's form on stdout: text (perf stat's manner, 100 columns), matrix (the
-        /// wide tables), csv.
+        /// The report's form on stdout: text (the summary: per workload, policies x the
+        /// headline counters; 100 columns), full (the summary, then every phase's counters in
+        /// perf stat's manner, the trapped writes and the guest console: report.txt), matrix
+        /// (the wide tables), csv, json, html (the results page).
         #[arg(long, value_enum, default_value = "text")]
-        format: Format,
+        format: Form,
+        /// Print the full report (--format full).
+        #[arg(long, short, conflicts_with = "format")]
+        verbose: bool,
         /// Where results directories go (each run makes NAME-N inside).
         #[arg(long, default_value = "mtex-results")]
         out: PathBuf,
@@ -141,12 +145,27 @@ enum Cmd {
     Parse {
         file: PathBuf,
         /// Print report.json (schema mtex-report v1) instead of text: a log captured on
-        /// hardware becomes the same document a run writes.
+        /// hardware becomes the same document a run writes (--format json).
         #[arg(long)]
         json: bool,
-        /// The text's form (as for run): text, matrix, csv.
+        /// The report's form, as for run: text, full, matrix, csv, json, html.
         #[arg(long, value_enum, default_value = "text", conflicts_with = "json")]
-        format: Format,
+        format: Form,
+        /// Print the full report (--format full).
+        #[arg(long, short, conflicts_with_all = ["format", "json"])]
+        verbose: bool,
+    },
+    /// Show a results directory (or its report.json) again in any form, without running
+    /// anything: text, full, matrix, csv, json, html.
+    Report {
+        /// A results directory (`mtex-results/NAME-N`) or a report.json.
+        dir: PathBuf,
+        /// The form, as for run.
+        #[arg(long, value_enum, default_value = "text")]
+        format: Form,
+        /// Print the full report (--format full).
+        #[arg(long, short, conflicts_with = "format")]
+        verbose: bool,
     },
     /// Build the images only.
     Build,
@@ -159,13 +178,6 @@ enum Cmd {
         #[command(subcommand)]
         which: Option<BenchCmd>,
     },
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum Format {
-    Text,
-    Matrix,
-    Csv,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -221,6 +233,7 @@ fn real_main() -> Result<ExitCode> {
             opts,
             json,
             format,
+            verbose,
             out,
             log,
             timeout,
@@ -303,11 +316,11 @@ fn real_main() -> Result<ExitCode> {
                     }
                 }
             }
-            match format {
-                Format::Text => print!("{}", perf_text::render(&doc)),
-                Format::Matrix => reports.iter().for_each(|r| print!("{}", render::text(r))),
-                Format::Csv => print!("{}", csv_out::render(&doc)),
-            }
+            let form = if verbose { Form::Full } else { format };
+            print!(
+                "{}",
+                forms::render(&doc, form, || Ok(reports.clone()), Some(&forms::rest(&dir)))?
+            );
             let files = scenario_run::write_outputs(&doc, &dir)?;
             if let Some(json) = &mut json {
                 json.write(&doc)?;
@@ -323,23 +336,55 @@ fn real_main() -> Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
-        Cmd::Parse { file, json, format } => {
+        Cmd::Parse {
+            file,
+            json,
+            format,
+            verbose,
+        } => {
             // Bytes, not text: one byte that is not UTF-8 must not cost the whole log.
             let bytes = mtex::input::read(&file, "console log", mtex::input::LOG_LIMIT)?;
             let r = report::parse_bytes(&bytes);
             let mut doc = Results::single(&r);
             // The log came from this tree's guest, when it has been built here.
             doc.symbolize(&mtex::symbols::Symbols::load(&images::guest_elf_path()));
-            if json {
-                println!("{}", serde_json::to_string_pretty(&doc)?);
-            } else {
-                match format {
-                    Format::Text => print!("{}", perf_text::render(&doc)),
-                    Format::Matrix => print!("{}", render::text(&r)),
-                    Format::Csv => print!("{}", csv_out::render(&doc)),
-                }
-            }
+            let form = match (json, verbose) {
+                (true, _) => Form::Json,
+                (_, true) => Form::Full,
+                _ => format,
+            };
+            print!(
+                "{}",
+                forms::render(
+                    &doc,
+                    form,
+                    || Ok(vec![r.clone()]),
+                    Some("all of it: add --verbose")
+                )?
+            );
             Ok(if r.succeeded() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Cmd::Report {
+            dir,
+            format,
+            verbose,
+        } => {
+            let forms::Loaded { doc, linux, dir } = forms::load(&dir)?;
+            let form = if verbose { Form::Full } else { format };
+            let rest = forms::rest(&dir);
+            let text = match &linux {
+                Some(r) => forms::render_linux(r, &doc, form, Some(&rest))?,
+                None => forms::render(&doc, form, || forms::reports(&doc, &dir), Some(&rest))?,
+            };
+            print!("{text}");
+            let success = linux
+                .as_ref()
+                .map_or(doc.success, |r| r.problems.is_empty());
+            Ok(if success {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE

@@ -18,21 +18,21 @@
 use crate::report::Report;
 use mtex_abi::oracle::OracleWindow;
 use mtex_trace::counts::ByEl;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// One figure, by the trace and by the oracle.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Figure {
     /// `instructions begun`, `reads` or `writes`.
-    pub what: &'static str,
+    pub what: String,
     pub el: u8,
     pub trace: u64,
     pub oracle: u64,
 }
 
 /// A window's check.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Check {
     pub figures: Vec<Figure>,
     /// QEMU step stubs the oracle left out (see `oracle/src/count.rs`).
@@ -89,19 +89,19 @@ pub fn check(t: &TraceSide, o: &OracleWindow) -> Check {
             (t.accesses.rd_k, t.accesses.wr_k)
         };
         figures.push(Figure {
-            what: INSTRUCTIONS,
+            what: INSTRUCTIONS.into(),
             el,
             trace: (t.instructions[e] + t.abandoned[e]).saturating_sub(t.hyp_branches[e]),
             oracle: o.instructions[e],
         });
         figures.push(Figure {
-            what: "reads",
+            what: "reads".into(),
             el,
             trace: rd,
             oracle: o.reads[e],
         });
         figures.push(Figure {
-            what: "writes",
+            what: "writes".into(),
             el,
             trace: wr,
             oracle: o.writes[e],

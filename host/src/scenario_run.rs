@@ -152,8 +152,9 @@ pub fn write_outputs(doc: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
         Ok(())
     };
     put("report.json", serde_json::to_string_pretty(doc)? + "\n")?;
-    put("report.txt", crate::perf_text::render(doc))?;
+    put("report.txt", crate::forms::full(doc))?;
     put("report.csv", crate::csv_out::render(doc))?;
+    put("index.html", crate::html::page(doc)?)?;
     files.extend(crate::plots::write(doc, dir)?);
     Ok(files)
 }

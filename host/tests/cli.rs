@@ -26,6 +26,16 @@ fn mtex(args: &[&str]) -> Outcome {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Read as it comes: a child whose output fills the pipe would otherwise never end.
+    let reader = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            pipe.read_to_end(&mut buf).unwrap();
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let stdout = reader(Box::new(child.stdout.take().unwrap()));
+    let stderr = reader(Box::new(child.stderr.take().unwrap()));
     let limit = Duration::from_secs(20);
     while child.try_wait().unwrap().is_none() {
         if start.elapsed() > limit {
@@ -35,11 +45,10 @@ fn mtex(args: &[&str]) -> Outcome {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let out = child.wait_with_output().unwrap();
     Outcome {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: child.wait().unwrap().code(),
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
     }
 }
 
@@ -175,7 +184,8 @@ fn parse_reads_damaged_logs_without_crashing() {
     let parse = |name: &str, bytes: &[u8]| {
         let path = d.join(name);
         std::fs::write(&path, bytes).unwrap();
-        let o = mtex(&["parse", path.to_str().unwrap()]);
+        // The full report: the console lines are not in the summary.
+        let o = mtex(&["parse", path.to_str().unwrap(), "--format", "full"]);
         assert!(o.code.is_some(), "{name}: killed by a signal: {}", o.stderr);
         o
     };
@@ -546,5 +556,60 @@ fn linux_options_are_refused_before_dpkg_apt_or_qemu() {
     }
     // Below the RAM a kernel boots in: refused by the option's own range.
     refused(&["linux", "--ram-mib", "128"], &["--ram-mib", "128", "144"]);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// `mtex report DIR` shows a results directory again in every form without running
+/// anything: the summary, the full text, the matrix (from the run's log, parsed again), CSV,
+/// JSON (the same document) and the page; a directory that is not one is refused by name.
+#[test]
+fn report_shows_a_results_directory_in_every_form() {
+    let d = scratch("report");
+    let log =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernel-getpid-futex.log");
+    let o = mtex(&["parse", "--json", log.to_str().unwrap()]);
+    std::fs::write(d.join("report.json"), &o.stdout).unwrap();
+    std::fs::copy(&log, d.join("run-1.log")).unwrap();
+    let dir = d.to_str().unwrap();
+    let shown = |form: &str| {
+        let o = mtex(&["report", dir, "--format", form]);
+        assert_eq!(o.code, Some(0), "{form}: {}{}", o.stdout, o.stderr);
+        o.stdout
+    };
+    let text = shown("text");
+    assert!(text.contains("   entry-tco      440   124"), "{text}");
+    // (The line may wrap before the path.)
+    assert!(
+        text.replace("\n    ", " ")
+            .contains(&format!("all in {dir}/report.txt")),
+        "{text}"
+    );
+    let parsed = mtex(&["parse", log.to_str().unwrap()]).stdout;
+    // The same tables as `mtex parse` prints from the log itself.
+    let tables = |t: &str| {
+        t.lines()
+            .take_while(|l| !l.starts_with("Not shown"))
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(tables(&text), tables(&parsed));
+    let full = shown("full");
+    assert!(full.starts_with(text.lines().next().unwrap()));
+    assert!(
+        full.contains("             1,272      mem_access_checked_rd:k"),
+        "{full}"
+    );
+    assert_eq!(mtex(&["report", dir, "--verbose"]).stdout, full);
+    assert!(shown("matrix").contains("Policy matrix (trace counter, exact)"));
+    assert!(shown("csv").starts_with(mtex::csv_out::HEADER));
+    assert_eq!(shown("json"), o.stdout);
+    assert!(shown("html").starts_with("<!DOCTYPE html>"));
+    // The matrix needs the log: without it, the file is named.
+    std::fs::remove_file(d.join("run-1.log")).unwrap();
+    refused(&["report", dir, "--format", "matrix"], &["run-1.log"]);
+    refused(
+        &["report", "/nonexistent/results"],
+        &["/nonexistent/results"],
+    );
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -64,6 +64,34 @@ fn text_of_the_kernel_scenario() {
     insta::assert_snapshot!("text_kernel", text);
 }
 
+/// The summary of the same run: the table a kernel engineer reads first, its figures the
+/// per-phase blocks' own (1,272 checked kernel reads of futex-hash under entry-tco).
+#[test]
+fn summary_of_the_kernel_scenario() {
+    let text = mtex::summary::render(&kernel(), Some("all in DIR/report.txt"), true);
+    assert_width(&text);
+    let row = |workload: &str, policy: &str| {
+        let at = text
+            .lines()
+            .position(|l| l.starts_with(&format!(" {workload} ")))
+            .unwrap_or_else(|| panic!("no {workload} group:\n{text}"));
+        text.lines()
+            .skip(at + 1)
+            .find(|l| l.trim_start().starts_with(&format!("{policy} ")))
+            .unwrap_or_else(|| panic!("no {policy} row under {workload}:\n{text}"))
+            .split_whitespace()
+            .skip(1)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let entry = row("futex-hash", "entry-tco");
+    assert_eq!(entry[..4], ["1,272", "188", "64", "32"], "{text}");
+    let tcma1 = row("futex-hash", "tcma1");
+    // (32 + 0) against (1,272 + 188): -97.8%.
+    assert_eq!(tcma1.last().unwrap(), "-97.8%", "{text}");
+    insta::assert_snapshot!("summary_kernel", text);
+}
+
 #[test]
 fn text_of_the_controls_walk() {
     let text = perf_text::render(&fixture("controls.log"));

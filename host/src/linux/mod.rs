@@ -7,6 +7,7 @@
 pub mod fetch;
 pub mod initramfs;
 pub mod report;
+pub mod summary;
 
 use crate::{images, qemu};
 use anyhow::{Context, Result, bail};
@@ -66,6 +67,9 @@ pub struct Args {
     /// watches (a QEMU 10.0 limit), so tag-check faults do not happen in such a run.
     #[arg(long)]
     pub oracle: bool,
+    /// Print the full report (each window in every view, every trapped write): report.txt.
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 /// The least guest RAM `--ram-mib` takes, found by trying: Debian's 6.12 kernel with this
@@ -364,15 +368,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // The last run's console stays for reading after the run.
     let _ = std::fs::write(work_dir().join("last-linux-console.log"), &linux_text);
     let r = report::analyse(&p.kernel, &console, &linux_text, &symbols, !args.no_icount);
-    let text = report::render(&r);
-    print!("{text}");
-    std::fs::write(dir.join("report.txt"), &text)?;
-    std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&r)?)?;
-    std::fs::write(dir.join("console.log"), &console.bytes)?;
-    std::fs::write(dir.join("linux-console.log"), &linux_text)?;
-    if let Some(o) = &console.oracle {
-        std::fs::write(dir.join("oracle.txt"), o)?;
-    }
     // The windows as phases of mtex's results document, for `mtex compare` between runs
     // (two kernels, two command lines) and the same counters as `mtex run`'s.
     // A window never closed was not measured: its counts are not offered for comparison.
@@ -383,12 +378,37 @@ pub fn run(args: Args) -> Result<ExitCode> {
         vec![crate::results::run("linux", 0, &measured)],
         Vec::new(),
     );
+    let full = report::render(&r);
+    if args.verbose {
+        print!("{full}");
+    } else {
+        print!(
+            "{}",
+            summary::render(&r, &doc, Some(&crate::forms::rest(&dir)))
+        );
+    }
+    std::fs::write(
+        dir.join("report.txt"),
+        format!(
+            "{}
+{full}",
+            summary::render(&r, &doc, None)
+        ),
+    )?;
+    std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&r)?)?;
+    std::fs::write(dir.join("console.log"), &console.bytes)?;
+    std::fs::write(dir.join("linux-console.log"), &linux_text)?;
+    if let Some(o) = &console.oracle {
+        std::fs::write(dir.join("oracle.txt"), o)?;
+    }
     std::fs::write(
         dir.join(crate::compare::RESULTS_JSON),
         serde_json::to_string_pretty(&doc)?,
     )?;
+    std::fs::write(dir.join("index.html"), summary::page(&r, &doc)?)?;
     println!(
-        "mtex: results in {} (report.txt, report.json, results.json, console.log, linux-console.log)",
+        "mtex: results in {} (report.txt, index.html, report.json, results.json, console.log, \
+         linux-console.log)",
         dir.display()
     );
     if args.console {

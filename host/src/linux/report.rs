@@ -12,19 +12,19 @@ use comfy_table::Table;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use mtex_arch::SysReg;
 use mtex_arch::fields::mte_fields;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
 const MARK: &str = "mtex-linux: ";
 
 /// One trapped write, as the report shows it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LinuxWrite {
     pub seq: u32,
     /// Milliseconds of the physical counter (CNTPCT_EL0: the hypervisor's own time
     /// included) since Linux's first trapped write.
     pub t_ms: f64,
-    pub register: &'static str,
+    pub register: String,
     pub old: u64,
     pub new: u64,
     /// `TCF0 NONE→SYNC` for each MTE field that changed.
@@ -38,7 +38,7 @@ pub struct LinuxWrite {
 
 /// A window the workload opened and never closed: it was not measured (what the trace
 /// holds is whatever ran until the run ended), so no count of it is given.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct UnclosedWindow {
     pub id: u32,
     pub label: Option<String>,
@@ -49,7 +49,7 @@ pub struct UnclosedWindow {
 
 /// One trace window: what the CPU executed at EL0 and EL1 between the workload's OPEN and
 /// CLOSE doorbell stores, stepped.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Window {
     pub id: u32,
     /// The workload's own line naming it (`mtex-work --window 1 ...`), if it printed one.
@@ -105,7 +105,7 @@ impl Window {
 }
 
 /// Linux mode's report.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LinuxReport {
     pub package: String,
     pub version: String,
@@ -270,7 +270,7 @@ pub fn analyse(
         .map(|w| LinuxWrite {
             seq: w.seq,
             t_ms: (w.ts.saturating_sub(t0)) as f64 * 1000.0 / hz,
-            register: w.register,
+            register: w.register.to_string(),
             old: w.old,
             new: w.new,
             changes: w
@@ -430,7 +430,7 @@ fn by_site(writes: &[LinuxWrite]) -> Table {
     let mut groups: Vec<((&str, String, String), usize)> = Vec::new();
     for w in writes {
         let key = (
-            w.register,
+            w.register.as_str(),
             if w.changes.is_empty() {
                 "(none)".to_string()
             } else {

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// `mtex linux ARGS --json`: exit status and the report.
+/// `mtex linux ARGS --json --verbose`: exit status, the report and the full text.
 fn linux(args: &[&str]) -> (i32, Value, String) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let json = std::env::temp_dir().join(format!("mtex-linux-{}.json", std::process::id()));
@@ -24,12 +24,14 @@ fn linux(args: &[&str]) -> (i32, Value, String) {
         .arg(&json)
         .arg("--out")
         .arg(&results)
+        .arg("--verbose")
         .output()
         .expect("running mtex linux");
     // The results directory holds the same report and both consoles.
     let dir = results.join("linux-1");
     for f in [
         "report.txt",
+        "index.html",
         "report.json",
         "results.json",
         "console.log",
@@ -37,6 +39,29 @@ fn linux(args: &[&str]) -> (i32, Value, String) {
     ] {
         assert!(dir.join(f).exists(), "{} has no {f}", dir.display());
     }
+    // `mtex report` shows the directory again as the run showed it, and its report.txt.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let shown = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_mtex"))
+            .arg("report")
+            .arg(&dir)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let full = shown(&["--verbose"]);
+    assert!(stdout.starts_with(&full), "run:\n{stdout}\nreport:\n{full}");
+    assert_eq!(
+        full,
+        std::fs::read_to_string(dir.join("report.txt")).unwrap()
+    );
+    let summary = shown(&[]);
+    assert!(
+        full.starts_with(summary.lines().next().unwrap()),
+        "{summary}"
+    );
+    assert!(summary.contains("Not shown here:"), "{summary}");
     // results.json, what `mtex compare` reads of the directory, has every window as a phase
     // with the report's counts.
     let compared = mtex::compare::load(&dir).expect("results.json");
@@ -185,6 +210,7 @@ fn linux_mode_without_a_uart_for_linux_is_refused_at_boot() {
         timeout: 120,
         no_icount: false,
         oracle: false,
+        verbose: false,
     };
     let p = mtex::linux::prepare(&args).expect("fetching and bundling");
     let images = mtex::images::Images {

@@ -3,6 +3,7 @@
 //! the host tests beside this folder need no QEMU.
 
 mod addresses;
+mod browser;
 mod builtin_guest;
 mod code_writes;
 mod equality;

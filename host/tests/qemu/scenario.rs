@@ -2,6 +2,7 @@
 //! expectation that holds and one that cannot, its exit status, its text and its results
 //! directory.
 
+use super::browser;
 use mtex::results::Results;
 use std::path::Path;
 use std::process::Command;
@@ -61,14 +62,39 @@ fn a_scenario_runs_judges_its_expectations_and_writes_its_results() {
     assert_eq!(doc.runs.len(), 1);
     assert!(doc.runs[0].success, "{:?}", doc.runs[0].problems);
     assert_eq!(doc.runs[0].phases.len(), 4);
-    // Trapped writes are named by the guest function that made them.
+    // The summary: one row per policy of each workload, and where the rest is.
+    for policy in ["entry-tco", "tcma1"] {
+        let rows = stdout
+            .lines()
+            .filter(|l| l.starts_with(&format!("   {policy} ")))
+            .count();
+        assert_eq!(rows, 2, "{policy}:\n{stdout}");
+    }
+    assert!(
+        stdout
+            .replace("\n    ", " ")
+            .contains(&format!("all in {}/report.txt", dir.display())),
+        "{stdout}"
+    );
+    // Trapped writes are named by the guest function that made them (in the full report).
     let w = &doc.runs[0].writes;
     assert!(w.iter().all(|w| w.symbol.is_some()), "{w:?}");
-    assert!(stdout.contains("in mtex_guest::kernel::"), "{stdout}");
+    let full = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(full.contains("in mtex_guest::kernel::"), "{full}");
+    // `mtex report` shows the directory as the run did, without running anything.
+    let shown = Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .arg("report")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(shown.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&shown.stdout), stdout);
+    browser::opens(&dir.join("index.html"));
     let held: Vec<bool> = doc.expectations.iter().map(|e| e.held).collect();
     assert_eq!(held, [true, true, false]);
     for f in [
         "report.txt",
+        "index.html",
         "report.csv",
         "quick-1.log",
         "timeline-quick.svg",

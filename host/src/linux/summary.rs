@@ -1,0 +1,114 @@
+//! Linux mode's answer first: the kernel and how the boot went, the windows side by side
+//! (the same headline columns as `mtex run`'s summary, from the same counters), the trapped
+//! writes counted, the problems; everything else is in report.txt.
+
+use super::report::LinuxReport;
+use crate::perf_text::{Lines, clean};
+use crate::results::Results;
+use crate::summary;
+
+/// A window's row label: `window 1: mtex-work --window 1 getpid --tcf0 sync`.
+fn window_label(r: &LinuxReport, name: &str) -> String {
+    let label = r
+        .windows
+        .iter()
+        .find(|w| format!("window {}", w.id) == name)
+        .and_then(|w| w.label.as_deref());
+    match label {
+        Some(l) => format!("{}: {}", clean(name), clean(l)),
+        None => clean(name).into_owned(),
+    }
+}
+
+/// The windows' table.
+fn windows(r: &LinuxReport, doc: &Results) -> summary::Group {
+    let phases = doc
+        .runs
+        .iter()
+        .filter(|run| run.repeat == 0)
+        .flat_map(|run| run.phases.iter().filter(|p| p.traced));
+    summary::group("windows".into(), phases, |p| window_label(r, &p.name))
+}
+
+/// The first two lines: the kernel, and how far it got.
+fn preface(r: &LinuxReport) -> [String; 2] {
+    [
+        format!(
+            "mtex linux: {} {} ({}), one CPU, under the hypervisor in Linux mode",
+            clean(&r.package),
+            clean(&r.version),
+            clean(&r.release)
+        ),
+        format!(
+            "  /init reached: {}; workload status: {}; ended: {}",
+            if r.reached_init { "yes" } else { "no" },
+            r.workload_status.map_or("-".into(), |s| s.to_string()),
+            clean(&r.exit),
+        ),
+    ]
+}
+
+/// The results page of a Linux-mode run.
+pub fn page(r: &LinuxReport, doc: &Results) -> anyhow::Result<String> {
+    let mut lines = preface(r).to_vec();
+    lines.extend(
+        r.unclosed_windows
+            .iter()
+            .map(|w| format!("window {}: NEVER CLOSED, not measured (no counts)", w.id)),
+    );
+    crate::html::page_with(doc, &[windows(r, doc)], "window", &lines)
+}
+
+/// The summary of a Linux-mode run; `doc` is its windows as a results document (the phases
+/// of results.json); `rest` says where the full report is.
+pub fn render(r: &LinuxReport, doc: &Results, rest: Option<&str>) -> String {
+    let mut out = Lines::default();
+    for l in preface(r) {
+        out.push(&l);
+    }
+    let g = windows(r, doc);
+    if !g.rows.is_empty() {
+        out.blank();
+        for l in summary::table_lines(std::slice::from_ref(&g), "window") {
+            out.push(&l);
+        }
+        out.blank();
+        out.push(&format!("  {}", summary::LEGEND));
+    }
+    for w in &r.unclosed_windows {
+        out.push(&format!(
+            "  window {}{}: NEVER CLOSED, not measured (no counts)",
+            w.id,
+            w.label
+                .as_deref()
+                .map_or(String::new(), |l| format!(" ({})", clean(l)))
+        ));
+    }
+    let count = |name: &str| r.writes.iter().filter(|w| w.register == name).count();
+    out.blank();
+    out.push(&format!(
+        "MTE control writes trapped: {} (SCTLR_EL1 {}, TCR_EL1 {}); kernel symbols: {}",
+        r.writes.len(),
+        count("SCTLR_EL1"),
+        count("TCR_EL1"),
+        r.symbols
+    ));
+    if !r.problems.is_empty() || !r.notes.is_empty() {
+        out.blank();
+    }
+    for p in &r.problems {
+        out.push(&format!("PROBLEM: {}", clean(p)));
+    }
+    for n in &r.notes {
+        out.push(&format!("NOTE: {}", clean(n)));
+    }
+    if let Some(rest) = rest {
+        out.blank();
+        out.push(&format!(
+            "Not shown here: each window's counters in every view, the trapped writes by \
+             kernel function, the registers' last values, the workload's output ({}).",
+            clean(rest)
+        ));
+    }
+    out.into_string()
+}
