@@ -29,7 +29,7 @@ fn run_help() -> String {
     let workloads: Vec<&str> = Workload::ALL.iter().map(|(n, _)| *n).collect();
     let modes: Vec<&str> = Tcf::ALL.iter().map(|(n, _)| *n).collect();
     format!(
-        "Scenario file (TOML, version 1; README \"Scenario files\"):\n  \
+        "Scenario file (TOML, version 1; docs/scenarios.md):\n  \
          version, name, description\n  \
          [[run]]: name, policies, workloads, tcf0, hz, repeat, backend, trace, \
          breakpoint_runs, watchdog_ms\n  \
@@ -50,7 +50,7 @@ enum Cmd {
     /// guest program given by --guest/--opt; print the report and write a results directory.
     #[command(after_help = run_help())]
     Run {
-        /// A scenario file (TOML, README "Scenario files"): runs, repeats, expectations.
+        /// A scenario file (TOML, docs/scenarios.md): runs, repeats, expectations.
         scenario: Option<PathBuf>,
         /// Guest program instead of a scenario: kernel (policies x workloads from --opt),
         /// controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps,

@@ -1,5 +1,5 @@
 //! `report.json`, schema `mtex-report` version 1: what a run (or a scenario's runs) measured,
-//! in a form meant for scripts rather than for Rust. Documented in the README ("report.json").
+//! in a form meant for scripts rather than for Rust. Documented in docs/scenarios.md.
 //!
 //! - names in the CLI's spelling (`futex-hash`, `kasan-sync+tfsr-sync-skip`, `sync`);
 //! - 64-bit values that are addresses or register values as hex strings (`"0x4100663c"`), so

@@ -1,5 +1,5 @@
 //! Scenario files: a set of runs described once, in TOML, with expectations that decide the
-//! exit status. Schema version 1 (documented in the README, "Scenario files"):
+//! exit status. Schema version 1 (documented in docs/scenarios.md):
 //!
 //! ```toml
 //! version = 1                      # required

@@ -3,8 +3,7 @@
 //! once, never per snippet) and runs them as one traced phase in a fixed environment
 //! (guest/src/snippet.rs), then prints the phase's counts in every view.
 //!
-//! The environment, as the snippet finds it on every call (README, "Your own code under
-//! trace"):
+//! The environment, as the snippet finds it on every call (docs/snippets.md, "Environment"):
 //!
 //! | register | EL1 (default) | EL0 (`--el 0`) |
 //! | --- | --- | --- |
@@ -107,7 +106,7 @@ impl Default for Env {
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The AArch64 assembly file (GNU as syntax). The code starts at its first instruction
-    /// and ends by returning (`ret`); see the README for the registers it finds.
+    /// and ends by returning (`ret`); see docs/snippets.md for the registers it finds.
     pub file: PathBuf,
     /// SCTLR_EL1.TCF: what a failed check at EL1 does (the architectural count does not
     /// depend on it; the elided one does).

@@ -1,5 +1,5 @@
-//! `mtex snippet`: one test per register and buffer of the snippet's environment (README,
-//! "Your own code under trace"), under `-icount shift=0`. Every expectation comes from the
+//! `mtex snippet`: one test per register and buffer of the snippet's environment
+//! (docs/snippets.md, "Environment"), under `-icount shift=0`. Every expectation comes from the
 //! snippet's own instructions: N loads through a register are N reads, each checked or not as
 //! the environment says that register's memory and pointer are.
 
