@@ -373,28 +373,29 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // A window never closed was not measured: its counts are not offered for comparison.
     let mut measured = console.report();
     measured.phases.retain(|p| p.end.is_some());
-    let doc = crate::results::Results::new(
+    let mut doc = crate::results::Results::new(
         None,
         vec![crate::results::run("linux", 0, &measured)],
         Vec::new(),
     );
-    let full = report::render(&r);
-    if args.verbose {
-        print!("{full}");
-    } else {
-        print!(
-            "{}",
-            summary::render(&r, &doc, Some(&crate::forms::rest(&dir)))
-        );
+    // The writes by kernel function, as the report names them.
+    for w in doc.runs.iter_mut().flat_map(|run| run.writes.iter_mut()) {
+        w.symbol = r
+            .writes
+            .iter()
+            .find(|x| x.seq == w.seq)
+            .and_then(|x| x.symbol.clone());
     }
-    std::fs::write(
-        dir.join("report.txt"),
-        format!(
-            "{}
-{full}",
-            summary::render(&r, &doc, None)
-        ),
-    )?;
+    let form = if args.verbose {
+        crate::forms::Form::Full
+    } else {
+        crate::forms::Form::Text
+    };
+    print!(
+        "{}",
+        crate::forms::render_linux(&r, &doc, form, Some(&crate::forms::rest(&dir)))?
+    );
+    std::fs::write(dir.join("report.txt"), crate::forms::linux_full(&r, &doc))?;
     std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&r)?)?;
     std::fs::write(dir.join("console.log"), &console.bytes)?;
     std::fs::write(dir.join("linux-console.log"), &linux_text)?;
