@@ -5,9 +5,6 @@
 use crate::boot::Boot;
 use crate::context::GuestContext;
 use aarch64_cpu::registers::*;
-use mtex_abi::options::TrapChoice;
-use mtex_abi::report::TrapMode;
-use mtex_platform::Errata;
 use mtex_platform::{arm64_image, guest_vm};
 use tock_registers::interfaces::{Readable, Writeable};
 
@@ -63,76 +60,6 @@ pub fn load(boot: &Boot) -> Result<(u64, u64), &'static str> {
     crate::mmu::clean_invalidate_to_poc(ram.host());
     crate::mmu::invalidate_icache();
     Ok((guest_vm::IMAGE_ADDR, guest_vm::DTB_ADDR))
-}
-
-/// ID_AA64MMFR0_EL1.FGT, bits 59:56.
-fn has_fgt() -> bool {
-    (ID_AA64MMFR0_EL1.get() >> 56) & 0xf != 0
-}
-
-/// Sets HCR_EL2 and the fine-grained traps; returns how MTE control writes are trapped.
-/// `linux`: Linux mode, where interrupts and WFI/WFE belong to the guest (see below).
-pub fn configure_traps(choice: TrapChoice, errata: Errata, linux: bool) -> TrapMode {
-    let mode = if has_fgt() && choice == TrapChoice::Auto {
-        TrapMode::FineGrained
-    } else {
-        TrapMode::Tvm
-    };
-    if has_fgt() {
-        // No read or instruction traps; write traps only for SCTLR_EL1 (29) and TCR_EL1 (32)
-        // in fine-grained mode. The negative-polarity bits (nXXX, 50..63) stay 0, so writes
-        // to those newer registers would trap and end the run as unhandled exits: the guest
-        // does not use them.
-        HFGRTR_EL2.set(0);
-        HFGITR_EL2.set(0);
-        HDFGRTR_EL2.set(0);
-        HDFGWTR_EL2.set(0);
-        HFGWTR_EL2.set(match mode {
-            TrapMode::FineGrained => (1 << 29) | (1 << 32),
-            TrapMode::Tvm => 0,
-        });
-    }
-    // RW: EL1 is AArch64. VM: stage 2 on. TSC: trap SMC (PSCI). ATA: guest tag accesses
-    // allowed (0 would trap them and disable tag checking). IMO/FMO/AMO: physical interrupts
-    // to EL2 (the watchdog). API/APK: pointer authentication does not trap. TWI/TWE: a
-    // WFI/WFE spin would freeze guest time under -icount (and with it every watchdog), so
-    // they trap and complete at once (`exits.rs`). TID3: ID register reads are emulated, to
-    // hide what the hypervisor does not support (`id_regs.rs`).
-    let tvm = match mode {
-        TrapMode::Tvm => HCR_EL2::TVM::EnableTrapTVM,
-        TrapMode::FineGrained => HCR_EL2::TVM::DisableTrapTVM,
-    };
-    //
-    // Linux mode: Linux owns the GIC and its timers (passed through), so physical
-    // interrupts go straight to EL1 (IMO/FMO/AMO clear) and the hypervisor depends on none;
-    // its idle WFI waits for them as on bare metal (TWI/TWE clear: QEMU's -icount then skips
-    // idle time to the next timer, and a stuck guest meets the host's watch instead).
-    let own = HCR_EL2::RW::EL1IsAarch64
-        + HCR_EL2::VM::Enable
-        + HCR_EL2::TSC::SET
-        + HCR_EL2::ATA::SET
-        + HCR_EL2::API::SET
-        + HCR_EL2::APK::SET
-        + HCR_EL2::TID3::SET
-        + tvm;
-    let hcr = if linux {
-        own
-    } else {
-        own + HCR_EL2::IMO::SET
-            + HCR_EL2::FMO::SET
-            + HCR_EL2::AMO::SET
-            + HCR_EL2::TWI::SET
-            + HCR_EL2::TWE::SET
-    };
-    // AmpereOne AC04_CPU_23: a translation in flight for an older load or store can be
-    // corrupted by the write; a DSB first lets them finish (the ISB after, done on every CPU,
-    // keeps younger ones out).
-    if errata.hcr_write_needs_barriers {
-        aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
-    }
-    HCR_EL2.write(hcr);
-    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-    mode
 }
 
 /// Sets the EL1 state a booting kernel expects and enters it. Never returns: from here on

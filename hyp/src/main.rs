@@ -33,6 +33,7 @@ mod state;
 mod sysreg_trap;
 mod tco_watch;
 mod trace;
+mod traps;
 mod vtimer;
 mod watchdog;
 
@@ -137,7 +138,7 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     };
 
     let linux = boot.linux.is_some();
-    let trap_mode = guest_boot::configure_traps(opts.traps, errata, linux);
+    let trap_mode = traps::configure_traps(opts.traps, errata, linux);
     debug::init();
     let pmu = pmu::Pmu::init(opts.pmu_events.as_slice());
     if let Some(event) = pmu::missing_required(pmu.as_ref(), opts.pmu_require.as_slice()) {

@@ -3,6 +3,13 @@
 //! SPSR_EL2.SS arm it). At every guest exit the instruction about to run is decoded and its
 //! access judged (`Pending`); at the next exit it is retired into the counts, unless the
 //! guest took an exception instead of completing it.
+//!
+//! Here: the engine's state and its step path (`start`/`stop`, `prepare` before each step,
+//! `retire` after it). Apart, each with its own reason to change: `runs`, the breakpoint runs
+//! that replace steps; `code`, reading guest code through the code-page cache the fast path
+//! shares, and forgetting it when code or mappings may change; `exclusive`, catching
+//! LDXR/STXR retry loops, which stepping can never let succeed; `cpu`, what the engine asks
+//! the CPU directly (breakpoints, MTE block sizes, AT).
 
 use crate::context::GuestContext;
 use crate::fast_step::{FastStep, fast};
@@ -17,7 +24,15 @@ use mtex_trace::predicate::Controls;
 use mtex_trace::run::{MAX_LEAVES, Plan};
 use tock_registers::interfaces::{Readable, Writeable};
 
+mod code;
+mod cpu;
+mod exclusive;
 mod runs;
+
+use code::cached_page_words;
+use cpu::guest_sp;
+pub(crate) use cpu::translate;
+pub use cpu::{block_granules, breakpoints};
 
 /// SPSR_EL2.SS: software step active for the instruction ERET returns to.
 const SPSR_SS: u64 = 1 << 21;
@@ -40,71 +55,6 @@ const RUN_BREAKPOINTS: usize = MAX_LEAVES + 2;
 const PLAN_SLOTS: usize = 256;
 /// Start addresses remembered as not worth a run.
 const NO_RUN_SLOTS: usize = 1024;
-
-/// Breakpoints the CPU has (ID_AA64DFR0_EL1.BRPs + 1).
-pub fn breakpoints() -> usize {
-    ((ID_AA64DFR0_EL1.get() >> 12) & 0xf) as usize + 1
-}
-
-/// 16-byte granules in a DC GVA/GZVA block (DCZID_EL0.BS) and in an STGM/STZGM block
-/// (GMID_EL1.BS); each BS is log2 of the block size in words.
-pub fn block_granules() -> BlockGranules {
-    let (dczid, gmid): (u64, u64);
-    // SAFETY: reading DCZID_EL0 and GMID_EL1 (MTE is present) has no side effects.
-    // GMID_EL1 is S3_1_C0_C0_4 (the assembler only knows its name with +mte).
-    unsafe {
-        core::arch::asm!("mrs {}, dczid_el0", "mrs {}, s3_1_c0_c0_4", out(reg) dczid, out(reg) gmid)
-    };
-    BlockGranules {
-        dc: (4u64 << (dczid & 0xf)) / 16,
-        gm: (4u64 << (gmid & 0xf)) / 16,
-    }
-}
-
-/// Translates a guest VA through its stage 1 with AT (as EL0 or EL1 would access it) and
-/// returns (IPA, stage-1 memory attribute). PAR_EL1 is the guest's: it is restored.
-pub(crate) fn translate(va: u64, as_el0: bool) -> Option<(u64, u8)> {
-    let saved = PAR_EL1.get();
-    // SAFETY: AT only writes PAR_EL1, which is restored below; it does not access memory.
-    unsafe {
-        if as_el0 {
-            core::arch::asm!("at s1e0r, {}", "isb", in(reg) va);
-        } else {
-            core::arch::asm!("at s1e1r, {}", "isb", in(reg) va);
-        }
-    }
-    let par = PAR_EL1.get();
-    PAR_EL1.set(saved);
-    if par & 1 != 0 {
-        return None;
-    }
-    Some((
-        (par & 0x0000_ffff_ffff_f000) | (va & 0xfff),
-        (par >> 56) as u8,
-    ))
-}
-
-/// Reads instruction words of the code page `c` caches (None elsewhere): what runs are
-/// planned and checked from. The page is captured now; the reader does not follow the cache.
-fn cached_page_words(c: &FastStep) -> impl Fn(u64) -> Option<u32> + Copy {
-    let (va_page, pa_page) = (c.va_page, c.pa_page);
-    move |a: u64| {
-        // SAFETY: `pa_page` is the host memory behind a page of guest RAM (checked when the
-        // page was cached), which EL2 identity-maps as Normal memory; reading an instruction
-        // word has no side effects.
-        (pa_page != 0 && a & !0xfff == va_page)
-            .then(|| unsafe { core::ptr::read_volatile((pa_page | (a & 0xffc)) as *const u32) })
-    }
-}
-
-/// The guest's stack pointer: SP_EL1 in EL1h, SP_EL0 in EL1t and EL0 (SPSR_EL2.M[3:0]).
-fn guest_sp(spsr: u64) -> u64 {
-    if spsr & 0xf == 0b0101 {
-        SP_EL1.get()
-    } else {
-        SP_EL0.get()
-    }
-}
 
 pub struct Tracer {
     active: bool,
@@ -238,45 +188,6 @@ impl Tracer {
     /// The hypervisor made a virtual interrupt pending for the guest.
     pub fn note_virq(&mut self) {
         self.virq_pending = true;
-    }
-
-    /// Before `word` at `pc` runs: if it is a store-exclusive, remembers its status register
-    /// so that `retire` can tell a failed one; if it follows a failed store-exclusive and
-    /// branches back on its status, it is a retry. Single-stepping clears the exclusive
-    /// monitor (every ERET does), so a retry loop can never succeed: after
-    /// `EXCLUSIVE_RETRIES` retries of one store-exclusive the run ends with a record that
-    /// says so, instead of spinning to the watchdog. A loop that merely runs one LDXR/STXR
-    /// pair per iteration, whatever the status, is not a retry and is traced to its end.
-    fn note_exclusive(&mut self, ctx: &GuestContext, pc: u64, word: Option<u32>, insn: &Insn) {
-        let failed = self.failed_stxr.take();
-        if let Insn::Mem(m) = insn
-            && m.exclusive
-            && m.dir == mtex_trace::decode::Dir::Write
-            && let Some(w) = word
-        {
-            self.stxr_status = Some((pc, exclusive_status_register(w)));
-            return;
-        }
-        self.stxr_status = None;
-        let (Some((stxr_pc, rs)), Some(w)) = (failed, word) else {
-            return;
-        };
-        if !branches_back_on(w, pc, rs, stxr_pc) {
-            return;
-        }
-        if self.exclusive_pc == stxr_pc {
-            self.exclusive_retries += 1;
-        } else {
-            (self.exclusive_pc, self.exclusive_retries) = (stxr_pc, 1);
-        }
-        if self.exclusive_retries > EXCLUSIVE_RETRIES {
-            crate::report::die(mtex_abi::report::ExitReason::TraceUnsupported {
-                at: ctx.state(),
-                reason: mtex_abi::report::Message::truncated(
-                    "LDXR/STXR retry loop: stepping clears the exclusive monitor; use LSE atomics",
-                ),
-            });
-        }
     }
 
     /// True while a traced phase is open.
@@ -545,85 +456,6 @@ impl Tracer {
         self.armed = true;
         ctx.spsr |= SPSR_SS;
     }
-
-    /// A trapped write of a register that decides what an address translates to (SCTLR_EL1,
-    /// TCR_EL1, the TTBRs, MAIR_EL1) was done for the guest: the code page's translation
-    /// and the plans go, as at a TLBI. The caches are keyed on the TTBRs' values, not on
-    /// these registers nor on the tables behind them: a table changed without a TLBI and
-    /// then one of these written (even with its own value, which makes QEMU flush its TLB)
-    /// is fetched from anew by the CPU, and must be by the engine.
-    pub fn note_translation_change(&mut self) {
-        if self.active {
-            self.forget_code();
-        }
-    }
-
-    /// Notes the pages a store the judge did not translate writes (`note_store`).
-    #[cold]
-    fn note_unchecked_store(&mut self, ctx: &GuestContext, insn: &Insn, sp: u64) {
-        if !self.any_plan_page {
-            return;
-        }
-        let Some((va, len)) = mtex_trace::run::data_write(insn, &ctx.x, sp, self.block_granules)
-        else {
-            return;
-        };
-        for a in [va, va.wrapping_add(len - 1)] {
-            let page = translate(a, false).map(|(ipa, _)| ipa & !0xfff);
-            self.note_store(page);
-        }
-    }
-
-    /// Drops everything cached about guest code: the code page's translation and the run
-    /// plans.
-    #[cold]
-    fn forget_code(&mut self) {
-        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-        let c = unsafe { fast() };
-        c.pa_page = 0;
-        self.plan_keys.fill([u64::MAX; 3]);
-        self.no_run.fill(u64::MAX);
-        if self.any_plan_page {
-            self.plan_pages.fill(0);
-            self.any_plan_page = false;
-        }
-    }
-
-    /// Reads the guest instruction at `pc`, only from guest RAM, through the code-page cache
-    /// the fast path shares. The cache is dropped at every TLBI the guest executes under
-    /// trace (`forget_code`): a live code mapping changed in place must be followed by one.
-    #[inline(always)]
-    fn fetch(&mut self, pc: u64, as_el0: bool, sctlr: u64) -> Option<u32> {
-        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-        let c = unsafe { fast() };
-        // Field-by-field compares: an array compare or struct copy becomes a byte-wise
-        // memcmp/memcpy on this strict-alignment target.
-        let (t0, t1) = (TTBR0_EL1.get(), TTBR1_EL1.get());
-        let mode = (sctlr & 1) | (as_el0 as u64) << 1;
-        let va_page = pc & !0xfff;
-        let hit = c.pa_page != 0
-            && c.va_page == va_page
-            && c.ttbr0 == t0
-            && c.ttbr1 == t1
-            && c.mode == mode;
-        if !hit {
-            // AT S1E1R even for EL0 code: execute-only user pages are not EL0-readable, but
-            // EL1 can read them (AT ignores PAN).
-            // Stage 1 gives the guest's physical address; stage 2 (mmu.rs) maps guest RAM
-            // at a fixed offset, and nothing else the guest could execute from.
-            let (ipa, _) = translate(pc, false)?;
-            let pa_page = self.guest_ram.pa_of(ipa & !0xfff, 0x1000)?;
-            c.va_page = va_page;
-            c.ttbr0 = t0;
-            c.ttbr1 = t1;
-            c.mode = mode;
-            c.pa_page = pa_page;
-        }
-        let pa = c.pa_page | (pc & 0xffc);
-        // SAFETY: `pa` lies in the host memory behind a page of guest RAM (checked when the
-        // page was cached), which EL2 identity-maps as Normal memory; reading an instruction word has no side effects.
-        Some(unsafe { core::ptr::read_volatile(pa as *const u32) })
-    }
 }
 
 /// Judges `insn` at `pc` (EL `el`) as the guest runs it with PSTATE (TCO, UAO), its
@@ -688,18 +520,4 @@ fn note_tco_site(
         }
     }
     tally.counts_mut().tco_site_overflow += 1;
-}
-
-/// The status register (Ws, bits 20:16) of a store-exclusive.
-fn exclusive_status_register(word: u32) -> u8 {
-    ((word >> 16) & 0x1f) as u8
-}
-
-/// `word` at `pc` is a CBNZ/CBZ/TBNZ/TBZ on register `rs` whose target is at or before
-/// `stxr_pc`: the branch of a retry loop going back for another attempt.
-fn branches_back_on(word: u32, pc: u64, rs: u8, stxr_pc: u64) -> bool {
-    let tests_rs = word & 0x1f == rs as u32;
-    let is_test_branch = word & 0x7e00_0000 == 0x3400_0000 || word & 0x7e00_0000 == 0x3600_0000;
-    let [_, target] = mtex_trace::run::successors(word, pc);
-    is_test_branch && tests_rs && target.is_some_and(|t| t <= stxr_pc)
 }

@@ -501,7 +501,7 @@ const SPSR_I: u64 = 1 << 7;
 /// never reads the virtual CPU interface (ICV_*) in place of the physical one. The exception return that resumes the guest
 /// synchronises the change.
 fn route_irqs_to_el2(on: bool) {
-    // AmpereOne AC04_CPU_23 (guest_boot.rs): a DSB before every HCR_EL2 write.
+    // AmpereOne AC04_CPU_23 (traps.rs): a DSB before every HCR_EL2 write.
     aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
     if on {
         HCR_EL2.modify(HCR_EL2::IMO::SET);

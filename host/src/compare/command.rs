@@ -1,0 +1,147 @@
+//! The `mtex compare` command: its arguments, reading the two documents, refusing a
+//! selection that names nothing (it would compare nothing and look like "no change"), and
+//! printing the comparison. Apart from the comparison itself, which the tests make without a
+//! command line.
+
+use super::{Select, compare, render_csv, render_text};
+use crate::results::Results;
+use anyhow::Context as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Its command-line arguments.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The baseline: a results directory (holding report.json, or for `mtex linux` results.json)
+    /// or such a file.
+    pub a: PathBuf,
+    /// What is compared with it, the same way.
+    pub b: PathBuf,
+    /// Output: text (100 columns) or CSV (one row per phase and counter, every counter).
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Only A's runs of this name; with --b-run too, the two meet whatever their names.
+    #[arg(long, value_name = "RUN")]
+    pub a_run: Option<String>,
+    /// Only B's runs of this name.
+    #[arg(long, value_name = "RUN")]
+    pub b_run: Option<String>,
+    /// Only A's phases under this policy: `mtex compare r.json r.json --a-policy entry-tco
+    /// --b-policy tcma1` compares two policies of one run.
+    #[arg(long, value_name = "POLICY")]
+    pub a_policy: Option<String>,
+    /// Only B's phases under this policy.
+    #[arg(long, value_name = "POLICY")]
+    pub b_policy: Option<String>,
+    /// List unchanged counters too (the text lists the changed ones and the checked accesses).
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Csv,
+}
+
+/// The results document of a directory whose report.json is another report (`mtex linux`).
+pub const RESULTS_JSON: &str = "results.json";
+
+/// Reads a document: for a directory its `results.json` (`mtex linux` writes its windows
+/// there, its report.json being Linux mode's own report) or else its `report.json`; else the
+/// file itself.
+pub fn load(path: &Path) -> anyhow::Result<Results> {
+    let file = if path.is_dir() {
+        Some(path.join(RESULTS_JSON))
+            .filter(|f| f.exists())
+            .unwrap_or_else(|| path.join("report.json"))
+    } else {
+        path.to_path_buf()
+    };
+    let text = crate::input::read_text(&file, "results document", crate::input::DOCUMENT_LIMIT)?;
+    Results::from_json(&text).with_context(|| format!("reading {}", file.display()))
+}
+
+/// A selection must name a run, and a policy of the runs selected, that the document has:
+/// selecting nothing would compare nothing and look like "no change".
+pub fn check_selection(
+    doc: &Results,
+    run_option: &str,
+    policy_option: &str,
+    run: &Option<String>,
+    policy: &Option<String>,
+) -> anyhow::Result<()> {
+    let names = |list: Vec<&str>| {
+        let mut list: Vec<String> = list.iter().map(|n| format!("{n:?}")).collect();
+        list.sort();
+        list.dedup();
+        if list.is_empty() {
+            "none".to_string()
+        } else {
+            list.join(", ")
+        }
+    };
+    if let Some(r) = run
+        && !doc.runs.iter().any(|x| x.name == *r)
+    {
+        anyhow::bail!(
+            "{run_option} {r:?}: no run of that name (the document's runs: {})",
+            names(doc.runs.iter().map(|x| x.name.as_str()).collect())
+        );
+    }
+    let selected = || {
+        doc.runs
+            .iter()
+            .filter(|x| run.as_ref().is_none_or(|r| *r == x.name))
+    };
+    if let Some(p) = policy
+        && !selected().any(|x| x.phases.iter().any(|ph| ph.policy.as_ref() == Some(p)))
+    {
+        anyhow::bail!(
+            "{policy_option} {p:?}: no phase under that policy{} (its policies: {})",
+            run.as_ref()
+                .map_or(String::new(), |r| format!(" in run {r:?}")),
+            names(
+                selected()
+                    .flat_map(|x| x.phases.iter().filter_map(|ph| ph.policy.as_deref()))
+                    .collect()
+            )
+        );
+    }
+    Ok(())
+}
+
+/// Runs it: exit 0 for any comparison made, even of nothing; unreadable input is an error
+/// (`main` prints it, exit 2).
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let a = load(&args.a)?;
+    let b = load(&args.b)?;
+    check_selection(&a, "--a-run", "--a-policy", &args.a_run, &args.a_policy)?;
+    check_selection(&b, "--b-run", "--b-policy", &args.b_run, &args.b_policy)?;
+    let c = compare(
+        &a,
+        &Select {
+            run: args.a_run,
+            policy: args.a_policy,
+        },
+        &b,
+        &Select {
+            run: args.b_run,
+            policy: args.b_policy,
+        },
+    );
+    if c.phases.is_empty() {
+        // Still a comparison (of nothing): the output lists what is on each side.
+        eprintln!(
+            "mtex compare: no phase of {} meets one of {} (phases meet by run name, phase name and \
+             occurrence; --a-run/--b-run and --a-policy/--b-policy select them)",
+            args.a.display(),
+            args.b.display()
+        );
+    }
+    match args.format {
+        Format::Text => print!("{}", render_text(&c, args.all)),
+        Format::Csv => print!("{}", render_csv(&c)),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,254 @@
+//! How a run's machine is set up: the run's settings ([`RunConfig`]), the host's time limit
+//! when none is given (long enough that the guest's watchdog always ends the run first),
+//! and the QEMU command line they make. Apart from running QEMU, so that what a run is can
+//! be read (and tested) without a QEMU to run it.
+
+use crate::images::Images;
+use mtex_abi::options::HypOptions;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// How to run the machine.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// The kernel command line (`mtex.*` options for hypervisor and guest).
+    pub cmdline: String,
+    /// `-icount shift=0`: deterministic instruction counts and timestamps.
+    pub icount: bool,
+    /// Host-side limit in wall time; QEMU is killed past it (after saying where the guest was).
+    pub timeout: Duration,
+    /// Guest RAM in MiB.
+    pub memory_mib: u32,
+    /// The guest's watchdog budget, to also watch the guest's clock under `-icount` (through
+    /// QMP, once a second) and end a run that no watchdog can end any more: one whose clock
+    /// stopped (nothing retires) or ran past the budget without the run ending. None: the wall
+    /// limit only.
+    pub watch_budget_ms: Option<u64>,
+    /// How the hypervisor is started.
+    pub boot: BootMethod,
+    /// `virtualization=on`: EL2 exists. Off only to test that the loader refuses EL1.
+    pub virtualization: bool,
+    /// A second UART, written to this file: Linux mode's console for Linux itself, so that
+    /// its text never shares the report UART's stream.
+    pub second_serial: Option<PathBuf>,
+    /// The oracle plugin, whose check `Console::report` applies (`crate::oracle_check`).
+    pub oracle: Option<crate::oracle_check::OracleRun>,
+}
+
+/// How QEMU starts the hypervisor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BootMethod {
+    /// `-kernel` (the hypervisor's Image) and `-initrd` (the guest's): QEMU's own boot
+    /// loader, a device tree in x0.
+    Kernel,
+    /// Debian's edk2 firmware boots the ESP tree in `esp` (`mtex esp`) from a virtual FAT
+    /// disk; the UEFI loader chain-loads the hypervisor. `acpi`: firmware describes the
+    /// machine with ACPI only, as a server does; otherwise with a device tree.
+    Uefi { esp: PathBuf, acpi: bool },
+}
+
+/// Debian's edk2 build for QEMU's virt board (package qemu-efi-aarch64).
+pub const EDK2_FIRMWARE: &str = "/usr/share/qemu-efi-aarch64/QEMU_EFI.fd";
+
+/// Guest counter time the firmware may use before the hypervisor arms its watchdog, added
+/// to the budget the guest's clock is held to on the UEFI path.
+pub const FIRMWARE_CLOCK_MS: u64 = 20_000;
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            cmdline: String::new(),
+            icount: true,
+            timeout: Duration::from_secs(60),
+            memory_mib: 512,
+            watch_budget_ms: None,
+            boot: BootMethod::Kernel,
+            virtualization: true,
+            second_serial: None,
+            oracle: None,
+        }
+    }
+}
+
+/// `cmdline` with `mtex.guest_time=coarse` added when QEMU runs without `-icount` and the
+/// line does not choose: there, every CNTVOFF_EL2 write makes QEMU re-arm the guest's timer
+/// and wake its I/O thread (hyp/src/entry.rs, guest time), which made a traced kernel matrix
+/// 15 times slower; and without `-icount` the guest's time is not exact anyway.
+pub fn guest_time_for(cmdline: &str, icount: bool) -> String {
+    if icount || mtex_abi::options::value(cmdline, "guest_time").is_some() {
+        cmdline.to_string()
+    } else {
+        format!("{cmdline} mtex.guest_time=coarse")
+            .trim_start()
+            .to_string()
+    }
+}
+
+impl RunConfig {
+    /// A run of `cmdline` with the host's limits derived from the watchdog budget the command
+    /// line gives the guest ([`default_timeout`], and the guest's clock watched).
+    pub fn with_default_limits(cmdline: String, icount: bool) -> Self {
+        let budget_ms =
+            HypOptions::parse(&cmdline).map_or(HypOptions::DEFAULT_WATCHDOG_MS, |o| o.watchdog_ms);
+        Self {
+            // The ESP of a --uefi run carries the line: it must say so itself.
+            cmdline: guest_time_for(&cmdline, icount),
+            icount,
+            timeout: default_timeout(budget_ms, icount),
+            watch_budget_ms: Some(budget_ms),
+            ..Self::default()
+        }
+    }
+}
+
+impl RunConfig {
+    /// The same run, booted by edk2 from the ESP tree in `esp`. Firmware needs its share of
+    /// RAM: at least 1 GiB.
+    pub fn through_uefi(mut self, esp: &Path, acpi: bool) -> Self {
+        self.boot = BootMethod::Uefi {
+            esp: esp.to_path_buf(),
+            acpi,
+        };
+        self.memory_mib = self.memory_mib.max(1024);
+        self
+    }
+}
+
+/// Host time per second of guest counter time, at most, measured on QEMU 10.0 here with
+/// `-icount shift=0` (the counter advances one tick per instruction, at CNTFRQ = 1 GHz): plain
+/// code 5-10x, a single-stepped phase 22x (the kernel matrix: 0.91 s of counter in 20 s), a
+/// loop of instructions that each trap to EL2 (WFE, YIELD) 117-157x; with some headroom.
+pub const WALL_PER_GUEST_ICOUNT: u64 = 200;
+
+/// Without `-icount` the counter is the host's clock while the machine runs.
+pub const WALL_PER_GUEST_REALTIME: u64 = 2;
+
+/// Starting QEMU, booting the hypervisor and sending the last records, on a slow host.
+pub const HOST_MARGIN: Duration = Duration::from_secs(30);
+
+/// The host's time limit when none is given: long enough that a guest's watchdog always ends
+/// the run first, with its record, whatever the guest does: `HOST_MARGIN + budget x (host
+/// time per guest second, at most)`. The watchdog counts the counter's time, and under
+/// `-icount` that is instructions retired, which a trap-heavy guest retires 150 times slower
+/// than the host's clock: so the limit is long (30 s + 200 x 10 s = 34 min for the default
+/// budget, 33 h for the kernel scenario's 600 s). It is the backstop; what ends a hopeless run early is
+/// watching the guest's clock ([`RunConfig::watch_budget_ms`]).
+pub fn default_timeout(budget_ms: u64, icount: bool) -> Duration {
+    let ratio = if icount {
+        WALL_PER_GUEST_ICOUNT
+    } else {
+        WALL_PER_GUEST_REALTIME
+    };
+    HOST_MARGIN + Duration::from_millis(budget_ms.saturating_mul(ratio))
+}
+
+/// The QEMU command line for a run.
+pub fn command(images: &Images, cfg: &RunConfig) -> Command {
+    let mut c = Command::new("qemu-system-aarch64");
+    let acpi = match &cfg.boot {
+        BootMethod::Kernel => "",
+        BootMethod::Uefi { acpi: true, .. } => ",acpi=on",
+        BootMethod::Uefi { acpi: false, .. } => ",acpi=off",
+    };
+    let virt = if cfg.virtualization { "on" } else { "off" };
+    c.args([
+        "-machine",
+        &format!("virt,virtualization={virt},mte=on,gic-version=3{acpi}"),
+        "-cpu",
+        "max",
+        "-smp",
+        "1",
+        "-m",
+        &format!("{}M", cfg.memory_mib),
+        "-display",
+        "none",
+        "-monitor",
+        "none",
+        "-serial",
+        "stdio",
+        "-nic",
+        "none",
+        "-no-reboot",
+    ]);
+    // The guest's random numbers (RNDR, from which Linux initialises its generator, and IRG)
+    // come from a fixed seed: without it a Linux run is not repeatable, even under -icount.
+    c.args(["-seed", "1"]);
+    if let Some(path) = &cfg.second_serial {
+        c.arg("-serial").arg(format!("file:{}", path.display()));
+    }
+    if cfg.icount {
+        c.args(["-icount", "shift=0,sleep=off"]);
+    }
+    if let Some(o) = &cfg.oracle {
+        // Nothing stale is read as this run's.
+        let _ = std::fs::remove_file(&o.out);
+        c.arg("-plugin").arg(o.qemu_arg());
+    }
+    match &cfg.boot {
+        BootMethod::Kernel => {
+            // The hypervisor is an arm64 Image, which QEMU loads as it would Linux (RAM base
+            // plus the header's text_offset, x0 = its device tree); the guest's Image travels
+            // as the initrd, named by the tree's /chosen/linux,initrd-*. No address is given.
+            c.arg("-kernel").arg(&images.hyp_image);
+            c.arg("-initrd").arg(&images.guest_image);
+            // QEMU refuses an empty -append; a lone space is an empty command line.
+            let line = guest_time_for(&cfg.cmdline, cfg.icount);
+            c.arg("-append")
+                .arg(if line.is_empty() { " " } else { &line });
+        }
+        BootMethod::Uefi { esp, .. } => {
+            // The ESP directory as a FAT disk (QEMU's vvfat; edk2 does not boot a read-only
+            // one, so it may write there: it is a fresh temporary tree); the options are in
+            // it (`mtex esp`), not on QEMU's command line. The boot menu with no timeout and
+            // no network keep firmware to about a second: it boots the removable-media path
+            // EFI/BOOT/BOOTAA64.EFI at once.
+            c.args(["-bios", EDK2_FIRMWARE]);
+            c.arg("-drive").arg(format!(
+                "file=fat:rw:{},format=raw,if=virtio",
+                esp.display()
+            ));
+            c.args(["-boot", "menu=on,splash-time=0"]);
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qemu::{KERNEL_WATCHDOG_MS, cmdline};
+
+    #[test]
+    fn guest_time_is_coarse_only_without_icount_and_unless_chosen() {
+        assert_eq!(guest_time_for("mtex.guest=trace", true), "mtex.guest=trace");
+        assert_eq!(
+            guest_time_for("mtex.guest=trace", false),
+            "mtex.guest=trace mtex.guest_time=coarse"
+        );
+        assert_eq!(guest_time_for("", false), "mtex.guest_time=coarse");
+        let chosen = "mtex.guest_time=exact";
+        assert_eq!(guest_time_for(chosen, false), chosen);
+    }
+
+    #[test]
+    fn the_default_host_limit_outlasts_the_watchdog() {
+        // The slowest guest measured, a trap on every instruction, runs 157 times slower than
+        // the host's clock under -icount: the default limit leaves it its whole budget.
+        for budget in [50, 10_000, KERNEL_WATCHDOG_MS, 3_600_000] {
+            let limit = default_timeout(budget, true);
+            assert!(limit > Duration::from_millis(budget * 157), "{budget}");
+            let limit = default_timeout(budget, false);
+            assert!(limit > Duration::from_millis(budget) + Duration::from_secs(10));
+        }
+        assert_eq!(default_timeout(10_000, true), Duration::from_secs(2030));
+        let cfg = RunConfig::with_default_limits(cmdline("kernel", &[]).unwrap(), true);
+        assert_eq!(cfg.watch_budget_ms, Some(KERNEL_WATCHDOG_MS));
+        assert_eq!(cfg.timeout, default_timeout(KERNEL_WATCHDOG_MS, true));
+        let line = cmdline("spin", &["watchdog_ms=200".into()]).unwrap();
+        let cfg = RunConfig::with_default_limits(line, false);
+        assert_eq!(cfg.timeout, Duration::from_millis(30_400));
+        let cfg = RunConfig::with_default_limits("mtex.guest=spin".into(), true);
+        assert_eq!(cfg.watch_budget_ms, Some(HypOptions::DEFAULT_WATCHDOG_MS));
+    }
+}

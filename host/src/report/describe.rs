@@ -1,0 +1,72 @@
+//! The report's words for what the hypervisor sends as numbers: a guest call by its function
+//! ID, a PMU figure by event and EL, how the run ended. The problems the parser and the
+//! checks list and every renderer use them, so that one thing reads the same everywhere.
+
+use mtex_abi::report::{ExitReason, PmuCount};
+
+/// A guest call's name, by its function ID: mtex's calls and PSCI's that end the run.
+pub fn call_name(function: u64) -> String {
+    use mtex_abi::hypercall as hc;
+    let known = [
+        (hc::VERSION, "VERSION"),
+        (hc::PHASE_BEGIN, "PHASE_BEGIN"),
+        (hc::PHASE_END, "PHASE_END"),
+        (hc::CONSOLE_WRITE, "CONSOLE_WRITE"),
+        (hc::EXIT, "EXIT"),
+        (0x8400_0008, "PSCI SYSTEM_OFF"),
+        (0x8400_0009, "PSCI SYSTEM_RESET"),
+        (0x8400_0012, "PSCI SYSTEM_RESET2"),
+        (0xc400_0012, "PSCI SYSTEM_RESET2"),
+    ];
+    match known.iter().find(|(id, _)| u64::from(*id) == function) {
+        Some((_, name)) => format!("{name} ({function:#x})"),
+        None => format!("{function:#x}"),
+    }
+}
+
+/// `mem_access_checked_rd:k`, `raw.0x0013:u`: a PMU figure's name as the report shows it.
+pub fn pmu_count_name(c: &PmuCount) -> String {
+    let el = if c.el == 1 { "k" } else { "u" };
+    match mtex_abi::report::pmu_event::name(c.event) {
+        Some(n) if !c.raw => format!("{n}:{el}"),
+        _ => format!("raw.{:#06x}:{el}", c.event),
+    }
+}
+
+/// One line saying how the run ended.
+pub fn describe_exit(e: &ExitReason) -> String {
+    match *e {
+        ExitReason::GuestExit { status } => format!("guest exited with status {status}"),
+        ExitReason::GuestSystemOff => "guest called PSCI SYSTEM_OFF".into(),
+        ExitReason::GuestSystemReset => "guest called PSCI SYSTEM_RESET".into(),
+        ExitReason::UnhandledGuestExit {
+            esr,
+            far,
+            hpfar,
+            at,
+        } => format!(
+            "unhandled guest exit: {} (EC {:#04x}) ESR_EL2={esr:#x} ELR={:#x} EL{} FAR={far:#x} IPA={hpfar:#x}",
+            mtex_arch::Esr(esr).ec().name(),
+            mtex_arch::Esr(esr).ec_bits(),
+            at.pc,
+            at.el
+        ),
+        ExitReason::Watchdog { budget_ms, at } => format!(
+            "watchdog: the guest ran past its {budget_ms} ms budget (at pc {:#x}, EL{})",
+            at.pc, at.el
+        ),
+        ExitReason::HypException {
+            vector,
+            esr,
+            elr,
+            far,
+        } => format!(
+            "hypervisor exception: vector {vector} ESR_EL2={esr:#x} ELR_EL2={elr:#x} FAR_EL2={far:#x}"
+        ),
+        ExitReason::HypPanic { message } => format!("hypervisor panic: {message}"),
+        ExitReason::TraceUnsupported { at, reason } => {
+            format!("trace stopped at pc {:#x} (EL{}): {reason}", at.pc, at.el)
+        }
+        ExitReason::BootFailed { reason } => format!("boot failed: {reason}"),
+    }
+}

@@ -1,0 +1,215 @@
+//! Reading the report stream out of console text into a report a person or a script can use.
+//! Damaged, missing and out-of-order records are listed as problems, never skipped silently.
+//!
+//! This module holds the report's types, what a run reported as the host keeps it. Reading
+//! the console into them is `parse`; listing the figures the run cannot vouch for is
+//! `checks`; the words for calls, PMU figures and endings, which the problems and every
+//! renderer share, are `describe`. Each can be read without the others' detail.
+
+use mtex_abi::report::{
+    Boot, GuestState, PhasePmu, PhaseStats, PmuCount, PmuValue, Summary, TcoSite, TcoWatch,
+    UnknownCall,
+};
+use mtex_trace::counts::TraceCounts;
+use serde::Serialize;
+
+mod checks;
+mod describe;
+mod parse;
+#[cfg(test)]
+mod test_stream;
+
+pub use checks::pmu_expected;
+pub use describe::{call_name, describe_exit, pmu_count_name};
+pub use parse::{LOADER_ERROR, parse, parse_bytes};
+
+/// One decoded MTE field change of a trapped write.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FieldChange {
+    pub field: &'static str,
+    pub old: &'static str,
+    pub new: &'static str,
+}
+
+/// A trapped system-register write.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Write {
+    pub seq: u32,
+    pub register: &'static str,
+    pub old: u64,
+    pub new: u64,
+    pub changes: Vec<FieldChange>,
+    pub at: GuestState,
+    pub ts: u64,
+    /// Name of the phase it happened in, if any.
+    pub phase: Option<String>,
+}
+
+/// A phase as begun and (if it was) ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Phase {
+    pub id: u32,
+    pub name: String,
+    /// The (policy, workload) run of the kernel scenario this phase measured.
+    pub params: Option<mtex_abi::scenario::PhaseParams>,
+    pub begin_ts: u64,
+    pub begin: GuestState,
+    pub end_ts: Option<u64>,
+    pub end: Option<GuestState>,
+    /// The guest's own clock (its virtual counter: the hypervisor's time left out) at the
+    /// phase's begin and end, where the hypervisor recorded it.
+    pub begin_guest_clock: Option<u64>,
+    pub end_guest_clock: Option<u64>,
+    pub stats: Option<PhaseStats>,
+    /// Counts of the trace counter, for a traced phase.
+    pub trace: Option<TraceCounts>,
+    /// Where the guest wrote PSTATE.TCO in a traced phase.
+    pub tco_sites: Vec<TcoSite>,
+    /// The PMU backend's record of the phase: its run, its pass and what it counted.
+    pub pmu_record: Option<PhasePmu>,
+    /// How the phase (an untraced pass) watched the guest's MSR TCO sites.
+    pub tco_watch: Option<TcoWatch>,
+    /// The untraced passes of the phase's run (a run of several phases is shown as its last:
+    /// the traced one, or the first pass of a run that is not traced).
+    pub untraced: Option<Untraced>,
+    /// The oracle's check of its trace, for a run with the oracle (`crate::oracle_check`).
+    pub oracle: Option<crate::oracle_check::Check>,
+}
+
+/// A run's untraced passes: what the PMU backend counted at full speed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Untraced {
+    /// Passes the run's events needed.
+    pub passes: u8,
+    /// The passes that ran, in order.
+    pub runs: Vec<UntracedPass>,
+}
+
+/// One untraced pass.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UntracedPass {
+    pub id: u32,
+    pub begin_ts: u64,
+    pub end_ts: Option<u64>,
+    pub stats: Option<PhaseStats>,
+    pub counts: Vec<PmuCount>,
+    /// A pass of the TCO watch: its record and the sites it saw written.
+    pub tco_watch: Option<TcoWatch>,
+    pub tco_sites: Vec<TcoSite>,
+}
+
+/// What the TCO watch passes of a run saw together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcoTotal {
+    /// MSR TCO executions at the watched sites, EL0 and EL1.
+    pub writes_el0: u64,
+    pub writes_el1: u64,
+    /// Sites the scan found, and how many the passes watched.
+    pub sites: u32,
+    pub watched: u32,
+    /// Sites never watched (past the scan's limits), and passes whose watch was lost (a
+    /// watched site rewritten, or the sites moved since the first pass).
+    pub unwatched: u32,
+    pub lost: u32,
+}
+
+impl TcoTotal {
+    /// Every site was watched to the end: the writes are the run's total.
+    pub fn complete(&self) -> bool {
+        self.watched == self.sites && self.unwatched == 0 && self.lost == 0
+    }
+}
+
+impl Untraced {
+    /// The figure of `event` at `el` (raw: named by the run), from whichever pass counted it.
+    pub fn get(&self, event: u16, el: u8, raw: bool) -> Option<PmuValue> {
+        self.runs
+            .iter()
+            .flat_map(|p| &p.counts)
+            .find(|c| c.event == event && c.el == el && c.raw == raw)
+            .map(|c| c.value)
+    }
+
+    /// What the run's TCO watch passes saw, if it had any.
+    pub fn tco(&self) -> Option<TcoTotal> {
+        let mut watches = self.runs.iter().filter_map(|p| p.tco_watch).peekable();
+        let first = *watches.peek()?;
+        let mut t = TcoTotal {
+            writes_el0: 0,
+            writes_el1: 0,
+            sites: first.sites,
+            watched: 0,
+            unwatched: first.unwatched,
+            lost: 0,
+        };
+        for w in watches {
+            t.writes_el0 += w.writes_el0;
+            t.writes_el1 += w.writes_el1;
+            t.watched += w.watched;
+            t.lost += (w.lost || w.moved) as u32;
+        }
+        Some(t)
+    }
+
+    /// Instructions at EL2, EL1, EL0 of the first pass (the hypervisor's fixed counters).
+    pub fn instructions(&self) -> [Option<u64>; 3] {
+        let s = self.runs.first().and_then(|p| p.stats);
+        [
+            s.and_then(|s| s.el2_instructions),
+            s.and_then(|s| s.el1_instructions),
+            s.and_then(|s| s.el0_instructions),
+        ]
+    }
+}
+
+impl Phase {
+    /// What the PMU backend counted of `event` at `el` (1 kernel, 0 user) in the phase's run
+    /// at full speed; None when it was never asked.
+    pub fn pmu(&self, event: u16, el: u8) -> Option<PmuValue> {
+        let u = self.untraced.as_ref()?;
+        u.get(event, el, false).or_else(|| u.get(event, el, true))
+    }
+}
+
+/// Everything one run reported.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Report {
+    pub boot: Option<Boot>,
+    pub phases: Vec<Phase>,
+    pub writes: Vec<Write>,
+    pub console: Vec<String>,
+    pub unknown_calls: Vec<UnknownCall>,
+    /// The guest's debug-register writes, kept in its shadow (never reaching the hardware).
+    pub debug_writes: Vec<mtex_abi::report::DebugWrite>,
+    /// How the step engine ran each traced phase (by phase id).
+    pub engines: Vec<mtex_abi::report::StepEngine>,
+    pub summary: Option<Summary>,
+    /// Records that were damaged, missing or unexpected, and a missing summary.
+    pub problems: Vec<String>,
+    /// Damage that touched no record (bytes that were not UTF-8 in text outside records):
+    /// shown, but the run still counts.
+    pub notes: Vec<String>,
+    /// Console text that was not a record (firmware, QEMU messages).
+    pub other_output: Vec<String>,
+}
+
+impl Report {
+    /// True when the guest ended the run on purpose, said it succeeded, and every record
+    /// arrived intact.
+    pub fn succeeded(&self) -> bool {
+        self.problems.is_empty() && self.summary.is_some_and(|s| s.exit.is_success())
+    }
+
+    /// The phase with this name.
+    pub fn phase(&self, name: &str) -> Option<&Phase> {
+        self.phases.iter().find(|p| p.name == name)
+    }
+
+    fn phase_name(&self, id: u32) -> Option<String> {
+        self.phases
+            .iter()
+            .rev()
+            .find(|p| p.id == id)
+            .map(|p| p.name.clone())
+    }
+}

@@ -1,0 +1,167 @@
+//! An `[[expect]]` table checked against the runs it names: the runs and the one phase of
+//! each side must exist, the counter must be one report.json holds (and one an untraced run
+//! has, for such a run), and exactly one rule must be given.
+
+use super::locate::Ctx;
+use super::{Expect, ExpectRaw, Rule, RunSpec, ScenarioError};
+use toml::Spanned;
+
+pub(super) fn expect(
+    cx: &Ctx<'_>,
+    i: usize,
+    e: &Spanned<ExpectRaw>,
+    runs: &[RunSpec],
+) -> Result<Expect, ScenarioError> {
+    let at = |field: &str| format!("expect[{i}].{field}");
+    let raw = e.get_ref();
+    let default_run = raw.run.as_ref();
+    let pick = |which: &Option<Spanned<String>>, field: &str| -> Result<String, ScenarioError> {
+        match which.as_ref().or(default_run) {
+            Some(n) => runs
+                .iter()
+                .find(|r| r.name == *n.get_ref())
+                .map(|r| r.name.clone())
+                .ok_or_else(|| {
+                    cx.at(
+                        n.span(),
+                        &at(field),
+                        format!("no run named {:?}", n.get_ref()),
+                    )
+                }),
+            None => Ok(runs[0].name.clone()),
+        }
+    };
+    let from_run = pick(&raw.from_run, "from_run")?;
+    let to_run = pick(&raw.to_run, "to_run")?;
+    let workload = raw.workload.get_ref().clone();
+    for (run, policy) in [(&from_run, &raw.from), (&to_run, &raw.to)] {
+        let spec = runs.iter().find(|r| r.name == *run).expect("picked above");
+        let matching = spec
+            .phases
+            .iter()
+            .filter(|(w, p)| *w == workload && p == policy.get_ref())
+            .count();
+        let field = if std::ptr::eq(policy, &raw.from) {
+            "from"
+        } else {
+            "to"
+        };
+        let problem = match matching {
+            0 => format!(
+                "run {run:?} has no phase of {workload} under {:?}",
+                policy.get_ref()
+            ),
+            1 => continue,
+            // The same workload with other parameters: which phase is meant cannot be told.
+            n => format!(
+                "run {run:?} has {n} phases of {workload} under {:?} (the workload with \
+                 different parameters): an expectation needs exactly one",
+                policy.get_ref()
+            ),
+        };
+        return Err(cx.at(policy.span(), &at(field), problem));
+    }
+    let counter = raw.counter.get_ref().clone();
+    if !is_known_counter(&counter) {
+        return Err(cx.at(
+            raw.counter.span(),
+            &at("counter"),
+            format!(
+                "{counter:?}: not a counter name of report.json (e.g. \
+                 mem_access_checked_rd:k, tcf_elided.mem_access_checked_wr:u, dsb, \
+                 pmu.instructions:k; `mtex run --format csv` lists a run's)"
+            ),
+        ));
+    }
+    // An untraced run has only the hypervisor's and the PMU's figures.
+    let untraced = [&from_run, &to_run]
+        .into_iter()
+        .find(|n| runs.iter().any(|r| r.name == **n && !r.traced));
+    if let Some(run) = untraced.filter(|_| !UNTRACED_COUNTERS.contains(&counter.as_str())) {
+        return Err(cx.at(
+            raw.counter.span(),
+            &at("counter"),
+            format!(
+                "{counter:?} is counted by the trace, and run {run:?} has trace = false \
+                 (untraced runs give {})",
+                UNTRACED_COUNTERS.join(", ")
+            ),
+        ));
+    }
+    let rules: Vec<Rule> = [
+        raw.drop_at_least
+            .as_ref()
+            .map(|p| (p, Rule::DropAtLeast(*p.get_ref()))),
+        raw.rise_at_most
+            .as_ref()
+            .map(|p| (p, Rule::RiseAtMost(*p.get_ref()))),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|(p, r)| {
+        if (0.0..=100_000.0).contains(p.get_ref()) {
+            Ok(r)
+        } else {
+            let key = match r {
+                Rule::DropAtLeast(_) => "drop_at_least",
+                _ => "rise_at_most",
+            };
+            Err(cx.at(
+                p.span(),
+                &at(key),
+                format!("{}: expected 0 to 100000 (per cent)", p.get_ref()),
+            ))
+        }
+    })
+    .chain(
+        raw.equal
+            .as_ref()
+            .filter(|b| *b.get_ref())
+            .map(|_| Ok(Rule::Equal)),
+    )
+    .collect::<Result<_, _>>()?;
+    let rule = match rules.as_slice() {
+        [r] => *r,
+        _ => {
+            return Err(cx.at(
+                e.span(),
+                &at("rule"),
+                "exactly one of drop_at_least, rise_at_most, equal = true",
+            ));
+        }
+    };
+    Ok(Expect {
+        counter,
+        workload,
+        from: (from_run, raw.from.get_ref().clone()),
+        to: (to_run, raw.to.get_ref().clone()),
+        rule,
+    })
+}
+
+/// The counters an untraced phase has (see `results::counters`); and every `untraced.` one.
+const UNTRACED_COUNTERS: &[&str] = &[
+    "untraced.instructions:k",
+    "untraced.instructions:u",
+    "untraced.cycles:k",
+    "untraced.cycles:u",
+    "untraced.mem_access_checked_rd:k",
+    "untraced.mem_access_checked_wr:k",
+    "untraced.mem_access_checked_rd:u",
+    "untraced.mem_access_checked_wr:u",
+    "pmu.instructions:k",
+    "pmu.instructions:u",
+    "pmu.instructions:h",
+    "exits",
+    "trapped_writes",
+    "virtual_irqs",
+    "emulated",
+];
+
+/// Whether `name` is a counter report.json can hold: one that `mtex_abi::counters` defines
+/// (the trace's, the hypervisor's, the step engine's), or a PMU event's per EL (`pmu.` for a
+/// traced phase's, `untraced.` for the untraced passes': a named event or `raw.0xNNNN`, then
+/// `:k` or `:u`).
+pub fn is_known_counter(name: &str) -> bool {
+    mtex_abi::counters::lookup(name).is_some()
+}

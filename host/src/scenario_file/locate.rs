@@ -1,0 +1,108 @@
+//! Where an error in a scenario file is: `file:line: field: problem`, the line from a
+//! value's span and, for a value of the wrong type, the field and what it takes. Apart so
+//! that every check words its errors one way.
+
+use super::ScenarioError;
+use std::ops::Range;
+
+/// 1-based line of byte offset `at` in `text`.
+pub(super) fn line_of(text: &str, at: usize) -> usize {
+    text[..at.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
+}
+
+pub(super) struct Ctx<'a> {
+    pub(super) file: &'a str,
+    pub(super) text: &'a str,
+}
+
+impl Ctx<'_> {
+    pub(super) fn at(
+        &self,
+        span: Range<usize>,
+        field: &str,
+        problem: impl std::fmt::Display,
+    ) -> ScenarioError {
+        ScenarioError(format!(
+            "{}:{}: {field}: {problem}",
+            self.file,
+            line_of(self.text, span.start)
+        ))
+    }
+}
+
+/// What each key of the file takes, for the messages of type errors.
+const ALLOWED: &[(&str, &str)] = &[
+    ("version", "the number 1"),
+    ("name", "a string of letters, digits, - and _"),
+    ("description", "a string"),
+    (
+        "policies",
+        "a list of strings, each policy tokens joined by +",
+    ),
+    ("workloads", "a list of strings, one workload each"),
+    ("tcf0", "a string: none, sync, async or asymm"),
+    ("hz", "a whole number, 0 to 100000"),
+    ("repeat", "a whole number, 1 to 100"),
+    ("backend", "a string: both, trace or pmu"),
+    ("pmu_events", "a list of strings (event names or numbers)"),
+    ("pmu_require", "a list of strings (event names)"),
+    ("breakpoint_runs", "true or false"),
+    ("trace", "true or false"),
+    ("watchdog_ms", "a whole number, 1 to 3600000"),
+    ("counter", "a string: a counter name of report.json"),
+    ("workload", "a string"),
+    ("from", "a string: a policy"),
+    ("to", "a string: a policy"),
+    ("run", "a string: a run's name"),
+    ("from_run", "a string: a run's name"),
+    ("to_run", "a string: a run's name"),
+    ("drop_at_least", "a number, 0 to 100000 (per cent)"),
+    ("rise_at_most", "a number, 0 to 100000 (per cent)"),
+    ("equal", "true"),
+];
+
+/// The field at byte `at` of `text`, as errors name it (`run[1].hz`, `version`): the key of
+/// the nearest `key =` line at or above it, in the `[[run]]`/`[[expect]]` table it is in.
+pub(super) fn field_at(text: &str, at: usize) -> Option<(String, &'static str)> {
+    let upto = &text[..at.min(text.len())];
+    let line_start = upto.rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[line_start..]
+        .find('\n')
+        .map_or(text.len(), |i| line_start + i);
+    let mut key = None;
+    let mut table = None;
+    for line in text[..line_end].lines().rev() {
+        let l = line.trim();
+        if l.starts_with('[') {
+            table = Some(l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+            break;
+        }
+        if key.is_none()
+            && let Some((k, _)) = l.split_once('=')
+        {
+            let k = k.trim();
+            if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                key = Some(k.to_string());
+            }
+        }
+    }
+    let key = key?;
+    let allowed = ALLOWED.iter().find(|(k, _)| *k == key).map(|(_, a)| *a)?;
+    let field = match table {
+        Some(t) => {
+            let header = format!("[[{t}]]");
+            let index = text[..line_start]
+                .lines()
+                .filter(|l| l.trim() == header)
+                .count()
+                .saturating_sub(1);
+            format!("{t}[{index}].{key}")
+        }
+        None => key,
+    };
+    Some((field, allowed))
+}

@@ -1,0 +1,194 @@
+//! A `[[run]]` table checked into the guest's command line: each field through the parser
+//! the guest or hypervisor uses for its `mtex.*` option, then the whole line through the
+//! guest's, so that what is accepted here is what boots.
+
+use super::locate::Ctx;
+use super::{RunRaw, RunSpec, ScenarioError};
+use mtex_abi::scenario::{Policy, Scenario};
+use toml::Spanned;
+
+const BACKENDS: &str = "both, trace or pmu";
+
+/// A PMU event as a scenario names it: perf's name of one mtex knows
+/// (`mem_access_checked_rd`), or its number (`0x4025`, `17`); as `mtex.pmu_*` takes it.
+fn pmu_event_number(name: &str) -> Option<String> {
+    if let Some(e) = mtex_abi::report::pmu_event::by_name(name) {
+        return Some(format!("{e:#x}"));
+    }
+    let ok = match name.strip_prefix("0x") {
+        Some(hex) => u16::from_str_radix(hex, 16).is_ok(),
+        None => name.parse::<u16>().is_ok(),
+    };
+    ok.then(|| name.to_string())
+}
+
+pub(super) fn run_spec(
+    cx: &Ctx<'_>,
+    i: usize,
+    r: &Spanned<RunRaw>,
+) -> Result<RunSpec, ScenarioError> {
+    let at = |field: &str| format!("run[{i}].{field}");
+    let raw = r.get_ref();
+    let name = raw
+        .name
+        .as_ref()
+        .map_or(format!("run-{}", i + 1), |n| n.get_ref().clone());
+    let good = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if let Some(n) = raw
+        .name
+        .as_ref()
+        .filter(|n| n.get_ref().is_empty() || !n.get_ref().chars().all(good))
+    {
+        return Err(cx.at(
+            n.span(),
+            &at("name"),
+            format!(
+                "{:?}: use letters, digits, - and _ (it names files)",
+                n.get_ref()
+            ),
+        ));
+    }
+    let mut cmdline = vec!["mtex.guest=kernel".to_string()];
+    if let Some(ps) = &raw.policies {
+        if ps.is_empty() {
+            return Err(cx.at(
+                r.span(),
+                &at("policies"),
+                "an empty list: name at least one",
+            ));
+        }
+        for p in ps {
+            Policy::parse(p.get_ref())
+                .map_err(|e| cx.at(p.span(), &at("policies"), format!("{:?}: {e}", p.get_ref())))?;
+        }
+        let list: Vec<&str> = ps.iter().map(|p| p.get_ref().as_str()).collect();
+        cmdline.push(format!("mtex.policies={}", list.join(",")));
+    }
+    if let Some(ws) = &raw.workloads {
+        if ws.is_empty() {
+            return Err(cx.at(
+                r.span(),
+                &at("workloads"),
+                "an empty list: name at least one",
+            ));
+        }
+        for w in ws {
+            if w.get_ref().contains([',', ' ']) {
+                return Err(cx.at(w.span(), &at("workloads"), "one workload per string"));
+            }
+            Scenario::parse(&format!("mtex.workloads={}", w.get_ref())).map_err(|e| {
+                cx.at(
+                    w.span(),
+                    &at("workloads"),
+                    format!("{:?}: {}", w.get_ref(), e.problem),
+                )
+            })?;
+        }
+        let list: Vec<&str> = ws.iter().map(|w| w.get_ref().as_str()).collect();
+        cmdline.push(format!("mtex.workloads={}", list.join(",")));
+    }
+    if let Some(t) = &raw.tcf0 {
+        Scenario::parse(&format!("mtex.tcf0={}", t.get_ref())).map_err(|e| {
+            cx.at(
+                t.span(),
+                &at("tcf0"),
+                format!("{:?}: {}", t.get_ref(), e.problem),
+            )
+        })?;
+        cmdline.push(format!("mtex.tcf0={}", t.get_ref()));
+    }
+    if let Some(h) = &raw.hz {
+        Scenario::parse(&format!("mtex.hz={}", h.get_ref())).map_err(|e| {
+            cx.at(
+                h.span(),
+                &at("hz"),
+                format!("{}: {}", h.get_ref(), e.problem),
+            )
+        })?;
+        cmdline.push(format!("mtex.hz={}", h.get_ref()));
+    }
+    let repeat = match &raw.repeat {
+        Some(n) if !(1..=100).contains(n.get_ref()) => {
+            return Err(cx.at(
+                n.span(),
+                &at("repeat"),
+                format!("{}: expected 1 to 100", n.get_ref()),
+            ));
+        }
+        Some(n) => *n.get_ref(),
+        None => 1,
+    };
+    match raw.backend.as_ref().map(|b| (b, b.get_ref().as_str())) {
+        None | Some((_, "both")) => {}
+        Some((_, "trace")) => cmdline.push("mtex.trace=only".to_string()),
+        Some((_, "pmu")) => cmdline.push("mtex.trace=0".to_string()),
+        Some((b, other)) => {
+            return Err(cx.at(
+                b.span(),
+                &at("backend"),
+                format!("{other:?}: expected {BACKENDS}"),
+            ));
+        }
+    }
+    for (key, list) in [
+        ("pmu_events", &raw.pmu_events),
+        ("pmu_require", &raw.pmu_require),
+    ] {
+        let Some(list) = list else { continue };
+        let mut numbers = Vec::new();
+        for name in list.get_ref() {
+            numbers.push(pmu_event_number(name).ok_or_else(|| {
+                cx.at(
+                    list.span(),
+                    &at(key),
+                    format!("{name:?}: expected a PMU event: cycles, instructions, mem_access_checked_rd, mem_access_checked_wr, or a number (0x4025)"),
+                )
+            })?);
+        }
+        let option = format!("mtex.{key}={}", numbers.join(","));
+        // The hypervisor's own parser: at most three, each in range.
+        mtex_abi::options::HypOptions::parse(&option)
+            .map_err(|e| cx.at(list.span(), &at(key), e.problem))?;
+        cmdline.push(option);
+    }
+    match raw.breakpoint_runs {
+        Some(true) => cmdline.push("mtex.runs=1".to_string()),
+        Some(false) => cmdline.push("mtex.runs=0".to_string()),
+        None => {}
+    }
+    if raw.trace == Some(false) {
+        cmdline.push("mtex.trace=0".to_string());
+    }
+    let watchdog = raw.watchdog_ms.as_ref().map_or(600_000, |w| *w.get_ref());
+    if !(1..=3_600_000).contains(&watchdog) {
+        let span = raw.watchdog_ms.as_ref().map_or(r.span(), |w| w.span());
+        return Err(cx.at(
+            span,
+            &at("watchdog_ms"),
+            format!("{watchdog}: expected 1 to 3600000"),
+        ));
+    }
+    cmdline.push(format!("mtex.watchdog_ms={watchdog}"));
+    let cmdline = cmdline.join(" ");
+    // The whole line through the guest's own parser: what it accepts is what boots.
+    let scenario = Scenario::parse(&cmdline).map_err(|e| cx.at(r.span(), &at(e.key), e.problem))?;
+    Ok(RunSpec {
+        name,
+        cmdline,
+        repeat,
+        phases: phases_of(&scenario),
+        traced: scenario.traced,
+    })
+}
+
+/// The (workload, policy) phases a scenario reports, in CLI spellings and run order.
+pub(super) fn phases_of(s: &Scenario) -> Vec<(String, String)> {
+    s.runs()
+        .map(|p| {
+            (
+                p.workload.name().to_string(),
+                p.policy.name().as_str().to_string(),
+            )
+        })
+        .collect()
+}
