@@ -44,13 +44,28 @@ pub fn describe_exit(e: &ExitReason) -> String {
             far,
             hpfar,
             at,
-        } => format!(
-            "unhandled guest exit: {} (EC {:#04x}) ESR_EL2={esr:#x} ELR={:#x} EL{} FAR={far:#x} IPA={hpfar:#x}",
-            mtex_arch::Esr(esr).ec().name(),
-            mtex_arch::Esr(esr).ec_bits(),
-            at.pc,
-            at.el
-        ),
+        } => {
+            let e = mtex_arch::Esr(esr);
+            // A register of a feature the guest was told it does not have: say which.
+            let hidden = (e.ec_bits() == 0x18)
+                .then(|| e.sysreg_iss())
+                .and_then(|iss| {
+                    let (reg, feature) = mtex_arch::id_regs::hidden_register(iss)?;
+                    Some(format!(
+                        "{} {reg}, a register of {feature}, which the ID registers hide from \
+                         the guest; ",
+                        if iss.is_read { "MRS" } else { "MSR" }
+                    ))
+                })
+                .unwrap_or_default();
+            format!(
+                "unhandled guest exit: {hidden}{} (EC {:#04x}) ESR_EL2={esr:#x} ELR={:#x} EL{} FAR={far:#x} IPA={hpfar:#x}",
+                e.ec().name(),
+                e.ec_bits(),
+                at.pc,
+                at.el
+            )
+        }
         ExitReason::Watchdog { budget_ms, at } => format!(
             "watchdog: the guest ran past its {budget_ms} ms budget (at pc {:#x}, EL{})",
             at.pc, at.el

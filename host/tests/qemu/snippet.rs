@@ -636,3 +636,55 @@ fn only_data_synchronization_barriers_are_dsb() {
         (2, 1, 1)
     );
 }
+
+/// The guest reads a feature in its ID register and loads through x0 once if it is there:
+/// the checked reads say what the guest was told (1: present, 0: hidden).
+fn guest_sees(register: &str, lsb: u8) -> u64 {
+    let src = format!(
+        "mrs x9, {register}\nubfx x9, x9, #{lsb}, #4\ncbz x9, 1f\nldr x10, [x0]\n1:\nret\n"
+    );
+    run_ok(&src, Env::default()).architectural.rd_k
+}
+
+/// What the hypervisor does not handle is hidden from the guest in its ID registers: SME,
+/// GCS and the rest read as absent on a CPU (QEMU's max) that has them, while MTE stays.
+#[test]
+fn features_the_hypervisor_does_not_handle_are_hidden_from_the_guest() {
+    assert_eq!(guest_sees("id_aa64pfr1_el1", 8), 1, "MTE is told");
+    assert_eq!(guest_sees("id_aa64pfr1_el1", 24), 0, "SME is hidden");
+    assert_eq!(guest_sees("s3_0_c0_c4_1", 44), 0, "GCS is hidden");
+    assert_eq!(guest_sees("s3_0_c0_c7_3", 8), 0, "S1PIE is hidden");
+    assert_eq!(guest_sees("s3_0_c0_c7_3", 16), 0, "S1POE is hidden");
+    assert_eq!(guest_sees("s3_0_c0_c7_3", 0), 0, "TCR2 is hidden");
+}
+
+/// A guest that uses a hidden feature's register anyway is stopped at once with a record
+/// naming the register and the feature: never run unseen, never a hang.
+#[test]
+fn a_hidden_features_register_used_anyway_ends_the_run_naming_it() {
+    for (insn, named) in [
+        (
+            "mrs x9, s3_0_c1_c2_4",
+            "MRS SMPRI_EL1, a register of FEAT_SME",
+        ),
+        (
+            "msr s3_0_c2_c5_0, x9",
+            "MSR GCSCR_EL1, a register of FEAT_GCS",
+        ),
+        (
+            "msr s3_0_c10_c2_4, xzr",
+            "MSR POR_EL1, a register of FEAT_S1POE",
+        ),
+    ] {
+        let (r, console) = snippet::run_code(
+            images(),
+            &assemble(&format!("{insn}\nret\n")),
+            &Env::default(),
+        )
+        .expect("running QEMU");
+        assert!(!console.timed_out, "{insn}: host time limit hit");
+        assert!(!r.succeeded(), "{insn}");
+        let text = mtex::render::text(&r);
+        assert!(text.contains(named), "{insn}:\n{text}");
+    }
+}
