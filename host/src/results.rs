@@ -31,6 +31,34 @@ pub struct Results {
     pub runs: Vec<Run>,
     /// The scenario's expectations, judged.
     pub expectations: Vec<Expectation>,
+    /// The kernel measured, for a Linux-mode run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelId>,
+}
+
+/// Which kernel a Linux-mode run booted: enough to tell two builds with one release apart.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelId {
+    /// `uname -r`: `6.12.117+deb12-arm64`.
+    pub release: String,
+    /// The Debian package and its version it came from, or the path it was given as.
+    pub package: String,
+    pub version: String,
+    /// SHA-256 of the Image, hex.
+    pub sha256: String,
+}
+
+impl KernelId {
+    /// `6.12.117+deb12-arm64 (linux-image-… 6.12.117-1~deb12u1, Image sha256 3f2a…)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({} {}, Image sha256 {})",
+            self.release,
+            self.package,
+            self.version,
+            &self.sha256[..self.sha256.len().min(16)]
+        )
+    }
 }
 
 /// One boot of the guest.
@@ -349,6 +377,7 @@ impl Results {
             scenario,
             runs,
             expectations,
+            kernel: None,
         }
     }
 

@@ -140,7 +140,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     match args.format {
-        Format::Text => print!("{}", render_text(&c, args.all)),
+        Format::Text => {
+            // Which kernel each side booted, where they are Linux-mode runs: two builds with
+            // one release string are told apart by their Images' hashes.
+            for (side, path, doc) in [("A", &args.a, &a), ("B", &args.b, &b)] {
+                if let Some(k) = &doc.kernel {
+                    println!(
+                        "{}",
+                        crate::perf_text::clean(&format!(
+                            "{side}: {}: {}",
+                            path.display(),
+                            k.describe()
+                        ))
+                    );
+                }
+            }
+            print!("{}", render_text(&c, args.all))
+        }
         Format::Csv => print!("{}", render_csv(&c)),
     }
     Ok(ExitCode::SUCCESS)

@@ -28,10 +28,14 @@ pub struct Kernel {
     pub image: PathBuf,
     /// Its build configuration (`/boot/config-<release>`).
     pub config: PathBuf,
+    /// SHA-256 of the Image, hex: what tells two builds with one release string apart (set
+    /// when the Image is read).
+    pub sha256: String,
 }
 
 /// The package name for a `--kernel` choice: `6.12` (the newest 6.12 in bookworm-backports,
-/// through its meta-package), or a release such as `6.12.117+deb12` or `6.1.0-47`.
+/// through its meta-package), or a release such as `6.12.117+deb12` or `6.1.0-47`; Linux 7
+/// and later (`7.3`, `7.3.4+deb13`) from Debian's newer suites.
 /// Checked before dpkg or apt is run: the choice becomes part of a package name.
 pub fn package_for(choice: &str) -> Result<String> {
     let ok = choice.len() <= 64
@@ -230,8 +234,28 @@ fn no_such_kernel(choice: &str, pkg: &str) -> anyhow::Error {
     }
 }
 
+/// Linux 7 and later come from Debian's newer suites ([`super::newer`]), earlier releases
+/// from bookworm and bookworm-backports.
+fn from_newer_suites(choice: &str) -> bool {
+    choice
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u32>().ok())
+        .is_some_and(|major| major >= 7)
+}
+
 /// The kernel for `choice` (see [`package_for`]), fetched into `dir`.
 pub fn kernel(choice: &str, dir: &Path) -> Result<Kernel> {
+    if from_newer_suites(choice) {
+        let apt = super::newer::Apt::new(dir)?;
+        return match apt.resolve(choice)? {
+            Some(release) => apt.kernel(&release, dir),
+            None => bail!(
+                "--kernel {choice}: Debian's newer suites have no such arm64 kernel; they have: {}",
+                apt.releases()?.join(", ")
+            ),
+        };
+    }
     ensure_arm64_lists()?;
     let chosen = package_for(choice)?;
     // Known to apt first: `apt-cache depends` fails on a name it does not know.
@@ -267,6 +291,7 @@ pub fn kernel(choice: &str, dir: &Path) -> Result<Kernel> {
         release,
         image,
         config,
+        sha256: String::new(),
     })
 }
 

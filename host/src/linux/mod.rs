@@ -6,6 +6,7 @@
 
 pub mod fetch;
 pub mod initramfs;
+pub mod newer;
 pub mod report;
 pub mod summary;
 
@@ -225,7 +226,7 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     // One fetch at a time (apt's lists, the unpacked trees): a lock on the work directory.
     let lock = std::fs::File::create(dir.join(".lock"))?;
     lock.lock()?;
-    let kernel = fetch::kernel(&args.kernel, &dir)?;
+    let mut kernel = fetch::kernel(&args.kernel, &dir)?;
     let busybox = std::fs::read(fetch::busybox(&dir)?)?;
     drop(lock);
     static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -240,6 +241,13 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     let initrd = initramfs::build(busybox, &workload, vec![("mtex-work".into(), work)])?;
     let image = std::fs::read(&kernel.image)
         .with_context(|| format!("reading {}", kernel.image.display()))?;
+    kernel.sha256 = {
+        use sha2::Digest;
+        sha2::Sha256::digest(&image)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
     let h = linux_bundle::Header::for_parts(
         image.len() as u64,
         initrd.len() as u64,
@@ -251,7 +259,7 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     bytes.extend_from_slice(&initrd);
     let bundle = run_dir.join("bundle.bin");
     std::fs::write(&bundle, &bytes)?;
-    let kallsyms = kallsyms_path(&kernel.release);
+    let kallsyms = kallsyms_path(&kernel.sha256);
     Ok(Prepared {
         kallsyms: kallsyms.exists().then_some(kallsyms),
         kernel,
@@ -260,8 +268,10 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     })
 }
 
-fn kallsyms_path(release: &str) -> PathBuf {
-    work_dir().join(format!("kallsyms-{release}.txt"))
+/// Where a kernel's symbols are kept: by the Image's content, not its release string, so
+/// that a rebuilt kernel with the same `uname -r` never takes another build's symbols.
+fn kallsyms_path(sha256: &str) -> PathBuf {
+    work_dir().join(format!("kallsyms-{sha256}.txt"))
 }
 
 /// The kernel's text symbols: kept from an earlier run of this release, or read by a boot
@@ -283,7 +293,7 @@ fn symbols(args: &Args, p: &Prepared) -> Result<String> {
         // Written whole, then renamed: a concurrent run reads all of it or none.
         let tmp = p.run_dir.join("kallsyms.txt");
         std::fs::write(&tmp, &dump)?;
-        std::fs::rename(&tmp, kallsyms_path(&p.kernel.release))?;
+        std::fs::rename(&tmp, kallsyms_path(&p.kernel.sha256))?;
     }
     Ok(dump)
 }
@@ -378,6 +388,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         vec![crate::results::run("linux", 0, &measured)],
         Vec::new(),
     );
+    doc.kernel = Some(crate::results::KernelId {
+        release: r.release.clone(),
+        package: r.package.clone(),
+        version: r.version.clone(),
+        sha256: r.image_sha256.clone(),
+    });
     // The writes by kernel function, as the report names them.
     for w in doc.runs.iter_mut().flat_map(|run| run.writes.iter_mut()) {
         w.symbol = r

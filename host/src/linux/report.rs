@@ -110,6 +110,9 @@ pub struct LinuxReport {
     pub package: String,
     pub version: String,
     pub release: String,
+    /// SHA-256 of the kernel's Image, hex.
+    #[serde(default)]
+    pub image_sha256: String,
     /// Whether Linux ran the initramfs's /init, and the workload's exit status.
     pub reached_init: bool,
     pub workload_status: Option<i32>,
@@ -396,6 +399,7 @@ pub fn analyse(
         package: kernel.package.name.clone(),
         version: kernel.package.version.clone(),
         release: kernel.release.clone(),
+        image_sha256: kernel.sha256.clone(),
         reached_init,
         workload_status,
         workload_output: output,
@@ -814,6 +818,7 @@ mod tests {
             release: "test".into(),
             image: "/nonexistent/Image".into(),
             config: "/nonexistent/config".into(),
+            sha256: "0".repeat(64),
         }
     }
 
