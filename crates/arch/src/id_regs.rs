@@ -96,9 +96,12 @@ pub fn hidden_fields() -> impl Iterator<Item = &'static str> {
     HIDDEN.iter().map(|h| h.name)
 }
 
-/// A register of a hidden feature, by encoding (op0, op1, CRn, CRm, op2): its name and the
-/// feature the guest was told it does not have.
-const HIDDEN_REGISTERS: &[((u8, u8, u8, u8, u8), &str, &str)] = &[
+/// A system register's encoding: (op0, op1, CRn, CRm, op2).
+type Encoding = (u8, u8, u8, u8, u8);
+
+/// A register of a hidden feature, by encoding: its name and the feature the guest was told
+/// it does not have.
+const HIDDEN_REGISTERS: &[(Encoding, &str, &str)] = &[
     ((3, 0, 1, 2, 4), "SMPRI_EL1", "FEAT_SME"),
     ((3, 0, 1, 2, 6), "SMCR_EL1", "FEAT_SME"),
     ((3, 3, 13, 0, 5), "TPIDR2_EL0", "FEAT_SME"),
