@@ -145,6 +145,19 @@ pub fn group<'a>(
     g
 }
 
+/// One group of rows given with their labels, each compared with the first.
+pub fn group_labelled(title: String, rows: Vec<(&PhaseOut, String)>) -> Group {
+    let mut g = Group {
+        title,
+        rows: Vec::new(),
+    };
+    let mut base = None;
+    for (p, label) in rows {
+        push_row(&mut g, &mut base, p, label);
+    }
+    g
+}
+
 /// Adds `p`'s row to `g`; `base` is the group's first row's checked :k (None until there
 /// is a first row, or when it had none).
 fn push_row(g: &mut Group, base: &mut Option<u64>, p: &PhaseOut, label: String) {

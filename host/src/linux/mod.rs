@@ -4,6 +4,7 @@
 //! repository (`fetch.rs`, `initramfs.rs`); the hypervisor passes Linux its GIC, timers and a
 //! second UART (`hyp/src/linux_boot.rs`) and keeps the first for its records.
 
+pub mod ab;
 pub mod fetch;
 pub mod initramfs;
 pub mod newer;
@@ -18,12 +19,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// `mtex linux`'s command-line arguments.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct Args {
-    /// The kernel: 6.12 (the newest 6.12 in bookworm-backports) or a release such as
-    /// 6.12.117+deb12 or 6.1.0-47 (Debian's arm64 packages, fetched with apt).
+    /// The kernel: 6.12 (the newest 6.12 in bookworm-backports), a release such as
+    /// 6.12.117+deb12 or 6.1.0-47, or Linux 7.x from Debian's newer suites (7.3,
+    /// 7.3.4+deb13); Debian's arm64 packages, fetched with apt. Give it more than once to boot
+    /// each kernel in turn with the same workloads and compare them (A/B).
     #[arg(long, default_value = "6.12")]
-    pub kernel: String,
+    pub kernel: Vec<String>,
     /// What /init runs between boot and power-off: a workload by name, optionally with its
     /// arguments (getpid, futex-hash, memcached, thread-create, fork, switch, mte-fault, spin:
     /// run as `mtex-work --tcf0 T --window N NAME ARGS`, in trace window N), or any other
@@ -93,7 +96,18 @@ const CMDLINE_MAX: usize = 2047;
 /// Checks every option that needs no tool: bad input is refused here, before dpkg, apt,
 /// cargo or QEMU run, with the option named and what it takes.
 pub fn check_args(args: &Args) -> Result<()> {
-    fetch::package_for(&args.kernel)?;
+    if args.kernel.is_empty() {
+        bail!("--kernel: at least one kernel");
+    }
+    for k in &args.kernel {
+        fetch::package_for(k)?;
+    }
+    if args.kernel.len() > 1 && args.json.is_some() {
+        bail!(
+            "--json takes one kernel's report: with several --kernel, each kernel's report.json \
+             is in its own results directory"
+        );
+    }
     if let Some(w) = &args.workload
         && w.contains(|c: char| c.is_control())
     {
@@ -226,7 +240,7 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     // One fetch at a time (apt's lists, the unpacked trees): a lock on the work directory.
     let lock = std::fs::File::create(dir.join(".lock"))?;
     lock.lock()?;
-    let mut kernel = fetch::kernel(&args.kernel, &dir)?;
+    let mut kernel = fetch::kernel(&args.kernel[0], &dir)?;
     let busybox = std::fs::read(fetch::busybox(&dir)?)?;
     drop(lock);
     static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -352,6 +366,35 @@ pub fn boot(args: &Args, p: &Prepared, which: Boot) -> Result<Booted> {
 /// Runs `mtex linux`.
 pub fn run(args: Args) -> Result<ExitCode> {
     check_args(&args)?;
+    if args.kernel.len() == 1 {
+        return Ok(run_one(&args)?.0);
+    }
+    // A/B: each kernel in turn, with the same workloads, modes and options.
+    let mut runs = Vec::new();
+    for (i, k) in args.kernel.iter().enumerate() {
+        eprintln!("mtex: kernel {} of {}: {k}", i + 1, args.kernel.len());
+        let one = Args {
+            kernel: vec![k.clone()],
+            ..args.clone()
+        };
+        runs.push(run_one(&one)?);
+    }
+    let docs: Vec<(String, crate::results::Results)> = args
+        .kernel
+        .iter()
+        .zip(&runs)
+        .map(|(k, (_, doc))| (k.clone(), doc.clone()))
+        .collect();
+    print!("{}", ab::render(&docs));
+    Ok(if runs.iter().all(|(c, _)| *c == ExitCode::SUCCESS) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// One kernel's run: its exit status and its windows as a results document.
+fn run_one(args: &Args) -> Result<(ExitCode, crate::results::Results)> {
     let mut json = crate::json_out::JsonOut::open(args.json.as_deref())?;
     // Made before the boot, as `mtex run` does: a place that cannot be written is found now,
     // not after the run.
@@ -362,7 +405,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             args.out.display()
         )
     })?;
-    let p = match prepare(&args) {
+    let p = match prepare(args) {
         Ok(p) => p,
         Err(e) => {
             // Nothing was run: no empty results directory is left behind.
@@ -370,11 +413,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
             return Err(e);
         }
     };
-    let symbols = symbols(&args, &p)?;
+    let symbols = symbols(args, &p)?;
     let Booted {
         console,
         linux: linux_text,
-    } = boot(&args, &p, Boot::Measured)?;
+    } = boot(args, &p, Boot::Measured)?;
     // The last run's console stays for reading after the run.
     let _ = std::fs::write(work_dir().join("last-linux-console.log"), &linux_text);
     let r = report::analyse(&p.kernel, &console, &linux_text, &symbols, !args.no_icount);
@@ -434,11 +477,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(json) = &mut json {
         json.write(&r)?;
     }
-    Ok(if r.problems.is_empty() {
+    let code = if r.problems.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    })
+    };
+    Ok((code, doc))
 }
 
 #[cfg(test)]

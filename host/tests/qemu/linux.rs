@@ -199,7 +199,7 @@ fn a_failing_workload_is_a_problem_and_exit_status_1() {
 fn linux_mode_without_a_uart_for_linux_is_refused_at_boot() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let args = mtex::linux::Args {
-        kernel: "6.12".into(),
+        kernel: vec!["6.12".into()],
         workload: None,
         tcf0: vec!["sync".into()],
         append: vec![],
@@ -592,4 +592,55 @@ fn failed_workloads_leave_no_window_measured_and_say_why() {
     );
     // Symbols are read (by a boot of their own on a kernel's first run).
     assert!(doc["symbols"].as_u64().unwrap() > 10_000, "{text}");
+}
+
+/// Two kernels in one command: Debian 6.12, which leaves TCR_EL1.TCMA1 clear, and the newest
+/// 7.x of Debian's newer suites, whose `__cpu_setup` sets it (the TCMA1 change, merged for
+/// 7.0). With TCMA1 set, the kernel's accesses through match-all (0xF-tagged) pointers are
+/// unchecked, so futex-hash's checked kernel reads in a sync window drop by at least 95%
+/// (what remains goes through the user's tagged pointer).
+#[test]
+fn a_newer_kernel_sets_tcma1_and_futex_hash_checks_drop_against_6_12() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out_dir = std::env::temp_dir().join(format!("mtex-linux-ab-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .args(["linux", "--kernel", "6.12", "--kernel", "7.3"])
+        .args(["--workload", "futex-hash 100 2", "--tcf0", "sync", "--out"])
+        .arg(&out_dir)
+        .output()
+        .expect("running mtex linux");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let report = |n: u32| -> Value {
+        let f = out_dir.join(format!("linux-{n}/report.json"));
+        serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap()
+    };
+    let sets_tcma1 = |r: &Value| {
+        r["writes"].as_array().unwrap().iter().any(|w| {
+            w["register"] == "TCR_EL1"
+                && w["changes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|c| c.as_str().unwrap().starts_with("TCMA1 0→1"))
+                && w["symbol"].as_str().is_some_and(|s| s.starts_with("__cpu_setup"))
+        })
+    };
+    let (old, new) = (report(1), report(2));
+    assert!(old["release"].as_str().unwrap().starts_with("6.12."), "{}", old["release"]);
+    assert!(new["release"].as_str().unwrap().starts_with("7."), "{}", new["release"]);
+    assert!(!sets_tcma1(&old), "6.12 sets TCMA1:\n{text}");
+    assert!(sets_tcma1(&new), "7.x does not set TCMA1 in __cpu_setup:\n{text}");
+    let rd_k = |n: u32| {
+        let doc = mtex::compare::load(&out_dir.join(format!("linux-{n}"))).unwrap();
+        assert!(doc.kernel.is_some(), "results.json names no kernel");
+        doc.runs[0].phases.iter().find(|p| p.name == "window 1").unwrap().counters
+            ["mem_access_checked_rd:k"]
+    };
+    let (a, b) = (rd_k(1), rd_k(2));
+    assert!(a > 0 && b * 20 <= a, "checked kernel reads {a} → {b}: not a 95% drop\n{text}");
+    assert!(text.contains("Kernels side by side (6.12, 7.3)"), "{text}");
+    assert!(text.contains("are eliminated"), "{text}");
+    let _ = std::fs::remove_dir_all(&out_dir);
 }

@@ -1,0 +1,85 @@
+//! Several kernels with the same workloads (`mtex linux --kernel A --kernel B …`): per
+//! window, one row per kernel under the summary's headline columns, then what `mtex
+//! compare` says between each kernel and the next.
+
+use crate::compare::{Select, compare, headline};
+use crate::perf_text::{Lines, clean};
+use crate::results::Results;
+use crate::summary;
+
+/// A kernel's row label: what was asked for, and what booted (`7.3 = 7.3.4+deb13-arm64`).
+fn label(asked: &str, doc: &Results) -> String {
+    match &doc.kernel {
+        Some(k) if k.release.trim_end_matches("-arm64") != asked => {
+            format!("{} = {}", clean(asked), clean(&k.release))
+        }
+        _ => clean(asked).into_owned(),
+    }
+}
+
+/// The side-by-side text of `runs` (what each `--kernel` asked for, and its document).
+pub fn render(runs: &[(String, Results)]) -> String {
+    let mut out = Lines::default();
+    out.blank();
+    out.push(&format!(
+        "Kernels side by side ({}): each window, one row per kernel",
+        runs.iter()
+            .map(|(k, _)| clean(k).into_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    // Windows in the first kernel's order; a window some kernel lacks shows without it.
+    let mut names: Vec<String> = Vec::new();
+    for (_, doc) in runs {
+        for p in doc.runs.iter().flat_map(|r| &r.phases) {
+            if p.traced && !names.contains(&p.name) {
+                names.push(p.name.clone());
+            }
+        }
+    }
+    let groups: Vec<summary::Group> = names
+        .iter()
+        .map(|name| {
+            let rows: Vec<(&crate::results::PhaseOut, String)> = runs
+                .iter()
+                .filter_map(|(k, doc)| {
+                    let p = doc
+                        .runs
+                        .iter()
+                        .flat_map(|r| &r.phases)
+                        .find(|p| &p.name == name)?;
+                    Some((p, label(k, doc)))
+                })
+                .collect();
+            summary::group_labelled(name.clone(), rows)
+        })
+        .collect();
+    if groups.is_empty() {
+        out.push("  no window was measured on any kernel");
+    } else {
+        out.blank();
+        for l in summary::table_lines(&groups, "kernel") {
+            out.push(&l);
+        }
+        out.blank();
+        out.push(&format!("  {}", summary::LEGEND));
+    }
+    for pair in runs.windows(2) {
+        let ((ka, a), (kb, b)) = (&pair[0], &pair[1]);
+        let c = compare(a, &Select::default(), b, &Select::default());
+        out.blank();
+        out.push(&format!(
+            "{} → {} (mtex compare of their results directories):",
+            clean(ka),
+            clean(kb)
+        ));
+        let lines: Vec<String> = c.phases.iter().filter_map(headline).collect();
+        if lines.is_empty() {
+            out.push("  no window on both sides");
+        }
+        for l in lines {
+            out.push(&format!("  {l}"));
+        }
+    }
+    out.into_string()
+}
