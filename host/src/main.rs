@@ -215,6 +215,20 @@ enum BenchCmd {
     },
 }
 
+/// Writes a report to stdout. A reader that stops early (`mtex report DIR | head`) is not an
+/// error of mtex's: the write ends quietly there.
+fn write_stdout(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("mtex: writing the report: {e}");
+    }
+}
+
 fn main() -> ExitCode {
     match real_main() {
         Ok(code) => code,
@@ -317,10 +331,12 @@ fn real_main() -> Result<ExitCode> {
                 }
             }
             let form = if verbose { Form::Full } else { format };
-            print!(
-                "{}",
-                forms::render(&doc, form, || Ok(reports.clone()), Some(&forms::rest(&dir)))?
-            );
+            write_stdout(&forms::render(
+                &doc,
+                form,
+                || Ok(reports.clone()),
+                Some(&forms::rest(&dir)),
+            )?);
             let files = scenario_run::write_outputs(&doc, &dir)?;
             if let Some(json) = &mut json {
                 json.write(&doc)?;
@@ -353,15 +369,12 @@ fn real_main() -> Result<ExitCode> {
                 (_, true) => Form::Full,
                 _ => format,
             };
-            print!(
-                "{}",
-                forms::render(
-                    &doc,
-                    form,
-                    || Ok(vec![r.clone()]),
-                    Some("all of it: add --verbose")
-                )?
-            );
+            write_stdout(&forms::render(
+                &doc,
+                form,
+                || Ok(vec![r.clone()]),
+                Some("all of it: add --verbose"),
+            )?);
             Ok(if r.succeeded() {
                 ExitCode::SUCCESS
             } else {
@@ -380,7 +393,7 @@ fn real_main() -> Result<ExitCode> {
                 Some(r) => forms::render_linux(r, &doc, form, Some(&rest))?,
                 None => forms::render(&doc, form, || forms::reports(&doc, &dir), Some(&rest))?,
             };
-            print!("{text}");
+            write_stdout(&text);
             let success = linux
                 .as_ref()
                 .map_or(doc.success, |r| r.problems.is_empty());

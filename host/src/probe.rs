@@ -42,7 +42,7 @@ mod tests;
 
 pub use render::render;
 
-/// The first line's question (the seeds' open question).
+/// The first line's question, which the arm64 MTE patch threads left open.
 pub const QUESTION: &str =
     "Are kernel (EL1) accesses tag-checked with TCF=NONE? (AmpereOne: yes, Pixel 9: no)";
 

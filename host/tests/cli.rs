@@ -604,6 +604,18 @@ fn report_shows_a_results_directory_in_every_form() {
     assert!(shown("csv").starts_with(mtex::csv_out::HEADER));
     assert_eq!(shown("json"), o.stdout);
     assert!(shown("html").starts_with("<!DOCTYPE html>"));
+    // A reader that stops early (`| head`) ends the output quietly, not with a panic.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .args(["report", dir, "--format", "html"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
     // The matrix needs the log: without it, the file is named.
     std::fs::remove_file(d.join("run-1.log")).unwrap();
     refused(&["report", dir, "--format", "matrix"], &["run-1.log"]);

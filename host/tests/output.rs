@@ -56,7 +56,8 @@ fn repeated(doc: &Results, name: &str, n: u32, f: impl Fn(u32, &mut PhaseOut)) -
 fn text_of_the_kernel_scenario() {
     let text = perf_text::render(&kernel());
     assert_width(&text);
-    // The seed's figure, where a kernel engineer looks for it.
+    // futex-hash's checked kernel reads under entry-tco (what the TCMA1 change cuts), where a
+    // kernel engineer looks for them.
     assert!(
         text.contains("             1,272      mem_access_checked_rd:k"),
         "{text}"

@@ -82,7 +82,7 @@ fn count_exit(hyp: &mut Hyp, ctx: &GuestContext, step: bool) {
 #[inline(never)]
 fn check_step_bound(hyp: &mut Hyp, ctx: &GuestContext) {
     // Linux mode arms no EL2 watchdog (the host watches the guest clock), and its windows
-    // add up over a whole session: the bound is the watchdog's, so it does not apply.
+    // add up over a whole boot: the bound is the watchdog's, so it does not apply.
     if hyp.linux {
         return;
     }

@@ -135,8 +135,8 @@ impl Controls {
     }
 }
 
-/// True when the architecture makes the access Tag Checked (what AmpereOne does, per the
-/// seeds: whether an access is checked does not depend on TCF).
+/// True when the architecture makes the access Tag Checked (what AmpereOne does, as the arm64
+/// MTE patch threads report: whether an access is checked does not depend on TCF).
 pub fn is_tag_checked(c: &Controls, a: &Access) -> bool {
     if !a.form_checkable || !a.tagged_page {
         return false;

@@ -1,7 +1,7 @@
 //! Where the kernel's MTE policy acts, one function per Linux hook: kernel entry
 //! (mte_disable_tco_entry, mte_set_kernel_gcr, check_mte_async_tcf), exit
 //! (mte_check_tfsr_exit, mte_set_user_gcr, clear_mte_async_tcf), context switch
-//! (mte_thread_switch), and the seed's user_access_begin/end.
+//! (mte_thread_switch), and the TCO-deferral patch's (v1) user_access_begin/end.
 
 use super::kasan::GCR_KERNEL;
 use super::layout::TCR_KERNEL;
@@ -204,8 +204,8 @@ pub fn update_sctlr_user(prev: u64, next: u64) {
     }
 }
 
-/// The seed's user_access_begin: clear TCO for the section when only the user task wants
-/// checking (with KASAN, TCO is already clear).
+/// The TCO-deferral patch's (v1) user_access_begin: clear TCO for the section when only the
+/// user task wants checking (with KASAN, TCO is already clear).
 pub fn user_access_begin() {
     if uaccess_toggles_tco() {
         set_tco(false);

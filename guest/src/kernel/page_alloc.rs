@@ -102,8 +102,8 @@ pub fn free_pages(p: u64, order: u32, gfp: Gfp) {
 }
 
 /// A kernel stack (THREAD_SIZE bytes): its memory is tagged unless the policy skips
-/// stacks, but it is always used through a match-all pointer (the seed: "stacks and page
-/// tables are always accessed with the match-all tag").
+/// stacks, but it is always used through a match-all pointer (the KASAN series that leaves
+/// them untagged: "stacks and page tables are always accessed with the match-all tag").
 pub fn alloc_stack() -> u64 {
     // SAFETY: a counter update whose borrow ends here.
     unsafe { ALLOC.get() }.stats.stack_bytes += 4096 << THREAD_ORDER;

@@ -1,7 +1,7 @@
 //! Kernel access to user memory with the unprivileged LDTR/STTR, as Linux's copy routines
 //! and get_user/put_user do: the accesses are checked as EL0's (TCF0, TCMA0), and only
 //! while PSTATE.TCO is clear. copy_{to,from}_user and get_user/put_user do not open a
-//! user_access_begin/end section (Will Deacon's point about the seed's v1 patch); the
+//! user_access_begin/end section (Will Deacon's point in the TCO-deferral patch's thread); the
 //! `unsafe_get_user` path is used inside one.
 
 use super::layout::USER_TOP;

@@ -172,7 +172,7 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
         "-no-reboot",
     ]);
     // The guest's random numbers (RNDR, from which Linux initialises its generator, and IRG)
-    // come from a fixed seed: without it a Linux run is not repeatable, even under -icount.
+    // come from a fixed `-seed`: without it a Linux run is not repeatable, even under -icount.
     c.args(["-seed", "1"]);
     if let Some(path) = &cfg.second_serial {
         c.arg("-serial").arg(format!("file:{}", path.display()));

@@ -1,7 +1,7 @@
-//! QEMU tests of the guest kernel's policies and workloads (the seeds' matrix), under
+//! QEMU tests of the guest kernel's policies and workloads (the default matrix), under
 //! `-icount shift=0`. Every expectation comes from what the workload does — its user
 //! program's loop (guest/src/kernel/user.rs), its system calls, the sizes it allocates —
-//! never from a figure of an earlier run or of the seeds.
+//! never from a figure of an earlier run or of the patches' own measurements.
 
 use mtex::qemu::{self, RunConfig};
 use mtex::report::{self, Phase, Report};

@@ -1,5 +1,5 @@
 //! The oracle (`oracle/`, a QEMU plugin counting from QEMU's own hooks) against the trace on
-//! the built-in guest: every traced phase of the seeds' matrix and of the traced programs,
+//! the built-in guest: every traced phase of the default matrix and of the traced programs,
 //! per EL, instructions begun, reads and writes. `mtex run --oracle` makes any difference a
 //! problem, so exit status 0 says they all agree. (Linux mode's windows: `linux.rs`.)
 
