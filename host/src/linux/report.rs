@@ -463,7 +463,21 @@ fn by_site(writes: &[LinuxWrite]) -> Table {
 
 /// One window's block: instructions per EL against the PMU, then the checked accesses in
 /// each view.
-fn window_text(w: &Window) -> String {
+/// Whether the kernel ran its user space with TCR_EL1.TCMA1 set: the value it left has it,
+/// and no trapped write ever cleared it (a kernel sets it once, in `__cpu_setup`).
+pub fn tcma1_set(r: &LinuxReport) -> bool {
+    let left = r
+        .final_tcr_el1
+        .as_ref()
+        .is_some_and(|(tcr, _)| tcr & mtex_arch::mte_bits::tcr::TCMA1 != 0);
+    let cleared = r
+        .writes
+        .iter()
+        .any(|w| w.changes.iter().any(|c| c.starts_with("TCMA1 1→0")));
+    left && !cleared
+}
+
+fn window_text(w: &Window, tcma1_is_set: bool) -> String {
     use crate::perf_text::thousands;
     let mut out = String::new();
     let _ = writeln!(
@@ -506,7 +520,14 @@ fn window_text(w: &Window) -> String {
         let _ = writeln!(out, "{}", oracle_text(c));
     }
     let (arch, tcma1) = (w.view("architectural"), w.view("if TCMA1"));
-    if arch.rd_k > 0 {
+    if tcma1_is_set {
+        let _ = writeln!(
+            out,
+            "  TCMA1: set by this kernel (TCR_EL1.TCMA1=1): the checked reads above are already \
+             what it leaves ({} at EL1)",
+            thousands(arch.rd_k)
+        );
+    } else if arch.rd_k > 0 {
         let cut = 100.0 * (arch.rd_k - tcma1.rd_k.min(arch.rd_k)) as f64 / arch.rd_k as f64;
         let _ = writeln!(
             out,
@@ -679,7 +700,7 @@ pub fn render(r: &LinuxReport) -> String {
         let _ = writeln!(out, "{}", by_site(&r.writes));
     }
     for w in &r.windows {
-        let _ = write!(out, "\n{}", window_text(w));
+        let _ = write!(out, "\n{}", window_text(w, tcma1_set(r)));
     }
     for w in &r.unclosed_windows {
         let _ = writeln!(

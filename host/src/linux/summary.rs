@@ -41,10 +41,15 @@ fn preface(r: &LinuxReport) -> [String; 2] {
             clean(&r.image_sha256[..r.image_sha256.len().min(16)])
         ),
         format!(
-            "  /init reached: {}; workload status: {}; ended: {}",
+            "  /init reached: {}; workload status: {}; ended: {}; TCR_EL1.TCMA1 {}",
             if r.reached_init { "yes" } else { "no" },
             r.workload_status.map_or("-".into(), |s| s.to_string()),
             clean(&r.exit),
+            if super::report::tcma1_set(r) {
+                "set by the kernel"
+            } else {
+                "clear"
+            }
         ),
     ]
 }

@@ -612,7 +612,12 @@ fn a_newer_kernel_sets_tcma1_and_futex_hash_checks_drop_against_6_12() {
         .output()
         .expect("running mtex linux");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report = |n: u32| -> Value {
         let f = out_dir.join(format!("linux-{n}/report.json"));
         serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap()
@@ -625,22 +630,50 @@ fn a_newer_kernel_sets_tcma1_and_futex_hash_checks_drop_against_6_12() {
                     .unwrap()
                     .iter()
                     .any(|c| c.as_str().unwrap().starts_with("TCMA1 0→1"))
-                && w["symbol"].as_str().is_some_and(|s| s.starts_with("__cpu_setup"))
+                && w["symbol"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("__cpu_setup"))
         })
     };
     let (old, new) = (report(1), report(2));
-    assert!(old["release"].as_str().unwrap().starts_with("6.12."), "{}", old["release"]);
-    assert!(new["release"].as_str().unwrap().starts_with("7."), "{}", new["release"]);
+    assert!(
+        old["release"].as_str().unwrap().starts_with("6.12."),
+        "{}",
+        old["release"]
+    );
+    assert!(
+        new["release"].as_str().unwrap().starts_with("7."),
+        "{}",
+        new["release"]
+    );
     assert!(!sets_tcma1(&old), "6.12 sets TCMA1:\n{text}");
-    assert!(sets_tcma1(&new), "7.x does not set TCMA1 in __cpu_setup:\n{text}");
+    let full =
+        |n: u32| std::fs::read_to_string(out_dir.join(format!("linux-{n}/report.txt"))).unwrap();
+    assert!(
+        !full(1).contains("TCMA1: set by this kernel"),
+        "{}",
+        full(1)
+    );
+    assert!(full(2).contains("TCMA1: set by this kernel"), "{}", full(2));
+    assert!(
+        sets_tcma1(&new),
+        "7.x does not set TCMA1 in __cpu_setup:\n{text}"
+    );
     let rd_k = |n: u32| {
         let doc = mtex::compare::load(&out_dir.join(format!("linux-{n}"))).unwrap();
         assert!(doc.kernel.is_some(), "results.json names no kernel");
-        doc.runs[0].phases.iter().find(|p| p.name == "window 1").unwrap().counters
-            ["mem_access_checked_rd:k"]
+        doc.runs[0]
+            .phases
+            .iter()
+            .find(|p| p.name == "window 1")
+            .unwrap()
+            .counters["mem_access_checked_rd:k"]
     };
     let (a, b) = (rd_k(1), rd_k(2));
-    assert!(a > 0 && b * 20 <= a, "checked kernel reads {a} → {b}: not a 95% drop\n{text}");
+    assert!(
+        a > 0 && b * 20 <= a,
+        "checked kernel reads {a} → {b}: not a 95% drop\n{text}"
+    );
     assert!(text.contains("Kernels side by side (6.12, 7.3)"), "{text}");
     assert!(text.contains("are eliminated"), "{text}");
     let _ = std::fs::remove_dir_all(&out_dir);

@@ -665,15 +665,38 @@ fn features_the_hypervisor_does_not_handle_are_hidden_from_the_guest() {
 #[test]
 fn a_hidden_features_register_used_anyway_ends_the_run_naming_it() {
     for (insn, named, cpu_has_it) in [
-        ("mrs x9, s3_0_c1_c2_4", "MRS SMPRI_EL1, a register of FEAT_SME", true),
-        ("mrs x9, s3_3_c13_c0_5", "MRS TPIDR2_EL0, a register of FEAT_SME", true),
-        ("msr s3_0_c2_c5_0, x9", "MSR GCSCR_EL1, a register of FEAT_GCS", false),
-        ("msr s3_0_c10_c2_4, xzr", "MSR POR_EL1, a register of FEAT_S1POE", false),
-        ("msr s3_0_c2_c0_3, xzr", "MSR TCR2_EL1, a register of FEAT_TCR2", false),
+        (
+            "mrs x9, s3_0_c1_c2_4",
+            "MRS SMPRI_EL1, a register of FEAT_SME",
+            true,
+        ),
+        (
+            "mrs x9, s3_3_c13_c0_5",
+            "MRS TPIDR2_EL0, a register of FEAT_SME",
+            true,
+        ),
+        (
+            "msr s3_0_c2_c5_0, x9",
+            "MSR GCSCR_EL1, a register of FEAT_GCS",
+            false,
+        ),
+        (
+            "msr s3_0_c10_c2_4, xzr",
+            "MSR POR_EL1, a register of FEAT_S1POE",
+            false,
+        ),
+        (
+            "msr s3_0_c2_c0_3, xzr",
+            "MSR TCR2_EL1, a register of FEAT_TCR2",
+            false,
+        ),
     ] {
-        let (r, console) =
-            snippet::run_code(images(), &assemble(&format!("{insn}\nret\n")), &Env::default())
-                .expect("running QEMU");
+        let (r, console) = snippet::run_code(
+            images(),
+            &assemble(&format!("{insn}\nret\n")),
+            &Env::default(),
+        )
+        .expect("running QEMU");
         assert!(!console.timed_out, "{insn}: host time limit hit");
         assert!(!r.succeeded(), "{insn}");
         let text = mtex::render::text(&r);
