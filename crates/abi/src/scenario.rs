@@ -498,7 +498,7 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn default_scenario_is_the_seeds_matrix() {
+    fn default_scenario_is_every_policy_under_every_workload() {
         let s = Scenario::parse("").unwrap();
         assert_eq!(s.runs().count(), 8 * 7);
         assert_eq!(s.tcf0, Tcf::Sync);

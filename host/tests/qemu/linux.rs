@@ -271,7 +271,7 @@ fn assert_oracle_agrees(w: &Value, text: &str) {
 }
 
 #[test]
-fn futex_hash_in_a_sync_window_shows_the_seeds_tcma1_effect() {
+fn futex_hash_in_a_sync_window_shows_what_tcma1_would_leave() {
     const WAITS: u64 = 100;
     const THREADS: u64 = 2;
     // The named workload: `mtex-work --tcf0 sync --window 1 futex-hash ...`.

@@ -29,7 +29,7 @@ fn run_with_oracle(args: &[&str]) -> (i32, String) {
 }
 
 #[test]
-fn the_oracle_agrees_with_every_phase_of_the_seeds_matrix() {
+fn the_oracle_agrees_with_every_phase_of_the_default_matrix() {
     let (code, text) = run_with_oracle(&[]);
     assert_eq!(code, 0, "{text}");
     assert!(!text.contains("the oracle disagrees"), "{text}");
