@@ -625,3 +625,19 @@ fn report_shows_a_results_directory_in_every_form() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// What is not a kernel is refused before anything boots, naming the file and why; so is a
+/// path that is not there.
+#[test]
+fn a_file_that_is_not_a_kernel_is_refused_before_boot() {
+    let d = scratch("not-a-kernel");
+    let f = d.join("vmlinuz");
+    std::fs::write(&f, "#!/bin/sh\necho hello\n").unwrap();
+    let f = f.to_str().unwrap();
+    refused(&["linux", "--kernel", f], &[f, "not an arm64 kernel"]);
+    refused(
+        &["linux", "--kernel", "/nonexistent/Image"],
+        &["--kernel /nonexistent/Image"],
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

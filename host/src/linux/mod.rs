@@ -7,6 +7,7 @@
 pub mod ab;
 pub mod fetch;
 pub mod initramfs;
+pub mod local;
 pub mod newer;
 pub mod report;
 pub mod summary;
@@ -14,7 +15,7 @@ pub mod summary;
 use crate::{images, qemu};
 use anyhow::{Context, Result, bail};
 use mtex_platform::linux_bundle;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -23,8 +24,10 @@ use std::time::Duration;
 pub struct Args {
     /// The kernel: 6.12 (the newest 6.12 in bookworm-backports), a release such as
     /// 6.12.117+deb12 or 6.1.0-47, or Linux 7.x from Debian's newer suites (7.3,
-    /// 7.3.4+deb13); Debian's arm64 packages, fetched with apt. Give it more than once to boot
-    /// each kernel in turn with the same workloads and compare them (A/B).
+    /// 7.3.4+deb13): Debian's arm64 packages, fetched with apt; or a path to a kernel .deb or
+    /// to an arm64 Image (raw, Image.gz, or EFI zboot with a gzip or zstd payload), its
+    /// symbols from a System.map beside it or a first boot. Give it more than once to boot each
+    /// kernel in turn with the same workloads and compare them (A/B).
     #[arg(long, default_value = "6.12")]
     pub kernel: Vec<String>,
     /// What /init runs between boot and power-off: a workload by name, optionally with its
@@ -100,7 +103,14 @@ pub fn check_args(args: &Args) -> Result<()> {
         bail!("--kernel: at least one kernel");
     }
     for k in &args.kernel {
-        fetch::package_for(k)?;
+        if local::is_path(k) {
+            let m = std::fs::metadata(k).with_context(|| format!("--kernel {k}"))?;
+            if !m.is_file() {
+                bail!("--kernel {k}: not a regular file");
+            }
+        } else {
+            fetch::package_for(k)?;
+        }
     }
     if args.kernel.len() > 1 && args.json.is_some() {
         bail!(
@@ -223,7 +233,8 @@ pub struct Prepared {
     /// This run's own directory (several runs may go at once): the bundle, Linux's console.
     pub run_dir: PathBuf,
     pub bundle: PathBuf,
-    /// Kernel symbols read by an earlier symbol boot of this release, if any.
+    /// Kernel symbols: a real System.map found beside a kernel given by path, or those an
+    /// earlier symbol boot of this Image read; None: a symbol boot reads them.
     pub kallsyms: Option<PathBuf>,
 }
 
@@ -240,7 +251,12 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     // One fetch at a time (apt's lists, the unpacked trees): a lock on the work directory.
     let lock = std::fs::File::create(dir.join(".lock"))?;
     lock.lock()?;
-    let mut kernel = fetch::kernel(&args.kernel[0], &dir)?;
+    let choice = &args.kernel[0];
+    let (mut kernel, system_map) = if local::is_path(choice) {
+        local::kernel(Path::new(choice), &dir)?
+    } else {
+        (fetch::kernel(choice, &dir)?, None)
+    };
     let busybox = std::fs::read(fetch::busybox(&dir)?)?;
     drop(lock);
     static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -275,7 +291,7 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     std::fs::write(&bundle, &bytes)?;
     let kallsyms = kallsyms_path(&kernel.sha256);
     Ok(Prepared {
-        kallsyms: kallsyms.exists().then_some(kallsyms),
+        kallsyms: system_map.or(kallsyms.exists().then_some(kallsyms)),
         kernel,
         run_dir,
         bundle,

@@ -678,3 +678,73 @@ fn a_newer_kernel_sets_tcma1_and_futex_hash_checks_drop_against_6_12() {
     assert!(text.contains("are eliminated"), "{text}");
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+/// The same kernel by release and by a path to its Image, with a System.map beside it: the
+/// same Image (same hash), the same symbols without a symbol boot, and the same counts in
+/// every window (under -icount a boot repeats exactly).
+#[test]
+fn a_kernel_by_path_with_its_system_map_reports_as_by_release() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let root = mtex::images::workspace_root();
+    let run = |kernels: &[&str], out: &std::path::Path| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mtex"));
+        cmd.arg("linux");
+        for k in kernels {
+            cmd.args(["--kernel", k]);
+        }
+        let o = cmd
+            .args(["--workload", "getpid 50", "--out"])
+            .arg(out)
+            .output()
+            .expect("running mtex linux");
+        let text = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(o.status.code(), Some(0), "{text}");
+        text
+    };
+    let out = std::env::temp_dir().join(format!("mtex-linux-path-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    // By release first: it fetches the package and reads the symbols.
+    run(&["6.12"], &out.join("first"));
+    let by_release = mtex::compare::load(&out.join("first/linux-1")).unwrap();
+    let k = by_release
+        .kernel
+        .clone()
+        .expect("results.json names the kernel");
+    let boot = std::fs::read_dir(root.join("target/linux"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&k.package)
+        })
+        .expect("the unpacked package")
+        .join("boot");
+    // The Image and a System.map made of the symbols that boot read, in a directory of
+    // their own.
+    let dir = out.join("kernel");
+    std::fs::create_dir_all(&dir).unwrap();
+    let image = dir.join("Image");
+    std::fs::copy(boot.join(format!("vmlinuz-{}", k.release)), &image).unwrap();
+    let kallsyms = root.join(format!("target/linux/kallsyms-{}.txt", k.sha256));
+    std::fs::copy(&kallsyms, dir.join("System.map")).unwrap();
+    let text = run(&["6.12", image.to_str().unwrap()], &out.join("ab"));
+    assert!(
+        !text.contains("a first boot of"),
+        "the System.map was not used:\n{text}"
+    );
+    let a = mtex::compare::load(&out.join("ab/linux-1")).unwrap();
+    let b = mtex::compare::load(&out.join("ab/linux-2")).unwrap();
+    let (ka, kb) = (a.kernel.clone().unwrap(), b.kernel.clone().unwrap());
+    assert_eq!(ka.sha256, kb.sha256);
+    assert_eq!(ka.release, kb.release);
+    assert_eq!(kb.package, image.display().to_string());
+    assert_eq!(a.runs[0].phases, b.runs[0].phases, "{text}");
+    assert_eq!(a.runs[0].writes, b.runs[0].writes, "{text}");
+    let _ = std::fs::remove_dir_all(&out);
+}
