@@ -104,9 +104,14 @@ pub fn check_args(args: &Args) -> Result<()> {
     }
     for k in &args.kernel {
         if local::is_path(k) {
-            let m = std::fs::metadata(k).with_context(|| format!("--kernel {k}"))?;
-            if !m.is_file() {
-                bail!("--kernel {k}: not a regular file");
+            // A path, not a version: it must be a file (a version is 6.12, 7.3.4+deb13 …).
+            match std::fs::metadata(k) {
+                Ok(m) if m.is_file() => {}
+                Ok(_) => bail!("--kernel {k}: not a regular file"),
+                Err(e) => bail!(
+                    "--kernel {k}: no such file ({e}); a kernel is a Debian version such as \
+                     6.12 or 7.3.4+deb13, or a path to a kernel .deb or an arm64 Image"
+                ),
             }
         } else {
             fetch::package_for(k)?;
