@@ -53,7 +53,8 @@ pub fn package_for(choice: &str) -> Result<String> {
     Ok(format!("linux-image-{choice}-arm64"))
 }
 
-fn run(cmd: &mut Command, what: &str) -> Result<String> {
+/// Runs a tool; its stdout, or an error with what it said on stderr.
+pub(super) fn run(cmd: &mut Command, what: &str) -> Result<String> {
     let out = cmd
         .output()
         .with_context(|| format!("{what}: cannot start"))?;

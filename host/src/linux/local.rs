@@ -8,7 +8,7 @@
 //! `arch/arm64/boot/Image`), when there is a real one; else from the kallsyms boot every
 //! kernel gets, kept by the Image's hash.
 
-use super::fetch::{Kernel, Unpacked};
+use super::fetch::{Kernel, Unpacked, run};
 use anyhow::{Context, Result, bail};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -142,19 +142,6 @@ fn system_map_near(image: &Path, release: &str) -> Option<PathBuf> {
         .find(|p| std::fs::read_to_string(p).is_ok_and(|t| real_system_map(&t)))
 }
 
-fn run(cmd: &mut Command, what: &str) -> Result<String> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("{what}: cannot start"))?;
-    if !out.status.success() {
-        bail!(
-            "{what} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
 /// A kernel from `path`: an Image in any of its forms, or a .deb holding one. The Image is
 /// written unwrapped under `dir`; `system_map` is a real System.map found for it, if any.
 pub fn kernel(path: &Path, dir: &Path) -> Result<(Kernel, Option<PathBuf>)> {
@@ -207,6 +194,7 @@ fn deb(path: &Path, dir: &Path) -> Result<(Kernel, Option<PathBuf>)> {
             Command::new("dpkg-deb").arg("-f").arg(path).arg(f),
             &format!("dpkg-deb -f {shown} {f}"),
         )
+        .map(|v| v.trim().to_string())
     };
     let (name, version) = (field("Package")?, field("Version")?);
     let root = dir

@@ -8,7 +8,7 @@
 //! `linux-binary-RELEASE`, which holds the Image as `/usr/lib/modules/RELEASE/vmlinuz` and
 //! the configuration beside it as `config`.
 
-use super::fetch::{Kernel, Unpacked, kernel_choices};
+use super::fetch::{Kernel, Unpacked, kernel_choices, run};
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -58,19 +58,6 @@ fn machine_sources() -> String {
         }
     }
     text
-}
-
-fn run(cmd: &mut Command, what: &str) -> Result<String> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("{what}: cannot start"))?;
-    if !out.status.success() {
-        bail!(
-            "{what} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 impl Apt {
