@@ -201,6 +201,7 @@ fn deb(path: &Path, dir: &Path) -> Result<(Kernel, Option<PathBuf>)> {
         .join("local")
         .join(format!("{name}_{}", version.replace(':', "%3a")));
     let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root)?;
     run(
         Command::new("dpkg-deb").arg("-x").arg(path).arg(&root),
         &format!("dpkg-deb -x {shown}"),
