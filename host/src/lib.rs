@@ -10,6 +10,7 @@ pub mod html;
 pub mod images;
 pub mod input;
 pub mod json_out;
+pub mod kernel_build;
 pub mod linux;
 pub mod oracle_check;
 pub mod perf_text;

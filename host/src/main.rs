@@ -141,6 +141,12 @@ enum Cmd {
     /// Boot Debian's arm64 kernel (fetched with apt) under the hypervisor in Linux mode and
     /// report every MTE control write it makes, by kernel function.
     Linux(mtex::linux::Args),
+    /// Kernels for Linux mode: `mtex kernel build` makes an arm64 Image from Debian's
+    /// linux-source-X or your tree, with KASAN and your patches, for `mtex linux --kernel`.
+    Kernel {
+        #[command(subcommand)]
+        which: KernelCmd,
+    },
     /// Parse a saved console log and print its report.
     Parse {
         file: PathBuf,
@@ -194,6 +200,15 @@ enum LogLevel {
 enum OnOff {
     On,
     Off,
+}
+
+#[derive(Subcommand)]
+enum KernelCmd {
+    /// Build an arm64 Image with a configuration made for mtex's machine (PL011, GICv3,
+    /// PSCI, initramfs, ARM64_MTE), optionally KASAN_HW_TAGS and your patches. Kept under
+    /// target/kernels/ by a hash of every input: asked again, it is there at once. Prints
+    /// where the Image and its System.map are.
+    Build(mtex::kernel_build::Args),
 }
 
 #[derive(Subcommand)]
@@ -407,6 +422,9 @@ fn real_main() -> Result<ExitCode> {
         Cmd::Snippet(args) => mtex::snippet::run(args),
         Cmd::Probe(args) => mtex::probe::run(args),
         Cmd::Linux(args) => mtex::linux::run(args),
+        Cmd::Kernel {
+            which: KernelCmd::Build(args),
+        } => mtex::kernel_build::run(args),
         Cmd::Esp {
             dir,
             guest,

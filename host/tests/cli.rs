@@ -645,3 +645,126 @@ fn a_file_that_is_not_a_kernel_is_refused_before_boot() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// An arm64 Image header with `flags` (bits 1-2: page size) and a banner to read the
+/// release from: enough of a kernel for the checks made before boot.
+fn fake_image(flags: u64) -> Vec<u8> {
+    let mut b = vec![0u8; 64];
+    b[24..32].copy_from_slice(&flags.to_le_bytes());
+    b[0x38..0x3c].copy_from_slice(b"ARMd");
+    b.extend_from_slice(b"Linux version 6.12.0-fake (mtex@test) #1 SMP\n\0");
+    b.resize(4096, 0);
+    b
+}
+
+/// A kernel mtex cannot measure is refused before it boots (before apt or QEMU run), naming
+/// what it lacks: 64 KiB pages from the Image header, no MTE from the configuration beside it.
+#[test]
+fn a_kernel_without_what_mtex_needs_is_refused_naming_it() {
+    let d = scratch("kernel-needs");
+    let big = d.join("big/Image");
+    std::fs::create_dir_all(big.parent().unwrap()).unwrap();
+    std::fs::write(&big, fake_image(0b110)).unwrap();
+    refused(
+        &["linux", "--kernel", big.to_str().unwrap()],
+        &["64 KiB pages", "CONFIG_ARM64_4K_PAGES", "not booted"],
+    );
+    let no_mte = d.join("nomte/Image");
+    std::fs::create_dir_all(no_mte.parent().unwrap()).unwrap();
+    std::fs::write(&no_mte, fake_image(0b010)).unwrap();
+    std::fs::write(
+        no_mte.with_file_name("config-6.12.0-fake"),
+        "CONFIG_BLK_DEV_INITRD=y\nCONFIG_SERIAL_AMBA_PL011=y\n\
+         CONFIG_SERIAL_AMBA_PL011_CONSOLE=y\nCONFIG_DEVMEM=y\n# CONFIG_ARM64_MTE is not set\n",
+    )
+    .unwrap();
+    let e = refused(
+        &["linux", "--kernel", no_mte.to_str().unwrap()],
+        &["CONFIG_ARM64_MTE (", "not booted"],
+    );
+    assert!(!e.contains("PL011"), "{e}");
+    // Symbols that are not symbols, or given for a kernel not given by path.
+    let junk = d.join("System.map");
+    std::fs::write(&junk, "hello\n").unwrap();
+    refused(
+        &[
+            "linux",
+            "--kernel",
+            no_mte.to_str().unwrap(),
+            "--symbols",
+            junk.to_str().unwrap(),
+        ],
+        &["--symbols", "not a System.map, kallsyms dump or vmlinux"],
+    );
+    refused(
+        &[
+            "linux",
+            "--kernel",
+            "6.12",
+            "--symbols",
+            junk.to_str().unwrap(),
+        ],
+        &["--symbols", "one --kernel given by path"],
+    );
+    refused(
+        &[
+            "linux",
+            "--kernel",
+            no_mte.to_str().unwrap(),
+            "--symbols",
+            "/nonexistent/System.map",
+        ],
+        &["/nonexistent/System.map"],
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// `mtex kernel build` refuses what it cannot build from before fetching anything.
+#[test]
+fn kernel_build_refuses_bad_input_before_fetching() {
+    let d = scratch("kernel-build");
+    let not_patch = d.join("notes.patch");
+    std::fs::write(&not_patch, "just some notes\n").unwrap();
+    refused(
+        &["kernel", "build", "--patch", not_patch.to_str().unwrap()],
+        &["notes.patch", "not a unified diff"],
+    );
+    refused(
+        &["kernel", "build", "--source", "6.12; rm -rf /"],
+        &["--source", "linux-source-VERSION"],
+    );
+    refused(
+        &["kernel", "build", "--kasan", "fast"],
+        &["--kasan", "fast"],
+    );
+    let frag = d.join("extra.config");
+    std::fs::write(&frag, "CONFIG_X=y\nnot a line\n").unwrap();
+    refused(
+        &["kernel", "build", "--config", frag.to_str().unwrap()],
+        &["extra.config:2:", "not a Kconfig line"],
+    );
+    refused(
+        &["kernel", "build", "--tree", d.to_str().unwrap()],
+        &["not a Linux source tree"],
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A Linux scenario with a mistake is refused naming the file, the line and the field,
+/// before anything is built or booted.
+#[test]
+fn a_linux_scenario_with_a_mistake_is_refused_with_its_line() {
+    let d = scratch("linux-scenario");
+    let f = d.join("s.toml");
+    std::fs::write(
+        &f,
+        "version = 1\n[kernels]\na = \"6.12\"\n[[linux]]\nname = \"x\"\nkernels = [\"a\", \"b\"]\n\
+         workloads = [\"getpid\"]\n",
+    )
+    .unwrap();
+    refused(
+        &["linux", "--scenario", f.to_str().unwrap()],
+        &["s.toml:6: linux[0].kernels: \"b\" is not in [kernels]"],
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -31,6 +31,9 @@ pub struct Kernel {
     /// SHA-256 of the Image, hex: what tells two builds with one release string apart (set
     /// when the Image is read).
     pub sha256: String,
+    /// Words it must be booted with (a kernel `mtex kernel build` made with KASAN:
+    /// its mode), before the user's `--append`.
+    pub append: Vec<String>,
 }
 
 /// The package name for a `--kernel` choice: `6.12` (the newest 6.12 in bookworm-backports,
@@ -54,7 +57,7 @@ pub fn package_for(choice: &str) -> Result<String> {
 }
 
 /// Runs a tool; its stdout, or an error with what it said on stderr.
-pub(super) fn run(cmd: &mut Command, what: &str) -> Result<String> {
+pub(crate) fn run(cmd: &mut Command, what: &str) -> Result<String> {
     let out = cmd
         .output()
         .with_context(|| format!("{what}: cannot start"))?;
@@ -92,10 +95,11 @@ fn update_lists() -> Result<()> {
     .map(|_| ())
 }
 
-/// The candidate version of `pkg:arm64`, or None if apt does not know it.
+/// The candidate version of `pkg` (arch-qualified, `name:arm64`, or not), or None if apt does
+/// not know it.
 fn candidate(pkg: &str) -> Result<Option<String>> {
     let out = run(
-        Command::new("apt-cache").args(["policy", &format!("{pkg}:arm64")]),
+        Command::new("apt-cache").args(["policy", pkg]),
         "apt-cache policy",
     )?;
     Ok(out
@@ -120,13 +124,25 @@ fn meta_target(pkg: &str) -> Result<Option<String>> {
 
 /// Downloads and unpacks `pkg` (arm64) under `dir`, unless already there.
 fn fetch_package(pkg: &str, dir: &Path) -> Result<Unpacked> {
-    let mut version = candidate(pkg)?;
+    fetch_qualified(pkg, ":arm64", dir)
+}
+
+/// Downloads and unpacks `pkg` of any architecture (the host's or `all`, as Debian's
+/// `linux-source-*` is) under `dir`, unless already there.
+pub(crate) fn fetch_package_any(pkg: &str, dir: &Path) -> Result<Unpacked> {
+    fetch_qualified(pkg, "", dir)
+}
+
+/// `fetch_package` for `pkg` with `arch` (`:arm64`, or empty for apt's default).
+fn fetch_qualified(pkg: &str, arch: &str, dir: &Path) -> Result<Unpacked> {
+    let qualified = format!("{pkg}{arch}");
+    let mut version = candidate(&qualified)?;
     if version.is_none() {
         update_lists()?;
-        version = candidate(pkg)?;
+        version = candidate(&qualified)?;
     }
     let Some(version) = version else {
-        bail!("apt has no arm64 package {pkg} (is bookworm-backports in the apt sources?)");
+        bail!("apt has no package {qualified} (is bookworm-backports in the apt sources?)");
     };
     let root = dir.join(format!("{pkg}_{}", version.replace(':', "%3a")));
     if root.join(".unpacked").exists() {
@@ -142,16 +158,16 @@ fn fetch_package(pkg: &str, dir: &Path) -> Result<Unpacked> {
     run(
         Command::new("apt-get")
             .args(["download", "-qq", "-o", "APT::Sandbox::User=root"])
-            .arg(format!("{pkg}:arm64={version}"))
+            .arg(format!("{qualified}={version}"))
             .current_dir(&debs),
-        &format!("apt-get download {pkg}:arm64"),
+        &format!("apt-get download {qualified}"),
     )?;
     let deb = std::fs::read_dir(&debs)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| {
             p.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&format!("{pkg}_")) && n.ends_with("_arm64.deb"))
+                .is_some_and(|n| n.starts_with(&format!("{pkg}_")) && n.ends_with(".deb"))
         })
         .with_context(|| format!("apt-get download left no {pkg} .deb"))?;
     let _ = std::fs::remove_dir_all(&root);
@@ -260,10 +276,10 @@ pub fn kernel(choice: &str, dir: &Path) -> Result<Kernel> {
     ensure_arm64_lists()?;
     let chosen = package_for(choice)?;
     // Known to apt first: `apt-cache depends` fails on a name it does not know.
-    let mut version = candidate(&chosen)?;
+    let mut version = candidate(&format!("{chosen}:arm64"))?;
     if version.is_none() {
         update_lists()?;
-        version = candidate(&chosen)?;
+        version = candidate(&format!("{chosen}:arm64"))?;
     }
     if version.is_none() {
         return Err(no_such_kernel(choice, &chosen));
@@ -293,6 +309,7 @@ pub fn kernel(choice: &str, dir: &Path) -> Result<Kernel> {
         image,
         config,
         sha256: String::new(),
+        append: Vec::new(),
     })
 }
 

@@ -126,6 +126,44 @@ pub fn real_system_map(text: &str) -> bool {
         >= 1000
 }
 
+/// The kernel's text symbols (`ADDRESS t NAME` lines) from a file given with `--symbols`:
+/// a System.map, a /proc/kallsyms dump, or the kernel's vmlinux (ELF, its symbol table read).
+/// Anything else is refused naming the file.
+pub fn symbols_file(path: &Path) -> Result<String> {
+    let shown = path.display();
+    let bytes = crate::input::read(path, "symbols", 2 << 30)
+        .with_context(|| format!("--symbols {shown}"))?;
+    if bytes.starts_with(b"\x7fELF") {
+        use object::{Object, ObjectSymbol, SymbolKind};
+        let elf = object::File::parse(&*bytes).map_err(|e| {
+            anyhow::anyhow!("--symbols {shown}: an ELF file that cannot be read: {e}")
+        })?;
+        let mut text = String::new();
+        for s in elf.symbols() {
+            if s.kind() == SymbolKind::Text
+                && let Ok(name) = s.name()
+                && !name.is_empty()
+            {
+                text += &format!("{:016x} t {name}\n", s.address());
+            }
+        }
+        if !real_system_map(&text) {
+            bail!(
+                "--symbols {shown}: an ELF file without a kernel's symbol table (a stripped vmlinux?)"
+            );
+        }
+        return Ok(text);
+    }
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    if !real_system_map(&text) {
+        bail!(
+            "--symbols {shown}: not a System.map, kallsyms dump or vmlinux (fewer than 1000 \
+             `ADDRESS t NAME` lines)"
+        );
+    }
+    Ok(text)
+}
+
 /// A System.map for the Image at `image`: beside it (`System.map`, `System.map-RELEASE`), or
 /// at the top of the build tree an `arch/arm64/boot/Image` is in.
 fn system_map_near(image: &Path, release: &str) -> Option<PathBuf> {
@@ -140,6 +178,25 @@ fn system_map_near(image: &Path, release: &str) -> Option<PathBuf> {
     candidates
         .into_iter()
         .find(|p| std::fs::read_to_string(p).is_ok_and(|t| real_system_map(&t)))
+}
+
+/// The kernel's configuration: Debian's `config-RELEASE` beside the Image, mtex's `config`
+/// beside a kernel it built, or a build tree's `.config`. A path that does not exist when
+/// none is found (the checks then go by the Image and its symbols).
+fn config_near(image: &Path, release: &str, built: bool) -> PathBuf {
+    let dir = image.parent().unwrap_or(Path::new("."));
+    let mut candidates = vec![dir.join(format!("config-{release}"))];
+    if built {
+        candidates.push(dir.join("config"));
+    }
+    if let Some(top) = dir.ancestors().nth(3) {
+        candidates.push(top.join(".config"));
+    }
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .unwrap_or_else(|| candidates.swap_remove(0))
 }
 
 /// A kernel from `path`: an Image in any of its forms, or a .deb holding one. The Image is
@@ -166,17 +223,21 @@ pub fn kernel(path: &Path, dir: &Path) -> Result<(Kernel, Option<PathBuf>)> {
         f
     };
     let map = system_map_near(path, &release);
+    // A kernel `mtex kernel build` made says how it was built and how it boots.
+    let built = crate::kernel_build::Built::beside(path);
+    let config = config_near(path, &release, built.is_some());
     Ok((
         Kernel {
             package: Unpacked {
                 name: shown,
-                version: String::new(),
+                version: built.as_ref().map(|b| b.label()).unwrap_or_default(),
                 root: path.parent().map_or_else(PathBuf::new, Path::to_path_buf),
             },
-            config: path.with_file_name(format!("config-{release}")),
+            config,
             release,
             image: unwrapped,
             sha256: String::new(),
+            append: built.map(|b| b.append).unwrap_or_default(),
         },
         map,
     ))

@@ -10,6 +10,9 @@ pub mod initramfs;
 pub mod local;
 pub mod newer;
 pub mod report;
+pub mod requirements;
+pub mod scenario;
+pub mod scenario_run;
 pub mod summary;
 
 use crate::{images, qemu};
@@ -77,6 +80,22 @@ pub struct Args {
     /// Print the full report (each window in every view, every trapped write): report.txt.
     #[arg(long, short)]
     pub verbose: bool,
+    /// The kernel's symbols, for a kernel given by path: its System.map, a /proc/kallsyms
+    /// dump, or its vmlinux (by default a System.map beside the Image, else a first boot
+    /// reads them).
+    #[arg(long, value_name = "FILE")]
+    pub symbols: Option<PathBuf>,
+    /// Run a Linux scenario file instead: its kernels (by release, path, or built by `mtex
+    /// kernel build`), workloads, modes and expectations (docs/linux.md#scenario-files). The
+    /// exit status is 1 when an expectation fails.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["workload", "json"])]
+    pub scenario: Option<PathBuf>,
+    /// With --scenario: build the kernels it builds, and boot nothing.
+    #[arg(long, requires = "scenario")]
+    pub build_only: bool,
+    /// Print nothing of each kernel's own report (a scenario prints its tables).
+    #[arg(skip)]
+    pub quiet: bool,
 }
 
 /// The least guest RAM `--ram-mib` takes, found by trying: Debian's 6.12 kernel with this
@@ -117,6 +136,15 @@ pub fn check_args(args: &Args) -> Result<()> {
             fetch::package_for(k)?;
         }
     }
+    if let Some(f) = &args.symbols {
+        if args.kernel.len() != 1 || !local::is_path(&args.kernel[0]) {
+            bail!(
+                "--symbols {}: goes with one --kernel given by path",
+                f.display()
+            );
+        }
+        local::symbols_file(f)?;
+    }
     if args.kernel.len() > 1 && args.json.is_some() {
         bail!(
             "--json takes one kernel's report: with several --kernel, each kernel's report.json \
@@ -145,7 +173,7 @@ pub fn check_args(args: &Args) -> Result<()> {
             bail!("--append {w:?}: mtex sets {own} itself (Linux mode needs its own value)");
         }
     }
-    let line = cmdline(args, true);
+    let line = cmdline(args, true, &[]);
     if line.len() > CMDLINE_MAX {
         bail!(
             "--append: the kernel command line would be {} bytes; Linux takes {CMDLINE_MAX}",
@@ -218,7 +246,9 @@ pub fn work_dir() -> PathBuf {
 /// The kernel command line: Linux's console on the passed-through UART, the initramfs's
 /// /init, fixed addresses (nokaslr) so that symbols read once stay right, and power-off
 /// rather than reboot on panic (`-no-reboot` would otherwise end QEMU with no record).
-fn cmdline(args: &Args, kallsyms: bool) -> String {
+/// `kernel_words` are the words the kernel itself needs (KASAN's mode, for a kernel mtex
+/// built), before the user's.
+fn cmdline(args: &Args, kallsyms: bool, kernel_words: &[String]) -> String {
     let mut words = vec![
         "console=ttyAMA0".to_string(),
         "rdinit=/init".into(),
@@ -228,6 +258,7 @@ fn cmdline(args: &Args, kallsyms: bool) -> String {
     if kallsyms {
         words.push("mtex_kallsyms".into());
     }
+    words.extend(kernel_words.iter().cloned());
     words.extend(args.append.iter().cloned());
     words.join(" ")
 }
@@ -262,6 +293,32 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     } else {
         (fetch::kernel(choice, &dir)?, None)
     };
+    let image = std::fs::read(&kernel.image)
+        .with_context(|| format!("reading {}", kernel.image.display()))?;
+    kernel.sha256 = {
+        use sha2::Digest;
+        sha2::Sha256::digest(&image)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    // A kernel that cannot be measured is refused now, naming what it lacks.
+    let config = std::fs::read_to_string(&kernel.config)
+        .ok()
+        .or_else(|| requirements::ikconfig(&image));
+    let given = args
+        .symbols
+        .as_deref()
+        .map(local::symbols_file)
+        .transpose()?;
+    let map = given.clone().or_else(|| {
+        system_map
+            .as_ref()
+            .and_then(|m| std::fs::read_to_string(m).ok())
+    });
+    if let Some(why) = requirements::refusal(&image, config.as_deref(), map.as_deref()) {
+        bail!("--kernel {choice}: {why}; it was not booted");
+    }
     let busybox = std::fs::read(fetch::busybox(&dir)?)?;
     drop(lock);
     static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -274,15 +331,6 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     let workload = workload_line(args.workload.as_deref().unwrap_or(""), &args.tcf0);
     let work = std::fs::read(images::build_workloads()?)?;
     let initrd = initramfs::build(busybox, &workload, vec![("mtex-work".into(), work)])?;
-    let image = std::fs::read(&kernel.image)
-        .with_context(|| format!("reading {}", kernel.image.display()))?;
-    kernel.sha256 = {
-        use sha2::Digest;
-        sha2::Sha256::digest(&image)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    };
     let h = linux_bundle::Header::for_parts(
         image.len() as u64,
         initrd.len() as u64,
@@ -295,8 +343,18 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     let bundle = run_dir.join("bundle.bin");
     std::fs::write(&bundle, &bytes)?;
     let kallsyms = kallsyms_path(&kernel.sha256);
+    let given = match given {
+        Some(text) => {
+            let out = run_dir.join("symbols.txt");
+            std::fs::write(&out, text)?;
+            Some(out)
+        }
+        None => None,
+    };
     Ok(Prepared {
-        kallsyms: system_map.or(kallsyms.exists().then_some(kallsyms)),
+        kallsyms: given
+            .or(system_map)
+            .or(kallsyms.exists().then_some(kallsyms)),
         kernel,
         run_dir,
         bundle,
@@ -324,6 +382,16 @@ fn symbols(args: &Args, p: &Prepared) -> Result<String> {
     );
     let booted = boot(args, p, Boot::Symbols)?;
     let dump = report::kallsyms_section(&booted.linux).unwrap_or_default();
+    // With no configuration to read before boot, the symbols tell what the kernel lacks.
+    if !p.kernel.config.is_file() {
+        let image = std::fs::read(&p.kernel.image)?;
+        if let Some(why) = requirements::refusal(&image, None, Some(&dump)) {
+            bail!(
+                "--kernel {}: {why}; the measured boot was not run",
+                p.kernel.package.name
+            );
+        }
+    }
     if !dump.is_empty() {
         // Written whole, then renamed: a concurrent run reads all of it or none.
         let tmp = p.run_dir.join("kallsyms.txt");
@@ -357,7 +425,10 @@ pub fn boot(args: &Args, p: &Prepared, which: Boot) -> Result<Booted> {
     let linux_console = p.run_dir.join("linux-console.log");
     let icount = !args.no_icount;
     let cfg = qemu::RunConfig {
-        cmdline: qemu::guest_time_for(&cmdline(args, which == Boot::Symbols), icount),
+        cmdline: qemu::guest_time_for(
+            &cmdline(args, which == Boot::Symbols, &p.kernel.append),
+            icount,
+        ),
         icount,
         timeout: Duration::from_secs(args.timeout),
         // Guest RAM, plus the staged bundle and the hypervisor beside it.
@@ -386,6 +457,9 @@ pub fn boot(args: &Args, p: &Prepared, which: Boot) -> Result<Booted> {
 
 /// Runs `mtex linux`.
 pub fn run(args: Args) -> Result<ExitCode> {
+    if let Some(file) = &args.scenario {
+        return scenario_run::run(&args, file);
+    }
     check_args(&args)?;
     if args.kernel.len() == 1 {
         return Ok(run_one(&args)?.0);
@@ -415,7 +489,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 /// One kernel's run: its exit status and its windows as a results document.
-fn run_one(args: &Args) -> Result<(ExitCode, crate::results::Results)> {
+pub fn run_one(args: &Args) -> Result<(ExitCode, crate::results::Results)> {
     let mut json = crate::json_out::JsonOut::open(args.json.as_deref())?;
     // Made before the boot, as `mtex run` does: a place that cannot be written is found now,
     // not after the run.
@@ -471,10 +545,12 @@ fn run_one(args: &Args) -> Result<(ExitCode, crate::results::Results)> {
     } else {
         crate::forms::Form::Text
     };
-    print!(
-        "{}",
-        crate::forms::render_linux(&r, &doc, form, Some(&crate::forms::rest(&dir)))?
-    );
+    if !args.quiet {
+        print!(
+            "{}",
+            crate::forms::render_linux(&r, &doc, form, Some(&crate::forms::rest(&dir)))?
+        );
+    }
     std::fs::write(dir.join("report.txt"), crate::forms::linux_full(&r, &doc))?;
     std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&r)?)?;
     std::fs::write(dir.join("console.log"), &console.bytes)?;
@@ -487,11 +563,13 @@ fn run_one(args: &Args) -> Result<(ExitCode, crate::results::Results)> {
         serde_json::to_string_pretty(&doc)?,
     )?;
     std::fs::write(dir.join("index.html"), summary::page(&r, &doc)?)?;
-    println!(
-        "mtex: results in {} (report.txt, index.html, report.json, results.json, console.log, \
-         linux-console.log)",
-        dir.display()
-    );
+    if !args.quiet {
+        println!(
+            "mtex: results in {} (report.txt, index.html, report.json, results.json, \
+             console.log, linux-console.log)",
+            dir.display()
+        );
+    }
     if args.console {
         println!("\nLinux console\n{linux_text}");
     }

@@ -167,7 +167,7 @@ impl Apt {
     }
 
     /// Downloads and unpacks `pkg` under `dir`, unless already there.
-    fn fetch(&self, pkg: &str, dir: &Path) -> Result<Unpacked> {
+    pub fn fetch(&self, pkg: &str, dir: &Path) -> Result<Unpacked> {
         let policy = self.apt("apt-cache", &["policy", pkg])?;
         let version = policy
             .lines()
@@ -229,6 +229,7 @@ impl Apt {
             release: full,
             image,
             sha256: String::new(),
+            append: Vec::new(),
         })
     }
 }

@@ -840,6 +840,7 @@ mod tests {
             image: "/nonexistent/Image".into(),
             config: "/nonexistent/config".into(),
             sha256: "0".repeat(64),
+            append: Vec::new(),
         }
     }
 

@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::process::Command;
 use std::sync::Mutex;
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+pub(super) static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// `mtex linux ARGS --json --verbose`: exit status, the report and the full text.
 fn linux(args: &[&str]) -> (i32, Value, String) {
@@ -211,6 +211,10 @@ fn linux_mode_without_a_uart_for_linux_is_refused_at_boot() {
         no_icount: false,
         oracle: false,
         verbose: false,
+        symbols: None,
+        scenario: None,
+        build_only: false,
+        quiet: false,
     };
     let p = mtex::linux::prepare(&args).expect("fetching and bundling");
     let images = mtex::images::Images {

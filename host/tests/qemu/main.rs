@@ -9,6 +9,7 @@ mod code_writes;
 mod equality;
 mod hostile;
 mod kernel;
+mod kernel_build;
 mod linux;
 mod oracle;
 mod pmu;

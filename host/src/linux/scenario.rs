@@ -1,0 +1,667 @@
+//! Linux scenario files: kernels, the workloads run on each, and expectations on what the
+//! windows count, in the TOML family of `scripts/scenarios/` (docs/linux.md#scenario-files):
+//!
+//! ```toml
+//! version = 1
+//! name = "kernel-patches"
+//!
+//! [kernels]                       # a name for each kernel
+//! stock = "6.12"                  # what `mtex linux --kernel` takes (a path: from this file)
+//! kasan = { kasan = "sync" }      # what `mtex kernel build` takes: source, kasan, patches, config
+//!
+//! [[linux]]                       # the kernels booted in turn with the same workloads
+//! name = "tfsr"
+//! kernels = ["stock", "kasan"]
+//! workloads = ["getpid 1000"]     # named workloads: each TCF0 mode of each, a window
+//! tcf0 = ["sync"]
+//! append = []                     # more kernel command-line words
+//! repeat = 1                      # boots of each kernel; expectations use the mean
+//!
+//! [[expect]]
+//! linux = "tfsr"                  # default: the first [[linux]]
+//! workload = "getpid 1000"        # default: its first workload; tcf0: its first mode
+//! counter = "tfsr_reads"
+//! from = "stock"                  # two kernels: drop_at_least / rise_at_most (per cent),
+//! to = "kasan"                    #   fewer_by_at_least (a count), equal = true
+//! # kernel = "kasan"              # one kernel: at_least / at_most (a count)
+//! ```
+//!
+//! Everything is checked before any kernel is built or booted; an error names the file, the
+//! line and the field.
+
+use crate::scenario_file::{is_known_counter, is_safe_name, safe_stem};
+use anyhow::{Result, bail};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRaw {
+    version: Spanned<u32>,
+    name: Option<Spanned<String>>,
+    #[allow(dead_code, reason = "documentation for the reader of the file")]
+    description: Option<String>,
+    kernels: Spanned<BTreeMap<String, Spanned<KernelRaw>>>,
+    #[serde(default)]
+    linux: Vec<Spanned<LinuxRaw>>,
+    #[serde(default)]
+    expect: Vec<Spanned<ExpectRaw>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum KernelRaw {
+    Given(String),
+    Build(BuildRaw),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BuildRaw {
+    source: Option<String>,
+    kasan: Option<String>,
+    #[serde(default)]
+    patches: Vec<String>,
+    #[serde(default)]
+    config: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinuxRaw {
+    name: Spanned<String>,
+    kernels: Spanned<Vec<String>>,
+    workloads: Spanned<Vec<String>>,
+    tcf0: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    append: Vec<String>,
+    repeat: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExpectRaw {
+    linux: Option<Spanned<String>>,
+    workload: Option<Spanned<String>>,
+    tcf0: Option<Spanned<String>>,
+    counter: Spanned<String>,
+    from: Option<Spanned<String>>,
+    to: Option<Spanned<String>>,
+    kernel: Option<Spanned<String>>,
+    drop_at_least: Option<f64>,
+    rise_at_most: Option<f64>,
+    fewer_by_at_least: Option<u64>,
+    equal: Option<bool>,
+    at_least: Option<u64>,
+    at_most: Option<u64>,
+}
+
+/// A kernel of the scenario: given as `--kernel` takes it, or built.
+#[derive(Clone, Debug, PartialEq)]
+pub enum KernelSpec {
+    Given(String),
+    Build(crate::kernel_build::Args),
+}
+
+/// One `[[linux]]`: kernels × workloads × modes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinuxRun {
+    pub name: String,
+    pub kernels: Vec<String>,
+    pub workloads: Vec<String>,
+    pub tcf0: Vec<String>,
+    pub append: Vec<String>,
+    pub repeat: u32,
+}
+
+impl LinuxRun {
+    /// The window (1, 2, …) a workload runs in under a mode: workloads in order, each in
+    /// every mode.
+    pub fn window(&self, workload: &str, mode: &str) -> Option<usize> {
+        let w = self.workloads.iter().position(|x| x == workload)?;
+        let m = self.tcf0.iter().position(|x| x == mode)?;
+        Some(w * self.tcf0.len() + m + 1)
+    }
+
+    /// The line /init runs: each workload in each mode, in its own window.
+    pub fn line(&self) -> String {
+        let mut parts = Vec::new();
+        for w in &self.workloads {
+            for m in &self.tcf0 {
+                let n = self.window(w, m).expect("its own workload and mode");
+                let mut words = w.split_whitespace();
+                let name = words.next().unwrap_or_default();
+                let given: Vec<&str> = words.collect();
+                let args = if given.is_empty() {
+                    super::NAMED_WORKLOADS
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .map_or("", |(_, d)| d)
+                        .to_string()
+                } else {
+                    given.join(" ")
+                };
+                parts.push(
+                    format!("mtex-work --tcf0 {m} --window {n} {name} {args}")
+                        .trim_end()
+                        .to_string(),
+                );
+            }
+        }
+        parts.join(" && ")
+    }
+}
+
+/// How an expectation judges.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Rule {
+    DropAtLeast(f64),
+    RiseAtMost(f64),
+    FewerByAtLeast(u64),
+    Equal,
+    AtLeast(u64),
+    AtMost(u64),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expect {
+    pub linux: String,
+    pub workload: String,
+    pub tcf0: String,
+    pub counter: String,
+    /// (from, to) kernels, or the one kernel twice for an absolute rule.
+    pub kernels: (String, String),
+    pub rule: Rule,
+}
+
+impl Expect {
+    pub fn text(&self) -> String {
+        let (a, b) = &self.kernels;
+        let what = format!(
+            "{} in {} ({}, TCF0 {})",
+            self.counter, self.linux, self.workload, self.tcf0
+        );
+        match self.rule {
+            Rule::DropAtLeast(p) => format!("{what} drops by at least {p}% from {a} to {b}"),
+            Rule::RiseAtMost(p) => format!("{what} rises by at most {p}% from {a} to {b}"),
+            Rule::FewerByAtLeast(n) => format!("{what} is at least {n} fewer on {b} than {a}"),
+            Rule::Equal => format!("{what} is equal on {a} and {b}"),
+            Rule::AtLeast(n) => format!("{what} is at least {n} on {a}"),
+            Rule::AtMost(n) => format!("{what} is at most {n} on {a}"),
+        }
+    }
+
+    /// Judges the rule on the from and to values (the same for an absolute rule).
+    pub fn judge(&self, from: f64, to: f64) -> (bool, String) {
+        let change = if from == 0.0 {
+            if to == 0.0 { 0.0 } else { f64::INFINITY }
+        } else {
+            (to - from) / from * 100.0
+        };
+        let relative = format!("{from} → {to} ({change:+.1}%)");
+        match self.rule {
+            Rule::DropAtLeast(p) => (change <= -p, relative),
+            Rule::RiseAtMost(p) => (change <= p, relative),
+            Rule::FewerByAtLeast(n) => (
+                from - to >= n as f64,
+                format!("{relative}, {} fewer", from - to),
+            ),
+            Rule::Equal => (from == to, relative),
+            Rule::AtLeast(n) => (from >= n as f64, format!("{from}")),
+            Rule::AtMost(n) => (from <= n as f64, format!("{from}")),
+        }
+    }
+}
+
+/// A checked Linux scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinuxScenario {
+    pub name: String,
+    pub kernels: BTreeMap<String, KernelSpec>,
+    pub runs: Vec<LinuxRun>,
+    pub expectations: Vec<Expect>,
+}
+
+fn line_of(text: &str, at: usize) -> usize {
+    text[..at.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// Reads and checks a Linux scenario file.
+pub fn load(path: &Path) -> Result<LinuxScenario> {
+    let text = crate::input::read_text(path, "scenario file", crate::input::SCENARIO_LIMIT)
+        .map_err(|e| anyhow::anyhow!(e.0))?;
+    let stem = path
+        .file_stem()
+        .map_or("linux".to_string(), |s| s.to_string_lossy().into_owned());
+    let base = path.parent().unwrap_or(Path::new("."));
+    parse(&path.display().to_string(), &stem, &text, base)
+}
+
+/// Checks a Linux scenario given as text; relative kernel and patch paths are taken from
+/// `base` (the file's directory).
+pub fn parse(file: &str, stem: &str, text: &str, base: &Path) -> Result<LinuxScenario> {
+    let at = |span: std::ops::Range<usize>, field: &str, problem: String| {
+        anyhow::anyhow!("{file}:{}: {field}: {problem}", line_of(text, span.start))
+    };
+    let raw: FileRaw = toml::from_str(text).map_err(|e| {
+        let line = e.span().map_or(0, |s| line_of(text, s.start));
+        anyhow::anyhow!("{file}:{line}: {}", e.message().trim_end())
+    })?;
+    if *raw.version.get_ref() != 1 {
+        return Err(at(
+            raw.version.span(),
+            "version",
+            format!(
+                "this mtex reads version 1 (given {})",
+                raw.version.get_ref()
+            ),
+        ));
+    }
+    let path_from = |p: &str| -> String {
+        if Path::new(p).is_absolute() {
+            p.to_string()
+        } else {
+            base.join(p).display().to_string()
+        }
+    };
+    let mut kernels = BTreeMap::new();
+    for (name, k) in raw.kernels.get_ref() {
+        let field = format!("kernels.{name}");
+        if !is_safe_name(name) {
+            return Err(at(
+                k.span(),
+                &field,
+                "a kernel's name is letters, digits, - and _".into(),
+            ));
+        }
+        let spec = match k.get_ref() {
+            KernelRaw::Given(choice) => {
+                let choice = if super::local::is_path(choice) || choice.contains('/') {
+                    path_from(choice)
+                } else {
+                    choice.clone()
+                };
+                if super::local::is_path(&choice) {
+                    if !Path::new(&choice).is_file() {
+                        return Err(at(k.span(), &field, format!("{choice}: no such file")));
+                    }
+                } else {
+                    super::fetch::package_for(&choice)
+                        .map_err(|e| at(k.span(), &field, e.to_string()))?;
+                }
+                KernelSpec::Given(choice)
+            }
+            KernelRaw::Build(b) => {
+                if let Some(m) = &b.kasan
+                    && !["sync", "async", "asymm"].contains(&m.as_str())
+                {
+                    return Err(at(
+                        k.span(),
+                        &format!("{field}.kasan"),
+                        format!("{m:?}: sync, async or asymm"),
+                    ));
+                }
+                let source = b.source.clone().unwrap_or_else(|| "6.12".into());
+                crate::kernel_build::source::package_for(&source)
+                    .map_err(|e| at(k.span(), &format!("{field}.source"), e.to_string()))?;
+                let patches: Vec<PathBuf> = b
+                    .patches
+                    .iter()
+                    .map(|p| PathBuf::from(path_from(p)))
+                    .collect();
+                for p in &patches {
+                    crate::kernel_build::source::check_patch(p)
+                        .map_err(|e| at(k.span(), &format!("{field}.patches"), format!("{e:#}")))?;
+                }
+                KernelSpec::Build(crate::kernel_build::Args {
+                    source,
+                    tree: None,
+                    kasan: b.kasan.clone(),
+                    patches,
+                    configs: b
+                        .config
+                        .iter()
+                        .map(|p| PathBuf::from(path_from(p)))
+                        .collect(),
+                    jobs: None,
+                })
+            }
+        };
+        kernels.insert(name.clone(), spec);
+    }
+    if raw.linux.is_empty() {
+        bail!("{file}: no [[linux]]: a Linux scenario needs at least one");
+    }
+    let mut runs: Vec<LinuxRun> = Vec::new();
+    for (i, r) in raw.linux.iter().enumerate() {
+        let r = r.get_ref();
+        let f = |k: &str| format!("linux[{i}].{k}");
+        let name = r.name.get_ref().clone();
+        if !is_safe_name(&name) || runs.iter().any(|o| o.name == name) {
+            return Err(at(
+                r.name.span(),
+                &f("name"),
+                format!("{name:?}: letters, digits, - and _, one name per [[linux]]"),
+            ));
+        }
+        if r.kernels.get_ref().is_empty() {
+            return Err(at(
+                r.kernels.span(),
+                &f("kernels"),
+                "at least one kernel".into(),
+            ));
+        }
+        for k in r.kernels.get_ref() {
+            if !kernels.contains_key(k) {
+                return Err(at(
+                    r.kernels.span(),
+                    &f("kernels"),
+                    format!("{k:?} is not in [kernels]"),
+                ));
+            }
+        }
+        if r.workloads.get_ref().is_empty() {
+            return Err(at(
+                r.workloads.span(),
+                &f("workloads"),
+                "at least one workload".into(),
+            ));
+        }
+        for w in r.workloads.get_ref() {
+            let n = w.split_whitespace().next().unwrap_or_default();
+            let ok = super::NAMED_WORKLOADS.iter().any(|(x, _)| *x == n)
+                && w.split_whitespace()
+                    .skip(1)
+                    .all(|a| a.bytes().all(|b| b.is_ascii_digit()));
+            if !ok {
+                return Err(at(
+                    r.workloads.span(),
+                    &f("workloads"),
+                    format!(
+                        "{w:?}: a named workload with numeric arguments ({})",
+                        super::NAMED_WORKLOADS
+                            .iter()
+                            .map(|(n, _)| *n)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+        }
+        let tcf0 = match &r.tcf0 {
+            Some(t) => {
+                for m in t.get_ref() {
+                    if !["none", "sync", "async", "asymm"].contains(&m.as_str()) {
+                        return Err(at(
+                            t.span(),
+                            &f("tcf0"),
+                            format!("{m:?}: none, sync, async or asymm"),
+                        ));
+                    }
+                }
+                if t.get_ref().is_empty() {
+                    return Err(at(t.span(), &f("tcf0"), "at least one mode".into()));
+                }
+                t.get_ref().clone()
+            }
+            None => vec!["sync".into()],
+        };
+        let repeat = match &r.repeat {
+            Some(n) if !(1..=20).contains(n.get_ref()) => {
+                return Err(at(
+                    n.span(),
+                    &f("repeat"),
+                    format!("{}: 1 to 20", n.get_ref()),
+                ));
+            }
+            Some(n) => *n.get_ref(),
+            None => 1,
+        };
+        runs.push(LinuxRun {
+            name,
+            kernels: r.kernels.get_ref().clone(),
+            workloads: r.workloads.get_ref().clone(),
+            tcf0,
+            append: r.append.clone(),
+            repeat,
+        });
+    }
+    let mut expectations = Vec::new();
+    for (i, e) in raw.expect.iter().enumerate() {
+        let span = e.span();
+        let e = e.get_ref();
+        let f = |k: &str| format!("expect[{i}].{k}");
+        let run = match &e.linux {
+            Some(n) => runs
+                .iter()
+                .find(|r| r.name == *n.get_ref())
+                .ok_or_else(|| {
+                    at(
+                        n.span(),
+                        &f("linux"),
+                        format!("no [[linux]] named {:?}", n.get_ref()),
+                    )
+                })?,
+            None => &runs[0],
+        };
+        let workload = match &e.workload {
+            Some(w) if !run.workloads.contains(w.get_ref()) => {
+                return Err(at(
+                    w.span(),
+                    &f("workload"),
+                    format!("{:?} is not among {}'s workloads", w.get_ref(), run.name),
+                ));
+            }
+            Some(w) => w.get_ref().clone(),
+            None => run.workloads[0].clone(),
+        };
+        let tcf0 = match &e.tcf0 {
+            Some(t) if !run.tcf0.contains(t.get_ref()) => {
+                return Err(at(
+                    t.span(),
+                    &f("tcf0"),
+                    format!("{:?} is not among {}'s modes", t.get_ref(), run.name),
+                ));
+            }
+            Some(t) => t.get_ref().clone(),
+            None => run.tcf0[0].clone(),
+        };
+        let counter = e.counter.get_ref().clone();
+        if !is_known_counter(&counter) {
+            return Err(at(
+                e.counter.span(),
+                &f("counter"),
+                format!(
+                    "{counter:?}: not a counter name of results.json (e.g. mem_access_checked_rd:k, tfsr_reads, granules_tagged)"
+                ),
+            ));
+        }
+        let kernel_of = |k: &Option<Spanned<String>>, field: &str| -> Result<Option<String>> {
+            match k {
+                Some(k) if !run.kernels.contains(k.get_ref()) => Err(at(
+                    k.span(),
+                    &f(field),
+                    format!("{:?} is not among {}'s kernels", k.get_ref(), run.name),
+                )),
+                Some(k) => Ok(Some(k.get_ref().clone())),
+                None => Ok(None),
+            }
+        };
+        let (from, to, one) = (
+            kernel_of(&e.from, "from")?,
+            kernel_of(&e.to, "to")?,
+            kernel_of(&e.kernel, "kernel")?,
+        );
+        let rules: Vec<Rule> = [
+            e.drop_at_least.map(Rule::DropAtLeast),
+            e.rise_at_most.map(Rule::RiseAtMost),
+            e.fewer_by_at_least.map(Rule::FewerByAtLeast),
+            e.equal.filter(|b| *b).map(|_| Rule::Equal),
+            e.at_least.map(Rule::AtLeast),
+            e.at_most.map(Rule::AtMost),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let [rule] = rules[..] else {
+            return Err(at(span, &format!("expect[{i}]"), "give exactly one rule: drop_at_least, rise_at_most, fewer_by_at_least, equal (with from and to), or at_least, at_most (with kernel)".into()));
+        };
+        let absolute = matches!(rule, Rule::AtLeast(_) | Rule::AtMost(_));
+        let kernels = match (absolute, from, to, one) {
+            (true, None, None, Some(k)) => (k.clone(), k),
+            (false, Some(a), Some(b), None) => (a, b),
+            _ => {
+                return Err(at(
+                    span,
+                    &format!("expect[{i}]"),
+                    if absolute {
+                        "at_least and at_most judge one kernel: give kernel, not from and to".into()
+                    } else {
+                        "this rule compares two kernels: give from and to, not kernel".into()
+                    },
+                ));
+            }
+        };
+        expectations.push(Expect {
+            linux: run.name.clone(),
+            workload,
+            tcf0,
+            counter,
+            kernels,
+            rule,
+        });
+    }
+    let name = match raw.name {
+        Some(n) if !is_safe_name(n.get_ref()) => {
+            return Err(at(
+                n.span(),
+                "name",
+                format!("{:?}: letters, digits, - and _, at most 64", n.get_ref()),
+            ));
+        }
+        Some(n) => n.into_inner(),
+        None => safe_stem(stem),
+    };
+    Ok(LinuxScenario {
+        name,
+        kernels,
+        runs,
+        expectations,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+version = 1
+[kernels]
+a = "6.12"
+b = { kasan = "sync" }
+[[linux]]
+name = "ab"
+kernels = ["a", "b"]
+workloads = ["getpid 1000", "fork"]
+tcf0 = ["none", "sync"]
+[[expect]]
+workload = "fork"
+tcf0 = "sync"
+counter = "granules_tagged"
+from = "a"
+to = "b"
+fewer_by_at_least = 10
+[[expect]]
+counter = "tfsr_reads"
+kernel = "b"
+at_most = 0
+"#;
+
+    #[test]
+    fn a_scenario_reads_with_its_windows_in_order() {
+        let s = parse("t.toml", "t", GOOD, Path::new("/x")).unwrap();
+        assert_eq!(s.name, "t");
+        let r = &s.runs[0];
+        assert_eq!(r.window("getpid 1000", "none"), Some(1));
+        assert_eq!(r.window("fork", "sync"), Some(4));
+        assert_eq!(
+            r.line(),
+            "mtex-work --tcf0 none --window 1 getpid 1000 && \
+             mtex-work --tcf0 sync --window 2 getpid 1000 && \
+             mtex-work --tcf0 none --window 3 fork 20 && \
+             mtex-work --tcf0 sync --window 4 fork 20"
+        );
+        assert_eq!(s.expectations[0].rule, Rule::FewerByAtLeast(10));
+        assert_eq!(s.expectations[1].kernels, ("b".into(), "b".into()));
+        assert_eq!(s.expectations[1].workload, "getpid 1000");
+        assert!(
+            matches!(s.kernels["b"], KernelSpec::Build(ref a) if a.kasan.as_deref() == Some("sync"))
+        );
+    }
+
+    #[test]
+    fn mistakes_are_named_with_their_line_before_anything_runs() {
+        let cases = [
+            (
+                GOOD.replace("kernels = [\"a\", \"b\"]", "kernels = [\"a\", \"c\"]"),
+                "t.toml:8: linux[0].kernels: \"c\" is not in [kernels]",
+            ),
+            (
+                GOOD.replace("counter = \"tfsr_reads\"", "counter = \"tfsr\""),
+                "expect[1].counter: \"tfsr\"",
+            ),
+            (
+                GOOD.replace("at_most = 0", "at_most = 0\nat_least = 1"),
+                "expect[1]: give exactly one rule",
+            ),
+            (
+                GOOD.replace("kernel = \"b\"", "from = \"b\"\nto = \"a\""),
+                "at_least and at_most judge one kernel",
+            ),
+            (
+                GOOD.replace("\"fork\"]", "\"fork; rm\"]"),
+                "linux[0].workloads: \"fork; rm\"",
+            ),
+            (
+                GOOD.replace("kasan = \"sync\"", "kasan = \"fast\""),
+                "kernels.b.kasan: \"fast\"",
+            ),
+            (
+                GOOD.replace("a = \"6.12\"", "a = \"6.12; x\""),
+                "kernels.a: ",
+            ),
+            (
+                GOOD.replace("tcf0 = \"sync\"", "tcf0 = \"asymm\""),
+                "expect[0].tcf0: \"asymm\" is not among ab's modes",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = format!(
+                "{:#}",
+                parse("t.toml", "t", &text, Path::new("/x")).unwrap_err()
+            );
+            assert!(e.contains(want), "{e}\n  wanted {want}");
+        }
+    }
+
+    #[test]
+    fn rules_judge_what_they_say() {
+        let mut e = parse("t.toml", "t", GOOD, Path::new("/x"))
+            .unwrap()
+            .expectations[0]
+            .clone();
+        assert!(e.judge(100.0, 90.0).0);
+        assert!(!e.judge(100.0, 91.0).0);
+        e.rule = Rule::DropAtLeast(95.0);
+        assert!(e.judge(68168.0, 800.0).0);
+        assert!(!e.judge(800.0, 800.0).0);
+        e.rule = Rule::AtMost(0);
+        assert!(e.judge(0.0, 0.0).0 && !e.judge(1.0, 1.0).0);
+    }
+}
