@@ -80,6 +80,7 @@ pub fn run(base: &Args, file: &Path) -> Result<ExitCode> {
     }
     let mut docs: BTreeMap<(String, String), Vec<Results>> = BTreeMap::new();
     let mut all_ok = true;
+    let mut failed: Vec<String> = Vec::new();
     let mut out = Lines::default();
     out.push(&format!(
         "mtex linux --scenario {} ({})",
@@ -106,11 +107,19 @@ pub fn run(base: &Args, file: &Path) -> Result<ExitCode> {
                     }
                 );
                 let a = boot_args(base, run, &kernels[k], &dir);
-                let (code, doc) = run_one(&a)?;
-                all_ok &= code == ExitCode::SUCCESS;
-                docs.entry((run.name.clone(), k.clone()))
-                    .or_default()
-                    .push(doc);
+                let entry = docs.entry((run.name.clone(), k.clone())).or_default();
+                match run_one(&a) {
+                    Ok((code, doc)) => {
+                        all_ok &= code == ExitCode::SUCCESS;
+                        entry.push(doc);
+                    }
+                    // A boot that could not run is said, and the others go on; its windows
+                    // count as not measured.
+                    Err(e) => {
+                        all_ok = false;
+                        failed.push(format!("{} on kernel {k}: {e:#}", run.name));
+                    }
+                }
             }
         }
         out.blank();
@@ -130,7 +139,10 @@ pub fn run(base: &Args, file: &Path) -> Result<ExitCode> {
         let first: Vec<(String, Results)> = run
             .kernels
             .iter()
-            .map(|k| (k.clone(), docs[&(run.name.clone(), k.clone())][0].clone()))
+            .filter_map(|k| {
+                let d = docs.get(&(run.name.clone(), k.clone()))?.first()?;
+                Some((k.clone(), d.clone()))
+            })
             .collect();
         for l in super::ab::render(&first).lines() {
             out.push(l);
@@ -142,10 +154,13 @@ pub fn run(base: &Args, file: &Path) -> Result<ExitCode> {
     for e in &s.expectations {
         let run = s.runs.iter().find(|r| r.name == e.linux).expect("checked");
         let w = run.window(&e.workload, &e.tcf0).expect("checked");
+        // The mean over every boot of the kernel; None unless every boot ran and measured
+        // the window.
         let mean = |k: &str| -> Option<f64> {
-            let ds = &docs[&(run.name.clone(), k.to_string())];
+            let ds = docs.get(&(run.name.clone(), k.to_string()))?;
             let vals: Vec<u64> = ds.iter().filter_map(|d| value(d, w, &e.counter)).collect();
-            (vals.len() == ds.len()).then(|| vals.iter().sum::<u64>() as f64 / vals.len() as f64)
+            (!vals.is_empty() && vals.len() as u32 == run.repeat)
+                .then(|| vals.iter().sum::<u64>() as f64 / vals.len() as f64)
         };
         let (a, b) = &e.kernels;
         let (held, detail) = match (mean(a), mean(b)) {
@@ -162,8 +177,11 @@ pub fn run(base: &Args, file: &Path) -> Result<ExitCode> {
     if s.expectations.is_empty() {
         out.push("  none");
     }
-    if !all_ok {
-        out.push("  a boot had problems: see its results directory");
+    for f in &failed {
+        out.push(&format!("  PROBLEM: a boot did not run: {f}"));
+    }
+    if !all_ok && failed.is_empty() {
+        out.push("  PROBLEM: a boot had problems: see its results directory");
     }
     out.push(&format!("mtex: results in {}", dir.display()));
     let text = out.into_string();
