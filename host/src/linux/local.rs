@@ -303,6 +303,30 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    #[test]
+    fn symbols_come_from_an_elf_symbol_table_or_a_map_and_nothing_else() {
+        // This test program is an ELF with thousands of function symbols, as a vmlinux is.
+        let exe = std::env::current_exe().unwrap();
+        let text = symbols_file(&exe).unwrap();
+        assert!(real_system_map(&text));
+        assert!(
+            text.lines().any(|l| l.ends_with(" t main")),
+            "the program's own main"
+        );
+        let d = std::env::temp_dir().join(format!("mtex-symbols-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let map = d.join("System.map");
+        std::fs::write(&map, text.lines().take(1200).collect::<Vec<_>>().join("\n")).unwrap();
+        assert!(symbols_file(&map).is_ok());
+        std::fs::write(&map, "ffff800080000000 T _text\n").unwrap();
+        let e = symbols_file(&map).unwrap_err().to_string();
+        assert!(
+            e.contains("not a System.map, kallsyms dump or vmlinux"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
     /// An Image-shaped buffer: the magic at 0x38 and a banner.
     fn image() -> Vec<u8> {
         let mut v = vec![0u8; 4096];
