@@ -93,11 +93,55 @@ pub fn value_in<'a>(config: &'a str, name: &str) -> Option<&'a str> {
 
 /// The requested settings the final `.config` does not have, each as its line.
 pub fn dropped(requested: &[Setting], config: &str) -> Vec<String> {
+    dropped_settings(requested, config)
+        .into_iter()
+        .map(Setting::line)
+        .collect()
+}
+
+/// The requested settings the final `.config` does not have.
+pub fn dropped_settings<'a>(requested: &'a [Setting], config: &str) -> Vec<&'a Setting> {
     requested
         .iter()
         .filter(|s| value_in(config, &s.name) != s.value.as_deref())
-        .map(Setting::line)
         .collect()
+}
+
+/// Whether a Kconfig text defines the option `name` (`CONFIG_X`: a `config X` or
+/// `menuconfig X` entry).
+pub fn defines(kconfig: &str, name: &str) -> bool {
+    let bare = name.strip_prefix("CONFIG_").unwrap_or(name);
+    kconfig.lines().any(|l| {
+        let mut w = l.split_whitespace();
+        matches!(w.next(), Some("config" | "menuconfig")) && w.next() == Some(bare)
+    })
+}
+
+/// Every Kconfig file of a source tree, concatenated (to ask which options this version has).
+pub fn kconfig_of(tree: &std::path::Path) -> String {
+    let mut text = String::new();
+    let mut dirs = vec![tree.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            match e.file_type() {
+                Ok(t) if t.is_dir() && !name.starts_with('.') && name != "Documentation" => {
+                    dirs.push(p)
+                }
+                Ok(t) if t.is_file() && name.starts_with("Kconfig") => {
+                    text += &std::fs::read_to_string(&p).unwrap_or_default();
+                    text.push('\n');
+                }
+                _ => {}
+            }
+        }
+    }
+    text
 }
 
 #[cfg(test)]
@@ -150,5 +194,14 @@ mod tests {
         assert!(dropped(&want[..1], config).is_empty());
         // A prefix of another name is not that name.
         assert_eq!(value_in("CONFIG_AB=y\n", "CONFIG_A"), None);
+    }
+
+    #[test]
+    fn an_option_is_defined_by_its_config_entry_only() {
+        let k = "config ARM64_MTE\n\tbool \"MTE\"\nmenuconfig KASAN\n\tdepends on ARM64_PAN\n";
+        assert!(defines(k, "CONFIG_ARM64_MTE"));
+        assert!(defines(k, "CONFIG_KASAN"));
+        assert!(!defines(k, "CONFIG_ARM64_PAN"));
+        assert!(!defines(k, "CONFIG_ARM64"));
     }
 }
