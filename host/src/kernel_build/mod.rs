@@ -225,12 +225,14 @@ pub fn build(args: &Args) -> Result<(PathBuf, Built)> {
     let root = kernels_dir();
     std::fs::create_dir_all(&root)?;
     let mut progress = Progress::new(None);
+    // The source packages and their unpacked trees are shared by every build: one process
+    // at a time fetches or unpacks (held until this build has its own copy).
+    let source_lock = std::fs::File::create(root.join(".source-lock"))?;
+    source_lock.lock()?;
     // The source: a Debian package (fetched once) or the user's tree.
     let (tarball, source_id, shown) = match &inputs.source {
         Source::Debian(pkg) => {
             progress.stage(Stage::Fetch, pkg);
-            let lock = std::fs::File::create(root.join(".fetch-lock"))?;
-            lock.lock()?;
             let t = source::fetch(pkg, &root.join("debs"))?;
             let id = format!("{} {}", t.package, t.version);
             (Some(t), id.clone(), id)
@@ -271,6 +273,7 @@ pub fn build(args: &Args) -> Result<(PathBuf, Built)> {
         (None, Source::Tree(t)) => t.clone(),
         (None, Source::Debian(_)) => unreachable!("a Debian source always has its tarball"),
     };
+    drop(source_lock);
     let out = dir.join("build");
     std::fs::create_dir_all(&out)?;
     progress.stage(Stage::Config, "allnoconfig + mtex.config");
