@@ -179,7 +179,8 @@ fn read_inputs(args: &Args) -> Result<Inputs> {
     })
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Bytes as lower-case hex (a SHA-256 digest's usual spelling).
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -297,10 +297,7 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
         .with_context(|| format!("reading {}", kernel.image.display()))?;
     kernel.sha256 = {
         use sha2::Digest;
-        sha2::Sha256::digest(&image)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        crate::kernel_build::hex(&sha2::Sha256::digest(&image))
     };
     // A kernel that cannot be measured is refused now, naming what it lacks.
     let config = std::fs::read_to_string(&kernel.config)

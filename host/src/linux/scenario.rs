@@ -29,7 +29,8 @@
 //! Everything is checked before any kernel is built or booted; an error names the file, the
 //! line and the field.
 
-use crate::scenario_file::{is_known_counter, is_safe_name, safe_stem};
+use crate::scenario_file::locate::line_of;
+use crate::scenario_file::{change_percent, is_known_counter, is_safe_name, safe_stem};
 use anyhow::{Result, bail};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -195,11 +196,7 @@ impl Expect {
 
     /// Judges the rule on the from and to values (the same for an absolute rule).
     pub fn judge(&self, from: f64, to: f64) -> (bool, String) {
-        let change = if from == 0.0 {
-            if to == 0.0 { 0.0 } else { f64::INFINITY }
-        } else {
-            (to - from) / from * 100.0
-        };
+        let change = change_percent(from, to);
         let relative = format!("{from} → {to} ({change:+.1}%)");
         match self.rule {
             Rule::DropAtLeast(p) => (change <= -p, relative),
@@ -222,14 +219,6 @@ pub struct LinuxScenario {
     pub kernels: BTreeMap<String, KernelSpec>,
     pub runs: Vec<LinuxRun>,
     pub expectations: Vec<Expect>,
-}
-
-fn line_of(text: &str, at: usize) -> usize {
-    text[..at.min(text.len())]
-        .bytes()
-        .filter(|&b| b == b'\n')
-        .count()
-        + 1
 }
 
 /// Reads and checks a Linux scenario file.

@@ -6,7 +6,7 @@ use super::ScenarioError;
 use std::ops::Range;
 
 /// 1-based line of byte offset `at` in `text`.
-pub(super) fn line_of(text: &str, at: usize) -> usize {
+pub(crate) fn line_of(text: &str, at: usize) -> usize {
     text[..at.min(text.len())]
         .bytes()
         .filter(|&b| b == b'\n')

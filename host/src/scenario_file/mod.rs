@@ -44,7 +44,7 @@ use std::path::Path;
 use toml::Spanned;
 
 mod expect_table;
-mod locate;
+pub(crate) mod locate;
 mod run_table;
 #[cfg(test)]
 mod tests;
@@ -158,17 +158,22 @@ impl Expect {
 
     /// Judges the rule on the two values; returns whether it held and the values in words.
     pub fn judge(&self, from: f64, to: f64) -> (bool, String) {
-        let change = if from == 0.0 {
-            if to == 0.0 { 0.0 } else { f64::INFINITY }
-        } else {
-            (to - from) / from * 100.0
-        };
+        let change = change_percent(from, to);
         let held = match self.rule {
             Rule::DropAtLeast(p) => change <= -p,
             Rule::RiseAtMost(p) => change <= p,
             Rule::Equal => to == from,
         };
         (held, format!("{from} → {to} ({change:+.1}%)"))
+    }
+}
+
+/// `to` against `from` in per cent: 0 when both are 0, infinite when only `from` is.
+pub fn change_percent(from: f64, to: f64) -> f64 {
+    if from == 0.0 {
+        if to == 0.0 { 0.0 } else { f64::INFINITY }
+    } else {
+        (to - from) / from * 100.0
     }
 }
 
