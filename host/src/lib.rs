@@ -16,6 +16,7 @@ pub mod oracle_check;
 pub mod perf_text;
 pub mod plots;
 pub mod probe;
+pub mod profile;
 pub mod qemu;
 pub mod render;
 pub mod report;

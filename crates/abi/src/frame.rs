@@ -391,6 +391,19 @@ mod tests {
                     guest_clock,
                 })
             }),
+            (any::<u32>(), any::<bool>(), any_pc_entry()).prop_map(|(id, other, entry)| {
+                Record::PcProfile(crate::report::PcProfile { id, other, entry })
+            }),
+            (any::<u32>(), any::<u32>(), any::<u32>(), any::<u64>()).prop_map(
+                |(id, records, pcs, other_notes)| Record::PcProfileEnd(
+                    crate::report::PcProfileEnd {
+                        id,
+                        records,
+                        pcs,
+                        other_notes,
+                    }
+                )
+            ),
             (any::<u32>(), any::<[u64; 4]>()).prop_map(|(id, v)| Record::TraceMore(
                 crate::report::TraceMore {
                     id,
@@ -401,6 +414,49 @@ mod tests {
                 }
             )),
         ]
+    }
+
+    fn any_pc_entry() -> impl Strategy<Value = mtex_trace::profile::PcEntry> {
+        (any::<u64>(), 0u8..2, any::<bool>(), any::<[u64; 18]>()).prop_map(|(pc, el, u, v)| {
+            mtex_trace::profile::PcEntry {
+                pc,
+                el,
+                unprivileged: u,
+                insns: v[0],
+                faults: v[1],
+                rd: [v[2], v[3], v[4], v[5], v[6]],
+                wr: [v[7], v[8], v[9], v[10], v[11]],
+                tag_stores: v[12],
+                granules: v[13],
+                tco_writes: v[14],
+                tfsr_reads: v[15],
+            }
+        })
+    }
+
+    #[test]
+    fn the_largest_pc_profile_record_fits_a_frame() {
+        let full = Record::PcProfile(crate::report::PcProfile {
+            id: u32::MAX,
+            other: true,
+            entry: mtex_trace::profile::PcEntry {
+                pc: u64::MAX,
+                el: 1,
+                unprivileged: true,
+                insns: u64::MAX,
+                faults: u64::MAX,
+                rd: [u64::MAX; 5],
+                wr: [u64::MAX; 5],
+                tag_stores: u64::MAX,
+                granules: u64::MAX,
+                tco_writes: u64::MAX,
+                tfsr_reads: u64::MAX,
+            },
+        });
+        let mut buf = [0u8; MAX_TEXT];
+        let text = encode(u32::MAX, &full, &mut buf).expect("fits");
+        let hex = text.trim_end().strip_prefix(MARKER).unwrap();
+        assert_eq!(decode(hex).unwrap().1, full);
     }
 
     fn any_pmu_counts()

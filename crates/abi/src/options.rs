@@ -112,6 +112,9 @@ pub struct HypOptions {
     /// `mtex.tco_watch`: `1` (default) watches the guest's MSR TCO sites with breakpoints in
     /// extra untraced passes (of phases whose guest runs the passes asked for); `0` does not.
     pub tco_watch: bool,
+    /// `mtex.profile`: `1` keeps every traced phase's counts by PC as well and sends them
+    /// with its counts (`PcProfile` records); `0` (default) does not.
+    pub profile: bool,
 }
 
 /// A short list of PMU event numbers (`0x4025,0x11`, hex with `0x` or decimal).
@@ -231,7 +234,15 @@ impl HypOptions {
             &[("0", false), ("1", true)],
             "expected 0 or 1",
         )?;
+        let profile = parse_choice(
+            cmdline,
+            "profile",
+            false,
+            &[("0", false), ("1", true)],
+            "expected 0 or 1",
+        )?;
         Ok(Self {
+            profile,
             tco_watch,
             log,
             pmu_events,
@@ -546,6 +557,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "pmu_events",
     "pmu_require",
     "tco_watch",
+    "profile",
 ];
 
 /// The key of the first `mtex.` word of `cmdline` that is not in [`KNOWN_KEYS`] (the text

@@ -65,6 +65,33 @@ pub enum Record {
     /// The guest's own clock at a phase's begin (sent after its PhaseBegin) and end (before
     /// its PhaseEnd). After CallRefused so that older logs still decode.
     PhaseClock(PhaseClock),
+    /// What one PC counted in a traced phase (`mtex.profile`), sent after its PhaseTrace in
+    /// PC order. After PhaseClock so that older logs still decode.
+    PcProfile(PcProfile),
+    /// The end of a phase's PcProfile records: how many were sent.
+    PcProfileEnd(PcProfileEnd),
+}
+
+/// One PC's counts in a traced phase, or an `[other]` bucket: what PCs that found no room in
+/// the hypervisor's bounded table counted (kept by EL and unprivileged, without their PCs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PcProfile {
+    pub id: u32,
+    /// An `[other]` bucket (its `pc` means nothing).
+    pub other: bool,
+    pub entry: mtex_trace::profile::PcEntry,
+}
+
+/// Closes a phase's PcProfile records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PcProfileEnd {
+    pub id: u32,
+    /// PcProfile records sent for the phase (its PCs and its non-empty `[other]` buckets).
+    pub records: u32,
+    /// Distinct PCs the table kept.
+    pub pcs: u32,
+    /// Retired instructions and faults counted in `[other]` because the table had no room.
+    pub other_notes: u64,
 }
 
 /// A refused call: which, how and from where.

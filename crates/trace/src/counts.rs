@@ -529,17 +529,22 @@ fn class(p: &Pending) -> usize {
 /// Adds up retired instructions. Accesses go into a histogram keyed by (EL, read state,
 /// write state) — one increment on the step path instead of one per view — and are spread
 /// into the per-view counts by [`Tally::finish`].
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub struct Tally {
     counts: TraceCounts,
     /// By class: EL0, EL1, EL1 unprivileged (uaccess).
     accesses: [[[u64; STATES]; STATES]; 3],
+    /// The same instructions by PC, when asked for (`mtex.profile`).
+    profile: Option<crate::profile::PcTable>,
 }
 
 impl Tally {
     /// Adds an instruction that executed.
     #[inline]
     pub fn retire(&mut self, p: &Pending) {
+        if let Some(t) = &mut self.profile {
+            t.note(p);
+        }
         let c = &mut self.counts;
         if p.el == 0 {
             c.instructions_el0 += 1;
@@ -571,6 +576,9 @@ impl Tally {
     /// failed: the access was made and checked; the instruction is not counted as executed
     /// (the PMU does not count it either, and a handler may run it again).
     pub fn retire_faulted_access(&mut self, p: &Pending) {
+        if let Some(t) = &mut self.profile {
+            t.note_faulted(p);
+        }
         self.counts.tag_check_faults += 1;
         if p.effect == Effect::Access {
             self.accesses[class(p)][state(p.read)][state(p.write)] += 1;
@@ -582,8 +590,22 @@ impl Tally {
         &mut self.counts
     }
 
+    /// Keeps the retired instructions by PC as well, in `table`, from now on.
+    pub fn set_profile(&mut self, table: crate::profile::PcTable) {
+        self.profile = Some(table);
+    }
+
+    /// The per-PC table, if kept: where the callers that count instructions in bulk (with
+    /// `counts_mut`) say which PCs they were.
+    pub fn profile_mut(&mut self) -> Option<&mut crate::profile::PcTable> {
+        self.profile.as_mut()
+    }
+
     /// Starts again from zero, in place (no copy of the histogram).
     pub fn reset(&mut self) {
+        if let Some(t) = &mut self.profile {
+            t.reset();
+        }
         self.counts = TraceCounts::default();
         for by_read in self.accesses.iter_mut().flatten() {
             by_read.fill(0);

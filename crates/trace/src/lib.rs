@@ -3,7 +3,8 @@
 //!   that matter to MTE (TCO, SCTLR/TCR/TFSR/GCR/RGSR, barriers);
 //! - [`predicate`]: `AArch64.AccessIsTagChecked` as a pure function of configuration and access;
 //! - [`counts`]: what a traced phase adds up, in the architectural, TCF-elided and
-//!   counterfactual views.
+//!   counterfactual views;
+//! - [`profile`]: the same counts by PC.
 //!
 //! The hypervisor's step handler only reads registers and calls into this crate.
 #![no_std]
@@ -12,6 +13,7 @@ pub mod counts;
 pub mod decode;
 pub mod maintenance;
 pub mod predicate;
+pub mod profile;
 pub mod run;
 
 /// Retries of one store-exclusive the step engine lets a retry loop make before it ends the

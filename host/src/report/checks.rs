@@ -55,6 +55,11 @@ pub(super) fn check_figures(r: &mut Report) {
                 format!("{name} never ended: no counts (untraced); {end}")
             });
         }
+        if let (Some(profile), Some(trace)) = (&p.profile, &p.trace)
+            && let Some(why) = profile.problem(trace)
+        {
+            problems.push(format!("{name}: {why}"));
+        }
         if let Some(u) = &p.untraced {
             untraced_problems(&name, u, &mut problems, &mut r.notes);
         }

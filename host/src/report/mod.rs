@@ -74,6 +74,8 @@ pub struct Phase {
     pub untraced: Option<Untraced>,
     /// The oracle's check of its trace, for a run with the oracle (`crate::oracle_check`).
     pub oracle: Option<crate::oracle_check::Check>,
+    /// Its counts by PC, for a traced phase of a run with `mtex.profile=1`.
+    pub profile: Option<crate::profile::PhaseProfile>,
 }
 
 /// A run's untraced passes: what the PMU backend counted at full speed.

@@ -252,6 +252,26 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
                 a.id
             )),
         },
+        Record::PcProfile(e) => match r.phases.iter_mut().rev().find(|p| p.id == e.id) {
+            Some(p) => {
+                let profile = p.profile.get_or_insert_default();
+                if e.other {
+                    profile.other.push(e.entry);
+                } else {
+                    profile.pcs.push(e.entry);
+                }
+            }
+            None => r
+                .problems
+                .push(format!("record {seq}: profile of unknown phase {}", e.id)),
+        },
+        Record::PcProfileEnd(e) => match r.phases.iter_mut().rev().find(|p| p.id == e.id) {
+            Some(p) => p.profile.get_or_insert_default().end = Some(e),
+            None => r.problems.push(format!(
+                "record {seq}: profile end of unknown phase {}",
+                e.id
+            )),
+        },
         Record::TcoSite(s) => match r.phases.iter_mut().rev().find(|p| p.id == s.phase) {
             Some(p) => p.tco_sites.push(s),
             None => r.problems.push(format!(

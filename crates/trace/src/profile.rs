@@ -1,0 +1,349 @@
+//! Where a traced phase's counts happened: the same retired instructions the tally adds up,
+//! kept per PC as well (per EL, and apart for the kernel's unprivileged accesses), so that
+//! the host can name the functions that pay for the checks.
+//!
+//! The table is bounded: a fixed number of slots, open addressing, a few probes. A PC that
+//! finds no slot goes into the `[other]` bucket of its class, which keeps its counts (not
+//! its address), so the table and the bucket together always add up to the tally exactly.
+
+use crate::counts::{Effect, Judged, Pending};
+use serde::{Deserialize, Serialize};
+
+/// The views an access direction is kept under, in this order: every access, then checked in
+/// the architectural, TCF-elided, if-TCMA1 and if-kernel-TCO views (the `Judged` bits).
+pub const VIEWS: usize = 5;
+/// Index of the architectural view in [`PcEntry::rd`] and [`PcEntry::wr`].
+pub const ARCH: usize = 1;
+/// Slots probed for a PC before it goes to `[other]`.
+const PROBES: usize = 16;
+/// A key no PC has: the unprivileged bit with EL0 (only EL1 accesses unprivileged).
+const EMPTY: u64 = 0b10;
+
+/// What one PC (or one `[other]` bucket) counted. Sent as a report record; the host adds
+/// these up into functions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PcEntry {
+    pub pc: u64,
+    /// The EL that executed it.
+    pub el: u8,
+    /// Its accesses were the kernel's LDTR/STTR accessing as EL0 (uaccess).
+    pub unprivileged: bool,
+    /// Instructions retired here.
+    pub insns: u64,
+    /// Tag check faults taken here (their access is counted, the instruction is not).
+    pub faults: u64,
+    /// Reads and writes by view ([`VIEWS`]).
+    pub rd: [u64; VIEWS],
+    pub wr: [u64; VIEWS],
+    pub tag_stores: u64,
+    pub granules: u64,
+    pub tco_writes: u64,
+    pub tfsr_reads: u64,
+}
+
+impl PcEntry {
+    /// Adds `o`'s counts to these (the address is kept).
+    pub fn add(&mut self, o: &PcEntry) {
+        self.insns += o.insns;
+        self.faults += o.faults;
+        for v in 0..VIEWS {
+            self.rd[v] += o.rd[v];
+            self.wr[v] += o.wr[v];
+        }
+        self.tag_stores += o.tag_stores;
+        self.granules += o.granules;
+        self.tco_writes += o.tco_writes;
+        self.tfsr_reads += o.tfsr_reads;
+    }
+
+    /// The class of its counts: 0 EL0, 1 EL1, 2 EL1 unprivileged (as the tally's).
+    pub fn class(&self) -> usize {
+        if self.el == 0 {
+            0
+        } else if self.unprivileged {
+            2
+        } else {
+            1
+        }
+    }
+
+    fn note(&mut self, p: &Pending) {
+        self.note_access(p);
+        match p.effect {
+            Effect::TagStore(g) => {
+                self.tag_stores += 1;
+                self.granules += g as u64;
+            }
+            Effect::TcoImm(_) | Effect::TcoReg(_) => self.tco_writes += 1,
+            Effect::TfsrRead => self.tfsr_reads += 1,
+            _ => {}
+        }
+    }
+
+    fn note_access(&mut self, p: &Pending) {
+        if !counts_access(p) {
+            return;
+        }
+        for v in 0..VIEWS {
+            self.rd[v] += bit(p.read, v) as u64;
+            self.wr[v] += bit(p.write, v) as u64;
+        }
+    }
+}
+
+/// The instruction made a data access (as `Tally::retire` decides): a load or store, or a
+/// tag store's data half.
+fn counts_access(p: &Pending) -> bool {
+    match p.effect {
+        Effect::Access => true,
+        Effect::TagStore(_) => p.write.present(),
+        _ => false,
+    }
+}
+
+fn bit(j: Judged, v: usize) -> u32 {
+    ((j.0 >> v) & 1) as u32
+}
+
+/// One slot of the table: a [`PcEntry`] in 80 bytes (counts that fit 32 bits; a slot about
+/// to outgrow them sends further counts to `[other]`).
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct PcSlot {
+    /// PC | EL | unprivileged << 1, or [`EMPTY`].
+    key: u64,
+    granules: u64,
+    insns: u32,
+    faults: u32,
+    rd: [u32; VIEWS],
+    wr: [u32; VIEWS],
+    tag_stores: u32,
+    tco_writes: u32,
+    tfsr_reads: u32,
+}
+
+const _: () = assert!(size_of::<PcSlot>() == 80);
+
+impl Default for PcSlot {
+    fn default() -> Self {
+        Self {
+            key: EMPTY,
+            granules: 0,
+            insns: 0,
+            faults: 0,
+            rd: [0; VIEWS],
+            wr: [0; VIEWS],
+            tag_stores: 0,
+            tco_writes: 0,
+            tfsr_reads: 0,
+        }
+    }
+}
+
+impl PcSlot {
+    /// Room for one more instruction or fault: every count of a slot is at most its
+    /// instructions plus its faults (one access per direction, one tag store or TCO write per
+    /// instruction), so keeping that sum in 32 bits keeps them all.
+    fn has_room(&self) -> bool {
+        (self.insns as u64 + self.faults as u64) < u32::MAX as u64
+    }
+
+    fn entry(&self) -> PcEntry {
+        PcEntry {
+            pc: self.key & !3,
+            el: (self.key & 1) as u8,
+            unprivileged: self.key & 2 != 0,
+            insns: self.insns as u64,
+            faults: self.faults as u64,
+            rd: self.rd.map(u64::from),
+            wr: self.wr.map(u64::from),
+            tag_stores: self.tag_stores as u64,
+            granules: self.granules,
+            tco_writes: self.tco_writes as u64,
+            tfsr_reads: self.tfsr_reads as u64,
+        }
+    }
+
+    fn note(&mut self, p: &Pending) {
+        self.insns += 1;
+        self.note_access(p);
+        match p.effect {
+            Effect::TagStore(g) => {
+                self.tag_stores += 1;
+                self.granules += g as u64;
+            }
+            Effect::TcoImm(_) | Effect::TcoReg(_) => self.tco_writes += 1,
+            Effect::TfsrRead => self.tfsr_reads += 1,
+            _ => {}
+        }
+    }
+
+    fn note_access(&mut self, p: &Pending) {
+        if !counts_access(p) {
+            return;
+        }
+        for v in 0..VIEWS {
+            self.rd[v] += bit(p.read, v);
+            self.wr[v] += bit(p.write, v);
+        }
+    }
+}
+
+/// The per-PC table of one traced phase, over storage the caller owns (the hypervisor takes
+/// it from its heap once; the table never allocates).
+pub struct PcTable {
+    slots: &'static mut [PcSlot],
+    shift: u32,
+    /// `[other]`, by class (EL0, EL1, EL1 unprivileged).
+    other: [PcEntry; 3],
+    /// Notes that went to `[other]`.
+    other_notes: u64,
+    used: u32,
+}
+
+/// The key of `pc` executed at `el`, unprivileged or not.
+fn key(pc: u64, el: u8, unprivileged: bool) -> u64 {
+    (pc & !3) | (el != 0) as u64 | (unprivileged as u64) << 1
+}
+
+impl PcTable {
+    /// A table over `slots`, whose length must be a power of two; it is cleared.
+    pub fn new(slots: &'static mut [PcSlot]) -> Self {
+        assert!(slots.len().is_power_of_two() && slots.len() >= 2);
+        let shift = 64 - slots.len().trailing_zeros();
+        let mut t = Self {
+            slots,
+            shift,
+            other: [PcEntry::default(); 3],
+            other_notes: 0,
+            used: 0,
+        };
+        t.reset();
+        t
+    }
+
+    /// Empties it.
+    pub fn reset(&mut self) {
+        self.slots.fill(PcSlot::default());
+        self.other = [PcEntry::default(); 3];
+        for (class, o) in self.other.iter_mut().enumerate() {
+            o.el = (class != 0) as u8;
+            o.unprivileged = class == 2;
+        }
+        self.other_notes = 0;
+        self.used = 0;
+    }
+
+    /// The slot of `key`, claimed if new; None if the probes find neither it nor room.
+    #[inline]
+    fn slot(&mut self, key: u64) -> Option<&mut PcSlot> {
+        let mask = self.slots.len() - 1;
+        let mut i = ((key >> 2).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize;
+        for _ in 0..PROBES {
+            let k = self.slots[i].key;
+            if k == key {
+                return Some(&mut self.slots[i]).filter(|s| s.has_room());
+            }
+            if k == EMPTY {
+                self.used += 1;
+                self.slots[i].key = key;
+                return Some(&mut self.slots[i]);
+            }
+            i = (i + 1) & mask;
+        }
+        None
+    }
+
+    fn other(&mut self, el: u8, unprivileged: bool) -> &mut PcEntry {
+        self.other_notes += 1;
+        let class = if el == 0 {
+            0
+        } else if unprivileged {
+            2
+        } else {
+            1
+        };
+        &mut self.other[class]
+    }
+
+    /// An instruction retired (as `Tally::retire`).
+    #[inline]
+    pub fn note(&mut self, p: &Pending) {
+        match self.slot(key(p.pc, p.el, p.unprivileged)) {
+            Some(s) => s.note(p),
+            None => {
+                let o = self.other(p.el, p.unprivileged);
+                o.insns += 1;
+                o.note(p);
+            }
+        }
+    }
+
+    /// An access whose tag check faulted (as `Tally::retire_faulted_access`: a data access's
+    /// is counted; a tag store's data half is not).
+    pub fn note_faulted(&mut self, p: &Pending) {
+        match self.slot(key(p.pc, p.el, p.unprivileged)) {
+            Some(s) => {
+                s.faults += 1;
+                if p.effect == Effect::Access {
+                    s.note_access(p);
+                }
+            }
+            None => {
+                let o = self.other(p.el, p.unprivileged);
+                o.faults += 1;
+                if p.effect == Effect::Access {
+                    o.note_access(p);
+                }
+            }
+        }
+    }
+
+    /// An instruction that makes no access and changes nothing counted retired at `pc`
+    /// (counted in bulk by the tally: a run's inert instructions, an emulated branch).
+    #[inline]
+    pub fn note_insn(&mut self, pc: u64, el: u8) {
+        match self.slot(key(pc, el, false)) {
+            Some(s) => s.insns += 1,
+            None => self.other(el, false).insns += 1,
+        }
+    }
+
+    /// PCs that have a slot.
+    pub fn used(&self) -> u32 {
+        self.used
+    }
+
+    /// Notes that found no slot and went to `[other]`.
+    pub fn other_notes(&self) -> u64 {
+        self.other_notes
+    }
+
+    /// The `[other]` buckets that counted anything, by class.
+    pub fn others(&self) -> impl Iterator<Item = PcEntry> + '_ {
+        self.other.iter().copied().filter(|o| *o != empty_other(o))
+    }
+
+    /// Sorts the slots by PC (EL0 and EL1 apart) so that what is sent does not depend on the
+    /// order PCs were first seen in, and gives their entries. The table must be
+    /// [`reset`](Self::reset) before it counts again.
+    pub fn sorted_entries(&mut self) -> impl Iterator<Item = PcEntry> + '_ {
+        self.slots.sort_unstable_by_key(|s| s.key);
+        self.slots
+            .iter()
+            .filter(|s| s.key != EMPTY)
+            .map(PcSlot::entry)
+    }
+}
+
+/// An `[other]` bucket of `o`'s class that counted nothing.
+fn empty_other(o: &PcEntry) -> PcEntry {
+    PcEntry {
+        el: o.el,
+        unprivileged: o.unprivileged,
+        ..PcEntry::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,219 @@
+extern crate std;
+use std::{vec, vec::Vec};
+
+use super::*;
+use crate::counts::{Tally, TraceCounts};
+use proptest::prelude::*;
+
+/// A judgement as the predicate makes them: absent, unchecked, or checked in the
+/// architectural view with any of the three others.
+fn judged() -> impl Strategy<Value = Judged> {
+    prop_oneof![
+        Just(Judged(0)),
+        Just(Judged(1)),
+        (0u8..8).prop_map(|others| Judged(0b11 | others << 2)),
+    ]
+}
+
+fn effect() -> impl Strategy<Value = Effect> {
+    prop_oneof![
+        4 => Just(Effect::Access),
+        1 => Just(Effect::None),
+        1 => (1u32..300).prop_map(Effect::TagStore),
+        1 => any::<bool>().prop_map(Effect::TcoImm),
+        1 => Just(Effect::TfsrRead),
+        1 => Just(Effect::Dsb),
+        1 => Just(Effect::UnknownMem),
+    ]
+}
+
+/// An instruction at one of a few dozen PCs (more than the small table holds).
+fn pending() -> impl Strategy<Value = Pending> {
+    (
+        0u64..40,
+        0u8..2,
+        effect(),
+        judged(),
+        judged(),
+        any::<bool>(),
+    )
+        .prop_map(|(i, el, effect, read, write, unpriv)| Pending {
+            pc: 0xffff_8000_0010_0000 + i * 4,
+            effect,
+            el,
+            read,
+            write,
+            unprivileged: unpriv && el == 1 && effect == Effect::Access,
+        })
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Retire(Pending),
+    Fault(Pending),
+    /// An inert instruction counted in bulk (a run's, an emulated branch).
+    Insn(u64, u8),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        6 => pending().prop_map(Step::Retire),
+        1 => pending().prop_map(Step::Fault),
+        2 => (0u64..40, 0u8..2).prop_map(|(i, el)| Step::Insn(0x4000_0000 + i * 4, el)),
+    ]
+}
+
+fn table(slots: usize) -> PcTable {
+    PcTable::new(Vec::leak(vec![PcSlot::default(); slots]))
+}
+
+/// What the entries add up to, in the tally's terms.
+fn sum(entries: &[PcEntry]) -> TraceCounts {
+    let mut c = TraceCounts::default();
+    for e in entries {
+        let k = e.el != 0;
+        if k {
+            c.instructions_el1 += e.insns;
+        } else {
+            c.instructions_el0 += e.insns;
+        }
+        for (v, by_el) in [
+            &mut c.accesses,
+            &mut c.architectural,
+            &mut c.tcf_elided,
+            &mut c.if_tcma1,
+            &mut c.if_kernel_tco,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if k {
+                by_el.rd_k += e.rd[v];
+                by_el.wr_k += e.wr[v];
+            } else {
+                by_el.rd_u += e.rd[v];
+                by_el.wr_u += e.wr[v];
+            }
+        }
+        if e.unprivileged {
+            c.uaccess.rd += e.rd[0];
+            c.uaccess.wr += e.wr[0];
+            c.uaccess.arch_rd += e.rd[ARCH];
+            c.uaccess.arch_wr += e.wr[ARCH];
+            c.uaccess.elided_rd += e.rd[2];
+            c.uaccess.elided_wr += e.wr[2];
+        }
+        c.tag_store_insns += e.tag_stores;
+        c.granules_tagged += e.granules;
+        c.tco_writes += e.tco_writes;
+        c.tfsr_reads += e.tfsr_reads;
+        c.tag_check_faults += e.faults;
+    }
+    c
+}
+
+/// The counts the profile keeps, from the tally's.
+fn kept(c: &TraceCounts) -> TraceCounts {
+    TraceCounts {
+        accesses: c.accesses,
+        architectural: c.architectural,
+        tcf_elided: c.tcf_elided,
+        if_tcma1: c.if_tcma1,
+        if_kernel_tco: c.if_kernel_tco,
+        uaccess: c.uaccess,
+        instructions_el0: c.instructions_el0,
+        instructions_el1: c.instructions_el1,
+        tag_store_insns: c.tag_store_insns,
+        granules_tagged: c.granules_tagged,
+        tco_writes: c.tco_writes,
+        tfsr_reads: c.tfsr_reads,
+        tag_check_faults: c.tag_check_faults,
+        ..TraceCounts::default()
+    }
+}
+
+fn run(steps: &[Step], slots: usize) -> (TraceCounts, Vec<PcEntry>, u64) {
+    let mut tally = Tally::default();
+    tally.set_profile(table(slots));
+    for s in steps {
+        match s {
+            Step::Retire(p) => tally.retire(p),
+            Step::Fault(p) => tally.retire_faulted_access(p),
+            Step::Insn(pc, el) => {
+                let c = tally.counts_mut();
+                if *el == 0 {
+                    c.instructions_el0 += 1;
+                } else {
+                    c.instructions_el1 += 1;
+                }
+                tally.profile_mut().unwrap().note_insn(*pc, *el);
+            }
+        }
+    }
+    let counts = tally.finish();
+    let t = tally.profile_mut().unwrap();
+    let other = t.other_notes();
+    let mut entries: Vec<PcEntry> = t.others().collect();
+    entries.extend(t.sorted_entries());
+    (counts, entries, other)
+}
+
+proptest! {
+    /// The slots and the `[other]` buckets add up to the tally, field by field, whether
+    /// the table holds every PC or overflows.
+    #[test]
+    fn the_table_adds_up_to_the_tally(steps in prop::collection::vec(step(), 0..300)) {
+        for slots in [2, 8, 256] {
+            let (counts, entries, _) = run(&steps, slots);
+            prop_assert_eq!(sum(&entries), kept(&counts), "{} slots", slots);
+        }
+    }
+
+    /// With room for every PC, nothing goes to `[other]`, each PC has one entry, and the
+    /// entries come sorted by PC.
+    #[test]
+    fn with_room_every_pc_keeps_its_own(steps in prop::collection::vec(step(), 0..300)) {
+        let (_, entries, other) = run(&steps, 1024);
+        prop_assert_eq!(other, 0);
+        let keys: Vec<_> = entries.iter().map(|e| (e.pc, e.el, e.unprivileged)).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        sorted.dedup();
+        prop_assert_eq!(keys, sorted);
+    }
+}
+
+#[test]
+fn a_pc_about_to_outgrow_its_slot_counts_on_in_other() {
+    let mut t = table(4);
+    let p = Pending {
+        pc: 0x4000_1000,
+        effect: Effect::Access,
+        el: 1,
+        read: Judged(0b11),
+        ..Pending::default()
+    };
+    t.note(&p);
+    let k = key(p.pc, 1, false);
+    let s = t.slots.iter_mut().find(|s| s.key == k).unwrap();
+    s.insns = u32::MAX;
+    t.note(&p);
+    assert_eq!(t.other_notes(), 1);
+    let other: Vec<_> = t.others().collect();
+    assert_eq!(other.len(), 1);
+    assert_eq!((other[0].insns, other[0].rd[ARCH], other[0].el), (1, 1, 1));
+    let e: Vec<_> = t.sorted_entries().collect();
+    assert_eq!(e[0].insns, u32::MAX as u64);
+}
+
+#[test]
+fn reset_empties_the_table_and_the_buckets() {
+    let mut t = table(2);
+    for i in 0..10u64 {
+        t.note_insn(0x4000_0000 + 4 * i, 0);
+    }
+    assert!(t.other_notes() > 0);
+    t.reset();
+    assert_eq!((t.used(), t.other_notes(), t.others().count()), (0, 0, 0));
+    assert_eq!(t.sorted_entries().count(), 0);
+}

@@ -1,0 +1,211 @@
+//! Where a traced phase's counts are: the hypervisor's per-PC records (`mtex.profile`), checked
+//! against the phase's counts, and gathered by function.
+
+use mtex_abi::report::PcProfileEnd;
+use mtex_trace::counts::TraceCounts;
+use mtex_trace::profile::{ARCH, PcEntry};
+use serde::Serialize;
+
+/// A phase's per-PC counts as the hypervisor sent them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PhaseProfile {
+    /// One per PC (and EL, and unprivileged or not), in PC order.
+    pub pcs: Vec<PcEntry>,
+    /// What PCs that found no room in the hypervisor's table counted, by class.
+    pub other: Vec<PcEntry>,
+    /// The closing record; None if it never came.
+    pub end: Option<PcProfileEnd>,
+}
+
+impl PhaseProfile {
+    /// Every entry: the PCs, then the `[other]` buckets.
+    pub fn all(&self) -> impl Iterator<Item = &PcEntry> {
+        self.pcs.iter().chain(&self.other)
+    }
+
+    /// What the entries add up to, in the trace's terms (the fields a profile keeps; the rest
+    /// zero).
+    pub fn sum(&self) -> TraceCounts {
+        let mut c = TraceCounts::default();
+        for e in self.all() {
+            let k = e.el != 0;
+            *(if k {
+                &mut c.instructions_el1
+            } else {
+                &mut c.instructions_el0
+            }) += e.insns;
+            for (v, by_el) in [
+                &mut c.accesses,
+                &mut c.architectural,
+                &mut c.tcf_elided,
+                &mut c.if_tcma1,
+                &mut c.if_kernel_tco,
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                if k {
+                    by_el.rd_k += e.rd[v];
+                    by_el.wr_k += e.wr[v];
+                } else {
+                    by_el.rd_u += e.rd[v];
+                    by_el.wr_u += e.wr[v];
+                }
+            }
+            if e.unprivileged {
+                let u = &mut c.uaccess;
+                u.rd += e.rd[0];
+                u.wr += e.wr[0];
+                u.arch_rd += e.rd[ARCH];
+                u.arch_wr += e.wr[ARCH];
+                u.elided_rd += e.rd[2];
+                u.elided_wr += e.wr[2];
+            }
+            c.tag_store_insns += e.tag_stores;
+            c.granules_tagged += e.granules;
+            c.tco_writes += e.tco_writes;
+            c.tfsr_reads += e.tfsr_reads;
+            c.tag_check_faults += e.faults;
+        }
+        c
+    }
+
+    /// Why this profile cannot be shown as the phase's (`trace`, its counts), if it cannot:
+    /// records lost, or entries that do not add up to the counts exactly.
+    pub fn problem(&self, trace: &TraceCounts) -> Option<String> {
+        let Some(end) = self.end else {
+            return Some("its profile by PC was cut off (no end record)".into());
+        };
+        let got = self.pcs.len() + self.other.len();
+        if got != end.records as usize {
+            return Some(format!(
+                "its profile by PC has {got} records of the {} sent",
+                end.records
+            ));
+        }
+        let kept = kept(trace);
+        let sum = self.sum();
+        (sum != kept).then(|| {
+            format!(
+                "its profile by PC does not add up to its counts: {}",
+                differences(&sum, &kept).join(", ")
+            )
+        })
+    }
+}
+
+/// The counts a profile keeps, from a phase's.
+fn kept(c: &TraceCounts) -> TraceCounts {
+    TraceCounts {
+        accesses: c.accesses,
+        architectural: c.architectural,
+        tcf_elided: c.tcf_elided,
+        if_tcma1: c.if_tcma1,
+        if_kernel_tco: c.if_kernel_tco,
+        uaccess: c.uaccess,
+        instructions_el0: c.instructions_el0,
+        instructions_el1: c.instructions_el1,
+        tag_store_insns: c.tag_store_insns,
+        granules_tagged: c.granules_tagged,
+        tco_writes: c.tco_writes,
+        tfsr_reads: c.tfsr_reads,
+        tag_check_faults: c.tag_check_faults,
+        ..TraceCounts::default()
+    }
+}
+
+/// The fields where `a` and `b` differ, as `name profile X, counts Y`.
+fn differences(a: &TraceCounts, b: &TraceCounts) -> Vec<String> {
+    let (a, b) = (
+        serde_json::to_value(a).unwrap_or_default(),
+        serde_json::to_value(b).unwrap_or_default(),
+    );
+    let mut out = Vec::new();
+    flat_diff("", &a, &b, &mut out);
+    out
+}
+
+fn flat_diff(prefix: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (serde_json::Value::Object(x), serde_json::Value::Object(y)) => {
+            for (k, v) in x {
+                let name = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flat_diff(&name, v, &y[k], out);
+            }
+        }
+        _ if a != b => out.push(format!("{prefix} profile {a}, counts {b}")),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(pc: u64, el: u8, insns: u64, rd_arch: u64) -> PcEntry {
+        PcEntry {
+            pc,
+            el,
+            insns,
+            rd: [rd_arch, rd_arch, 0, 0, 0],
+            ..PcEntry::default()
+        }
+    }
+
+    fn profile(pcs: Vec<PcEntry>) -> PhaseProfile {
+        let records = pcs.len() as u32;
+        PhaseProfile {
+            pcs,
+            other: vec![],
+            end: Some(PcProfileEnd {
+                records,
+                ..PcProfileEnd::default()
+            }),
+        }
+    }
+
+    fn counts(insns_k: u64, rd_k: u64) -> TraceCounts {
+        let mut c = TraceCounts {
+            instructions_el1: insns_k,
+            ..TraceCounts::default()
+        };
+        c.accesses.rd_k = rd_k;
+        c.architectural.rd_k = rd_k;
+        // Counts a profile does not keep never make it disagree.
+        c.dsb = 7;
+        c
+    }
+
+    #[test]
+    fn a_profile_that_adds_up_has_no_problem() {
+        let p = profile(vec![entry(0x1000, 1, 3, 2), entry(0x1004, 1, 1, 0)]);
+        assert_eq!(p.problem(&counts(4, 2)), None);
+    }
+
+    #[test]
+    fn a_profile_short_of_the_counts_is_a_problem_naming_the_field() {
+        let p = profile(vec![entry(0x1000, 1, 3, 2)]);
+        let why = p.problem(&counts(4, 2)).unwrap();
+        assert!(
+            why.contains("instructions_el1 profile 3, counts 4"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_lost_record_or_end_is_a_problem() {
+        let mut p = profile(vec![entry(0x1000, 1, 4, 2)]);
+        p.end.as_mut().unwrap().records = 2;
+        assert!(
+            p.problem(&counts(4, 2))
+                .unwrap()
+                .contains("1 records of the 2")
+        );
+        p.end = None;
+        assert!(p.problem(&counts(4, 2)).unwrap().contains("cut off"));
+    }
+}
