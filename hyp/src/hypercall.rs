@@ -247,6 +247,7 @@ pub fn close_phase(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
             .send(&Record::PhaseTrace(PhaseTrace { id, counts }));
         hyp.report.send(&Record::TraceMore(trace_more(id, &counts)));
         hyp.report.send(&Record::StepEngine(hyp.tracer.engine()));
+        hyp.tracer.send_profile(id, &mut hyp.report);
     }
     if let Some((record, sites)) = watch {
         for site in sites.into_iter().flatten() {

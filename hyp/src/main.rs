@@ -201,6 +201,9 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         opts.runs,
         opts.step,
     );
+    if opts.profile {
+        hyp.tracer.enable_profile();
+    }
     hyp.tco = tco_watch::Watcher::new(
         opts.tco_watch,
         boot.guest_ram,

@@ -188,6 +188,7 @@ impl Hyp {
             // out of its PMU and oracle checks, as for a phase that ended.
             self.report
                 .send(&mtex_abi::Record::StepEngine(self.tracer.engine()));
+            self.tracer.send_profile(id, &mut self.report);
         }
         self.report.finish(exit)
     }

@@ -21,6 +21,7 @@ use mtex_trace::EXCLUSIVE_RETRIES;
 use mtex_trace::counts::{BlockGranules, Effect, Pending, Tally, TraceCounts};
 use mtex_trace::decode::{self, Insn};
 use mtex_trace::predicate::Controls;
+use mtex_trace::profile::{PcSlot, PcTable};
 use mtex_trace::run::{MAX_LEAVES, Plan};
 use tock_registers::interfaces::{Readable, Writeable};
 
@@ -55,6 +56,9 @@ const RUN_BREAKPOINTS: usize = MAX_LEAVES + 2;
 const PLAN_SLOTS: usize = 256;
 /// Start addresses remembered as not worth a run.
 const NO_RUN_SLOTS: usize = 1024;
+/// PCs the per-PC profile keeps per phase (`mtex.profile=1`): a Linux window's kernel and
+/// user paths fit with room to spare; more go to `[other]`, still counted.
+const PROFILE_SLOTS: usize = 8192;
 
 pub struct Tracer {
     active: bool,
@@ -69,6 +73,9 @@ pub struct Tracer {
     /// The step fast path may retire inert instructions (`mtex.step=fast`); off, every step
     /// goes through the full path (the reference the fast paths are proven against).
     fast_enabled: bool,
+    /// The tally keeps its counts by PC too (`mtex.profile=1`): every instruction is then
+    /// retired with its PC, so the asm fast path, which retires inert ones by number, is off.
+    profiling: bool,
     /// Planned runs, direct-mapped by start address, with the exact key each was planned
     /// under (start, TTBR0, TTBR1): a loop re-enters the same runs, and planning costs more
     /// than looking here. The run in progress is `plans[run_slot]` while `run_armed`.
@@ -143,6 +150,7 @@ impl Tracer {
             failed_stxr: None,
             runs_enabled: fast && runs && breakpoints() >= RUN_BREAKPOINTS,
             fast_enabled: fast,
+            profiling: false,
             plans: alloc::vec![Plan::default(); PLAN_SLOTS].into_boxed_slice(),
             plan_keys: alloc::vec![[u64::MAX; 3]; PLAN_SLOTS].into_boxed_slice(),
             plan_gens: alloc::vec![0; PLAN_SLOTS].into_boxed_slice(),
@@ -172,6 +180,50 @@ impl Tracer {
             irqs_at_el2: false,
             irq_stopped_run: false,
         }
+    }
+
+    /// Keeps every traced phase's counts by PC as well (`mtex.profile=1`). Once, at boot.
+    pub fn enable_profile(&mut self) {
+        let slots = alloc::vec![PcSlot::default(); PROFILE_SLOTS].leak();
+        self.tally.set_profile(PcTable::new(slots));
+        self.profiling = true;
+    }
+
+    /// Sends the phase's per-PC records, then their end; nothing if not profiling. After
+    /// `stop` or `partial` (the counts are taken; the table is cleared at the next `start`).
+    pub fn send_profile(&mut self, id: u32, report: &mut crate::report::Reporter) {
+        use mtex_abi::report::{PcProfile, PcProfileEnd};
+        let Some(t) = self.tally.profile_mut() else {
+            return;
+        };
+        let (pcs, other_notes) = (t.used(), t.other_notes());
+        let others: [Option<_>; 3] = {
+            let mut o = t.others();
+            [o.next(), o.next(), o.next()]
+        };
+        let mut records = 0;
+        for entry in t.sorted_entries() {
+            report.send(&mtex_abi::Record::PcProfile(PcProfile {
+                id,
+                other: false,
+                entry,
+            }));
+            records += 1;
+        }
+        for entry in others.into_iter().flatten() {
+            report.send(&mtex_abi::Record::PcProfile(PcProfile {
+                id,
+                other: true,
+                entry,
+            }));
+            records += 1;
+        }
+        report.send(&mtex_abi::Record::PcProfileEnd(PcProfileEnd {
+            id,
+            records,
+            pcs,
+            other_notes,
+        }));
     }
 
     /// Linux mode: the guest owns its interrupts (see `irqs_to_guest`).
@@ -446,7 +498,11 @@ impl Tracer {
             self.armed = false;
             return;
         }
-        if self.fast_enabled && !self.virq_pending && word.is_some_and(decode::is_inert) {
+        if self.fast_enabled
+            && !self.profiling
+            && !self.virq_pending
+            && word.is_some_and(decode::is_inert)
+        {
             // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
             let f = unsafe { fast() };
             // Inert: the fast path may retire it (and those after it) on its own.

@@ -438,6 +438,21 @@ impl Plan {
         }
     }
 
+    /// Calls `f(address)` for each inert instruction the run executed on `path` (those the
+    /// tally counts by number: neither static, nor predicted, nor a dynamic root), from the
+    /// last to the first.
+    pub fn inert_on_path(&self, path: &Path, mut f: impl FnMut(u64)) {
+        let mut i = path.stop;
+        while i != 0 {
+            i = self.parent[i] as usize;
+            let counted_apart =
+                (self.statics | self.predicted) & (1 << i) != 0 || (i == 0 && self.dynamic_root);
+            if !counted_apart {
+                f(self.visited[i].0);
+            }
+        }
+    }
+
     /// True if `pc` is one of the plan's exits.
     pub fn is_leaf(&self, pc: u64) -> bool {
         self.leaves[..self.n_leaves].iter().any(|(a, _)| *a == pc)
@@ -1076,6 +1091,18 @@ mod tests {
                 k += 1;
             }
             proptest::prop_assert_eq!(&listed[..m], &want[..k]);
+            // The rest are the inert ones, each once: with the statics and a dynamic root,
+            // every instruction executed.
+            let mut inert = [0u64; 64];
+            let mut q = 0;
+            p.inert_on_path(&path, |a| { inert[q] = a; q += 1; });
+            let dynamic_root = (p.dynamic_root && n > 0) as usize;
+            proptest::prop_assert_eq!(q + m + dynamic_root, n);
+            for a in &inert[..q] {
+                proptest::prop_assert!(executed[..n].contains(a), "{} never ran", a);
+                proptest::prop_assert!(!listed[..m].contains(a), "{} counted twice", a);
+                proptest::prop_assert!(dynamic_root == 0 || *a != start, "the root twice");
+            }
         }
     }
 

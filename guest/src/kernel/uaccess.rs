@@ -25,9 +25,12 @@ pub unsafe fn unsafe_get_user_u32(uaddr: u64) -> u32 {
 }
 
 /// copy_from_user of `n` bytes (a non-zero multiple of 8): one LDTR and one STR per 8 bytes.
+/// Out of line, as Linux's `__arch_copy_from_user` is: a profile names it as the function
+/// that makes the kernel's checked user reads.
 ///
 /// # Safety
 /// The user range must pass [`access_ok`] and be mapped; `kdst` must be `n` kernel bytes.
+#[inline(never)]
 pub unsafe fn copy_from_user(kdst: u64, usrc: u64, n: u64) {
     // SAFETY: the caller checked both ranges.
     unsafe {
@@ -50,6 +53,7 @@ pub unsafe fn copy_from_user(kdst: u64, usrc: u64, n: u64) {
 ///
 /// # Safety
 /// As [`copy_from_user`].
+#[inline(never)]
 pub unsafe fn copy_to_user(udst: u64, ksrc: u64, n: u64) {
     // SAFETY: the caller checked both ranges.
     unsafe {

@@ -14,6 +14,7 @@ mod linux;
 mod oracle;
 mod pmu;
 mod probe;
+mod profile;
 mod scenario;
 mod snippet;
 mod trap_path;

@@ -105,6 +105,11 @@ impl Tracer {
         if let Some((p, _, false)) = &stx_judged {
             access_faulted(&mut self.tally, p);
         }
+        if let Some(t) = self.tally.profile_mut() {
+            // The inert instructions one by one, with their PCs (the tally takes them by
+            // number; the host checks the two agree).
+            self.plans[self.run_slot].inert_on_path(&path, |pc| t.note_insn(pc, el));
+        }
         let counts = self.tally.counts_mut();
         if el == 0 {
             counts.instructions_el0 += inert;
@@ -464,6 +469,9 @@ impl Tracer {
         // per instruction under `-icount shift=0` at 1 GHz (as entry.rs's constants count).
         // Without this, a timer interrupt would land elsewhere than on the stepped path.
         CNTVOFF_EL2.set(CNTVOFF_EL2.get().wrapping_sub(1));
+        if let Some(t) = self.tally.profile_mut() {
+            t.note_insn(st.pc, st.el);
+        }
         let counts = self.tally.counts_mut();
         if st.el == 0 {
             counts.instructions_el0 += 1;

@@ -1,0 +1,138 @@
+//! The per-PC profile (`mtex.profile=1`) changes no count, adds up to every traced phase's
+//! counts exactly (the report's own check, which makes a run fail), and is the same whichever
+//! way the engine stepped: the reference path retires every instruction one by one with its
+//! PC, breakpoint runs attribute theirs from the plan, so equal tables prove the runs'
+//! attribution exact.
+
+use mtex::equality::{self, FAST_RUNS, PLAIN, PROGRAMS};
+use mtex::qemu::{self, RunConfig};
+use mtex::report::{self, Report};
+use mtex::symbols::Symbols;
+use std::time::Duration;
+
+use mtex::images::built as images;
+
+const PROFILE: &str = "mtex.profile=1";
+
+fn boot(cmdline: String) -> Report {
+    let cfg = RunConfig {
+        cmdline,
+        timeout: Duration::from_secs(300),
+        ..RunConfig::default()
+    };
+    let console = qemu::run(images(), &cfg).expect("running QEMU");
+    assert!(!console.timed_out, "{}: host time limit hit", cfg.cmdline);
+    report::parse(&console.text)
+}
+
+/// Boots `program` unprofiled, and profiled with runs and on the reference path.
+fn three_boots(program: &str) -> [Report; 3] {
+    let (_, line) = PROGRAMS.iter().find(|(n, _)| *n == program).unwrap();
+    images();
+    let lines = [
+        format!("{line} {}", FAST_RUNS.opts),
+        format!("{line} {} {PROFILE}", FAST_RUNS.opts),
+        format!("{line} {} {PROFILE}", PLAIN.opts),
+    ];
+    std::thread::scope(|s| {
+        let boots: Vec<_> = lines.map(|l| s.spawn(move || boot(l))).into();
+        let mut r = boots.into_iter().map(|b| b.join().unwrap());
+        [(); 3].map(|_| r.next().unwrap())
+    })
+}
+
+fn assert_profile_exact(program: &str) {
+    let [unprofiled, profiled, plain] = three_boots(program);
+    for (what, r) in [("profiled", &profiled), ("profiled, plain", &plain)] {
+        let problems = equality::run_problems(r);
+        assert!(problems.is_empty(), "{program} {what}: {problems:#?}");
+        let traced: Vec<_> = r.phases.iter().filter(|p| p.trace.is_some()).collect();
+        assert!(!traced.is_empty(), "{program}: no traced phase");
+        for p in traced {
+            let profile = p
+                .profile
+                .as_ref()
+                .unwrap_or_else(|| panic!("{program} {what}: phase {} has no profile", p.name));
+            // The check the report makes, made here too: a report that stopped making it
+            // would otherwise pass.
+            assert_eq!(
+                profile.problem(p.trace.as_ref().unwrap()),
+                None,
+                "{}",
+                p.name
+            );
+            assert!(profile.other.is_empty(), "{}: table overflowed", p.name);
+        }
+        assert!(
+            !r.phases
+                .iter()
+                .any(|p| p.trace.is_none() && p.profile.is_some()),
+            "{program}: a profile of an untraced phase"
+        );
+    }
+    // Profiling changes no count.
+    let c = equality::compare(&unprofiled, &profiled, FAST_RUNS);
+    assert!(c.differences.is_empty(), "{program}: {:#?}", c.differences);
+    assert_eq!(c.phases, unprofiled.phases.len());
+    // Runs attribute their instructions to the PCs the reference path steps one by one.
+    for (a, b) in plain.phases.iter().zip(&profiled.phases) {
+        assert_eq!(a.name, b.name);
+        let (pa, pb) = (a.profile.as_ref(), b.profile.as_ref());
+        assert_eq!(
+            pa.map(|p| &p.pcs),
+            pb.map(|p| &p.pcs),
+            "{program} phase {}: per-PC counts differ between step=plain and runs",
+            a.name
+        );
+    }
+}
+
+#[test]
+fn trace_program() {
+    assert_profile_exact("trace");
+}
+
+#[test]
+fn el0_program() {
+    assert_profile_exact("el0");
+}
+
+#[test]
+fn kernel_matrix() {
+    assert_profile_exact("kernel");
+}
+
+#[test]
+fn hostile_vector() {
+    assert_profile_exact("hostile-vector");
+}
+
+/// The kernel's uaccess workload copies from user memory with `copy_from_user`'s LDTR: its
+/// checked uaccess reads are at PCs inside that function, and nowhere else.
+#[test]
+fn uaccess_reads_are_in_copy_from_user() {
+    let r = boot(format!(
+        "mtex.guest=kernel mtex.policies=entry-tco mtex.workloads=uaccess-heavy mtex.trace=only \
+         {PROFILE}"
+    ));
+    assert!(equality::run_problems(&r).is_empty(), "{:#?}", r.problems);
+    let syms = Symbols::load(&images().guest_elf);
+    let phase = r.phases.iter().find(|p| p.trace.is_some()).unwrap();
+    let (trace, profile) = (phase.trace.unwrap(), phase.profile.as_ref().unwrap());
+    assert!(
+        trace.uaccess.arch_rd > 0,
+        "the workload made no checked uaccess read"
+    );
+    let mut in_copy = 0;
+    for e in profile.pcs.iter().filter(|e| e.unprivileged) {
+        let f = syms.lookup(e.pc).unwrap_or_else(|| format!("{:#x}", e.pc));
+        if e.rd[mtex_trace::profile::ARCH] > 0 {
+            assert!(
+                f.contains("copy_from_user"),
+                "a checked uaccess read in {f}"
+            );
+            in_copy += e.rd[mtex_trace::profile::ARCH];
+        }
+    }
+    assert_eq!(in_copy, trace.uaccess.arch_rd);
+}
