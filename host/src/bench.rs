@@ -561,3 +561,108 @@ pub fn render_headline(h: &Headline, traps_n: u64) -> String {
     }
     o
 }
+
+/// What the per-PC profile (`mtex.profile=1`) costs, on one program in one mode: EL2
+/// instructions and exits per traced instruction without it and with it, its records, and
+/// the wall time of the boot (under -icount, the same guest work both ways).
+pub struct ProfileCost {
+    pub what: &'static str,
+    pub mode: Mode,
+    pub off: PerInstruction,
+    pub on: PerInstruction,
+    /// PcProfile records sent, and distinct PCs, over the run's traced phases.
+    pub records: u64,
+    pub pcs: u64,
+    pub wall: (Duration, Duration),
+}
+
+impl ProfileCost {
+    /// EL2 instructions per traced instruction, with the profile over without.
+    pub fn ratio(&self) -> f64 {
+        self.on.el2 / self.off.el2.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// The profile's cost on the trace program and the kernel matrix, with runs (the default)
+/// and stepping every instruction.
+pub fn profile_cost(boots: &Boots) -> Result<Vec<ProfileCost>> {
+    let mut out = Vec::new();
+    let programs = [
+        ("trace program", "mtex.guest=trace"),
+        ("kernel matrix", KERNEL),
+    ];
+    let mut lines = Vec::new();
+    for (_, line) in programs {
+        for mode in [FAST_RUNS, FAST] {
+            lines.push((with(line, mode), true));
+            lines.push((format!("{} mtex.profile=1", with(line, mode)), true));
+        }
+    }
+    boots.prefetch(&lines, 2)?;
+    for (what, line) in programs {
+        for mode in [FAST_RUNS, FAST] {
+            let off = boots.ok(&with(line, mode), true)?;
+            let on = boots.ok(&format!("{} mtex.profile=1", with(line, mode)), true)?;
+            let (mut records, mut pcs) = (0, 0);
+            for e in on
+                .report
+                .phases
+                .iter()
+                .filter_map(|p| p.profile.as_ref()?.end)
+            {
+                records += e.records as u64;
+                pcs += e.pcs as u64;
+            }
+            out.push(ProfileCost {
+                what,
+                mode,
+                off: per_instruction(&off.report)?,
+                on: per_instruction(&on.report)?,
+                records,
+                pcs,
+                wall: (off.wall, on.wall),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The profile's cost as `cargo mtex bench profile` prints it.
+pub fn render_profile_cost(costs: &[ProfileCost]) -> String {
+    use std::fmt::Write;
+    let mut o = String::from(
+        "mtex bench profile: what mtex.profile=1 costs (EL2 instructions per traced instruction \
+         under -icount shift=0: exact)\n\n",
+    );
+    let _ = writeln!(
+        o,
+        "{:<14} {:<22} {:>8} {:>8} {:>6} {:>9} {:>9} {:>7} {:>7} {:>8}",
+        "program",
+        "mode",
+        "EL2 off",
+        "EL2 on",
+        "ratio",
+        "exits off",
+        "exits on",
+        "PCs",
+        "records",
+        "wall on"
+    );
+    for c in costs {
+        let _ = writeln!(
+            o,
+            "{:<14} {:<22} {:>8.1} {:>8.1} {:>5.2}x {:>9.3} {:>9.3} {:>7} {:>7} {:>7.1}s",
+            c.what,
+            mode_name(c.mode),
+            c.off.el2,
+            c.on.el2,
+            c.ratio(),
+            c.off.exits,
+            c.on.exits,
+            c.pcs,
+            c.records,
+            c.wall.1.as_secs_f64()
+        );
+    }
+    o
+}

@@ -228,6 +228,9 @@ enum BenchCmd {
             value_parser = mtex::input::number_in(1u64, u64::MAX))]
         n: u64,
     },
+    /// What the per-PC profile (mtex.profile=1) costs: EL2 instructions and exits per traced
+    /// instruction without it and with it, on the trace program and the kernel matrix.
+    Profile,
 }
 
 /// Writes a report to stdout. A reader that stops early (`mtex report DIR | head`) is not an
@@ -469,6 +472,13 @@ fn real_main() -> Result<ExitCode> {
                 }
                 Some(BenchCmd::Trace { n }) => {
                     print_bench_trace(&bench::trace(&boots, n)?);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(BenchCmd::Profile) => {
+                    print!(
+                        "{}",
+                        bench::render_profile_cost(&bench::profile_cost(&boots)?)
+                    );
                     Ok(ExitCode::SUCCESS)
                 }
             }

@@ -199,6 +199,8 @@ pub struct PcTable {
     /// Notes that went to `[other]`.
     other_notes: u64,
     used: u32,
+    /// The slots were sorted (by [`PcTable::sorted_entries`]): the used ones are last.
+    sorted: bool,
 }
 
 /// The key of `pc` executed at `el`, unprivileged or not.
@@ -217,14 +219,27 @@ impl PcTable {
             other: [PcEntry::default(); 3],
             other_notes: 0,
             used: 0,
+            sorted: false,
         };
+        t.slots.fill(PcSlot::default());
         t.reset();
         t
     }
 
-    /// Empties it.
+    /// Empties it. Only the slots in use are cleared: after [`sorted_entries`] they are the
+    /// last ones, so a phase pays for the PCs it had, not
+    /// for the table's size.
+    ///
+    /// [`sorted_entries`]: Self::sorted_entries
     pub fn reset(&mut self) {
-        self.slots.fill(PcSlot::default());
+        let used = self.used as usize;
+        let n = self.slots.len();
+        if self.sorted {
+            self.slots[n - used..].fill(PcSlot::default());
+        } else if used != 0 {
+            self.slots.fill(PcSlot::default());
+        }
+        self.sorted = false;
         self.other = [PcEntry::default(); 3];
         for (class, o) in self.other.iter_mut().enumerate() {
             o.el = (class != 0) as u8;
@@ -328,7 +343,9 @@ impl PcTable {
     /// order PCs were first seen in, and gives their entries. The table must be
     /// [`reset`](Self::reset) before it counts again.
     pub fn sorted_entries(&mut self) -> impl Iterator<Item = PcEntry> + '_ {
-        self.slots.sort_unstable_by_key(|s| s.key);
+        // Empty slots first, whatever the keys (PC 0 at EL1 has a key below EMPTY's).
+        self.slots.sort_unstable_by_key(|s| (s.key != EMPTY, s.key));
+        self.sorted = true;
         self.slots
             .iter()
             .filter(|s| s.key != EMPTY)

@@ -206,6 +206,28 @@ fn a_pc_about_to_outgrow_its_slot_counts_on_in_other() {
     assert_eq!(e[0].insns, u32::MAX as u64);
 }
 
+/// A table reset after its entries were taken (the cheap reset) or before (the full one)
+/// counts the next phase from nothing, PCs included.
+#[test]
+fn a_reset_table_counts_only_the_next_phase() {
+    for take_first in [true, false] {
+        let mut t = table(16);
+        // PC 0 at EL1 too: its key is below an empty slot's.
+        for i in 0..12u64 {
+            t.note_insn(4 * i, 1);
+        }
+        if take_first {
+            assert_eq!(t.sorted_entries().count(), 12);
+        }
+        t.reset();
+        t.note_insn(0x5000_0000, 0);
+        let e: Vec<_> = t.sorted_entries().collect();
+        assert_eq!(e.len(), 1, "{take_first}");
+        assert_eq!((e[0].pc, e[0].el, e[0].insns), (0x5000_0000, 0, 1));
+        assert!(t.slots.iter().filter(|s| s.key != EMPTY).count() == 1);
+    }
+}
+
 #[test]
 fn reset_empties_the_table_and_the_buckets() {
     let mut t = table(2);
