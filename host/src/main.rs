@@ -111,6 +111,11 @@ enum Cmd {
         /// QEMU 10.0 checks no tags on the accesses it hooks, so no tag-check fault happens.
         #[arg(long)]
         oracle: bool,
+        /// Also count every traced phase by PC, and report where its checks are: the
+        /// functions that make them, a folded-stacks file and a flame graph per counter
+        /// (docs/profile.md). Costs the trace about a sixth more EL2 time.
+        #[arg(long)]
+        profile: bool,
     },
     /// Write an ESP tree (EFI/BOOT/BOOTAA64.EFI, the images, the options) for a USB stick or
     /// an EFI partition: copy DIR's contents to the root of a FAT file system.
@@ -275,6 +280,7 @@ fn real_main() -> Result<ExitCode> {
             acpi,
             memory,
             oracle,
+            profile,
         } => {
             // Bad input is found here, before anything is built or booted.
             let plan = match (scenario, guest.is_some() || !opts.is_empty()) {
@@ -300,6 +306,9 @@ fn real_main() -> Result<ExitCode> {
             let configure =
                 |mut cfg: qemu::RunConfig| -> Result<(qemu::RunConfig, scenario_run::Keep)> {
                     cfg.icount = !no_icount;
+                    if profile {
+                        cfg.cmdline.push_str(" mtex.profile=1");
+                    }
                     if let Some(level) = log {
                         let name = format!("{level:?}").to_lowercase();
                         cfg.cmdline = format!("{} mtex.log={name}", cfg.cmdline);
@@ -330,6 +339,7 @@ fn real_main() -> Result<ExitCode> {
                     if let Some(m) = memory {
                         cfg.memory_mib = m;
                     }
+
                     if let Some(plugin) = &oracle_plugin {
                         boots.set(boots.get() + 1);
                         cfg.oracle = Some(mtex::oracle_check::OracleRun {

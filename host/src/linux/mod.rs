@@ -77,6 +77,11 @@ pub struct Args {
     /// watches (a QEMU 10.0 limit), so tag-check faults do not happen in such a run.
     #[arg(long)]
     pub oracle: bool,
+    /// Also count every window by PC, and report where its checks are: the functions that
+    /// make them, a folded-stacks file and a flame graph per counter (docs/profile.md).
+    /// Costs the trace about a sixth more EL2 time.
+    #[arg(long)]
+    pub profile: bool,
     /// Print the full report (each window in every view, every trapped write): report.txt.
     #[arg(long, short)]
     pub verbose: bool,
@@ -421,11 +426,12 @@ pub fn boot(args: &Args, p: &Prepared, which: Boot) -> Result<Booted> {
     };
     let linux_console = p.run_dir.join("linux-console.log");
     let icount = !args.no_icount;
+    let mut line = cmdline(args, which == Boot::Symbols, &p.kernel.append);
+    if args.profile && which == Boot::Measured {
+        line.push_str(" mtex.profile=1");
+    }
     let cfg = qemu::RunConfig {
-        cmdline: qemu::guest_time_for(
-            &cmdline(args, which == Boot::Symbols, &p.kernel.append),
-            icount,
-        ),
+        cmdline: qemu::guest_time_for(&line, icount),
         icount,
         timeout: Duration::from_secs(args.timeout),
         // Guest RAM, plus the staged bundle and the hypervisor beside it.

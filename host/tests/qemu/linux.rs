@@ -210,6 +210,7 @@ fn linux_mode_without_a_uart_for_linux_is_refused_at_boot() {
         timeout: 120,
         no_icount: false,
         oracle: false,
+        profile: false,
         verbose: false,
         symbols: None,
         scenario: None,
