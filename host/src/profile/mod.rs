@@ -1,5 +1,7 @@
 //! Where a traced phase's counts are: the hypervisor's per-PC records (`mtex.profile`), checked
-//! against the phase's counts, and gathered by function.
+//! against the phase's counts, and gathered by function (`functions`).
+
+pub mod functions;
 
 use mtex_abi::report::PcProfileEnd;
 use mtex_trace::counts::TraceCounts;
@@ -26,48 +28,7 @@ impl PhaseProfile {
     /// What the entries add up to, in the trace's terms (the fields a profile keeps; the rest
     /// zero).
     pub fn sum(&self) -> TraceCounts {
-        let mut c = TraceCounts::default();
-        for e in self.all() {
-            let k = e.el != 0;
-            *(if k {
-                &mut c.instructions_el1
-            } else {
-                &mut c.instructions_el0
-            }) += e.insns;
-            for (v, by_el) in [
-                &mut c.accesses,
-                &mut c.architectural,
-                &mut c.tcf_elided,
-                &mut c.if_tcma1,
-                &mut c.if_kernel_tco,
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                if k {
-                    by_el.rd_k += e.rd[v];
-                    by_el.wr_k += e.wr[v];
-                } else {
-                    by_el.rd_u += e.rd[v];
-                    by_el.wr_u += e.wr[v];
-                }
-            }
-            if e.unprivileged {
-                let u = &mut c.uaccess;
-                u.rd += e.rd[0];
-                u.wr += e.wr[0];
-                u.arch_rd += e.rd[ARCH];
-                u.arch_wr += e.wr[ARCH];
-                u.elided_rd += e.rd[2];
-                u.elided_wr += e.wr[2];
-            }
-            c.tag_store_insns += e.tag_stores;
-            c.granules_tagged += e.granules;
-            c.tco_writes += e.tco_writes;
-            c.tfsr_reads += e.tfsr_reads;
-            c.tag_check_faults += e.faults;
-        }
-        c
+        sum(self.all())
     }
 
     /// Why this profile cannot be shown as the phase's (`trace`, its counts), if it cannot:
@@ -92,6 +53,52 @@ impl PhaseProfile {
             )
         })
     }
+}
+
+/// What `entries` add up to, in the trace's terms (the fields a profile keeps; the rest zero).
+pub fn sum<'a>(entries: impl IntoIterator<Item = &'a PcEntry>) -> TraceCounts {
+    let mut c = TraceCounts::default();
+    for e in entries {
+        let k = e.el != 0;
+        *(if k {
+            &mut c.instructions_el1
+        } else {
+            &mut c.instructions_el0
+        }) += e.insns;
+        for (v, by_el) in [
+            &mut c.accesses,
+            &mut c.architectural,
+            &mut c.tcf_elided,
+            &mut c.if_tcma1,
+            &mut c.if_kernel_tco,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if k {
+                by_el.rd_k += e.rd[v];
+                by_el.wr_k += e.wr[v];
+            } else {
+                by_el.rd_u += e.rd[v];
+                by_el.wr_u += e.wr[v];
+            }
+        }
+        if e.unprivileged {
+            let u = &mut c.uaccess;
+            u.rd += e.rd[0];
+            u.wr += e.wr[0];
+            u.arch_rd += e.rd[ARCH];
+            u.arch_wr += e.wr[ARCH];
+            u.elided_rd += e.rd[2];
+            u.elided_wr += e.wr[2];
+        }
+        c.tag_store_insns += e.tag_stores;
+        c.granules_tagged += e.granules;
+        c.tco_writes += e.tco_writes;
+        c.tfsr_reads += e.tfsr_reads;
+        c.tag_check_faults += e.faults;
+    }
+    c
 }
 
 /// The counts a profile keeps, from a phase's.
