@@ -1,7 +1,10 @@
 //! Where a traced phase's counts are: the hypervisor's per-PC records (`mtex.profile`), checked
 //! against the phase's counts, and gathered by function (`functions`).
 
+#[cfg(test)]
+pub(crate) mod fixture;
 pub mod functions;
+pub mod text;
 
 use mtex_abi::report::PcProfileEnd;
 use mtex_trace::counts::TraceCounts;
