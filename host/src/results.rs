@@ -9,7 +9,6 @@
 //!   the text report, CSV, comparisons and plots;
 //! - a top-level `success`.
 
-use crate::profile::PhaseProfile;
 use crate::profile::functions::by_function;
 use crate::report::{Phase, Report, Write};
 use crate::symbols::Symbols;
@@ -294,7 +293,7 @@ pub fn untraced_counters(u: &crate::report::Untraced) -> UntracedOut {
 
 fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
     let pp = p.params;
-    let profile = usable_profile(p);
+    let profile = crate::profile::of_phase(p).cloned();
     let untraced = p.untraced.as_ref().map(untraced_counters);
     let (untraced_counts, not_supported, not_counted) = untraced
         .map(|u| (u.counters, u.not_supported, u.not_counted))
@@ -328,13 +327,6 @@ fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
             .unwrap_or_default(),
         profile,
     }
-}
-
-/// The phase's profile by PC, if it adds up to the phase's counts (one that does not is a
-/// problem of the run, and none of its figures is shown).
-fn usable_profile(p: &Phase) -> Option<PhaseProfile> {
-    let (f, t) = (p.profile.as_ref()?, p.trace.as_ref()?);
-    f.problem(t).is_none().then(|| f.clone())
 }
 
 fn write_out(w: &Write) -> WriteOut {

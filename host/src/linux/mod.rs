@@ -537,6 +537,15 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::results::Results)> {
             .find(|x| x.seq == w.seq)
             .and_then(|x| x.symbol.clone());
     }
+    // The windows by kernel function, as the report gathers them.
+    for p in doc.runs.iter_mut().flat_map(|run| run.phases.iter_mut()) {
+        p.functions = r
+            .windows
+            .iter()
+            .find(|w| format!("window {}", w.id) == p.name)
+            .map(|w| w.functions.clone())
+            .unwrap_or_default();
+    }
     let form = if args.verbose {
         crate::forms::Form::Full
     } else {

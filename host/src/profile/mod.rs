@@ -58,6 +58,13 @@ impl PhaseProfile {
     }
 }
 
+/// A phase's profile by PC, if it adds up to the phase's counts (one that does not is a
+/// problem of the run, and none of its figures is shown).
+pub fn of_phase(p: &crate::report::Phase) -> Option<&PhaseProfile> {
+    let (f, t) = (p.profile.as_ref()?, p.trace.as_ref()?);
+    f.problem(t).is_none().then_some(f)
+}
+
 /// What `entries` add up to, in the trace's terms (the fields a profile keeps; the rest zero).
 pub fn sum<'a>(entries: impl IntoIterator<Item = &'a PcEntry>) -> TraceCounts {
     let mut c = TraceCounts::default();
