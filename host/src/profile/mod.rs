@@ -3,6 +3,7 @@
 
 #[cfg(test)]
 pub(crate) mod fixture;
+pub mod flame;
 pub mod folded;
 pub mod functions;
 pub mod text;
