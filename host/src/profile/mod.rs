@@ -60,6 +60,26 @@ impl PhaseProfile {
     }
 }
 
+/// Writes the folded stacks and flame graphs of `doc`'s profiled phases under `dir`
+/// (`profile/...`, see `folded`); returns the files written.
+pub fn write(
+    doc: &crate::results::Results,
+    dir: &std::path::Path,
+) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    use anyhow::Context;
+    let mut files = Vec::new();
+    for (rel, text) in folded::files(doc).into_iter().chain(flame::files(doc)?) {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        files.push(path);
+    }
+    Ok(files)
+}
+
 /// A phase's profile by PC, if it adds up to the phase's counts (one that does not is a
 /// problem of the run, and none of its figures is shown).
 pub fn of_phase(p: &crate::report::Phase) -> Option<&PhaseProfile> {
