@@ -7,6 +7,7 @@
 use super::render::heading;
 use super::{Select, Stats, compare, gather, stats};
 use crate::perf_text::{Lines, clean, signed_thousands, thousands, thousands_f64};
+use crate::profile::text::fit;
 use crate::results::{PhaseOut, Results};
 use std::collections::BTreeSet;
 
@@ -183,23 +184,12 @@ const NAME: usize = 44;
 fn line(name: &str, a: &Stats, b: &Stats) -> String {
     format!(
         "  {:<NAME$} {:>13} {:>13} {:>12} {:>8}",
-        fit(name),
+        fit(&clean(name), NAME),
         value(a),
         value(b),
         delta(a, b),
         change(a, b)
     )
-}
-
-/// A long name keeps its end (the function's own name) behind `…`.
-fn fit(name: &str) -> String {
-    let name = clean(name);
-    let n = name.chars().count();
-    if n <= NAME {
-        return name.into_owned();
-    }
-    let tail: String = name.chars().skip(n - (NAME - 1)).collect();
-    format!("…{tail}")
 }
 
 /// The text: per phase its [`LISTED`] largest changes, the rest summed, and the total.

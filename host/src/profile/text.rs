@@ -79,7 +79,7 @@ fn share(v: u64, total: u64) -> String {
 
 /// `name` in at most `width` characters: a long one keeps its end (the function's own
 /// name, after its path) behind `…`.
-fn fit(name: &str, width: usize) -> String {
+pub fn fit(name: &str, width: usize) -> String {
     let n = name.chars().count();
     if n <= width {
         return name.to_string();
