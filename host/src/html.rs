@@ -74,6 +74,7 @@ pub fn page_with(
     summary_tables(&mut h, groups, label_header);
     expectations_and_problems(&mut h, doc);
     plots(&mut h, doc)?;
+    flame_graphs(&mut h, doc);
     for run in &doc.runs {
         run_section(&mut h, doc, run);
     }
@@ -190,6 +191,40 @@ fn plots(h: &mut String, doc: &Results) -> Result<()> {
     Ok(())
 }
 
+/// Links to the profiled phases' flame graphs (files beside the page, not inline: a kernel's
+/// can hold thousands of functions).
+fn flame_graphs(h: &mut String, doc: &Results) {
+    let mut items = Vec::new();
+    for run in &doc.runs {
+        for (i, p) in run.phases.iter().enumerate() {
+            let links: Vec<String> = crate::profile::flame::graphs(run, i, p)
+                .iter()
+                .map(|(counter, path)| format!("<a href=\"{}\">{}</a>", attr(path), text(counter)))
+                .collect();
+            if !links.is_empty() {
+                items.push(format!(
+                    "<li>{}, {}: {}</li>",
+                    text(&phase_title(p)),
+                    text(&run_label(doc, run)),
+                    links.join(" · ")
+                ));
+            }
+        }
+    }
+    if items.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<h2 id=\"flame-graphs\">Flame graphs</h2>\n<p>Where the checked accesses are, by \
+         function (the folded stacks are beside each graph).</p>\n<ul>\n",
+    );
+    for i in items {
+        h.push_str(&i);
+        h.push('\n');
+    }
+    h.push_str("</ul>\n");
+}
+
 fn run_section(h: &mut String, doc: &Results, run: &Run) {
     let label = run_label(doc, run);
     let _ = writeln!(
@@ -282,5 +317,28 @@ fn run_section(h: &mut String, doc: &Results, run: &Run) {
             run.console.len(),
             text(&crate::perf_text::clean(&run.console.join("\n")))
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_profiled_phase_links_its_flame_graphs_relatively() {
+        let (r, symbols) = crate::profile::fixture::report();
+        let mut doc = Results::single(&r);
+        doc.symbolize(&symbols);
+        let html = page(&doc).unwrap();
+        assert!(
+            html.contains(
+                "<a href=\"profile/run-1/1-futex-hash/mem_access_checked_rd_k.svg\">\
+                 mem_access_checked_rd:k</a>"
+            ),
+            "{html}"
+        );
+        assert!(!html.contains("<script"));
+        let plain = page(&Results::single(&crate::report::Report::default())).unwrap();
+        assert!(!plain.contains("flame-graphs"));
     }
 }

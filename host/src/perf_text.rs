@@ -449,6 +449,13 @@ fn phase_block(out: &mut Lines, doc: &Results, run: &Run, p: &PhaseOut) {
             "{secs:>VALUE_COLUMNS$.9} seconds guest time elapsed"
         ));
     }
+    let by_function = crate::profile::text::section(&p.functions);
+    if !by_function.is_empty() {
+        out.blank();
+    }
+    for l in by_function {
+        out.push(&l);
+    }
 }
 
 /// Where the CPU's PMU counted the MTE events and the phase was traced: the silicon's counts

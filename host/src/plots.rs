@@ -371,6 +371,8 @@ mod tests {
             counters,
             not_supported: Vec::new(),
             not_counted: Vec::new(),
+            functions: Vec::new(),
+            profile: None,
         }
     }
 

@@ -9,7 +9,9 @@
 //!   the text report, CSV, comparisons and plots;
 //! - a top-level `success`.
 
+use crate::profile::functions::by_function;
 use crate::report::{Phase, Report, Write};
+use crate::symbols::Symbols;
 use mtex_trace::counts::TraceCounts;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -118,6 +120,14 @@ pub struct PhaseOut {
     /// Counters whose pass never ran (a guest program that does not repeat its work).
     #[serde(default)]
     pub not_counted: Vec<String>,
+    /// Its counts by function, for a phase profiled by PC (`mtex.profile=1`) whose profile
+    /// adds up to its counts; each counter's rows add up to the phase's figure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<crate::profile::functions::FunctionRow>,
+    /// The profile by PC the functions come from, kept (not written) until the guest's
+    /// symbols name them ([`Results::symbolize`]).
+    #[serde(skip)]
+    pub profile: Option<crate::profile::PhaseProfile>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -283,6 +293,7 @@ pub fn untraced_counters(u: &crate::report::Untraced) -> UntracedOut {
 
 fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
     let pp = p.params;
+    let profile = crate::profile::of_phase(p).cloned();
     let untraced = p.untraced.as_ref().map(untraced_counters);
     let (untraced_counts, not_supported, not_counted) = untraced
         .map(|u| (u.counters, u.not_supported, u.not_counted))
@@ -309,6 +320,12 @@ fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
         },
         not_supported,
         not_counted,
+        // Until symbols name them, every PC is `[no symbol]`: the rows still add up.
+        functions: profile
+            .as_ref()
+            .map(|f| by_function(f, &Symbols::default()))
+            .unwrap_or_default(),
+        profile,
     }
 }
 
@@ -386,8 +403,14 @@ impl Results {
         Results::new(None, vec![run("run", 0, r)], Vec::new())
     }
 
-    /// Names the function of every trapped write's pc, from the guest's symbols.
-    pub fn symbolize(&mut self, symbols: &crate::symbols::Symbols) {
+    /// Names the function of every trapped write's pc, and gathers profiled phases by
+    /// function, from the guest's symbols.
+    pub fn symbolize(&mut self, symbols: &Symbols) {
+        for p in self.runs.iter_mut().flat_map(|r| r.phases.iter_mut()) {
+            if let Some(f) = &p.profile {
+                p.functions = by_function(f, symbols);
+            }
+        }
         for w in self.runs.iter_mut().flat_map(|r| r.writes.iter_mut()) {
             w.symbol = u64::from_str_radix(w.pc.trim_start_matches("0x"), 16)
                 .ok()
@@ -468,6 +491,30 @@ mod tests {
         );
         let back = Results::from_json(&serde_json::to_string(&doc).unwrap()).unwrap();
         assert_eq!(back, doc);
+    }
+
+    #[test]
+    fn a_profiled_phase_is_gathered_by_function_and_shown_once_symbols_name_it() {
+        let (r, symbols) = crate::profile::fixture::report();
+        let mut doc = Results::single(&r);
+        // Before the symbols: every PC under `[no symbol]`, still adding up.
+        let rows = &doc.runs[0].phases[0].functions;
+        assert!(rows.iter().all(|f| f.name.starts_with('[')), "{rows:?}");
+        doc.symbolize(&symbols);
+        let text = crate::forms::full(&doc);
+        assert!(text.contains(" Where the checks are"), "{text}");
+        assert!(text.contains("kfunc_24"), "{text}");
+        let back = Results::from_json(&serde_json::to_string(&doc).unwrap()).unwrap();
+        assert_eq!(
+            back.runs[0].phases[0].functions,
+            doc.runs[0].phases[0].functions
+        );
+        // A profile that does not add up to the counts shows nothing.
+        let mut bad = r.clone();
+        bad.phases[0].trace.as_mut().unwrap().instructions_el1 += 1;
+        let mut doc = Results::single(&bad);
+        doc.symbolize(&symbols);
+        assert!(doc.runs[0].phases[0].functions.is_empty());
     }
 
     #[test]

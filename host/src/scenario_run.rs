@@ -6,6 +6,7 @@
 //! DIR/report.txt      the text report
 //! DIR/report.csv      one row per counter
 //! DIR/*.svg           the plots
+//! DIR/profile/        a profiled phase's folded stacks and flame graphs (profile::folded)
 //! DIR/<run>-<k>.log   each boot's raw serial console (for `mtex parse`)
 //! ```
 
@@ -156,5 +157,30 @@ pub fn write_outputs(doc: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
     put("report.csv", crate::csv_out::render(doc))?;
     put("index.html", crate::html::page(doc)?)?;
     files.extend(crate::plots::write(doc, dir)?);
+    files.extend(crate::profile::write(doc, dir)?);
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_profiled_phase_gets_its_folded_stacks_and_flame_graphs() {
+        let (r, symbols) = crate::profile::fixture::report();
+        let mut doc = Results::single(&r);
+        doc.symbolize(&symbols);
+        let dir = std::env::temp_dir().join(format!("mtex-outputs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = write_outputs(&doc, &dir).unwrap();
+        let phase = dir.join("profile/run-1/1-futex-hash");
+        for f in [
+            "mem_access_checked_rd_k.folded",
+            "mem_access_checked_rd_k.svg",
+        ] {
+            assert!(files.contains(&phase.join(f)), "{f}: {files:?}");
+            assert!(phase.join(f).is_file(), "{f}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -86,6 +86,18 @@ impl Symbols {
 
     /// `name+0xoff` for `pc`, at its link address or through the kernel's linear map.
     pub fn lookup(&self, pc: u64) -> Option<String> {
+        let (name, start, link) = self.find(pc)?;
+        Some(format!("{name}+{:#x}", link - start))
+    }
+
+    /// The function `pc` is in: its demangled name without rustc's hash, and its start
+    /// (link address), so that every PC of one function gathers under one name.
+    pub fn function(&self, pc: u64) -> Option<(String, u64)> {
+        self.find(pc).map(|(name, start, _)| (name, start))
+    }
+
+    /// (short name, start, pc at its link address) of the function holding `pc`.
+    fn find(&self, pc: u64) -> Option<(String, u64, u64)> {
         let link = if self.linear_alias && pc >= KERNEL_LINEAR_BASE {
             pc - KERNEL_LINEAR_BASE
         } else {
@@ -93,15 +105,27 @@ impl Symbols {
         };
         let i = self.funcs.partition_point(|f| f.0 <= link).checked_sub(1)?;
         let (start, size, name) = &self.funcs[i];
-        (link < start + size).then(|| {
-            let short = rustc_demangle::demangle(name).to_string();
-            // Drop the crate hash rustc's legacy mangling appends (`::h0123…`).
-            let short = match short.rfind("::h") {
-                Some(at) if short.len() - at == 19 => short[..at].to_string(),
-                _ => short,
-            };
-            format!("{short}+{:#x}", link - start)
-        })
+        (link < start + size).then(|| (short_name(name), *start, link))
+    }
+
+    /// Symbols from (start, size, name) triples, as an ELF would give them (tests of what
+    /// reads symbols).
+    #[cfg(test)]
+    pub fn from_funcs(mut funcs: Vec<(u64, u64, String)>) -> Self {
+        funcs.sort();
+        Symbols {
+            funcs,
+            linear_alias: false,
+        }
+    }
+}
+
+/// A symbol demangled, without the crate hash rustc's legacy mangling appends (`::h0123…`).
+fn short_name(name: &str) -> String {
+    let short = rustc_demangle::demangle(name).to_string();
+    match short.rfind("::h") {
+        Some(at) if short.len() - at == 19 => short[..at].to_string(),
+        _ => short,
     }
 }
 
@@ -131,6 +155,29 @@ mod tests {
         assert_eq!(s.lookup(0x4100_0100), None);
         assert_eq!(s.lookup(0x1000), None);
         assert_eq!(s.lookup(0x4200_0000), None);
+    }
+
+    #[test]
+    fn a_function_is_named_once_for_all_its_pcs_without_its_hash() {
+        let s = Symbols {
+            linear_alias: true,
+            funcs: vec![(
+                0x4100_7200,
+                0x100,
+                "_ZN10mtex_guest6kernel5entry8el0_sync17h0123456789abcdefE".into(),
+            )],
+        };
+        let f = Some((
+            "mtex_guest::kernel::entry::el0_sync".to_string(),
+            0x4100_7200,
+        ));
+        assert_eq!(s.function(0x4100_7200), f);
+        assert_eq!(s.function(KERNEL_LINEAR_BASE | 0x4100_72fc), f);
+        assert_eq!(
+            s.lookup(0x4100_7204).as_deref(),
+            Some("mtex_guest::kernel::entry::el0_sync+0x4")
+        );
+        assert_eq!(s.function(0x4100_7300), None);
     }
 
     #[test]

@@ -532,6 +532,8 @@ fn phase() -> impl Strategy<Value = PhaseOut> {
                     counters,
                     not_counted: not_supported.iter().rev().cloned().collect(),
                     not_supported,
+                    functions: Vec::new(),
+                    profile: None,
                 }
             },
         )

@@ -3,7 +3,10 @@
 //! printing the comparison. Apart from the comparison itself, which the tests make without a
 //! command line.
 
-use super::{Select, compare, render_csv, render_text};
+use super::{
+    Select, by_function, compare, render_csv, render_functions_csv, render_functions_text,
+    render_text,
+};
 use crate::results::Results;
 use anyhow::Context as _;
 use std::path::{Path, PathBuf};
@@ -36,6 +39,21 @@ pub struct Args {
     /// List unchanged counters too (the text lists the changed ones and the checked accesses).
     #[arg(long)]
     pub all: bool,
+    /// What a row is: a counter of a phase, or a function of a profiled phase
+    /// (`mtex.profile=1`) for one counter (--counter).
+    #[arg(long, value_enum, default_value = "phase")]
+    pub by: By,
+    /// The counter compared function by function (--by function).
+    #[arg(long, value_name = "NAME", default_value = "mem_access_checked_rd:k")]
+    pub counter: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum By {
+    /// Per phase, every counter.
+    Phase,
+    /// Per phase, one counter by function: A, B, delta, change, largest change first.
+    Function,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -118,18 +136,37 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let b = load(&args.b)?;
     check_selection(&a, "--a-run", "--a-policy", &args.a_run, &args.a_policy)?;
     check_selection(&b, "--b-run", "--b-policy", &args.b_run, &args.b_policy)?;
-    let c = compare(
-        &a,
-        &Select {
-            run: args.a_run,
-            policy: args.a_policy,
+    let (sa, sb) = (
+        Select {
+            run: args.a_run.clone(),
+            policy: args.a_policy.clone(),
         },
-        &b,
-        &Select {
-            run: args.b_run,
-            policy: args.b_policy,
+        Select {
+            run: args.b_run.clone(),
+            policy: args.b_policy.clone(),
         },
     );
+    if args.by == By::Function {
+        anyhow::ensure!(
+            mtex_abi::counters::lookup(&args.counter).is_some(),
+            "--counter {:?}: no counter of that name (docs/counters.md lists them)",
+            args.counter
+        );
+        let f = by_function(&a, &sa, &b, &sb, &args.counter);
+        if f.is_empty() {
+            eprintln!(
+                "mtex compare: no phase of {} meets one of {}",
+                args.a.display(),
+                args.b.display()
+            );
+        }
+        match args.format {
+            Format::Text => print!("{}", render_functions_text(&f, &args.counter)),
+            Format::Csv => print!("{}", render_functions_csv(&f, &args.counter)),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let c = compare(&a, &sa, &b, &sb);
     if c.phases.is_empty() {
         // Still a comparison (of nothing): the output lists what is on each side.
         eprintln!(

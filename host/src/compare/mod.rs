@@ -25,10 +25,12 @@ use crate::results::{PhaseOut, Results};
 use std::collections::BTreeMap;
 
 mod command;
+mod functions;
 mod render;
 mod significance;
 
-pub use command::{Args, Format, RESULTS_JSON, check_selection, load, run};
+pub use command::{Args, By, Format, RESULTS_JSON, check_selection, load, run};
+pub use functions::{FunctionCmp, by_function, render_functions_csv, render_functions_text};
 pub use render::{HEADLINE, headline, render_csv, render_text};
 pub use significance::{ALPHA, stats, welch};
 
@@ -140,6 +142,8 @@ struct Side<'a> {
 
 struct Gathered<'a> {
     first: &'a PhaseOut,
+    /// The phase in each repeat, in order.
+    all: Vec<&'a PhaseOut>,
     counters: BTreeMap<&'a str, Vec<u64>>,
 }
 
@@ -172,9 +176,11 @@ fn gather<'a>(doc: &'a Results, sel: &Select, keep_run_name: bool) -> Side<'a> {
                 side.keys.push(key);
                 Gathered {
                     first: p,
+                    all: Vec::new(),
                     counters: BTreeMap::new(),
                 }
             });
+            g.all.push(p);
             for (c, &v) in &p.counters {
                 g.counters.entry(c).or_default().push(v);
             }

@@ -168,6 +168,22 @@ fn headline_parts(p: &PhaseCmp) -> Option<(String, String)> {
 }
 
 /// `policy entry-tco → tcma1`, `policy tcma1`, or nothing.
+/// `futex-hash i=32 tcf0=sync (#2) under entry-tco → tcma1, run baseline`: which phase.
+pub(super) fn heading(p: &PhaseCmp) -> String {
+    // `run` is a plain `mtex run`'s name: worth no words.
+    let run = if p.run.is_empty() || p.run == "run" {
+        String::new()
+    } else {
+        format!(", run {}", clean(&p.run))
+    };
+    let nth = if p.occurrence > 0 {
+        format!(" (#{})", p.occurrence + 1)
+    } else {
+        String::new()
+    };
+    format!("{}{nth}{}{run}", p.label, policies(p))
+}
+
 fn policies(p: &PhaseCmp) -> String {
     match (&p.policy_a, &p.policy_b) {
         (Some(a), Some(b)) if a == b => format!(" under {}", clean(a)),
@@ -196,18 +212,7 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
     out.push("Welch's t-test, p < 0.05; a single run on a side gives untested marks.");
     for p in &c.phases {
         out.blank();
-        // `run` is a plain `mtex run`'s name: worth no words.
-        let run = if p.run.is_empty() || p.run == "run" {
-            String::new()
-        } else {
-            format!(", run {}", clean(&p.run))
-        };
-        let nth = if p.occurrence > 0 {
-            format!(" (#{})", p.occurrence + 1)
-        } else {
-            String::new()
-        };
-        out.push(&format!("{}{nth}{}{run}", p.label, policies(p)));
+        out.push(&heading(p));
         if let Some((sentence, figures)) = headline_parts(p) {
             let line = format!("  {sentence} ({figures})");
             if line.chars().count() <= WIDTH {

@@ -62,7 +62,8 @@ pub struct Args {
     pub console: bool,
     /// Where results directories go: each run makes linux-N inside, with report.txt,
     /// report.json, results.json (the windows as `mtex run`'s phases, for `mtex compare`), the
-    /// hypervisor's console (console.log) and Linux's (linux-console.log).
+    /// hypervisor's console (console.log), Linux's (linux-console.log) and, for a profiled
+    /// run, profile/ (folded stacks and flame graphs by kernel function).
     #[arg(long, default_value = "mtex-results")]
     pub out: PathBuf,
     /// Host time limit in seconds.
@@ -543,6 +544,15 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::results::Results)> {
             .find(|x| x.seq == w.seq)
             .and_then(|x| x.symbol.clone());
     }
+    // The windows by kernel function, as the report gathers them.
+    for p in doc.runs.iter_mut().flat_map(|run| run.phases.iter_mut()) {
+        p.functions = r
+            .windows
+            .iter()
+            .find(|w| format!("window {}", w.id) == p.name)
+            .map(|w| w.functions.clone())
+            .unwrap_or_default();
+    }
     let form = if args.verbose {
         crate::forms::Form::Full
     } else {
@@ -566,6 +576,7 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::results::Results)> {
         serde_json::to_string_pretty(&doc)?,
     )?;
     std::fs::write(dir.join("index.html"), summary::page(&r, &doc)?)?;
+    crate::profile::write(&doc, &dir)?;
     if !args.quiet {
         println!(
             "mtex: results in {} (report.txt, index.html, report.json, results.json, \

@@ -5,6 +5,8 @@
 //! reads them, the kernel's symbols).
 
 use super::fetch::Kernel;
+use crate::profile::PhaseProfile;
+use crate::profile::functions::by_function;
 use crate::qemu::Console;
 use crate::report::describe_exit;
 use crate::symbols::Symbols;
@@ -91,6 +93,10 @@ pub struct Window {
     pub hyp_branches_el1: u64,
     /// The oracle's check of the window (`mtex linux --oracle`).
     pub oracle: Option<crate::oracle_check::Check>,
+    /// Its counts by kernel function, when profiled by PC (`mtex.profile=1`) and the
+    /// profile adds up to its counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<crate::profile::functions::FunctionRow>,
 }
 
 impl Window {
@@ -246,6 +252,15 @@ fn kernel_va(pc: u64, entry: u64, text_va: Option<u64>) -> u64 {
     }
 }
 
+/// `f` with its kernel PCs as virtual addresses (user PCs are not the kernel's to move).
+fn kernel_pcs(f: &PhaseProfile, entry: u64, text_va: Option<u64>) -> PhaseProfile {
+    let mut f = f.clone();
+    for e in f.pcs.iter_mut().filter(|e| e.el != 0) {
+        e.pc = kernel_va(e.pc, entry, text_va);
+    }
+    f
+}
+
 /// Builds the report; `kallsyms` is the kernel's symbol table (kallsyms' form), `icount`
 /// whether QEMU ran with -icount.
 pub fn analyse(
@@ -381,6 +396,9 @@ pub fn analyse(
                 hyp_branches_el0: engine.map_or(0, |e| e.branches_el0),
                 hyp_branches_el1: engine.map_or(0, |e| e.branches_el1),
                 oracle: p.oracle.clone(),
+                functions: crate::profile::of_phase(p)
+                    .map(|f| by_function(&kernel_pcs(f, entry, text_va), &symbols))
+                    .unwrap_or_default(),
             })
         })
         .collect();
@@ -555,6 +573,10 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
         ]);
     }
     let _ = writeln!(out, "{t}");
+    let by_function = crate::profile::text::section(&w.functions);
+    if !by_function.is_empty() {
+        let _ = writeln!(out, "{}", by_function.join("\n"));
+    }
     out
 }
 
@@ -947,6 +969,66 @@ mod tests {
             json["unclosed_windows"][0]
                 .get("instructions_el0")
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn a_profiled_window_names_its_kernel_functions() {
+        use mtex_abi::Record;
+        use mtex_abi::report::{PcProfile, PcProfileEnd};
+        use mtex_trace::profile::PcEntry;
+        let entries = [
+            PcEntry {
+                pc: 0xffff_8000_8001_0010,
+                el: 1,
+                insns: 9,
+                rd: [5, 5, 0, 1, 0],
+                ..PcEntry::default()
+            },
+            PcEntry {
+                pc: 0x40_0000,
+                el: 0,
+                insns: 2_600_000,
+                ..PcEntry::default()
+            },
+        ];
+        let mut records = window_records(1, (100, 130), true);
+        for r in &mut records {
+            if let Record::PhaseTrace(t) = r {
+                t.counts = crate::profile::sum(&entries);
+            }
+        }
+        let end = records.len() - 2;
+        let profile = entries.iter().map(|&entry| {
+            Record::PcProfile(PcProfile {
+                id: 1,
+                other: false,
+                entry,
+            })
+        });
+        let closing = Record::PcProfileEnd(PcProfileEnd {
+            id: 1,
+            records: 2,
+            ..PcProfileEnd::default()
+        });
+        records.splice(end..end, profile.chain([closing]));
+        let linux = format!("{BOOTED}mtex-linux: done 0\n");
+        let kallsyms = "ffff800080010000 T do_sys_openat2\nffff800080010100 T other\n";
+        let r = analyse(&kernel(), &console(records), &linux, kallsyms, true);
+        assert!(
+            !r.problems.iter().any(|p| p.contains("profile")),
+            "{:?}",
+            r.problems
+        );
+        let rows = &r.windows[0].functions;
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(rows[1].name, "do_sys_openat2");
+        assert_eq!(rows[1].get("mem_access_checked_rd:k"), 5);
+        let text = render(&r);
+        assert!(text.contains("Where the checks are"), "{text}");
+        assert!(
+            text.contains("                 5  100.0%  do_sys_openat2"),
+            "{text}"
         );
     }
 }

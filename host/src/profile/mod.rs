@@ -1,5 +1,12 @@
 //! Where a traced phase's counts are: the hypervisor's per-PC records (`mtex.profile`), checked
-//! against the phase's counts, and gathered by function.
+//! against the phase's counts, and gathered by function (`functions`).
+
+#[cfg(test)]
+pub(crate) mod fixture;
+pub mod flame;
+pub mod folded;
+pub mod functions;
+pub mod text;
 
 use mtex_abi::report::PcProfileEnd;
 use mtex_trace::counts::TraceCounts;
@@ -26,48 +33,7 @@ impl PhaseProfile {
     /// What the entries add up to, in the trace's terms (the fields a profile keeps; the rest
     /// zero).
     pub fn sum(&self) -> TraceCounts {
-        let mut c = TraceCounts::default();
-        for e in self.all() {
-            let k = e.el != 0;
-            *(if k {
-                &mut c.instructions_el1
-            } else {
-                &mut c.instructions_el0
-            }) += e.insns;
-            for (v, by_el) in [
-                &mut c.accesses,
-                &mut c.architectural,
-                &mut c.tcf_elided,
-                &mut c.if_tcma1,
-                &mut c.if_kernel_tco,
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                if k {
-                    by_el.rd_k += e.rd[v];
-                    by_el.wr_k += e.wr[v];
-                } else {
-                    by_el.rd_u += e.rd[v];
-                    by_el.wr_u += e.wr[v];
-                }
-            }
-            if e.unprivileged {
-                let u = &mut c.uaccess;
-                u.rd += e.rd[0];
-                u.wr += e.wr[0];
-                u.arch_rd += e.rd[ARCH];
-                u.arch_wr += e.wr[ARCH];
-                u.elided_rd += e.rd[2];
-                u.elided_wr += e.wr[2];
-            }
-            c.tag_store_insns += e.tag_stores;
-            c.granules_tagged += e.granules;
-            c.tco_writes += e.tco_writes;
-            c.tfsr_reads += e.tfsr_reads;
-            c.tag_check_faults += e.faults;
-        }
-        c
+        sum(self.all())
     }
 
     /// Why this profile cannot be shown as the phase's (`trace`, its counts), if it cannot:
@@ -92,6 +58,79 @@ impl PhaseProfile {
             )
         })
     }
+}
+
+/// Writes the folded stacks and flame graphs of `doc`'s profiled phases under `dir`
+/// (`profile/...`, see `folded`); returns the files written.
+pub fn write(
+    doc: &crate::results::Results,
+    dir: &std::path::Path,
+) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    use anyhow::Context;
+    let mut files = Vec::new();
+    for (rel, text) in folded::files(doc).into_iter().chain(flame::files(doc)?) {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        files.push(path);
+    }
+    Ok(files)
+}
+
+/// A phase's profile by PC, if it adds up to the phase's counts (one that does not is a
+/// problem of the run, and none of its figures is shown).
+pub fn of_phase(p: &crate::report::Phase) -> Option<&PhaseProfile> {
+    let (f, t) = (p.profile.as_ref()?, p.trace.as_ref()?);
+    f.problem(t).is_none().then_some(f)
+}
+
+/// What `entries` add up to, in the trace's terms (the fields a profile keeps; the rest zero).
+pub fn sum<'a>(entries: impl IntoIterator<Item = &'a PcEntry>) -> TraceCounts {
+    let mut c = TraceCounts::default();
+    for e in entries {
+        let k = e.el != 0;
+        *(if k {
+            &mut c.instructions_el1
+        } else {
+            &mut c.instructions_el0
+        }) += e.insns;
+        for (v, by_el) in [
+            &mut c.accesses,
+            &mut c.architectural,
+            &mut c.tcf_elided,
+            &mut c.if_tcma1,
+            &mut c.if_kernel_tco,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if k {
+                by_el.rd_k += e.rd[v];
+                by_el.wr_k += e.wr[v];
+            } else {
+                by_el.rd_u += e.rd[v];
+                by_el.wr_u += e.wr[v];
+            }
+        }
+        if e.unprivileged {
+            let u = &mut c.uaccess;
+            u.rd += e.rd[0];
+            u.wr += e.wr[0];
+            u.arch_rd += e.rd[ARCH];
+            u.arch_wr += e.wr[ARCH];
+            u.elided_rd += e.rd[2];
+            u.elided_wr += e.wr[2];
+        }
+        c.tag_store_insns += e.tag_stores;
+        c.granules_tagged += e.granules;
+        c.tco_writes += e.tco_writes;
+        c.tfsr_reads += e.tfsr_reads;
+        c.tag_check_faults += e.faults;
+    }
+    c
 }
 
 /// The counts a profile keeps, from a phase's.

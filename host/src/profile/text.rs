@@ -1,0 +1,124 @@
+//! "Where the checks are": a phase's functions ranked by each headline counter, in the
+//! manner of `perf report` (count, share, function), each list closed by what it leaves out
+//! so that the counter's total is always on the page.
+
+use super::functions::{FunctionRow, ranked};
+use crate::perf_text::{WIDTH, clean, thousands};
+
+/// The counters ranked, in this order: the architectural view's four, then what the
+/// kernel's reads would be with TCMA1 set and where TCF is not NONE.
+pub const HEADLINE: [&str; 6] = [
+    "mem_access_checked_rd:k",
+    "mem_access_checked_wr:k",
+    "mem_access_checked_rd:u",
+    "mem_access_checked_wr:u",
+    "if_tcma1.mem_access_checked_rd:k",
+    "tcf_elided.mem_access_checked_rd:k",
+];
+
+/// Functions listed per counter; the rest are counted on one line.
+pub const LISTED: usize = 20;
+
+/// Columns before a function's name: `   ` + count (15) + `  ` + share (6) + `  `.
+const NAME_AT: usize = 3 + 15 + 2 + 6 + 2;
+
+/// The section's lines for a phase's `rows`; none when no headline counter is non-zero.
+pub fn section(rows: &[FunctionRow]) -> Vec<String> {
+    let mut out = Vec::new();
+    for counter in HEADLINE {
+        let ranked = ranked(rows, counter);
+        let total: u64 = ranked.iter().map(|(_, v)| v).sum();
+        if total == 0 {
+            continue;
+        }
+        out.push(String::new());
+        out.push(format!(
+            "   {} {}, {} function{}:",
+            thousands(total),
+            counter,
+            ranked.len(),
+            if ranked.len() == 1 { "" } else { "s" }
+        ));
+        for (row, v) in ranked.iter().take(LISTED) {
+            out.push(format!(
+                "   {:>15}  {:>6}  {}",
+                thousands(*v),
+                share(*v, total),
+                fit(&clean(&row.label()), WIDTH - NAME_AT)
+            ));
+        }
+        if ranked.len() > LISTED {
+            let rest = &ranked[LISTED..];
+            out.push(format!(
+                "   {:>15}  {:>6}  ({} more functions: {})",
+                "",
+                "",
+                rest.len(),
+                thousands(rest.iter().map(|(_, v)| v).sum())
+            ));
+        }
+    }
+    if !out.is_empty() {
+        out.insert(
+            0,
+            " Where the checks are (by function; each list adds up to its counter):".into(),
+        );
+    }
+    out
+}
+
+/// `62.9%`; a share that rounds to 0 but is not shown as `<0.1%`.
+fn share(v: u64, total: u64) -> String {
+    let p = 100.0 * v as f64 / total as f64;
+    if p < 0.05 {
+        "<0.1%".into()
+    } else {
+        format!("{p:.1}%")
+    }
+}
+
+/// `name` in at most `width` characters: a long one keeps its end (the function's own
+/// name, after its path) behind `…`.
+pub fn fit(name: &str, width: usize) -> String {
+    let n = name.chars().count();
+    if n <= width {
+        return name.to_string();
+    }
+    let tail: String = name.chars().skip(n - (width - 1)).collect();
+    format!("…{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::PhaseProfile;
+    use crate::profile::fixture::profile;
+    use crate::profile::functions::by_function;
+    use crate::symbols::Symbols;
+    use mtex_trace::profile::PcEntry;
+
+    #[test]
+    fn each_headline_counter_lists_its_top_functions_and_counts_the_rest() {
+        let (p, s) = profile();
+        let rows = by_function(&p, &s);
+        let text = section(&rows).join("\n");
+        for l in text.lines() {
+            assert!(l.chars().count() <= WIDTH, "{l}");
+        }
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn a_profile_with_no_checked_access_has_no_section() {
+        let p = PhaseProfile {
+            pcs: vec![PcEntry {
+                pc: 4,
+                el: 1,
+                insns: 3,
+                ..PcEntry::default()
+            }],
+            ..PhaseProfile::default()
+        };
+        assert!(section(&by_function(&p, &Symbols::default())).is_empty());
+    }
+}
