@@ -1,9 +1,8 @@
-//! The hypervisor's heap: page tables, the rewritten device tree, the step engine's run plans
-//! and, with `mtex.profile=1`, its per-PC table (640 KiB).
+//! The hypervisor's heap: page tables and the rewritten device tree.
 
 use buddy_system_allocator::LockedHeap;
 
-const HEAP_SIZE: usize = 3 << 20;
+const HEAP_SIZE: usize = 2 << 20;
 
 #[repr(C, align(4096))]
 struct HeapMemory([u8; HEAP_SIZE]);

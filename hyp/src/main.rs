@@ -27,6 +27,7 @@ mod logger;
 mod mmu;
 mod oracle_mark;
 mod pmu;
+mod profile_table;
 mod psci;
 mod report;
 mod state;

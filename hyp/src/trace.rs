@@ -21,7 +21,7 @@ use mtex_trace::EXCLUSIVE_RETRIES;
 use mtex_trace::counts::{BlockGranules, Effect, Pending, Tally, TraceCounts};
 use mtex_trace::decode::{self, Insn};
 use mtex_trace::predicate::Controls;
-use mtex_trace::profile::{PcSlot, PcTable};
+use mtex_trace::profile::PcTable;
 use mtex_trace::run::{MAX_LEAVES, Plan};
 use tock_registers::interfaces::{Readable, Writeable};
 
@@ -56,9 +56,6 @@ const RUN_BREAKPOINTS: usize = MAX_LEAVES + 2;
 const PLAN_SLOTS: usize = 256;
 /// Start addresses remembered as not worth a run.
 const NO_RUN_SLOTS: usize = 1024;
-/// PCs the per-PC profile keeps per phase (`mtex.profile=1`): a Linux window's kernel and
-/// user paths fit with room to spare; more go to `[other]`, still counted.
-const PROFILE_SLOTS: usize = 8192;
 
 pub struct Tracer {
     active: bool,
@@ -184,9 +181,10 @@ impl Tracer {
 
     /// Keeps every traced phase's counts by PC as well (`mtex.profile=1`). Once, at boot.
     pub fn enable_profile(&mut self) {
-        let slots = alloc::vec![PcSlot::default(); PROFILE_SLOTS].leak();
-        self.tally.set_profile(PcTable::new(slots));
-        self.profiling = true;
+        if let Some(slots) = crate::profile_table::take() {
+            self.tally.set_profile(PcTable::new(slots));
+            self.profiling = true;
+        }
     }
 
     /// Sends the phase's per-PC records, then their end; nothing if not profiling. After

@@ -141,6 +141,20 @@ impl Default for PcSlot {
 }
 
 impl PcSlot {
+    /// A slot before [`PcTable::new`] clears it: all zero, so that a static table of them
+    /// needs no bytes in an image.
+    pub const ZERO: PcSlot = PcSlot {
+        key: 0,
+        granules: 0,
+        insns: 0,
+        faults: 0,
+        rd: [0; VIEWS],
+        wr: [0; VIEWS],
+        tag_stores: 0,
+        tco_writes: 0,
+        tfsr_reads: 0,
+    };
+
     /// Room for one more instruction or fault: every count of a slot is at most its
     /// instructions plus its faults (one access per direction, one tag store or TCO write per
     /// instruction), so keeping that sum in 32 bits keeps them all.

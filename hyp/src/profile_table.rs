@@ -1,0 +1,31 @@
+//! The per-PC profile's table (`mtex.profile=1`): 5 MiB in the image's .bss rather than on
+//! the heap, whose buddy allocator would round such a block up to the next power of two.
+//! Handed out once.
+
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, Ordering};
+use mtex_trace::profile::PcSlot;
+
+/// PCs the profile keeps per phase: a Linux futex-hash window of 4 × 200 waits executes
+/// about 35,000 distinct instructions (thread creation and exit, mmap, faults, the
+/// scheduler, the user's program); more than these go to `[other]`, still counted.
+pub const SLOTS: usize = 65536;
+
+struct Table(UnsafeCell<[PcSlot; SLOTS]>);
+
+// SAFETY: the slots are reached only through the one `&'static mut` that `take` hands out,
+// never through the static itself, so no two references to them ever exist.
+unsafe impl Sync for Table {}
+
+/// All zero, so that it lives in .bss (`PcTable::new` clears the slots it is given).
+static TABLE: Table = Table(UnsafeCell::new([PcSlot::ZERO; SLOTS]));
+static TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// The table, the first time; None after.
+pub fn take() -> Option<&'static mut [PcSlot]> {
+    if TAKEN.swap(true, Ordering::AcqRel) {
+        return None;
+    }
+    // SAFETY: TAKEN was false, so this is the only reference to the table there will be.
+    Some(unsafe { &mut *TABLE.0.get() })
+}
