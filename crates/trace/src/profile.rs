@@ -14,8 +14,9 @@ use serde::{Deserialize, Serialize};
 pub const VIEWS: usize = 5;
 /// Index of the architectural view in [`PcEntry::rd`] and [`PcEntry::wr`].
 pub const ARCH: usize = 1;
-/// Slots probed for a PC before it goes to `[other]`.
-const PROBES: usize = 16;
+/// Slots probed for a PC before it goes to `[other]`: linear probing at the load a Linux
+/// window gives the hypervisor's table (about half full) left a few PCs out after 16.
+const PROBES: usize = 64;
 /// A key no PC has: the unprivileged bit with EL0 (only EL1 accesses unprivileged).
 const EMPTY: u64 = 0b10;
 
