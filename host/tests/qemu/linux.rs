@@ -97,6 +97,7 @@ fn linux(args: &[&str]) -> (i32, Value, String) {
             "results.json has the unclosed {name}"
         );
     }
+    assert_profile_files_add_up(&dir, &compared);
     let _ = std::fs::remove_dir_all(&results);
     let text = format!(
         "{}\n{}",
@@ -107,6 +108,63 @@ fn linux(args: &[&str]) -> (i32, Value, String) {
         .unwrap_or(Value::Null);
     let _ = std::fs::remove_file(&json);
     (out.status.code().unwrap_or(-1), doc, text)
+}
+
+/// A profiled run's folded-stack files each add up to their window's counter in
+/// results.json, and its flame graphs are well-formed SVG naming what they show.
+fn assert_profile_files_add_up(dir: &std::path::Path, compared: &mtex::results::Results) {
+    let Ok(runs) = std::fs::read_dir(dir.join("profile")) else {
+        return;
+    };
+    let mut files = 0;
+    for phase_dir in runs.flatten().flat_map(|r| std::fs::read_dir(r.path()).unwrap()) {
+        let phase_dir = phase_dir.unwrap().path();
+        // `1-window-1`: the window's phase.
+        let label = phase_dir.file_name().unwrap().to_string_lossy().into_owned();
+        let name = label.split_once('-').unwrap().1.replace("window-", "window ");
+        let phase = compared.runs[0]
+            .phases
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("{label}: no phase {name} in results.json"));
+        for f in std::fs::read_dir(&phase_dir).unwrap().flatten() {
+            let path = f.path();
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let counter = match stem.rsplit_once('_') {
+                Some((head, el)) => format!("{head}:{el}"),
+                None => panic!("{stem}"),
+            };
+            let text = std::fs::read_to_string(&path).unwrap();
+            match path.extension().and_then(|e| e.to_str()) {
+                Some("folded") => {
+                    let sum: u64 = text
+                        .lines()
+                        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+                        .sum();
+                    assert_eq!(
+                        Some(sum),
+                        phase.counters.get(&counter).copied(),
+                        "{}",
+                        path.display()
+                    );
+                    files += 1;
+                }
+                Some("svg") => {
+                    let mut reader = quick_xml::Reader::from_str(&text);
+                    loop {
+                        match reader.read_event() {
+                            Ok(quick_xml::events::Event::Eof) => break,
+                            Ok(_) => {}
+                            Err(e) => panic!("{}: {e}", path.display()),
+                        }
+                    }
+                    assert!(text.contains(&counter), "{}", path.display());
+                }
+                _ => panic!("unexpected {}", path.display()),
+            }
+        }
+    }
+    assert!(files > 0, "a profile directory without folded stacks");
 }
 
 fn writes(doc: &Value) -> &Vec<Value> {
@@ -286,6 +344,7 @@ fn futex_hash_in_a_sync_window_shows_what_tcma1_would_leave() {
         "--tcf0",
         "sync",
         "--oracle",
+        "--profile",
     ]);
     // No problem at all: among the checks, the trace's instructions per EL against the
     // PMU's over the window, and no load or store the decoder cannot judge.
@@ -322,6 +381,33 @@ fn futex_hash_in_a_sync_window_shows_what_tcma1_would_leave() {
     assert!(n(w, "instructions_el1") > 0 && n(w, "instructions_el0") > 0);
     // QEMU's own hooks counted the same instructions and accesses.
     assert_oracle_agrees(w, &text);
+    // Where the checks are: the kernel functions' rows add up to the window's counts, the
+    // top one is a kernel symbol, and what TCMA1 would leave is the futex word's uaccess read.
+    let rows = w["functions"].as_array().expect("a profiled window has functions");
+    let of = |counter: &str| -> Vec<(String, bool, u64)> {
+        let mut r: Vec<_> = rows
+            .iter()
+            .filter_map(|f| {
+                let v = f["counters"][counter].as_u64()?;
+                let name = f["name"].as_str().unwrap().to_string();
+                Some((name, f["unprivileged"] == true, v))
+            })
+            .collect();
+        r.sort_by_key(|(_, _, v)| std::cmp::Reverse(*v));
+        r
+    };
+    let arch_rd = of("mem_access_checked_rd:k");
+    assert_eq!(arch_rd.iter().map(|r| r.2).sum::<u64>(), rd_k);
+    assert!(!arch_rd[0].0.starts_with('['), "top function {:?}", arch_rd[0]);
+    let tcma1_rd = of("if_tcma1.mem_access_checked_rd:k");
+    assert_eq!(tcma1_rd.iter().map(|r| r.2).sum::<u64>(), n(tcma1, "rd_k"));
+    for (name, unprivileged, v) in &tcma1_rd {
+        assert!(
+            *unprivileged && name.contains("futex"),
+            "if TCMA1, {v} checked reads left in {name}"
+        );
+    }
+    assert!(text.contains("Where the checks are"), "{text}");
 }
 
 #[test]
