@@ -49,3 +49,40 @@ pub fn opens(page: &Path) {
     assert!(dom.contains("<svg"), "{dom}");
     let _ = std::fs::remove_file(&shot);
 }
+
+/// Opens a flame graph on its own in headless Chromium: it renders (a screenshot that holds
+/// something) and its script logs no error.
+pub fn renders_svg(svg: &Path) {
+    let shot = svg.with_extension("png");
+    let o = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+        ])
+        .args(["--v=0", "--window-size=1200,800"])
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", svg.display()))
+        .output()
+        .expect("running chromium (./scripts/ensure-deps --browser installs it)");
+    assert!(
+        o.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let png = std::fs::read(&shot).expect("chromium wrote no screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 5_000,
+        "{}: {} bytes",
+        svg.display(),
+        png.len()
+    );
+    let errors: Vec<&str> = std::str::from_utf8(&o.stderr)
+        .unwrap_or("")
+        .lines()
+        .filter(|l| l.contains("CONSOLE") || l.contains("Failed to load"))
+        .collect();
+    assert!(errors.is_empty(), "{}: {errors:#?}", svg.display());
+    let _ = std::fs::remove_file(&shot);
+}

@@ -117,11 +117,22 @@ fn assert_profile_files_add_up(dir: &std::path::Path, compared: &mtex::results::
         return;
     };
     let mut files = 0;
-    for phase_dir in runs.flatten().flat_map(|r| std::fs::read_dir(r.path()).unwrap()) {
+    for phase_dir in runs
+        .flatten()
+        .flat_map(|r| std::fs::read_dir(r.path()).unwrap())
+    {
         let phase_dir = phase_dir.unwrap().path();
         // `1-window-1`: the window's phase.
-        let label = phase_dir.file_name().unwrap().to_string_lossy().into_owned();
-        let name = label.split_once('-').unwrap().1.replace("window-", "window ");
+        let label = phase_dir
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let name = label
+            .split_once('-')
+            .unwrap()
+            .1
+            .replace("window-", "window ");
         let phase = compared.runs[0]
             .phases
             .iter()
@@ -383,7 +394,9 @@ fn futex_hash_in_a_sync_window_shows_what_tcma1_would_leave() {
     assert_oracle_agrees(w, &text);
     // Where the checks are: the kernel functions' rows add up to the window's counts, the
     // top one is a kernel symbol, and what TCMA1 would leave is the futex word's uaccess read.
-    let rows = w["functions"].as_array().expect("a profiled window has functions");
+    let rows = w["functions"]
+        .as_array()
+        .expect("a profiled window has functions");
     let of = |counter: &str| -> Vec<(String, bool, u64)> {
         let mut r: Vec<_> = rows
             .iter()
@@ -398,7 +411,11 @@ fn futex_hash_in_a_sync_window_shows_what_tcma1_would_leave() {
     };
     let arch_rd = of("mem_access_checked_rd:k");
     assert_eq!(arch_rd.iter().map(|r| r.2).sum::<u64>(), rd_k);
-    assert!(!arch_rd[0].0.starts_with('['), "top function {:?}", arch_rd[0]);
+    assert!(
+        !arch_rd[0].0.starts_with('['),
+        "top function {:?}",
+        arch_rd[0]
+    );
     let tcma1_rd = of("if_tcma1.mem_access_checked_rd:k");
     assert_eq!(tcma1_rd.iter().map(|r| r.2).sum::<u64>(), n(tcma1, "rd_k"));
     for (name, unprivileged, v) in &tcma1_rd {

@@ -14,6 +14,7 @@ fn run_scenario(file: &Path, out: &Path) -> std::process::Output {
         .arg(file)
         .arg("--out")
         .arg(out)
+        .arg("--profile")
         .output()
         .unwrap()
 }
@@ -90,6 +91,39 @@ fn a_scenario_runs_judges_its_expectations_and_writes_its_results() {
     assert_eq!(shown.status.code(), Some(1));
     assert_eq!(String::from_utf8_lossy(&shown.stdout), stdout);
     browser::opens(&dir.join("index.html"));
+    // Profiled (--profile): every phase has its functions, each counter's rows add up to
+    // the phase's figure, and the page links flame graphs that render.
+    let page = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    let mut graphs = 0;
+    for p in &doc.runs[0].phases {
+        assert!(!p.functions.is_empty(), "{}: no functions", p.name);
+        let names: std::collections::BTreeSet<&String> =
+            p.functions.iter().flat_map(|f| f.counters.keys()).collect();
+        for counter in names {
+            let sum: u64 = p.functions.iter().map(|f| f.get(counter)).sum();
+            assert_eq!(Some(&sum), p.counters.get(counter), "{} {counter}", p.name);
+        }
+        for name in [
+            "mem_access_checked_rd:k",
+            "instructions:k",
+            "instructions:u",
+        ] {
+            let sum: u64 = p.functions.iter().map(|f| f.get(name)).sum();
+            assert_eq!(sum, p.counters[name], "{} {name}", p.name);
+        }
+    }
+    for href in page
+        .split("href=\"")
+        .skip(1)
+        .filter_map(|h| h.split('"').next())
+    {
+        if href.ends_with(".svg") && href.starts_with("profile/") {
+            browser::renders_svg(&dir.join(href));
+            graphs += 1;
+        }
+    }
+    assert!(graphs > 0, "the page links no flame graph");
+    assert!(full.contains("Where the checks are"), "{full}");
     let held: Vec<bool> = doc.expectations.iter().map(|e| e.held).collect();
     assert_eq!(held, [true, true, false]);
     for f in [
