@@ -3,8 +3,8 @@
 //! The kernel runs both at its link addresses (early boot, identity map) and through its
 //! upper-half linear map (`mtex_abi::program::KERNEL_LINEAR_BASE | address`).
 
-use mtex_abi::program::KERNEL_LINEAR_BASE;
-use object::{Object, ObjectSymbol, SymbolKind};
+use mtex_abi::program::{KERNEL_LINEAR_BASE, USER_CODE_VA};
+use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 
 /// The guest's function symbols, sorted by address.
 #[derive(Debug, Default)]
@@ -27,6 +27,7 @@ impl Symbols {
             .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
             .filter_map(|s| Some((s.address(), s.size(), s.name().ok()?.to_string())))
             .collect();
+        funcs.extend(user_programs(&file));
         funcs.sort();
         Symbols {
             funcs,
@@ -127,6 +128,33 @@ fn short_name(name: &str) -> String {
         Some(at) if short.len() - at == 19 => short[..at].to_string(),
         _ => short,
     }
+}
+
+/// The built-in guest kernel's user programs: the labels of its `.usertext` section (assembly,
+/// so without sizes: each runs to the next), at their link addresses and where the kernel maps
+/// that page in every process ([`USER_CODE_VA`]). None for an ELF without the section.
+fn user_programs(file: &object::File) -> Vec<(u64, u64, String)> {
+    let Some(section) = file.section_by_name(".usertext") else {
+        return Vec::new();
+    };
+    let (start, end) = (section.address(), section.address() + section.size());
+    let mut labels: Vec<(u64, String)> = file
+        .symbols()
+        .filter(|s| s.section_index() == Some(section.index()))
+        .filter_map(|s| Some((s.address(), s.name().ok()?.to_string())))
+        // Mapping symbols ($x, $d) and assembler locals name no program.
+        .filter(|(_, n)| !n.is_empty() && !n.starts_with('$') && !n.starts_with(".L"))
+        .filter(|(_, n)| !n.starts_with("__user_text"))
+        .collect();
+    labels.sort();
+    labels.dedup_by_key(|l| l.0);
+    let mut out = Vec::new();
+    for (i, (addr, name)) in labels.iter().enumerate() {
+        let next = labels.get(i + 1).map_or(end, |l| l.0);
+        out.push((*addr, next - addr, name.clone()));
+        out.push((USER_CODE_VA + (addr - start), next - addr, name.clone()));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -10,6 +10,9 @@ pub const SCTLR_EL1_AT_ENTRY: u64 = 0x30d0_0800;
 /// this | the guest physical address, like Linux's PAGE_OFFSET map. The host reads PCs back
 /// to the image's link addresses with it (symbols in the trap log).
 pub const KERNEL_LINEAR_BASE: u64 = 0xffff_ff80_0000_0000;
+/// Where the guest kernel maps its user programs (the image's `.usertext` page) in every
+/// process, read-only and executable at EL0.
+pub const USER_CODE_VA: u64 = 0x0020_0000;
 /// TCR_EL1 when the guest is entered.
 pub const TCR_EL1_AT_ENTRY: u64 = 0;
 

@@ -43,7 +43,7 @@ pub const TCR_KERNEL: u64 = 25
     | program::TCR_TBI1;
 
 /// User code (the `.usertext` page), read-only and executable at EL0.
-pub const USER_CODE_VA: u64 = 0x0020_0000;
+pub const USER_CODE_VA: u64 = mtex_abi::program::USER_CODE_VA;
 /// User stack: [USER_STACK_TOP - USER_STACK_SIZE, USER_STACK_TOP).
 pub const USER_STACK_TOP: u64 = 0x0060_0000;
 pub const USER_STACK_SIZE: u64 = 64 << 10;

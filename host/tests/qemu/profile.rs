@@ -136,3 +136,36 @@ fn uaccess_reads_are_in_copy_from_user() {
     }
     assert_eq!(in_copy, trace.uaccess.arch_rd);
 }
+
+/// The built-in kernel's user programs are named too: every EL0 PC of futex-hash is in one
+/// of the `.usertext` programs, and its checked user reads are futex's own.
+#[test]
+fn user_pcs_are_named_by_the_guest_programs() {
+    let r = boot(format!(
+        "mtex.guest=kernel mtex.policies=entry-tco mtex.workloads=futex-hash mtex.trace=only \
+         {PROFILE}"
+    ));
+    assert!(equality::run_problems(&r).is_empty(), "{:#?}", r.problems);
+    let syms = Symbols::load(&images().guest_elf);
+    let phase = r.phases.iter().find(|p| p.trace.is_some()).unwrap();
+    let (trace, profile) = (phase.trace.unwrap(), phase.profile.as_ref().unwrap());
+    assert!(
+        trace.architectural.rd_u > 0,
+        "futex-hash made no checked user read"
+    );
+    let mut futex_reads = 0;
+    for e in profile.pcs.iter().filter(|e| e.el == 0) {
+        let (name, _) = syms
+            .function(e.pc)
+            .unwrap_or_else(|| panic!("EL0 pc {:#x} has no symbol", e.pc));
+        assert!(
+            name.starts_with("mtex_user_"),
+            "EL0 pc {:#x} in {name}",
+            e.pc
+        );
+        if name == "mtex_user_futex" {
+            futex_reads += e.rd[mtex_trace::profile::ARCH];
+        }
+    }
+    assert_eq!(futex_reads, trace.architectural.rd_u);
+}
