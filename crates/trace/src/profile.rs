@@ -6,7 +6,7 @@
 //! finds no slot goes into the `[other]` bucket of its class, which keeps its counts (not
 //! its address), so the table and the bucket together always add up to the tally exactly.
 
-use crate::counts::{Effect, Judged, Pending};
+use crate::counts::{Effect, Judged, Pending, TraceCounts};
 use serde::{Deserialize, Serialize};
 
 /// The views an access direction is kept under, in this order: every access, then checked in
@@ -365,6 +365,74 @@ impl PcTable {
             .iter()
             .filter(|s| s.key != EMPTY)
             .map(PcSlot::entry)
+    }
+}
+
+/// What `entries` add up to, in the tally's terms: the fields a profile keeps (see [`kept`]),
+/// the rest zero.
+pub fn sum<'a>(entries: impl IntoIterator<Item = &'a PcEntry>) -> TraceCounts {
+    let mut c = TraceCounts::default();
+    for e in entries {
+        let k = e.el != 0;
+        *(if k {
+            &mut c.instructions_el1
+        } else {
+            &mut c.instructions_el0
+        }) += e.insns;
+        for (v, by_el) in [
+            &mut c.accesses,
+            &mut c.architectural,
+            &mut c.tcf_elided,
+            &mut c.if_tcma1,
+            &mut c.if_kernel_tco,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if k {
+                by_el.rd_k += e.rd[v];
+                by_el.wr_k += e.wr[v];
+            } else {
+                by_el.rd_u += e.rd[v];
+                by_el.wr_u += e.wr[v];
+            }
+        }
+        if e.unprivileged {
+            let u = &mut c.uaccess;
+            u.rd += e.rd[0];
+            u.wr += e.wr[0];
+            u.arch_rd += e.rd[ARCH];
+            u.arch_wr += e.wr[ARCH];
+            u.elided_rd += e.rd[2];
+            u.elided_wr += e.wr[2];
+        }
+        c.tag_store_insns += e.tag_stores;
+        c.granules_tagged += e.granules;
+        c.tco_writes += e.tco_writes;
+        c.tfsr_reads += e.tfsr_reads;
+        c.tag_check_faults += e.faults;
+    }
+    c
+}
+
+/// The counts of `c` a profile keeps per PC (the rest zero): what [`sum`] of a phase's entries
+/// must equal.
+pub fn kept(c: &TraceCounts) -> TraceCounts {
+    TraceCounts {
+        accesses: c.accesses,
+        architectural: c.architectural,
+        tcf_elided: c.tcf_elided,
+        if_tcma1: c.if_tcma1,
+        if_kernel_tco: c.if_kernel_tco,
+        uaccess: c.uaccess,
+        instructions_el0: c.instructions_el0,
+        instructions_el1: c.instructions_el1,
+        tag_store_insns: c.tag_store_insns,
+        granules_tagged: c.granules_tagged,
+        tco_writes: c.tco_writes,
+        tfsr_reads: c.tfsr_reads,
+        tag_check_faults: c.tag_check_faults,
+        ..TraceCounts::default()
     }
 }
 

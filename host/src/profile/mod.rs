@@ -10,7 +10,7 @@ pub mod text;
 
 use mtex_abi::report::PcProfileEnd;
 use mtex_trace::counts::TraceCounts;
-use mtex_trace::profile::{ARCH, PcEntry};
+use mtex_trace::profile::PcEntry;
 use serde::Serialize;
 
 /// A phase's per-PC counts as the hypervisor sent them.
@@ -49,7 +49,7 @@ impl PhaseProfile {
                 end.records
             ));
         }
-        let kept = kept(trace);
+        let kept = mtex_trace::profile::kept(trace);
         let sum = self.sum();
         (sum != kept).then(|| {
             format!(
@@ -87,70 +87,9 @@ pub fn of_phase(p: &crate::report::Phase) -> Option<&PhaseProfile> {
     f.problem(t).is_none().then_some(f)
 }
 
-/// What `entries` add up to, in the trace's terms (the fields a profile keeps; the rest zero).
+/// What `entries` add up to, in the trace's terms (`mtex_trace::profile::sum`).
 pub fn sum<'a>(entries: impl IntoIterator<Item = &'a PcEntry>) -> TraceCounts {
-    let mut c = TraceCounts::default();
-    for e in entries {
-        let k = e.el != 0;
-        *(if k {
-            &mut c.instructions_el1
-        } else {
-            &mut c.instructions_el0
-        }) += e.insns;
-        for (v, by_el) in [
-            &mut c.accesses,
-            &mut c.architectural,
-            &mut c.tcf_elided,
-            &mut c.if_tcma1,
-            &mut c.if_kernel_tco,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            if k {
-                by_el.rd_k += e.rd[v];
-                by_el.wr_k += e.wr[v];
-            } else {
-                by_el.rd_u += e.rd[v];
-                by_el.wr_u += e.wr[v];
-            }
-        }
-        if e.unprivileged {
-            let u = &mut c.uaccess;
-            u.rd += e.rd[0];
-            u.wr += e.wr[0];
-            u.arch_rd += e.rd[ARCH];
-            u.arch_wr += e.wr[ARCH];
-            u.elided_rd += e.rd[2];
-            u.elided_wr += e.wr[2];
-        }
-        c.tag_store_insns += e.tag_stores;
-        c.granules_tagged += e.granules;
-        c.tco_writes += e.tco_writes;
-        c.tfsr_reads += e.tfsr_reads;
-        c.tag_check_faults += e.faults;
-    }
-    c
-}
-
-/// The counts a profile keeps, from a phase's.
-fn kept(c: &TraceCounts) -> TraceCounts {
-    TraceCounts {
-        accesses: c.accesses,
-        architectural: c.architectural,
-        tcf_elided: c.tcf_elided,
-        if_tcma1: c.if_tcma1,
-        if_kernel_tco: c.if_kernel_tco,
-        uaccess: c.uaccess,
-        instructions_el0: c.instructions_el0,
-        instructions_el1: c.instructions_el1,
-        tag_store_insns: c.tag_store_insns,
-        granules_tagged: c.granules_tagged,
-        tco_writes: c.tco_writes,
-        tfsr_reads: c.tfsr_reads,
-        tag_check_faults: c.tag_check_faults,
-        ..TraceCounts::default()
-    }
+    mtex_trace::profile::sum(entries)
 }
 
 /// The fields where `a` and `b` differ, as `name profile X, counts Y`.

@@ -107,18 +107,34 @@ fn hostile_vector() {
     assert_profile_exact("hostile-vector");
 }
 
+/// The built-in kernel's one traced phase of `workload` under entry-tco, profiled: its counts
+/// and profile, with the guest's symbols.
+fn profiled_workload(
+    workload: &str,
+) -> (
+    mtex_trace::counts::TraceCounts,
+    mtex::profile::PhaseProfile,
+    Symbols,
+) {
+    let r = boot(format!(
+        "mtex.guest=kernel mtex.policies=entry-tco mtex.workloads={workload} mtex.trace=only \
+         {PROFILE}"
+    ));
+    assert!(equality::run_problems(&r).is_empty(), "{:#?}", r.problems);
+    let phase = r.phases.iter().find(|p| p.trace.is_some()).unwrap();
+    let profile = phase.profile.clone().expect("a profile");
+    (
+        phase.trace.unwrap(),
+        profile,
+        Symbols::load(&images().guest_elf),
+    )
+}
+
 /// The kernel's uaccess workload copies from user memory with `copy_from_user`'s LDTR: its
 /// checked uaccess reads are at PCs inside that function, and nowhere else.
 #[test]
 fn uaccess_reads_are_in_copy_from_user() {
-    let r = boot(format!(
-        "mtex.guest=kernel mtex.policies=entry-tco mtex.workloads=uaccess-heavy mtex.trace=only \
-         {PROFILE}"
-    ));
-    assert!(equality::run_problems(&r).is_empty(), "{:#?}", r.problems);
-    let syms = Symbols::load(&images().guest_elf);
-    let phase = r.phases.iter().find(|p| p.trace.is_some()).unwrap();
-    let (trace, profile) = (phase.trace.unwrap(), phase.profile.as_ref().unwrap());
+    let (trace, profile, syms) = profiled_workload("uaccess-heavy");
     assert!(
         trace.uaccess.arch_rd > 0,
         "the workload made no checked uaccess read"
@@ -141,14 +157,7 @@ fn uaccess_reads_are_in_copy_from_user() {
 /// of the `.usertext` programs, and its checked user reads are futex's own.
 #[test]
 fn user_pcs_are_named_by_the_guest_programs() {
-    let r = boot(format!(
-        "mtex.guest=kernel mtex.policies=entry-tco mtex.workloads=futex-hash mtex.trace=only \
-         {PROFILE}"
-    ));
-    assert!(equality::run_problems(&r).is_empty(), "{:#?}", r.problems);
-    let syms = Symbols::load(&images().guest_elf);
-    let phase = r.phases.iter().find(|p| p.trace.is_some()).unwrap();
-    let (trace, profile) = (phase.trace.unwrap(), phase.profile.as_ref().unwrap());
+    let (trace, profile, syms) = profiled_workload("futex-hash");
     assert!(
         trace.architectural.rd_u > 0,
         "futex-hash made no checked user read"

@@ -3,6 +3,7 @@ use std::{vec, vec::Vec};
 
 use super::*;
 use crate::counts::{Tally, TraceCounts};
+use crate::profile::{kept, sum};
 use proptest::prelude::*;
 
 /// A judgement as the predicate makes them: absent, unchecked, or checked in the
@@ -65,71 +66,6 @@ fn step() -> impl Strategy<Value = Step> {
 
 fn table(slots: usize) -> PcTable {
     PcTable::new(Vec::leak(vec![PcSlot::default(); slots]))
-}
-
-/// What the entries add up to, in the tally's terms.
-fn sum(entries: &[PcEntry]) -> TraceCounts {
-    let mut c = TraceCounts::default();
-    for e in entries {
-        let k = e.el != 0;
-        if k {
-            c.instructions_el1 += e.insns;
-        } else {
-            c.instructions_el0 += e.insns;
-        }
-        for (v, by_el) in [
-            &mut c.accesses,
-            &mut c.architectural,
-            &mut c.tcf_elided,
-            &mut c.if_tcma1,
-            &mut c.if_kernel_tco,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            if k {
-                by_el.rd_k += e.rd[v];
-                by_el.wr_k += e.wr[v];
-            } else {
-                by_el.rd_u += e.rd[v];
-                by_el.wr_u += e.wr[v];
-            }
-        }
-        if e.unprivileged {
-            c.uaccess.rd += e.rd[0];
-            c.uaccess.wr += e.wr[0];
-            c.uaccess.arch_rd += e.rd[ARCH];
-            c.uaccess.arch_wr += e.wr[ARCH];
-            c.uaccess.elided_rd += e.rd[2];
-            c.uaccess.elided_wr += e.wr[2];
-        }
-        c.tag_store_insns += e.tag_stores;
-        c.granules_tagged += e.granules;
-        c.tco_writes += e.tco_writes;
-        c.tfsr_reads += e.tfsr_reads;
-        c.tag_check_faults += e.faults;
-    }
-    c
-}
-
-/// The counts the profile keeps, from the tally's.
-fn kept(c: &TraceCounts) -> TraceCounts {
-    TraceCounts {
-        accesses: c.accesses,
-        architectural: c.architectural,
-        tcf_elided: c.tcf_elided,
-        if_tcma1: c.if_tcma1,
-        if_kernel_tco: c.if_kernel_tco,
-        uaccess: c.uaccess,
-        instructions_el0: c.instructions_el0,
-        instructions_el1: c.instructions_el1,
-        tag_store_insns: c.tag_store_insns,
-        granules_tagged: c.granules_tagged,
-        tco_writes: c.tco_writes,
-        tfsr_reads: c.tfsr_reads,
-        tag_check_faults: c.tag_check_faults,
-        ..TraceCounts::default()
-    }
 }
 
 fn run(steps: &[Step], slots: usize) -> (TraceCounts, Vec<PcEntry>, u64) {
