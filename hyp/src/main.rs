@@ -203,7 +203,7 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         opts.step,
     );
     if opts.profile {
-        hyp.tracer.enable_profile();
+        hyp.tracer.enable_profile(opts.profile_slots as usize);
     }
     hyp.tco = tco_watch::Watcher::new(
         opts.tco_watch,

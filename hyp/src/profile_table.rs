@@ -9,7 +9,7 @@ use mtex_trace::profile::PcSlot;
 /// PCs the profile keeps per phase: a Linux futex-hash window of 4 × 200 waits executes
 /// about 35,000 distinct instructions (thread creation and exit, mmap, faults, the
 /// scheduler, the user's program); more than these go to `[other]`, still counted.
-pub const SLOTS: usize = 65536;
+pub const SLOTS: usize = mtex_abi::options::HypOptions::PROFILE_SLOTS as usize;
 
 struct Table(UnsafeCell<[PcSlot; SLOTS]>);
 

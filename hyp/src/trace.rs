@@ -179,10 +179,12 @@ impl Tracer {
         }
     }
 
-    /// Keeps every traced phase's counts by PC as well (`mtex.profile=1`). Once, at boot.
-    pub fn enable_profile(&mut self) {
-        if let Some(slots) = crate::profile_table::take() {
-            self.tally.set_profile(PcTable::new(slots));
+    /// Keeps every traced phase's counts by PC as well (`mtex.profile=1`), in a table of
+    /// `slots` PCs (`mtex.profile_slots`, a power of two the options checked). Once, at boot.
+    pub fn enable_profile(&mut self, slots: usize) {
+        if let Some(table) = crate::profile_table::take() {
+            let n = slots.min(table.len());
+            self.tally.set_profile(PcTable::new(&mut table[..n]));
             self.profiling = true;
         }
     }

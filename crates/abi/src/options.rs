@@ -115,6 +115,10 @@ pub struct HypOptions {
     /// `mtex.profile`: `1` keeps every traced phase's counts by PC as well and sends them
     /// with its counts (`PcProfile` records); `0` (default) does not.
     pub profile: bool,
+    /// `mtex.profile_slots`: PCs the profile's table holds, a power of two from 2 to
+    /// [`HypOptions::PROFILE_SLOTS`] (the default); fewer make it overflow into `[other]`
+    /// sooner (the tests' way of reaching that path with real code).
+    pub profile_slots: u32,
 }
 
 /// A short list of PMU event numbers (`0x4025,0x11`, hex with `0x` or decimal).
@@ -177,6 +181,8 @@ pub enum SelfTest {
 
 impl HypOptions {
     pub const DEFAULT_WATCHDOG_MS: u64 = 10_000;
+    /// The profile table's size in the hypervisor (PCs).
+    pub const PROFILE_SLOTS: u32 = 65536;
 
     pub fn parse(cmdline: &str) -> Result<Self, OptionError> {
         let watchdog_ms = parse_u64(cmdline, "watchdog_ms", Self::DEFAULT_WATCHDOG_MS)?;
@@ -241,8 +247,18 @@ impl HypOptions {
             &[("0", false), ("1", true)],
             "expected 0 or 1",
         )?;
+        let profile_slots = parse_u64(cmdline, "profile_slots", Self::PROFILE_SLOTS as u64)?;
+        if !(2..=Self::PROFILE_SLOTS as u64).contains(&profile_slots)
+            || !profile_slots.is_power_of_two()
+        {
+            return Err(OptionError {
+                key: "profile_slots",
+                problem: "must be a power of two from 2 to 65536",
+            });
+        }
         Ok(Self {
             profile,
+            profile_slots: profile_slots as u32,
             tco_watch,
             log,
             pmu_events,
@@ -558,6 +574,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "pmu_require",
     "tco_watch",
     "profile",
+    "profile_slots",
 ];
 
 /// The key of the first `mtex.` word of `cmdline` that is not in [`KNOWN_KEYS`] (the text
@@ -624,6 +641,22 @@ mod tests {
             log::LevelFilter::Off
         );
         assert_eq!(parse_log("mtex.log=loud").unwrap_err().key, "log");
+    }
+
+    #[test]
+    fn the_profile_table_size_is_a_power_of_two_within_the_table() {
+        let slots = |line: &str| HypOptions::parse(line).map(|o| o.profile_slots);
+        assert_eq!(slots(""), Ok(HypOptions::PROFILE_SLOTS));
+        assert_eq!(slots("mtex.profile_slots=64"), Ok(64));
+        for bad in ["0", "1", "48", "131072", "many"] {
+            assert_eq!(
+                slots(&std::format!("mtex.profile_slots={bad}"))
+                    .unwrap_err()
+                    .key,
+                "profile_slots",
+                "{bad}"
+            );
+        }
     }
 
     #[test]

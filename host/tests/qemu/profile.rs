@@ -107,6 +107,34 @@ fn hostile_vector() {
     assert_profile_exact("hostile-vector");
 }
 
+/// A table too small for the kernel matrix's phases: the PCs it has no room for are counted
+/// in `[other]`, and every profile still adds up to its phase's counts, with no problem.
+#[test]
+fn an_overflowing_table_still_adds_up() {
+    let r = boot(format!(
+        "{} {PROFILE} mtex.profile_slots=64",
+        equality::KERNEL
+    ));
+    assert!(equality::run_problems(&r).is_empty(), "{:#?}", r.problems);
+    let mut overflowed = 0;
+    for p in r.phases.iter().filter(|p| p.trace.is_some()) {
+        let profile = p.profile.as_ref().expect("a profile");
+        assert_eq!(
+            profile.problem(p.trace.as_ref().unwrap()),
+            None,
+            "{}",
+            p.name
+        );
+        assert!(profile.pcs.len() <= 64, "{}", p.name);
+        let end = profile.end.unwrap();
+        if !profile.other.is_empty() {
+            overflowed += 1;
+            assert!(end.other_notes > 0, "{}", p.name);
+        }
+    }
+    assert!(overflowed > 0, "no phase overflowed 64 slots");
+}
+
 /// The built-in kernel's one traced phase of `workload` under entry-tco, profiled: its counts
 /// and profile, with the guest's symbols.
 fn profiled_workload(
