@@ -575,7 +575,7 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
     let _ = writeln!(out, "{t}");
     let by_function = crate::profile::text::section(&w.functions);
     if !by_function.is_empty() {
-        let _ = writeln!(out, "{}", by_function.join("\n"));
+        let _ = writeln!(out, "\n{}", by_function.join("\n"));
     }
     out
 }
