@@ -326,9 +326,7 @@ mod tests {
 
     #[test]
     fn a_profiled_phase_links_its_flame_graphs_relatively() {
-        let (r, symbols) = crate::profile::fixture::report();
-        let mut doc = Results::single(&r);
-        doc.symbolize(&symbols);
+        let doc = crate::profile::fixture::results();
         let html = page(&doc).unwrap();
         assert!(
             html.contains(

@@ -167,9 +167,7 @@ mod tests {
 
     #[test]
     fn a_profiled_phase_gets_its_folded_stacks_and_flame_graphs() {
-        let (r, symbols) = crate::profile::fixture::report();
-        let mut doc = Results::single(&r);
-        doc.symbolize(&symbols);
+        let doc = crate::profile::fixture::results();
         let dir = std::env::temp_dir().join(format!("mtex-outputs-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let files = write_outputs(&doc, &dir).unwrap();

@@ -70,9 +70,6 @@ pub struct Tracer {
     /// The step fast path may retire inert instructions (`mtex.step=fast`); off, every step
     /// goes through the full path (the reference the fast paths are proven against).
     fast_enabled: bool,
-    /// The tally keeps its counts by PC too (`mtex.profile=1`): every instruction is then
-    /// retired with its PC, so the asm fast path, which retires inert ones by number, is off.
-    profiling: bool,
     /// Planned runs, direct-mapped by start address, with the exact key each was planned
     /// under (start, TTBR0, TTBR1): a loop re-enters the same runs, and planning costs more
     /// than looking here. The run in progress is `plans[run_slot]` while `run_armed`.
@@ -147,7 +144,6 @@ impl Tracer {
             failed_stxr: None,
             runs_enabled: fast && runs && breakpoints() >= RUN_BREAKPOINTS,
             fast_enabled: fast,
-            profiling: false,
             plans: alloc::vec![Plan::default(); PLAN_SLOTS].into_boxed_slice(),
             plan_keys: alloc::vec![[u64::MAX; 3]; PLAN_SLOTS].into_boxed_slice(),
             plan_gens: alloc::vec![0; PLAN_SLOTS].into_boxed_slice(),
@@ -185,7 +181,6 @@ impl Tracer {
         if let Some(table) = crate::profile_table::take() {
             let n = slots.min(table.len());
             self.tally.set_profile(PcTable::new(&mut table[..n]));
-            self.profiling = true;
         }
     }
 
@@ -499,7 +494,9 @@ impl Tracer {
             return;
         }
         if self.fast_enabled
-            && !self.profiling
+            // With the profile kept, every instruction is retired with its PC: the asm fast
+            // path, which retires inert ones by number, stands aside.
+            && !self.tally.profiling()
             && !self.virq_pending
             && word.is_some_and(decode::is_inert)
         {

@@ -595,6 +595,12 @@ impl Tally {
         self.profile = Some(table);
     }
 
+    /// The retired instructions are kept by PC too.
+    #[inline]
+    pub fn profiling(&self) -> bool {
+        self.profile.is_some()
+    }
+
     /// The per-PC table, if kept: where the callers that count instructions in bulk (with
     /// `counts_mut`) say which PCs they were.
     pub fn profile_mut(&mut self) -> Option<&mut crate::profile::PcTable> {

@@ -56,40 +56,6 @@ impl PcEntry {
         self.tco_writes += o.tco_writes;
         self.tfsr_reads += o.tfsr_reads;
     }
-
-    /// The class of its counts: 0 EL0, 1 EL1, 2 EL1 unprivileged (as the tally's).
-    pub fn class(&self) -> usize {
-        if self.el == 0 {
-            0
-        } else if self.unprivileged {
-            2
-        } else {
-            1
-        }
-    }
-
-    fn note(&mut self, p: &Pending) {
-        self.note_access(p);
-        match p.effect {
-            Effect::TagStore(g) => {
-                self.tag_stores += 1;
-                self.granules += g as u64;
-            }
-            Effect::TcoImm(_) | Effect::TcoReg(_) => self.tco_writes += 1,
-            Effect::TfsrRead => self.tfsr_reads += 1,
-            _ => {}
-        }
-    }
-
-    fn note_access(&mut self, p: &Pending) {
-        if !counts_access(p) {
-            return;
-        }
-        for v in 0..VIEWS {
-            self.rd[v] += bit(p.read, v) as u64;
-            self.wr[v] += bit(p.write, v) as u64;
-        }
-    }
 }
 
 /// The instruction made a data access (as `Tally::retire` decides): a load or store, or a
@@ -204,13 +170,15 @@ impl PcSlot {
     }
 }
 
-/// The per-PC table of one traced phase, over storage the caller owns (the hypervisor takes
-/// it from its heap once; the table never allocates).
+/// The per-PC table of one traced phase, over storage the caller owns (the hypervisor's is
+/// a static it hands out once; the table never allocates).
 pub struct PcTable {
     slots: &'static mut [PcSlot],
     shift: u32,
-    /// `[other]`, by class (EL0, EL1, EL1 unprivileged).
-    other: [PcEntry; 3],
+    /// `[other]`, by class (EL0, EL1, EL1 unprivileged): counted as a slot is, and added
+    /// into `other_spilled` whenever a bucket is about to outgrow 32 bits.
+    other: [PcSlot; 3],
+    other_spilled: [PcEntry; 3],
     /// Notes that went to `[other]`.
     other_notes: u64,
     used: u32,
@@ -231,7 +199,8 @@ impl PcTable {
         let mut t = Self {
             slots,
             shift,
-            other: [PcEntry::default(); 3],
+            other: [PcSlot::default(); 3],
+            other_spilled: [PcEntry::default(); 3],
             other_notes: 0,
             used: 0,
             sorted: false,
@@ -242,8 +211,7 @@ impl PcTable {
     }
 
     /// Empties it. Only the slots in use are cleared: after [`sorted_entries`] they are the
-    /// last ones, so a phase pays for the PCs it had, not
-    /// for the table's size.
+    /// last ones, so a phase pays for the PCs it had, not for the table's size.
     ///
     /// [`sorted_entries`]: Self::sorted_entries
     pub fn reset(&mut self) {
@@ -255,77 +223,76 @@ impl PcTable {
             self.slots.fill(PcSlot::default());
         }
         self.sorted = false;
-        self.other = [PcEntry::default(); 3];
         for (class, o) in self.other.iter_mut().enumerate() {
-            o.el = (class != 0) as u8;
-            o.unprivileged = class == 2;
+            let key = key(0, (class != 0) as u8, class == 2);
+            *o = PcSlot {
+                key,
+                ..PcSlot::default()
+            };
+            self.other_spilled[class] = o.entry();
         }
         self.other_notes = 0;
         self.used = 0;
     }
 
-    /// The slot of `key`, claimed if new; None if the probes find neither it nor room.
+    /// The slot to count `key` in: its own, claimed if new; or, if the probes find neither it
+    /// nor room (or it has outgrown 32 bits), its class's `[other]` bucket.
     #[inline]
-    fn slot(&mut self, key: u64) -> Option<&mut PcSlot> {
+    fn slot(&mut self, key: u64) -> &mut PcSlot {
         let mask = self.slots.len() - 1;
         let mut i = ((key >> 2).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize;
         for _ in 0..PROBES {
             let k = self.slots[i].key;
+            if k == key && self.slots[i].has_room() {
+                return &mut self.slots[i];
+            }
             if k == key {
-                return Some(&mut self.slots[i]).filter(|s| s.has_room());
+                break;
             }
             if k == EMPTY {
                 self.used += 1;
                 self.slots[i].key = key;
-                return Some(&mut self.slots[i]);
+                return &mut self.slots[i];
             }
             i = (i + 1) & mask;
         }
-        None
+        self.other(key)
     }
 
-    fn other(&mut self, el: u8, unprivileged: bool) -> &mut PcEntry {
+    /// The `[other]` bucket of `key`'s class, with room for one more note.
+    fn other(&mut self, key: u64) -> &mut PcSlot {
         self.other_notes += 1;
-        let class = if el == 0 {
+        let class = if key & 1 == 0 {
             0
-        } else if unprivileged {
+        } else if key & 2 != 0 {
             2
         } else {
             1
         };
-        &mut self.other[class]
+        let o = &mut self.other[class];
+        if !o.has_room() {
+            self.other_spilled[class].add(&o.entry());
+            *o = PcSlot {
+                key: o.key,
+                ..PcSlot::default()
+            };
+        }
+        o
     }
 
     /// An instruction retired (as `Tally::retire`).
     #[inline]
     pub fn note(&mut self, p: &Pending) {
-        match self.slot(key(p.pc, p.el, p.unprivileged)) {
-            Some(s) => s.note(p),
-            None => {
-                let o = self.other(p.el, p.unprivileged);
-                o.insns += 1;
-                o.note(p);
-            }
-        }
+        self.slot(key(p.pc, p.el, p.unprivileged)).note(p);
     }
 
     /// An access whose tag check faulted (as `Tally::retire_faulted_access`: a data access's
     /// is counted; a tag store's data half is not).
     pub fn note_faulted(&mut self, p: &Pending) {
-        match self.slot(key(p.pc, p.el, p.unprivileged)) {
-            Some(s) => {
-                s.faults += 1;
-                if p.effect == Effect::Access {
-                    s.note_access(p);
-                }
-            }
-            None => {
-                let o = self.other(p.el, p.unprivileged);
-                o.faults += 1;
-                if p.effect == Effect::Access {
-                    o.note_access(p);
-                }
-            }
+        let s = self.slot(key(p.pc, p.el, p.unprivileged));
+        s.faults += 1;
+        if p.effect == Effect::Access {
+            s.note_access(p);
         }
     }
 
@@ -333,10 +300,7 @@ impl PcTable {
     /// (counted in bulk by the tally: a run's inert instructions, an emulated branch).
     #[inline]
     pub fn note_insn(&mut self, pc: u64, el: u8) {
-        match self.slot(key(pc, el, false)) {
-            Some(s) => s.insns += 1,
-            None => self.other(el, false).insns += 1,
-        }
+        self.slot(key(pc, el, false)).insns += 1;
     }
 
     /// PCs that have a slot.
@@ -351,7 +315,14 @@ impl PcTable {
 
     /// The `[other]` buckets that counted anything, by class.
     pub fn others(&self) -> impl Iterator<Item = PcEntry> + '_ {
-        self.other.iter().copied().filter(|o| *o != empty_other(o))
+        self.other
+            .iter()
+            .zip(&self.other_spilled)
+            .filter_map(|(o, spilled)| {
+                let mut e = *spilled;
+                e.add(&o.entry());
+                (e != empty_other(&e)).then_some(e)
+            })
     }
 
     /// Sorts the slots by PC (EL0 and EL1 apart) so that what is sent does not depend on the

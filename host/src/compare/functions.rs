@@ -338,9 +338,7 @@ mod tests {
 
     #[test]
     fn a_side_without_a_profile_is_said_to_have_none() {
-        let (r, symbols) = crate::profile::fixture::report();
-        let mut a = Results::single(&r);
-        a.symbolize(&symbols);
+        let a = crate::profile::fixture::results();
         let mut b = a.clone();
         b.runs[0].phases[0].functions.clear();
         let f = by_function(

@@ -80,3 +80,11 @@ pub fn report() -> (Report, Symbols) {
         s,
     )
 }
+
+/// [`report`] as the results document a run writes, its functions named by the symbols.
+pub fn results() -> crate::results::Results {
+    let (r, symbols) = report();
+    let mut doc = crate::results::Results::single(&r);
+    doc.symbolize(&symbols);
+    doc
+}

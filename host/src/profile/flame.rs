@@ -65,9 +65,7 @@ mod tests {
 
     #[test]
     fn a_graph_per_headline_counter_is_well_formed_xml_naming_the_functions() {
-        let (r, symbols) = crate::profile::fixture::report();
-        let mut doc = Results::single(&r);
-        doc.symbolize(&symbols);
+        let doc = crate::profile::fixture::results();
         let files = files(&doc).unwrap();
         let names: Vec<_> = files.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(

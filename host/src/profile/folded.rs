@@ -116,9 +116,7 @@ mod tests {
 
     #[test]
     fn each_file_adds_up_to_its_counter_exactly() {
-        let (r, symbols) = crate::profile::fixture::report();
-        let mut doc = Results::single(&r);
-        doc.symbolize(&symbols);
+        let doc = crate::profile::fixture::results();
         let files = files(&doc);
         let p = &doc.runs[0].phases[0];
         for c in counters() {

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use mtex::images::built as images;
 
-fn boot(cmdline: String) -> Report {
+/// Boots `cmdline` under `-icount` and parses its report (the other QEMU test modules too).
+pub(crate) fn boot(cmdline: String) -> Report {
     let cfg = RunConfig {
         cmdline,
         timeout: Duration::from_secs(300),

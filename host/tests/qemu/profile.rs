@@ -4,26 +4,14 @@
 //! PC, breakpoint runs attribute theirs from the plan, so equal tables prove the runs'
 //! attribution exact.
 
+use super::equality::boot;
 use mtex::equality::{self, FAST_RUNS, PLAIN, PROGRAMS};
-use mtex::qemu::{self, RunConfig};
-use mtex::report::{self, Report};
+use mtex::report::Report;
 use mtex::symbols::Symbols;
-use std::time::Duration;
 
 use mtex::images::built as images;
 
 const PROFILE: &str = "mtex.profile=1";
-
-fn boot(cmdline: String) -> Report {
-    let cfg = RunConfig {
-        cmdline,
-        timeout: Duration::from_secs(300),
-        ..RunConfig::default()
-    };
-    let console = qemu::run(images(), &cfg).expect("running QEMU");
-    assert!(!console.timed_out, "{}: host time limit hit", cfg.cmdline);
-    report::parse(&console.text)
-}
 
 /// Boots `program` unprofiled, and profiled with runs and on the reference path.
 fn three_boots(program: &str) -> [Report; 3] {

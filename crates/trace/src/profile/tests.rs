@@ -164,6 +164,22 @@ fn a_reset_table_counts_only_the_next_phase() {
     }
 }
 
+/// An `[other]` bucket about to outgrow 32 bits adds what it has into its wide sums and
+/// counts on: nothing is lost, whatever a guest runs.
+#[test]
+fn an_other_bucket_about_to_outgrow_32_bits_keeps_every_count() {
+    let mut t = table(2);
+    for i in 0..3u64 {
+        t.note_insn(0x4000_0000 + 4 * i, 1);
+    }
+    assert_eq!(t.other_notes(), 1);
+    t.other[1].insns = u32::MAX;
+    t.note_insn(0x4000_0100, 1);
+    let other: Vec<_> = t.others().collect();
+    assert_eq!(other.len(), 1);
+    assert_eq!((other[0].el, other[0].insns), (1, u32::MAX as u64 + 1));
+}
+
 #[test]
 fn reset_empties_the_table_and_the_buckets() {
     let mut t = table(2);
