@@ -639,9 +639,75 @@ fn decode_tags(insn: u32, n: u8) -> Insn {
     )
 }
 
+/// How an instruction moves between functions, for call stacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// BL, BLR, BLRAA, BLRAB, BLRAAZ, BLRABZ: writes the return address to x30.
+    Call,
+    /// RET, RETAA, RETAB.
+    Return,
+    /// ERET, ERETAA, ERETAB.
+    ExceptionReturn,
+    Other,
+}
+
+/// Classifies `insn` for call stacks. Encodings that are UNDEFINED within a class (a reserved
+/// op3 or op4) are classed with it: they cannot complete, so they never reach a stack.
+pub const fn flow(insn: u32) -> Flow {
+    if insn & 0xfc00_0000 == 0x9400_0000 {
+        return Flow::Call;
+    }
+    // Unconditional branch (register): 1101011 opc(24:21) 11111 op3 Rn op4.
+    if insn & 0xfe1f_0000 == 0xd61f_0000 {
+        return match (insn >> 21) & 0xf {
+            0b0001 | 0b1001 => Flow::Call,
+            0b0010 => Flow::Return,
+            0b0100 => Flow::ExceptionReturn,
+            _ => Flow::Other,
+        };
+    }
+    Flow::Other
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn calls_returns_and_exception_returns() {
+        // bl .; blr x3; blraa x3, x4; blraaz x3; blrabz x3
+        for w in [
+            0x9400_0000,
+            0x97ff_ffff,
+            0xd63f_0060,
+            0xd73f_0864,
+            0xd63f_087f,
+            0xd63f_0c7f,
+        ] {
+            assert_eq!(flow(w), Flow::Call, "{w:#x}");
+        }
+        // ret; ret x5; retaa; retab
+        for w in [0xd65f_03c0, 0xd65f_00a0, 0xd65f_0bff, 0xd65f_0fff] {
+            assert_eq!(flow(w), Flow::Return, "{w:#x}");
+        }
+        // eret; eretaa; eretab
+        for w in [0xd69f_03e0, 0xd69f_0bff, 0xd69f_0fff] {
+            assert_eq!(flow(w), Flow::ExceptionReturn, "{w:#x}");
+        }
+        // b .; br x16; braaz x16; braa x16, x17; cbz; svc #0; nop; drps
+        for w in [
+            0x1400_0000,
+            0xd61f_0200,
+            0xd61f_0a1f,
+            0xd71f_0a11,
+            0xb400_0000,
+            0xd400_0001,
+            0xd503_201f,
+            0xd6bf_03e0,
+        ] {
+            assert_eq!(flow(w), Flow::Other, "{w:#x}");
+        }
+    }
 
     proptest::proptest! {
         /// What the fast path retires without decoding is never anything the decoder cares

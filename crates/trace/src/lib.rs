@@ -4,11 +4,13 @@
 //! - [`predicate`]: `AArch64.AccessIsTagChecked` as a pure function of configuration and access;
 //! - [`counts`]: what a traced phase adds up, in the architectural, TCF-elided and
 //!   counterfactual views;
-//! - [`profile`]: the same counts by PC.
+//! - [`profile`]: the same counts by PC;
+//! - [`callstack`]: the kernel's call stacks, from the calls and returns the engine steps.
 //!
 //! The hypervisor's step handler only reads registers and calls into this crate.
 #![no_std]
 
+pub mod callstack;
 pub mod counts;
 pub mod decode;
 pub mod maintenance;

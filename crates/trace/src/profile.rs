@@ -29,6 +29,9 @@ pub struct PcEntry {
     pub el: u8,
     /// Its accesses were the kernel's LDTR/STTR accessing as EL0 (uaccess).
     pub unprivileged: bool,
+    /// The call stack it ran on (`mtex_trace::callstack`), when stacks are followed; else
+    /// [`crate::callstack::ROOT`].
+    pub stack: u32,
     /// Instructions retired here.
     pub insns: u64,
     /// Tag check faults taken here (their access is counted, the instruction is not).
@@ -87,6 +90,8 @@ pub struct PcSlot {
     tag_stores: u32,
     tco_writes: u32,
     tfsr_reads: u32,
+    /// The call stack's node (in what was padding).
+    stack: u32,
 }
 
 const _: () = assert!(size_of::<PcSlot>() == 80);
@@ -103,6 +108,7 @@ impl Default for PcSlot {
             tag_stores: 0,
             tco_writes: 0,
             tfsr_reads: 0,
+            stack: 0,
         }
     }
 }
@@ -120,6 +126,7 @@ impl PcSlot {
         tag_stores: 0,
         tco_writes: 0,
         tfsr_reads: 0,
+        stack: 0,
     };
 
     /// Room for one more instruction or fault: every count of a slot is at most its
@@ -134,6 +141,7 @@ impl PcSlot {
             pc: self.key & !3,
             el: (self.key & 1) as u8,
             unprivileged: self.key & 2 != 0,
+            stack: self.stack,
             insns: self.insns as u64,
             faults: self.faults as u64,
             rd: self.rd.map(u64::from),
@@ -184,6 +192,8 @@ pub struct PcTable {
     used: u32,
     /// The slots were sorted (by [`PcTable::sorted_entries`]): the used ones are last.
     sorted: bool,
+    /// The call stack what retires now runs on ([`PcTable::set_stack`]).
+    stack: u32,
 }
 
 /// The key of `pc` executed at `el`, unprivileged or not.
@@ -204,6 +214,7 @@ impl PcTable {
             other_notes: 0,
             used: 0,
             sorted: false,
+            stack: 0,
         };
         t.slots.fill(PcSlot::default());
         t.reset();
@@ -229,29 +240,42 @@ impl PcTable {
                 key,
                 ..PcSlot::default()
             };
+            // `[other]` keeps no stack.
             self.other_spilled[class] = o.entry();
         }
         self.other_notes = 0;
         self.used = 0;
+        self.stack = 0;
     }
 
-    /// The slot to count `key` in: its own, claimed if new; or, if the probes find neither it
-    /// nor room (or it has outgrown 32 bits), its class's `[other]` bucket.
+    /// What retires from now on ran on the call stack `node` (the same PC on two stacks is
+    /// kept twice).
+    #[inline]
+    pub fn set_stack(&mut self, node: u32) {
+        self.stack = node;
+    }
+
+    /// The slot to count `key` in (on the current stack): its own, claimed if new; or, if the
+    /// probes find neither it nor room (or it has outgrown 32 bits), its class's `[other]`
+    /// bucket.
     #[inline]
     fn slot(&mut self, key: u64) -> &mut PcSlot {
         let mask = self.slots.len() - 1;
-        let mut i = ((key >> 2).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize;
+        let stack = self.stack;
+        let h = (key >> 2) ^ (stack as u64).rotate_right(17);
+        let mut i = (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize;
         for _ in 0..PROBES {
-            let k = self.slots[i].key;
-            if k == key && self.slots[i].has_room() {
+            let (k, st) = (self.slots[i].key, self.slots[i].stack);
+            if k == key && st == stack && self.slots[i].has_room() {
                 return &mut self.slots[i];
             }
-            if k == key {
+            if k == key && st == stack {
                 break;
             }
             if k == EMPTY {
                 self.used += 1;
                 self.slots[i].key = key;
+                self.slots[i].stack = stack;
                 return &mut self.slots[i];
             }
             i = (i + 1) & mask;
@@ -330,7 +354,8 @@ impl PcTable {
     /// [`reset`](Self::reset) before it counts again.
     pub fn sorted_entries(&mut self) -> impl Iterator<Item = PcEntry> + '_ {
         // Empty slots first, whatever the keys (PC 0 at EL1 has a key below EMPTY's).
-        self.slots.sort_unstable_by_key(|s| (s.key != EMPTY, s.key));
+        self.slots
+            .sort_unstable_by_key(|s| (s.key != EMPTY, s.key, s.stack));
         self.sorted = true;
         self.slots
             .iter()

@@ -113,6 +113,7 @@ mod tests {
             pc,
             el,
             unprivileged: unprivileged && el == 1,
+            stack: 0,
             insns: n[0],
             faults: n[3] % 2,
             rd: [n[1], n[1] / 2, n[1] / 3, n[1] / 4, n[1] / 5],

@@ -54,6 +54,8 @@ enum Step {
     Fault(Pending),
     /// An inert instruction counted in bulk (a run's, an emulated branch).
     Insn(u64, u8),
+    /// What follows runs on another call stack.
+    Stack(u32),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -61,6 +63,7 @@ fn step() -> impl Strategy<Value = Step> {
         6 => pending().prop_map(Step::Retire),
         1 => pending().prop_map(Step::Fault),
         2 => (0u64..40, 0u8..2).prop_map(|(i, el)| Step::Insn(0x4000_0000 + i * 4, el)),
+        1 => (0u32..3).prop_map(Step::Stack),
     ]
 }
 
@@ -84,6 +87,7 @@ fn run(steps: &[Step], slots: usize) -> (TraceCounts, Vec<PcEntry>, u64) {
                 }
                 tally.profile_mut().unwrap().note_insn(*pc, *el);
             }
+            Step::Stack(n) => tally.profile_mut().unwrap().set_stack(*n),
         }
     }
     let counts = tally.finish();
@@ -105,13 +109,16 @@ proptest! {
         }
     }
 
-    /// With room for every PC, nothing goes to `[other]`, each PC has one entry, and the
-    /// entries come sorted by PC.
+    /// With room for every PC, nothing goes to `[other]`, each PC has one entry per call
+    /// stack it ran on, and the entries come sorted by PC.
     #[test]
     fn with_room_every_pc_keeps_its_own(steps in prop::collection::vec(step(), 0..300)) {
         let (_, entries, other) = run(&steps, 1024);
         prop_assert_eq!(other, 0);
-        let keys: Vec<_> = entries.iter().map(|e| (e.pc, e.el, e.unprivileged)).collect();
+        let keys: Vec<_> = entries
+            .iter()
+            .map(|e| (e.pc, e.el, e.unprivileged, e.stack))
+            .collect();
         let mut sorted = keys.clone();
         sorted.sort();
         sorted.dedup();
