@@ -116,6 +116,11 @@ enum Cmd {
         /// (docs/profile.md). Costs the trace about a sixth more EL2 time.
         #[arg(long)]
         profile: bool,
+        /// With --profile, follow the kernel's call stacks too: folded stacks and flame graphs
+        /// by stack, and each function's system call or exception entry (docs/profile.md).
+        /// Steps every instruction (no runs, no fast path): the trace costs more.
+        #[arg(long)]
+        stacks: bool,
     },
     /// Write an ESP tree (EFI/BOOT/BOOTAA64.EFI, the images, the options) for a USB stick or
     /// an EFI partition: copy DIR's contents to the root of a FAT file system.
@@ -281,6 +286,7 @@ fn real_main() -> Result<ExitCode> {
             memory,
             oracle,
             profile,
+            stacks,
         } => {
             // Bad input is found here, before anything is built or booted.
             let plan = match (scenario, guest.is_some() || !opts.is_empty()) {
@@ -306,8 +312,11 @@ fn real_main() -> Result<ExitCode> {
             let configure =
                 |mut cfg: qemu::RunConfig| -> Result<(qemu::RunConfig, scenario_run::Keep)> {
                     cfg.icount = !no_icount;
-                    if profile {
+                    if profile || stacks {
                         cfg.cmdline.push_str(" mtex.profile=1");
+                    }
+                    if stacks {
+                        cfg.cmdline.push_str(" mtex.stacks=1");
                     }
                     if let Some(level) = log {
                         let name = format!("{level:?}").to_lowercase();

@@ -449,7 +449,7 @@ fn phase_block(out: &mut Lines, doc: &Results, run: &Run, p: &PhaseOut) {
             "{secs:>VALUE_COLUMNS$.9} seconds guest time elapsed"
         ));
     }
-    let by_function = crate::profile::text::section(&p.functions);
+    let by_function = crate::profile::text::section(&p.functions, &p.stacks);
     if !by_function.is_empty() {
         out.blank();
     }

@@ -124,6 +124,10 @@ pub struct PhaseOut {
     /// adds up to its counts; each counter's rows add up to the phase's figure.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub functions: Vec<crate::profile::functions::FunctionRow>,
+    /// The same counts by call stack and function, for a phase whose kernel stacks were
+    /// followed (`mtex.stacks=1`); each counter's rows add up to the phase's figure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<crate::profile::functions::FunctionRow>,
     /// The profile by PC the functions come from, kept (not written) until the guest's
     /// symbols name them ([`Results::symbolize`]).
     #[serde(skip)]
@@ -325,6 +329,10 @@ fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
             .as_ref()
             .map(|f| by_function(f, &Symbols::default()))
             .unwrap_or_default(),
+        stacks: profile
+            .as_ref()
+            .map(|f| crate::profile::stacks::by_stack(f, &Symbols::default()))
+            .unwrap_or_default(),
         profile,
     }
 }
@@ -409,6 +417,7 @@ impl Results {
         for p in self.runs.iter_mut().flat_map(|r| r.phases.iter_mut()) {
             if let Some(f) = &p.profile {
                 p.functions = by_function(f, symbols);
+                p.stacks = crate::profile::stacks::by_stack(f, symbols);
             }
         }
         for w in self.runs.iter_mut().flat_map(|r| r.writes.iter_mut()) {

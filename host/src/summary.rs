@@ -426,6 +426,7 @@ mod tests {
             not_supported: Vec::new(),
             not_counted: Vec::new(),
             functions: Vec::new(),
+            stacks: Vec::new(),
             profile: None,
         }
     }

@@ -533,6 +533,7 @@ fn phase() -> impl Strategy<Value = PhaseOut> {
                     not_counted: not_supported.iter().rev().cloned().collect(),
                     not_supported,
                     functions: Vec::new(),
+                    stacks: Vec::new(),
                     profile: None,
                 }
             },

@@ -204,6 +204,9 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     );
     if opts.profile {
         hyp.tracer.enable_profile(opts.profile_slots as usize);
+        if opts.stacks {
+            hyp.tracer.enable_stacks();
+        }
     }
     hyp.tco = tco_watch::Watcher::new(
         opts.tco_watch,

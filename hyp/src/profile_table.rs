@@ -1,6 +1,6 @@
-//! The per-PC profile's table (`mtex.profile=1`): 5 MiB in the image's .bss rather than on
-//! the heap, whose buddy allocator would round such a block up to the next power of two.
-//! Handed out once.
+//! The per-PC profile's table (`mtex.profile=1`) and the call stacks' storage
+//! (`mtex.stacks=1`): 5 MiB and 1.6 MiB in the image's .bss rather than on the heap, whose
+//! buddy allocator would round such blocks up to the next power of two. Handed out once.
 
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -28,4 +28,39 @@ pub fn take() -> Option<&'static mut [PcSlot]> {
     }
     // SAFETY: TAKEN was false, so this is the only reference to the table there will be.
     Some(unsafe { &mut *TABLE.0.get() })
+}
+
+/// The call stacks' storage (`mtex.stacks=1`): the tree of frames and the tasks' saved
+/// stacks, in .bss for the same reason. Handed out once.
+pub mod stacks {
+    use core::cell::UnsafeCell;
+    use core::sync::atomic::{AtomicBool, Ordering};
+    use mtex_trace::callstack::{NodeSlot, SavedStack};
+
+    /// Distinct stacks (tree nodes) per phase: a Linux futex-hash window makes a few
+    /// thousand.
+    pub const NODES: usize = 1 << 16;
+    /// Tasks whose kernel stacks are kept while another runs.
+    pub const SAVED: usize = 64;
+
+    struct Storage(UnsafeCell<([NodeSlot; NODES], [SavedStack; SAVED])>);
+
+    // SAFETY: as for the profile's table: only the references `take` hands out, once.
+    unsafe impl Sync for Storage {}
+
+    static STORAGE: Storage = Storage(UnsafeCell::new((
+        [NodeSlot::ZERO; NODES],
+        [SavedStack::ZERO; SAVED],
+    )));
+    static TAKEN: AtomicBool = AtomicBool::new(false);
+
+    /// The storage, the first time; None after.
+    pub fn take() -> Option<(&'static mut [NodeSlot], &'static mut [SavedStack])> {
+        if TAKEN.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        // SAFETY: TAKEN was false, so this is the only reference to the storage there will be.
+        let (nodes, saved) = unsafe { &mut *STORAGE.0.get() };
+        Some((nodes, saved))
+    }
 }

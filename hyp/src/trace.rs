@@ -18,7 +18,9 @@ use mtex_abi::report::{StepEngine, TcoSite};
 use mtex_arch::esr::ExceptionClass;
 use mtex_platform::guest_vm::GuestRam;
 use mtex_trace::EXCLUSIVE_RETRIES;
+use mtex_trace::callstack::{CallStack, StackFrame};
 use mtex_trace::counts::{BlockGranules, Effect, Pending, Tally, TraceCounts};
+use mtex_trace::decode::Flow;
 use mtex_trace::decode::{self, Insn};
 use mtex_trace::predicate::Controls;
 use mtex_trace::profile::PcTable;
@@ -124,6 +126,12 @@ pub struct Tracer {
     /// A physical interrupt stopped the last run: the next instruction is stepped, so that
     /// the guest takes the interrupt (a run would stop again at once).
     irq_stopped_run: bool,
+    /// The kernel's call stacks (`mtex.stacks=1`), followed at every retired instruction.
+    stacks: Option<CallStack>,
+    /// The phase just began: the stacks start from where the guest is at its first step.
+    stacks_fresh: bool,
+    /// How the pending instruction moves between functions (with stacks only).
+    pending_flow: Flow,
 }
 
 impl Tracer {
@@ -172,6 +180,23 @@ impl Tracer {
             irqs_to_guest: false,
             irqs_at_el2: false,
             irq_stopped_run: false,
+            stacks: None,
+            stacks_fresh: false,
+            pending_flow: Flow::Other,
+        }
+    }
+
+    /// Keeps the kernel's call stacks as well (`mtex.stacks=1`, after `enable_profile`): every
+    /// instruction is then stepped and retired through the full path, which sees every call
+    /// and return (runs and the asm fast path would retire branches unseen). Once, at boot.
+    pub fn enable_stacks(&mut self) {
+        if !self.tally.profiling() {
+            return;
+        }
+        if let Some((nodes, saved)) = crate::profile_table::stacks::take() {
+            self.stacks = Some(CallStack::new(nodes, saved));
+            self.runs_enabled = false;
+            self.fast_enabled = false;
         }
     }
 
@@ -219,6 +244,24 @@ impl Tracer {
             pcs,
             other_notes,
         }));
+        if let Some(cs) = &self.stacks {
+            use mtex_abi::report::{StackEnd, StackNode};
+            let mut nodes = 0;
+            for (node, parent, frame) in cs.nodes() {
+                report.send(&mtex_abi::Record::StackNode(StackNode {
+                    id,
+                    node,
+                    parent,
+                    frame,
+                }));
+                nodes += 1;
+            }
+            report.send(&mtex_abi::Record::StackEnd(StackEnd {
+                id,
+                nodes,
+                stats: cs.stats(),
+            }));
+        }
     }
 
     /// Linux mode: the guest owns its interrupts (see `irqs_to_guest`).
@@ -262,6 +305,7 @@ impl Tracer {
         f.inert_el0 = 0;
         f.inert_el1 = 0;
         self.tally.reset();
+        self.stacks_fresh = self.stacks.is_some();
         self.engine = StepEngine {
             id: phase,
             ..StepEngine::default()
@@ -347,6 +391,21 @@ impl Tracer {
             return;
         }
         self.armed = false;
+        let completed = self.retire_step(ctx, exception_entry, stage2_abort);
+        if self.stacks.is_some() {
+            self.follow_stack(ctx, completed, exception_entry);
+        }
+    }
+
+    /// `retire` of a stepped instruction; false if it did not complete (an exception was
+    /// taken instead, or the hypervisor acts on its stage-2 abort).
+    #[inline(always)]
+    fn retire_step(
+        &mut self,
+        ctx: &GuestContext,
+        exception_entry: bool,
+        stage2_abort: bool,
+    ) -> bool {
         // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
         let f = unsafe { fast() };
         if f.pending_inert != 0 {
@@ -387,14 +446,14 @@ impl Tracer {
                         self.tally.counts_mut().unexpected_tag_check_faults += 1;
                     }
                 }
-                return;
+                return false;
             }
         }
         if stage2_abort && ctx.elr == p.pc {
             self.tally
                 .counts_mut()
                 .note_abandoned(p.el, ExceptionClass::DataAbortLower);
-            return;
+            return false;
         }
         if let Some((pc, 31)) = self.stxr_status
             && pc == p.pc
@@ -405,7 +464,7 @@ impl Tracer {
                 effect: Effect::UnknownMem,
                 ..*p
             });
-            return;
+            return true;
         }
         if let Some((pc, rs)) = self.stxr_status
             && pc == p.pc
@@ -421,16 +480,55 @@ impl Tracer {
                 effect: Effect::None,
                 ..*p
             });
-            return;
+            return true;
         }
         self.tally.retire(p);
         let value = match p.effect {
             Effect::TcoImm(v) => v,
             Effect::TcoReg(t) => ctx.reg(t) & crate::context::SPSR_TCO != 0,
-            _ => return,
+            _ => return true,
         };
         let pc = p.pc;
         self.note_tco_site(pc, value);
+        true
+    }
+
+    /// Moves the call stack by what the retired instruction did (a call, a return, an
+    /// exception return, if it `completed` at EL1) and by the exception entry this exit may
+    /// be, then files what retires next under the stack's node.
+    #[inline(never)]
+    fn follow_stack(&mut self, ctx: &GuestContext, completed: bool, exception_entry: bool) {
+        let Some(cs) = &mut self.stacks else {
+            return;
+        };
+        let p = &self.pending;
+        // PSTATE as the retired instruction left it: an exception entry since saved it in
+        // SPSR_EL1 and its destination in ELR_EL1.
+        let (spsr, next) = if exception_entry {
+            (SPSR_EL1.get(), ELR_EL1.get())
+        } else {
+            (ctx.spsr, ctx.elr)
+        };
+        if completed && p.el == 1 {
+            match self.pending_flow {
+                Flow::Call => cs.call(p.pc.wrapping_add(4), guest_sp(spsr)),
+                Flow::Return => cs.ret(next, guest_sp(spsr)),
+                Flow::ExceptionReturn => cs.eret((spsr >> 2) & 3 == 0),
+                Flow::Other => {}
+            }
+        }
+        if exception_entry {
+            let off = ctx.elr.wrapping_sub(VBAR_EL1.get());
+            if off < 0x800 && off & 0x7f == 0 {
+                let ec = (ESR_EL1.get() >> 26) as u8 & 0x3f;
+                let frame = StackFrame::entry(off, ec, ctx.x[8], next);
+                cs.exception(frame, SP_EL1.get());
+            }
+        }
+        let node = cs.node();
+        if let Some(t) = self.tally.profile_mut() {
+            t.set_stack(node);
+        }
     }
 
     fn note_tco_site(&mut self, pc: u64, value: bool) {
@@ -446,6 +544,16 @@ impl Tracer {
         }
         let st = ctx.state();
         let word = self.fetch(st.pc, st.el == 0, controls.sctlr_el1);
+        if let Some(cs) = &mut self.stacks {
+            if core::mem::take(&mut self.stacks_fresh) {
+                cs.reset(st.el == 0);
+                let node = cs.node();
+                if let Some(t) = self.tally.profile_mut() {
+                    t.set_stack(node);
+                }
+            }
+            self.pending_flow = word.map_or(Flow::Other, decode::flow);
+        }
         if word.is_some_and(mtex_trace::maintenance::invalidates_code) {
             // A TLBI may change which page a code address maps to (the code-page cache is
             // keyed on the TTBRs, not on the tables' contents); an IC announces rewritten

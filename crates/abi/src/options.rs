@@ -119,6 +119,11 @@ pub struct HypOptions {
     /// [`HypOptions::PROFILE_SLOTS`] (the default); fewer make it overflow into `[other]`
     /// sooner (the tests' way of reaching that path with real code).
     pub profile_slots: u32,
+    /// `mtex.stacks`: `1` keeps the kernel's call stacks as well (`mtex_trace::callstack`):
+    /// the profile keys each PC by the stack it ran on, every instruction is stepped (no
+    /// runs, no fast path), and the stacks' nodes are sent with the profile. Implies
+    /// `mtex.profile=1`. `0` (default) does not.
+    pub stacks: bool,
 }
 
 /// A short list of PMU event numbers (`0x4025,0x11`, hex with `0x` or decimal).
@@ -247,6 +252,14 @@ impl HypOptions {
             &[("0", false), ("1", true)],
             "expected 0 or 1",
         )?;
+        let stacks = parse_choice(
+            cmdline,
+            "stacks",
+            false,
+            &[("0", false), ("1", true)],
+            "expected 0 or 1",
+        )?;
+        let profile = profile || stacks;
         let profile_slots = parse_u64(cmdline, "profile_slots", Self::PROFILE_SLOTS as u64)?;
         if !(2..=Self::PROFILE_SLOTS as u64).contains(&profile_slots)
             || !profile_slots.is_power_of_two()
@@ -258,6 +271,7 @@ impl HypOptions {
         }
         Ok(Self {
             profile,
+            stacks,
             profile_slots: profile_slots as u32,
             tco_watch,
             log,
@@ -575,6 +589,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "tco_watch",
     "profile",
     "profile_slots",
+    "stacks",
 ];
 
 /// The key of the first `mtex.` word of `cmdline` that is not in [`KNOWN_KEYS`] (the text
@@ -657,6 +672,15 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn stacks_imply_the_profile() {
+        let o = |line: &str| HypOptions::parse(line).map(|o| (o.profile, o.stacks));
+        assert_eq!(o(""), Ok((false, false)));
+        assert_eq!(o("mtex.profile=1"), Ok((true, false)));
+        assert_eq!(o("mtex.stacks=1"), Ok((true, true)));
+        assert_eq!(o("mtex.stacks=yes").unwrap_err().key, "stacks");
     }
 
     #[test]

@@ -70,6 +70,31 @@ pub enum Record {
     PcProfile(PcProfile),
     /// The end of a phase's PcProfile records: how many were sent.
     PcProfileEnd(PcProfileEnd),
+    /// A call stack of a traced phase (`mtex.stacks=1`), sent after its PcProfileEnd: one
+    /// per node of the phase's tree of frames, which its PcProfile entries name.
+    StackNode(StackNode),
+    /// The end of a phase's StackNode records.
+    StackEnd(StackEnd),
+}
+
+/// A node of a phase's call-stack tree: its top frame over the stack `parent`
+/// (`mtex_trace::callstack::ROOT`, `UNKNOWN`, or another node).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackNode {
+    pub id: u32,
+    pub node: u32,
+    pub parent: u32,
+    pub frame: mtex_trace::callstack::StackFrame,
+}
+
+/// Closes a phase's StackNode records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackEnd {
+    pub id: u32,
+    /// StackNode records sent for the phase.
+    pub nodes: u32,
+    /// What the stacks could not follow (each started a stack again from `[unknown]`).
+    pub stats: mtex_trace::callstack::StackStats,
 }
 
 /// One PC's counts in a traced phase, or an `[other]` bucket: what PCs that found no room in

@@ -83,6 +83,11 @@ pub struct Args {
     /// Costs the trace about a sixth more EL2 time.
     #[arg(long)]
     pub profile: bool,
+    /// With --profile, follow the kernel's call stacks too: folded stacks and flame graphs by
+    /// stack, and each function's system call or exception entry (docs/profile.md). Steps
+    /// every instruction of a window (no runs, no fast path): the trace costs more.
+    #[arg(long)]
+    pub stacks: bool,
     /// Print the full report (each window in every view, every trapped write): report.txt.
     #[arg(long, short)]
     pub verbose: bool,
@@ -428,8 +433,11 @@ pub fn boot(args: &Args, p: &Prepared, which: Boot) -> Result<Booted> {
     let linux_console = p.run_dir.join("linux-console.log");
     let icount = !args.no_icount;
     let mut line = cmdline(args, which == Boot::Symbols, &p.kernel.append);
-    if args.profile && which == Boot::Measured {
+    if (args.profile || args.stacks) && which == Boot::Measured {
         line.push_str(" mtex.profile=1");
+    }
+    if args.stacks && which == Boot::Measured {
+        line.push_str(" mtex.stacks=1");
     }
     let cfg = qemu::RunConfig {
         cmdline: qemu::guest_time_for(&line, icount),
@@ -546,12 +554,12 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::results::Results)> {
     }
     // The windows by kernel function, as the report gathers them.
     for p in doc.runs.iter_mut().flat_map(|run| run.phases.iter_mut()) {
-        p.functions = r
+        let w = r
             .windows
             .iter()
-            .find(|w| format!("window {}", w.id) == p.name)
-            .map(|w| w.functions.clone())
-            .unwrap_or_default();
+            .find(|w| format!("window {}", w.id) == p.name);
+        p.functions = w.map(|w| w.functions.clone()).unwrap_or_default();
+        p.stacks = w.map(|w| w.stacks.clone()).unwrap_or_default();
     }
     let form = if args.verbose {
         crate::forms::Form::Full

@@ -97,6 +97,9 @@ pub struct Window {
     /// profile adds up to its counts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub functions: Vec<crate::profile::functions::FunctionRow>,
+    /// The same by kernel call stack, when the stacks were followed (`mtex.stacks=1`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<crate::profile::functions::FunctionRow>,
 }
 
 impl Window {
@@ -258,6 +261,11 @@ fn kernel_pcs(f: &PhaseProfile, entry: u64, text_va: Option<u64>) -> PhaseProfil
     for e in f.pcs.iter_mut().filter(|e| e.el != 0) {
         e.pc = kernel_va(e.pc, entry, text_va);
     }
+    // The kernel's frames too: calls' return addresses and what interrupts in the kernel
+    // interrupted (an entry from EL0 holds a user PC).
+    for n in f.stacks.iter_mut().filter(|n| !n.frame.from_el0()) {
+        n.frame.addr = kernel_va(n.frame.addr, entry, text_va);
+    }
     f
 }
 
@@ -398,6 +406,11 @@ pub fn analyse(
                 oracle: p.oracle.clone(),
                 functions: crate::profile::of_phase(p)
                     .map(|f| by_function(&kernel_pcs(f, entry, text_va), &symbols))
+                    .unwrap_or_default(),
+                stacks: crate::profile::of_phase(p)
+                    .map(|f| {
+                        crate::profile::stacks::by_stack(&kernel_pcs(f, entry, text_va), &symbols)
+                    })
                     .unwrap_or_default(),
             })
         })
@@ -573,7 +586,7 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
         ]);
     }
     let _ = writeln!(out, "{t}");
-    let by_function = crate::profile::text::section(&w.functions);
+    let by_function = crate::profile::text::section(&w.functions, &w.stacks);
     if !by_function.is_empty() {
         let _ = writeln!(out, "\n{}", by_function.join("\n"));
     }

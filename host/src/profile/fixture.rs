@@ -51,7 +51,7 @@ pub fn profile() -> (PhaseProfile, Symbols) {
     let p = PhaseProfile {
         pcs,
         other,
-        end: None,
+        ..PhaseProfile::default()
     };
     (p, Symbols::from_funcs(funcs))
 }

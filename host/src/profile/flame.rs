@@ -2,7 +2,7 @@
 //! headline counters, next to their folded files: `<phase dir>/<counter>.svg`. Every
 //! function is drawn, however narrow (no minimum width), so the graph leaves nothing out.
 
-use super::folded::{file_stem, lines, phase_dir};
+use super::folded::{file_stem, lines, phase_dir, rows};
 use super::functions::FunctionRow;
 use crate::perf_text::{phase_title, run_label, thousands};
 use crate::results::{PhaseOut, Results, Run};
@@ -52,7 +52,7 @@ pub fn files(doc: &Results) -> anyhow::Result<Vec<(String, String)>> {
         for (i, p) in run.phases.iter().enumerate() {
             for (counter, path) in graphs(run, i, p) {
                 let title = format!("{}, {}: {counter}", phase_title(p), run_label(doc, run));
-                out.push((path, svg(&title, &p.functions, counter)?));
+                out.push((path, svg(&title, rows(p), counter)?));
             }
         }
     }

@@ -7,10 +7,10 @@
 //! ```
 //!
 //! `<counter>` is the counter's name with `:` as `_` (`mem_access_checked_rd_k`,
-//! `if_tcma1.mem_access_checked_rd_k`). The root frame is the EL (`kernel`, `user`); the
-//! function is the only frame below it (no call stacks are recorded). Each file's counts add
-//! up to the phase's counter exactly; zero lines are left out, and so is a counter that is
-//! zero.
+//! `if_tcma1.mem_access_checked_rd_k`). The root frame is the EL (`kernel`, `user`); then,
+//! when the kernel's stacks were followed (`mtex.stacks=1`), the stack's frames (`stacks`),
+//! and last the function. Each file's counts add up to the phase's counter exactly; zero
+//! lines are left out, and so is a counter that is zero.
 
 use super::functions::FunctionRow;
 use crate::results::{PhaseOut, Results, Run};
@@ -73,14 +73,30 @@ fn slug(s: &str) -> String {
     if out.is_empty() { "phase".into() } else { out }
 }
 
-/// `kernel;copy_to_user 812` lines of `counter`, largest first; empty when it is zero.
+/// `kernel;copy_to_user 812` lines of `counter` (with the stack's frames between, for rows
+/// by stack), largest first; empty when it is zero.
 pub fn lines(rows: &[FunctionRow], counter: &str) -> String {
     let mut out = String::new();
     for (row, v) in super::functions::ranked(rows, counter) {
         let root = if row.el == 0 { "user" } else { "kernel" };
-        out.push_str(&format!("{root};{} {v}\n", frame(&row.label())));
+        out.push_str(root);
+        for f in row.stack.iter().chain([&row.label()]) {
+            out.push(';');
+            out.push_str(&frame(f));
+        }
+        out.push_str(&format!(" {v}\n"));
     }
     out
+}
+
+/// The rows a phase's folded files and flame graphs are made of: by stack when its stacks
+/// were followed, else by function.
+pub fn rows(p: &PhaseOut) -> &[FunctionRow] {
+    if p.stacks.is_empty() {
+        &p.functions
+    } else {
+        &p.stacks
+    }
 }
 
 /// A function's name as one frame: no `;` (the separator), no line breaks.
@@ -100,7 +116,7 @@ pub fn files(doc: &Results) -> Vec<(String, String)> {
             }
             let dir = phase_dir(run, i, p);
             for c in counters() {
-                let text = lines(&p.functions, c.name);
+                let text = lines(rows(p), c.name);
                 if !text.is_empty() {
                     out.push((format!("{dir}/{}.folded", file_stem(c.name)), text));
                 }

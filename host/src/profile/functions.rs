@@ -29,6 +29,10 @@ pub struct FunctionRow {
     pub el: u8,
     /// The kernel's LDTR/STTR accessing as EL0 (in the `:k` counters and in `uaccess_*`).
     pub unprivileged: bool,
+    /// By call stack (`stacks::by_stack`): the frames above the function, outermost first;
+    /// empty in rows by function.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stack: Vec<String>,
     /// Counter name → value, under the phase's names (`mem_access_checked_rd:k`); zeros left
     /// out.
     pub counters: BTreeMap<String, u64>,
@@ -75,6 +79,7 @@ pub fn by_function(profile: &PhaseProfile, symbols: &Symbols) -> Vec<FunctionRow
             name,
             el,
             unprivileged,
+            stack: Vec::new(),
             counters: mtex_abi::counters::of_trace(&super::sum([&e]))
                 .filter(|&(_, v)| v != 0)
                 .map(|(c, v)| (c.name.to_string(), v))
@@ -136,7 +141,7 @@ mod tests {
                 entry(0x9000, 1, false, [1, 2, 0, 0]),
             ],
             other: vec![entry(0, 0, false, [3, 2, 0, 0])],
-            end: None,
+            ..PhaseProfile::default()
         };
         let rows = by_function(&p, &symbols());
         let got: Vec<_> = rows
@@ -184,7 +189,7 @@ mod tests {
             pcs in prop::collection::vec(arb_entry(), 0..40),
             other in prop::collection::vec(arb_entry(), 0..3),
         ) {
-            let p = PhaseProfile { pcs, other, end: None };
+            let p = PhaseProfile { pcs, other, ..PhaseProfile::default() };
             let rows = by_function(&p, &symbols());
             for (c, total) in mtex_abi::counters::of_trace(&p.sum()) {
                 let rows_sum: u64 = rows.iter().map(|r| r.get(c.name)).sum();

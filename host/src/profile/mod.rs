@@ -6,9 +6,10 @@ pub(crate) mod fixture;
 pub mod flame;
 pub mod folded;
 pub mod functions;
+pub mod stacks;
 pub mod text;
 
-use mtex_abi::report::PcProfileEnd;
+use mtex_abi::report::{PcProfileEnd, StackEnd, StackNode};
 use mtex_trace::counts::TraceCounts;
 use mtex_trace::profile::PcEntry;
 use serde::Serialize;
@@ -22,6 +23,10 @@ pub struct PhaseProfile {
     pub other: Vec<PcEntry>,
     /// The closing record; None if it never came.
     pub end: Option<PcProfileEnd>,
+    /// The call stacks' tree the entries' `stack` name (`mtex.stacks=1`).
+    pub stacks: Vec<StackNode>,
+    /// Its closing record; None without stacks (or if it never came).
+    pub stack_end: Option<StackEnd>,
 }
 
 impl PhaseProfile {
@@ -49,6 +54,9 @@ impl PhaseProfile {
                 end.records
             ));
         }
+        if let Some(p) = self.stack_problem() {
+            return Some(p);
+        }
         let kept = mtex_trace::profile::kept(trace);
         let sum = self.sum();
         (sum != kept).then(|| {
@@ -57,6 +65,34 @@ impl PhaseProfile {
                 differences(&sum, &kept).join(", ")
             )
         })
+    }
+}
+
+impl PhaseProfile {
+    /// Why its call stacks cannot be shown, if they cannot: nodes lost, or an entry on a
+    /// stack the tree does not have.
+    fn stack_problem(&self) -> Option<String> {
+        let uses_stacks = self.pcs.iter().any(|e| e.stack != 0);
+        let Some(end) = self.stack_end else {
+            return uses_stacks.then(|| "its call stacks were cut off (no end record)".into());
+        };
+        if self.stacks.len() != end.nodes as usize {
+            return Some(format!(
+                "its call stacks have {} nodes of the {} sent",
+                self.stacks.len(),
+                end.nodes
+            ));
+        }
+        let tree = stacks::Tree::new(&self.stacks);
+        self.pcs
+            .iter()
+            .find(|e| tree.frames(e.stack).is_none())
+            .map(|e| {
+                format!(
+                    "its call stack {} (pc {:#x}) is not in its tree",
+                    e.stack, e.pc
+                )
+            })
     }
 }
 
@@ -143,6 +179,7 @@ mod tests {
                 records,
                 ..PcProfileEnd::default()
             }),
+            ..PhaseProfile::default()
         }
     }
 

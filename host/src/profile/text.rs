@@ -1,6 +1,7 @@
 //! "Where the checks are": a phase's functions ranked by each headline counter, in the
 //! manner of `perf report` (count, share, function), each list closed by what it leaves out
-//! so that the counter's total is always on the page.
+//! so that the counter's total is always on the page. When the kernel's stacks were
+//! followed, each function is followed by what it was reached from (`stacks::reached_from`).
 
 use super::functions::{FunctionRow, ranked};
 use crate::perf_text::{WIDTH, clean, thousands};
@@ -22,10 +23,15 @@ pub const LISTED: usize = 20;
 /// Columns before a function's name: `   ` + count (15) + `  ` + share (6) + `  `.
 const NAME_AT: usize = 3 + 15 + 2 + 6 + 2;
 
-/// The section's lines for a phase's `rows`; none when no headline counter is non-zero.
-pub fn section(rows: &[FunctionRow]) -> Vec<String> {
+/// Entries shown per function under "reached from".
+const ENTRIES: usize = 2;
+
+/// The section's lines for a phase's `rows` by function, and `stacks` (its rows by stack,
+/// empty if its stacks were not followed); none when no headline counter is non-zero.
+pub fn section(rows: &[FunctionRow], stacks: &[FunctionRow]) -> Vec<String> {
     let mut out = Vec::new();
     for counter in HEADLINE {
+        let from = super::stacks::entries_by_function(stacks, counter);
         let ranked = ranked(rows, counter);
         let total: u64 = ranked.iter().map(|(_, v)| v).sum();
         if total == 0 {
@@ -46,6 +52,22 @@ pub fn section(rows: &[FunctionRow]) -> Vec<String> {
                 share(*v, total),
                 fit(&clean(&row.label()), WIDTH - NAME_AT)
             ));
+            if let Some(entries) = from.get(&row.label()) {
+                let shown: Vec<String> = entries
+                    .iter()
+                    .take(ENTRIES)
+                    .map(|(e, n)| format!("{e} {}", share(*n, *v)))
+                    .collect();
+                let more = if entries.len() > ENTRIES { ", …" } else { "" };
+                out.push(format!(
+                    "{:NAME_AT$}{}",
+                    "",
+                    fit(
+                        &clean(&format!("  reached from {}{more}", shown.join(", "))),
+                        WIDTH - NAME_AT
+                    )
+                ));
+            }
         }
         if ranked.len() > LISTED {
             let rest = &ranked[LISTED..];
@@ -101,11 +123,35 @@ mod tests {
     fn each_headline_counter_lists_its_top_functions_and_counts_the_rest() {
         let (p, s) = profile();
         let rows = by_function(&p, &s);
-        let text = section(&rows).join("\n");
+        let text = section(&rows, &[]).join("\n");
         for l in text.lines() {
             assert!(l.chars().count() <= WIDTH, "{l}");
         }
         insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn with_stacks_each_function_says_what_it_was_reached_from() {
+        let (p, s) = (
+            crate::profile::stacks::tests::profile(),
+            crate::profile::stacks::tests::symbols(),
+        );
+        let rows = by_function(&p, &s);
+        let stacks = crate::profile::stacks::by_stack(&p, &s);
+        let text = section(&rows, &stacks).join("\n");
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.ends_with("  futex_get_value_locked"))
+            .unwrap();
+        assert_eq!(
+            lines[at + 1].trim(),
+            "reached from [unknown] 66.7%, futex (syscall 98) 33.3%"
+        );
+        assert!(
+            text.contains("reached from futex (syscall 98) 100.0%"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -119,6 +165,6 @@ mod tests {
             }],
             ..PhaseProfile::default()
         };
-        assert!(section(&by_function(&p, &Symbols::default())).is_empty());
+        assert!(section(&by_function(&p, &Symbols::default()), &[]).is_empty());
     }
 }

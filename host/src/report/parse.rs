@@ -272,6 +272,20 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
                 e.id
             )),
         },
+        Record::StackNode(n) => match r.phases.iter_mut().rev().find(|p| p.id == n.id) {
+            Some(p) => p.profile.get_or_insert_default().stacks.push(n),
+            None => r.problems.push(format!(
+                "record {seq}: call stack of unknown phase {}",
+                n.id
+            )),
+        },
+        Record::StackEnd(e) => match r.phases.iter_mut().rev().find(|p| p.id == e.id) {
+            Some(p) => p.profile.get_or_insert_default().stack_end = Some(e),
+            None => r.problems.push(format!(
+                "record {seq}: call stacks' end of unknown phase {}",
+                e.id
+            )),
+        },
         Record::TcoSite(s) => match r.phases.iter_mut().rev().find(|p| p.id == s.phase) {
             Some(p) => p.tco_sites.push(s),
             None => r.problems.push(format!(

@@ -280,6 +280,7 @@ fn linux_mode_without_a_uart_for_linux_is_refused_at_boot() {
         no_icount: false,
         oracle: false,
         profile: false,
+        stacks: false,
         verbose: false,
         symbols: None,
         scenario: None,

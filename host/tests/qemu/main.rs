@@ -17,5 +17,6 @@ mod probe;
 mod profile;
 mod scenario;
 mod snippet;
+mod stacks;
 mod trap_path;
 mod uefi;

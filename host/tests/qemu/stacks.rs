@@ -1,0 +1,115 @@
+//! Call stacks (`mtex.stacks=1`): following them changes no count and no PC's counts (the
+//! stacks only split each PC's counts by the stack it ran on), every profile still adds up,
+//! and the kernel's checked accesses are filed under the system call that reached them.
+
+use super::equality::boot;
+use mtex::equality::{self, PLAIN, PROGRAMS};
+use mtex::images::built as images;
+use mtex::profile::stacks::by_stack;
+use mtex::report::Report;
+use mtex::symbols::Symbols;
+use std::collections::BTreeMap;
+
+const STACKS: &str = "mtex.stacks=1";
+
+/// Each PC's counts, whatever stack they ran on.
+fn by_pc(r: &Report) -> Vec<BTreeMap<(u64, u8, bool), mtex_trace::profile::PcEntry>> {
+    r.phases
+        .iter()
+        .filter_map(|p| p.profile.as_ref())
+        .map(|f| {
+            let mut m: BTreeMap<_, mtex_trace::profile::PcEntry> = BTreeMap::new();
+            for e in &f.pcs {
+                m.entry((e.pc, e.el, e.unprivileged))
+                    .or_insert(mtex_trace::profile::PcEntry {
+                        pc: e.pc,
+                        el: e.el,
+                        unprivileged: e.unprivileged,
+                        ..Default::default()
+                    })
+                    .add(e);
+            }
+            m
+        })
+        .collect()
+}
+
+/// `calls`: the program's traced code makes calls (hostile-vector's runs in straight lines and
+/// its own exception vectors, on a stack whose bottom was never seen).
+fn assert_stacks_exact(program: &str, calls: bool) {
+    let (_, line) = PROGRAMS.iter().find(|(n, _)| *n == program).unwrap();
+    images();
+    let lines = [
+        format!("{line} {}", PLAIN.opts),
+        format!("{line} {} mtex.profile=1", PLAIN.opts),
+        format!("{line} {STACKS}"),
+    ];
+    let [plain, profiled, stacks] = std::thread::scope(|s| {
+        let boots: Vec<_> = lines.map(|l| s.spawn(move || boot(l))).into();
+        let mut r = boots.into_iter().map(|b| b.join().unwrap());
+        [(); 3].map(|_| r.next().unwrap())
+    });
+    let problems = equality::run_problems(&stacks);
+    assert!(problems.is_empty(), "{program}: {problems:#?}");
+    // Following stacks steps every instruction, as the reference path does: the same counts.
+    let c = equality::compare(&plain, &stacks, PLAIN);
+    assert!(c.differences.is_empty(), "{program}: {:#?}", c.differences);
+    let mut with_stacks = 0;
+    for p in stacks.phases.iter().filter(|p| p.trace.is_some()) {
+        let f = p.profile.as_ref().expect("a profile");
+        assert_eq!(f.problem(p.trace.as_ref().unwrap()), None, "{}", p.name);
+        assert!(f.stack_end.is_some(), "{}: no stacks", p.name);
+        with_stacks += f.pcs.iter().filter(|e| e.stack >= 2).count();
+    }
+    assert_eq!(with_stacks > 0, calls, "{program}: PCs on known stacks");
+    // Split by stack, added back by PC: the profile's own tables.
+    assert_eq!(by_pc(&stacks), by_pc(&profiled), "{program}");
+}
+
+#[test]
+fn kernel_matrix() {
+    assert_stacks_exact("kernel", true);
+}
+
+#[test]
+fn hostile_vector() {
+    assert_stacks_exact("hostile-vector", false);
+}
+
+/// uaccess-heavy's checked uaccess reads are all `copy_from_user`'s, reached from the WRITE
+/// system call (number 4) through the kernel's EL0 entry handler.
+#[test]
+fn uaccess_reads_are_reached_from_their_system_call() {
+    let r = boot(format!(
+        "mtex.guest=kernel mtex.policies=entry-tco mtex.workloads=uaccess-heavy \
+         mtex.trace=only {STACKS}"
+    ));
+    let problems = equality::run_problems(&r);
+    assert!(problems.is_empty(), "{problems:#?}");
+    let phase = r.phases.iter().find(|p| p.trace.is_some()).unwrap();
+    let trace = phase.trace.unwrap();
+    let rows = by_stack(
+        phase.profile.as_ref().unwrap(),
+        &Symbols::load(&images().guest_elf),
+    );
+    let mut in_copy = 0;
+    for row in rows.iter().filter(|r| r.unprivileged) {
+        let n = row.get("uaccess_checked_rd");
+        if n == 0 {
+            continue;
+        }
+        assert!(row.name.ends_with("copy_from_user"), "{row:?}");
+        assert_eq!(
+            row.stack.first().map(String::as_str),
+            Some("[syscall 4]"),
+            "{row:?}"
+        );
+        assert!(
+            row.stack.iter().any(|f| f.ends_with("entry::el0_sync")),
+            "{row:?}"
+        );
+        in_copy += n;
+    }
+    assert!(trace.uaccess.arch_rd > 0, "no checked uaccess read");
+    assert_eq!(in_copy, trace.uaccess.arch_rd);
+}
