@@ -568,6 +568,9 @@ pub fn render_headline(h: &Headline, traps_n: u64) -> String {
 pub struct ProfileCost {
     pub what: &'static str,
     pub mode: Mode,
+    /// "on" follows call stacks too (`mtex.stacks=1`, which steps every instruction whatever
+    /// the mode): its cost against the default mode without either.
+    pub stacks: bool,
     pub off: PerInstruction,
     pub on: PerInstruction,
     /// PcProfile records sent, and distinct PCs, over the run's traced phases.
@@ -591,18 +594,24 @@ pub fn profile_cost(boots: &Boots) -> Result<Vec<ProfileCost>> {
         ("trace program", "mtex.guest=trace"),
         ("kernel matrix", KERNEL),
     ];
+    // (mode, what "on" adds)
+    let variants = [
+        (FAST_RUNS, "mtex.profile=1"),
+        (FAST, "mtex.profile=1"),
+        (FAST_RUNS, "mtex.stacks=1"),
+    ];
     let mut lines = Vec::new();
     for (_, line) in programs {
-        for mode in [FAST_RUNS, FAST] {
+        for (mode, extra) in variants {
             lines.push((with(line, mode), true));
-            lines.push((format!("{} mtex.profile=1", with(line, mode)), true));
+            lines.push((format!("{} {extra}", with(line, mode)), true));
         }
     }
     boots.prefetch(&lines, 2)?;
     for (what, line) in programs {
-        for mode in [FAST_RUNS, FAST] {
+        for (mode, extra) in variants {
             let off = boots.ok(&with(line, mode), true)?;
-            let on = boots.ok(&format!("{} mtex.profile=1", with(line, mode)), true)?;
+            let on = boots.ok(&format!("{} {extra}", with(line, mode)), true)?;
             let (mut records, mut pcs) = (0, 0);
             for e in on
                 .report
@@ -616,6 +625,7 @@ pub fn profile_cost(boots: &Boots) -> Result<Vec<ProfileCost>> {
             out.push(ProfileCost {
                 what,
                 mode,
+                stacks: extra == "mtex.stacks=1",
                 off: per_instruction(&off.report)?,
                 on: per_instruction(&on.report)?,
                 records,
@@ -631,12 +641,12 @@ pub fn profile_cost(boots: &Boots) -> Result<Vec<ProfileCost>> {
 pub fn render_profile_cost(costs: &[ProfileCost]) -> String {
     use std::fmt::Write;
     let mut o = String::from(
-        "mtex bench profile: what mtex.profile=1 costs (EL2 instructions per traced instruction \
-         under -icount shift=0: exact)\n\n",
+        "mtex bench profile: what mtex.profile=1 and mtex.stacks=1 cost (EL2 instructions per \
+         traced instruction under -icount shift=0: exact)\n\n",
     );
     let _ = writeln!(
         o,
-        "{:<14} {:<22} {:>8} {:>8} {:>6} {:>9} {:>9} {:>7} {:>7} {:>8}",
+        "{:<14} {:<26} {:>8} {:>8} {:>6} {:>9} {:>9} {:>7} {:>7} {:>8}",
         "program",
         "mode",
         "EL2 off",
@@ -651,9 +661,13 @@ pub fn render_profile_cost(costs: &[ProfileCost]) -> String {
     for c in costs {
         let _ = writeln!(
             o,
-            "{:<14} {:<22} {:>8.1} {:>8.1} {:>5.2}x {:>9.3} {:>9.3} {:>7} {:>7} {:>7.1}s",
+            "{:<14} {:<26} {:>8.1} {:>8.1} {:>5.2}x {:>9.3} {:>9.3} {:>7} {:>7} {:>7.1}s",
             c.what,
-            mode_name(c.mode),
+            if c.stacks {
+                format!("{} +stacks", mode_name(c.mode))
+            } else {
+                mode_name(c.mode)
+            },
             c.off.el2,
             c.on.el2,
             c.ratio(),

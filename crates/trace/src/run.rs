@@ -389,6 +389,14 @@ impl Plan {
     }
 
     /// The root's word as planned.
+    /// True when an instruction the plan looked at (leaves included) is a call, a return or
+    /// an exception return: a run must not execute what moves the call stack unseen.
+    pub fn calls_or_returns(&self) -> bool {
+        self.words[..self.n_visited]
+            .iter()
+            .any(|&w| w != NO_WORD && crate::decode::flow(w as u32) != crate::decode::Flow::Other)
+    }
+
     pub fn root_word(&self) -> Option<u32> {
         (self.n_visited > 0 && self.words[0] != NO_WORD).then(|| self.words[0] as u32)
     }

@@ -258,6 +258,8 @@ impl Tracer {
                 || (plan.min_leaf_depth() < RUN_MIN_DEPTH && !plan.exclusive_root())
                 || plan.depth_of(vbar + 0x200).is_some()
                 || plan.depth_of(vbar + 0x400).is_some()
+                // Following call stacks, a run may not execute a call or a return unseen.
+                || (self.stacks.is_some() && plan.calls_or_returns())
             {
                 self.engine.stepped_starts += 1;
                 self.no_run[slot] = key;
@@ -460,6 +462,10 @@ impl Tracer {
         else {
             return;
         };
+        if link && self.stacks.is_some() {
+            // Following call stacks, a call is stepped (the stack moves when it retires).
+            return;
+        }
         if link {
             ctx.x[30] = st.pc.wrapping_add(4);
         }
