@@ -188,9 +188,9 @@ impl Tracer {
 
     /// Keeps the kernel's call stacks as well (`mtex.stacks=1`, after `enable_profile`): every
     /// instruction is then stepped and retired through the full path, which sees every call
-    /// and return (the asm fast path would retire branches unseen), except in runs from a
-    /// load-exclusive with no call or return in them (stepping can never let such a sequence
-    /// succeed). Once, at boot.
+    /// and return (the asm fast path would retire branches unseen). Runs remain at EL0, whose
+    /// stack is not followed, and in the kernel from a load-exclusive with no call or return
+    /// in them (stepping can never let such a sequence succeed). Once, at boot.
     pub fn enable_stacks(&mut self) {
         if !self.tally.profiling() {
             return;
@@ -597,7 +597,7 @@ impl Tracer {
             && !self.virq_pending
             && !core::mem::take(&mut self.irq_stopped_run)
             && mtex_trace::run::may_start_run(w, &insn)
-            && (self.stacks.is_none() || mtex_trace::run::is_exclusive_root_of(&insn))
+            && (self.stacks.is_none() || st.el == 0 || mtex_trace::run::is_exclusive_root_of(&insn))
             && self.arm_run(ctx, controls, (st.pc, st.el, w))
         {
             self.armed = false;

@@ -259,7 +259,7 @@ impl Tracer {
                 || plan.depth_of(vbar + 0x200).is_some()
                 || plan.depth_of(vbar + 0x400).is_some()
                 // Following call stacks, a run may not execute a call or a return unseen.
-                || (self.stacks.is_some() && plan.calls_or_returns())
+                || (self.stacks.is_some() && el == 1 && plan.calls_or_returns())
             {
                 self.engine.stepped_starts += 1;
                 self.no_run[slot] = key;
@@ -462,7 +462,7 @@ impl Tracer {
         else {
             return;
         };
-        if link && self.stacks.is_some() {
+        if link && self.stacks.is_some() && st.el == 1 {
             // Following call stacks, a call is stepped (the stack moves when it retires).
             return;
         }
