@@ -386,6 +386,15 @@ impl Tracer {
     ) {
         if self.run_armed {
             self.retire_run(ctx, stage2_abort, controls);
+            if self.stacks.is_some() {
+                // A run stopped at an EL1 synchronous vector took an exception (no plan
+                // reaches one): the kernel's stack starts or grows there. Nothing else in a
+                // run moves it (`arm_run`).
+                let vbar = VBAR_EL1.get();
+                let st = ctx.state();
+                let entry = st.el == 1 && (st.pc == vbar + 0x200 || st.pc == vbar + 0x400);
+                self.follow_stack(ctx, false, entry);
+            }
             return;
         }
         if !self.armed {
