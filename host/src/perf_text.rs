@@ -449,7 +449,14 @@ fn phase_block(out: &mut Lines, doc: &Results, run: &Run, p: &PhaseOut) {
             "{secs:>VALUE_COLUMNS$.9} seconds guest time elapsed"
         ));
     }
-    let by_function = crate::profile::text::section(&p.functions, &p.stacks);
+    let by_function = crate::profile::text::section(
+        &p.functions,
+        &p.stacks,
+        p.profile
+            .as_ref()
+            .and_then(|f| f.stack_end)
+            .map(|e| e.stats),
+    );
     if !by_function.is_empty() {
         out.blank();
     }

@@ -100,6 +100,9 @@ pub struct Window {
     /// The same by kernel call stack, when the stacks were followed (`mtex.stacks=1`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stacks: Vec<crate::profile::functions::FunctionRow>,
+    /// What its call stacks could not follow (`mtex.stacks=1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_stats: Option<mtex_trace::callstack::StackStats>,
 }
 
 impl Window {
@@ -412,6 +415,9 @@ pub fn analyse(
                         crate::profile::stacks::by_stack(&kernel_pcs(f, entry, text_va), &symbols)
                     })
                     .unwrap_or_default(),
+                stack_stats: crate::profile::of_phase(p)
+                    .and_then(|f| f.stack_end)
+                    .map(|e| e.stats),
             })
         })
         .collect();
@@ -586,7 +592,7 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
         ]);
     }
     let _ = writeln!(out, "{t}");
-    let by_function = crate::profile::text::section(&w.functions, &w.stacks);
+    let by_function = crate::profile::text::section(&w.functions, &w.stacks, w.stack_stats);
     if !by_function.is_empty() {
         let _ = writeln!(out, "\n{}", by_function.join("\n"));
     }

@@ -163,7 +163,8 @@ pub fn reached_from(stack: &[String]) -> Option<String> {
 }
 
 /// Of `rows` by stack, the entries each function's `counter` was reached from, largest
-/// first: function label → [(entry, count)].
+/// first: function label → [(entry, count)]. Rows without a stack are left out, so a
+/// function's entries may add up to less than its count.
 pub fn entries_by_function(
     rows: &[FunctionRow],
     counter: &str,
@@ -174,7 +175,10 @@ pub fn entries_by_function(
         if v == 0 {
             continue;
         }
-        let from = reached_from(&r.stack).unwrap_or_else(|| "-".into());
+        // Rows with no stack (`[other]`, whose stacks were not kept) say nothing.
+        let Some(from) = reached_from(&r.stack) else {
+            continue;
+        };
         *by.entry(r.label()).or_default().entry(from).or_default() += v;
     }
     by.into_iter()

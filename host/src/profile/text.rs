@@ -28,7 +28,11 @@ const ENTRIES: usize = 2;
 
 /// The section's lines for a phase's `rows` by function, and `stacks` (its rows by stack,
 /// empty if its stacks were not followed); none when no headline counter is non-zero.
-pub fn section(rows: &[FunctionRow], stacks: &[FunctionRow]) -> Vec<String> {
+pub fn section(
+    rows: &[FunctionRow],
+    stacks: &[FunctionRow],
+    stats: Option<mtex_trace::callstack::StackStats>,
+) -> Vec<String> {
     let mut out = Vec::new();
     for counter in HEADLINE {
         let from = super::stacks::entries_by_function(stacks, counter);
@@ -81,12 +85,40 @@ pub fn section(rows: &[FunctionRow], stacks: &[FunctionRow]) -> Vec<String> {
         }
     }
     if !out.is_empty() {
+        if let Some(line) = stats.and_then(stats_line) {
+            out.insert(0, line);
+        }
         out.insert(
             0,
             " Where the checks are (by function; each list adds up to its counter):".into(),
         );
     }
     out
+}
+
+/// What the call stacks could not follow, if anything: each made a stack start again from
+/// `[unknown]`.
+fn stats_line(s: mtex_trace::callstack::StackStats) -> Option<String> {
+    let parts: Vec<String> = [
+        (s.unmatched_returns, "returns matched no call"),
+        (s.unmatched_erets, "exception returns had no entry"),
+        (s.too_deep, "calls went past 64 frames"),
+        (s.tree_full, "frames found the stack tree full"),
+        (s.evicted, "saved task stacks were evicted"),
+    ]
+    .into_iter()
+    .filter(|&(n, _)| n != 0)
+    .map(|(n, what)| format!("{} {what}", thousands(n as u64)))
+    .collect();
+    (!parts.is_empty()).then(|| {
+        fit(
+            &format!(
+                "   Call stacks: {}; [unknown] below each.",
+                parts.join(", ")
+            ),
+            WIDTH,
+        )
+    })
 }
 
 /// `62.9%`; a share that rounds to 0 but is not shown as `<0.1%`.
@@ -123,7 +155,7 @@ mod tests {
     fn each_headline_counter_lists_its_top_functions_and_counts_the_rest() {
         let (p, s) = profile();
         let rows = by_function(&p, &s);
-        let text = section(&rows, &[]).join("\n");
+        let text = section(&rows, &[], None).join("\n");
         for l in text.lines() {
             assert!(l.chars().count() <= WIDTH, "{l}");
         }
@@ -138,7 +170,19 @@ mod tests {
         );
         let rows = by_function(&p, &s);
         let stacks = crate::profile::stacks::by_stack(&p, &s);
-        let text = section(&rows, &stacks).join("\n");
+        let stats = mtex_trace::callstack::StackStats {
+            unmatched_returns: 3,
+            evicted: 1,
+            ..Default::default()
+        };
+        let text = section(&rows, &stacks, Some(stats)).join("\n");
+        assert!(
+            text.contains(
+                "Call stacks: 3 returns matched no call, 1 saved task stacks were evicted; \
+                 [unknown] below each."
+            ),
+            "{text}"
+        );
         let lines: Vec<&str> = text.lines().collect();
         let at = lines
             .iter()
@@ -165,6 +209,6 @@ mod tests {
             }],
             ..PhaseProfile::default()
         };
-        assert!(section(&by_function(&p, &Symbols::default()), &[]).is_empty());
+        assert!(section(&by_function(&p, &Symbols::default()), &[], None).is_empty());
     }
 }
