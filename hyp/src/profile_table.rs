@@ -1,15 +1,18 @@
 //! The per-PC profile's table (`mtex.profile=1`) and the call stacks' storage
-//! (`mtex.stacks=1`): 5 MiB and 1.6 MiB in the image's .bss rather than on the heap, whose
+//! (`mtex.stacks=1`): 20 MiB and 1.6 MiB in the image's .bss rather than on the heap, whose
 //! buddy allocator would round such blocks up to the next power of two. Handed out once.
 
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, Ordering};
 use mtex_trace::profile::PcSlot;
 
-/// PCs the profile keeps per phase: a Linux futex-hash window of 4 × 200 waits executes
-/// about 35,000 distinct instructions (thread creation and exit, mmap, faults, the
-/// scheduler, the user's program); more than these go to `[other]`, still counted.
-pub const SLOTS: usize = mtex_abi::options::HypOptions::PROFILE_SLOTS as usize;
+/// Slots of the profile's table: a Linux futex-hash window of 4 × 200 waits executes about
+/// 35,000 distinct instructions (thread creation and exit, mmap, faults, the scheduler, the
+/// user's program), and with call stacks a PC takes a slot per stack it runs on (at a
+/// quarter of this, a fifth of that window's checked reads went to `[other]`). The profile
+/// uses a quarter of it by default, all of it with stacks (`mtex.profile_slots`); what finds no
+/// room goes to `[other]`, still counted.
+pub const SLOTS: usize = mtex_abi::options::HypOptions::STACK_PROFILE_SLOTS as usize;
 
 struct Table(UnsafeCell<[PcSlot; SLOTS]>);
 

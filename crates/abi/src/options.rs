@@ -116,8 +116,9 @@ pub struct HypOptions {
     /// with its counts (`PcProfile` records); `0` (default) does not.
     pub profile: bool,
     /// `mtex.profile_slots`: PCs the profile's table holds, a power of two from 2 to
-    /// [`HypOptions::PROFILE_SLOTS`] (the default); fewer make it overflow into `[other]`
-    /// sooner (the tests' way of reaching that path with real code).
+    /// [`HypOptions::STACK_PROFILE_SLOTS`] (the default with `mtex.stacks=1`;
+    /// [`HypOptions::PROFILE_SLOTS`] without); fewer make it overflow into `[other]` sooner
+    /// (the tests' way of reaching that path with real code).
     pub profile_slots: u32,
     /// `mtex.stacks`: `1` keeps the kernel's call stacks as well (`mtex_trace::callstack`):
     /// the profile keys each PC by the stack it ran on, every instruction is stepped (no
@@ -186,8 +187,10 @@ pub enum SelfTest {
 
 impl HypOptions {
     pub const DEFAULT_WATCHDOG_MS: u64 = 10_000;
-    /// The profile table's size in the hypervisor (PCs).
+    /// The profile table's size in the hypervisor (PCs) by default.
     pub const PROFILE_SLOTS: u32 = 65536;
+    /// ... and with call stacks, where a PC takes a slot per stack it runs on: the largest.
+    pub const STACK_PROFILE_SLOTS: u32 = 262_144;
 
     pub fn parse(cmdline: &str) -> Result<Self, OptionError> {
         let watchdog_ms = parse_u64(cmdline, "watchdog_ms", Self::DEFAULT_WATCHDOG_MS)?;
@@ -260,13 +263,18 @@ impl HypOptions {
             "expected 0 or 1",
         )?;
         let profile = profile || stacks;
-        let profile_slots = parse_u64(cmdline, "profile_slots", Self::PROFILE_SLOTS as u64)?;
-        if !(2..=Self::PROFILE_SLOTS as u64).contains(&profile_slots)
+        let default_slots = if stacks {
+            Self::STACK_PROFILE_SLOTS
+        } else {
+            Self::PROFILE_SLOTS
+        };
+        let profile_slots = parse_u64(cmdline, "profile_slots", default_slots as u64)?;
+        if !(2..=Self::STACK_PROFILE_SLOTS as u64).contains(&profile_slots)
             || !profile_slots.is_power_of_two()
         {
             return Err(OptionError {
                 key: "profile_slots",
-                problem: "must be a power of two from 2 to 65536",
+                problem: "must be a power of two from 2 to 262144",
             });
         }
         Ok(Self {
@@ -663,7 +671,11 @@ mod tests {
         let slots = |line: &str| HypOptions::parse(line).map(|o| o.profile_slots);
         assert_eq!(slots(""), Ok(HypOptions::PROFILE_SLOTS));
         assert_eq!(slots("mtex.profile_slots=64"), Ok(64));
-        for bad in ["0", "1", "48", "131072", "many"] {
+        assert_eq!(
+            HypOptions::parse("mtex.stacks=1").map(|o| o.profile_slots),
+            Ok(HypOptions::STACK_PROFILE_SLOTS)
+        );
+        for bad in ["0", "1", "48", "524288", "many"] {
             assert_eq!(
                 slots(&std::format!("mtex.profile_slots={bad}"))
                     .unwrap_err()

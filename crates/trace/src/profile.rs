@@ -353,14 +353,21 @@ impl PcTable {
     /// order PCs were first seen in, and gives their entries. The table must be
     /// [`reset`](Self::reset) before it counts again.
     pub fn sorted_entries(&mut self) -> impl Iterator<Item = PcEntry> + '_ {
-        // Empty slots first, whatever the keys (PC 0 at EL1 has a key below EMPTY's).
-        self.slots
-            .sort_unstable_by_key(|s| (s.key != EMPTY, s.key, s.stack));
+        // The used slots moved to the end (one pass; the table is not looked up again before
+        // `reset`), then only they are sorted: a phase pays for the PCs it had, not for the
+        // table's size.
+        let n = self.slots.len();
+        let mut tail = n;
+        for i in (0..n).rev() {
+            if self.slots[i].key != EMPTY {
+                tail -= 1;
+                self.slots.swap(i, tail);
+            }
+        }
+        let used = &mut self.slots[tail..];
+        used.sort_unstable_by_key(|s| (s.key, s.stack));
         self.sorted = true;
-        self.slots
-            .iter()
-            .filter(|s| s.key != EMPTY)
-            .map(PcSlot::entry)
+        used.iter().map(PcSlot::entry)
     }
 }
 
