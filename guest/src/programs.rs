@@ -63,6 +63,7 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         | GuestProgram::HostileUart
         | GuestProgram::Addresses
         | GuestProgram::HostileVector
+        | GuestProgram::HostileFrames
         | GuestProgram::HostilePatch
         | GuestProgram::HostileStackPatch
         | GuestProgram::HostileTcoPatch

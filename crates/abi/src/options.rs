@@ -335,6 +335,9 @@ pub enum GuestProgram {
     HostileUart,
     /// Aliases its exception vector onto a traced load's fall-through.
     HostileVector,
+    /// Corrupts its frame pointers, returns elsewhere than its caller and recurses past the
+    /// stacks' depth in a traced phase (`mtex.stacks=1`).
+    HostileFrames,
     /// Rewrites its own code in place inside a traced phase.
     HostilePatch,
     /// Rewrites the code a run is executing with an SP-based store inside the run.
@@ -362,7 +365,7 @@ pub enum GuestProgram {
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 26] = [
+    pub const ALL: [(&'static str, GuestProgram); 27] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -379,6 +382,7 @@ impl GuestProgram {
         ("hostile-wfx", Self::HostileWfx),
         ("hostile-uart", Self::HostileUart),
         ("hostile-vector", Self::HostileVector),
+        ("hostile-frames", Self::HostileFrames),
         ("hostile-patch", Self::HostilePatch),
         ("hostile-stack-patch", Self::HostileStackPatch),
         ("hostile-tco-patch", Self::HostileTcoPatch),

@@ -7,6 +7,7 @@ mod addresses;
 mod cpu;
 mod debug;
 mod exclusive;
+mod frames;
 mod patch;
 pub mod remap;
 mod spin;
@@ -36,6 +37,7 @@ pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
         GuestProgram::Addresses => addresses::run(ptr.tagged),
         GuestProgram::HostileWfx => wfx::run(ptr.tagged),
         GuestProgram::HostileVector => vector::run(ptr.tagged),
+        GuestProgram::HostileFrames => frames::run(ptr.tagged),
         GuestProgram::HostilePatch => patch::run(ptr.tagged),
         GuestProgram::HostileStackPatch => stack_patch::run(ptr.tagged),
         GuestProgram::HostileTcoPatch => tco_patch::run(),

@@ -114,3 +114,61 @@ fn uaccess_reads_are_reached_from_their_system_call() {
     assert!(trace.uaccess.arch_rd > 0, "no checked uaccess read");
     assert_eq!(in_copy, trace.uaccess.arch_rd);
 }
+
+/// hostile-frames (guest/src/selftest/frames.rs) corrupts its frame pointers, returns
+/// elsewhere than its caller and recurses past the stacks' depth: each stack is what the
+/// program's calls make it, or `[unknown]` below what could not be followed, and the counts
+/// are the program's whatever the stacks.
+#[test]
+fn a_guest_cannot_fool_its_stacks() {
+    let n = mtex_abi::program::HOSTILE_N;
+    images();
+    let lines = [
+        format!("mtex.guest=hostile-frames {}", PLAIN.opts),
+        format!("mtex.guest=hostile-frames {STACKS}"),
+    ];
+    let [plain, stacks] = std::thread::scope(|s| {
+        let boots: Vec<_> = lines.map(|l| s.spawn(move || boot(l))).into();
+        let mut r = boots.into_iter().map(|b| b.join().unwrap());
+        [(); 2].map(|_| r.next().unwrap())
+    });
+    for r in [&plain, &stacks] {
+        let problems = equality::run_problems(r);
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+    let c = equality::compare(&plain, &stacks, FAST_RUNS);
+    assert!(c.differences.is_empty(), "{:#?}", c.differences);
+    let phase = stacks.phases.iter().find(|p| p.trace.is_some()).unwrap();
+    let trace = phase.trace.unwrap();
+    // Four cases of n loads, and the `ldp x29, x30, [sp], #16` of mtex_hf_outer and of
+    // mtex_hf_deep's 80 frames (writeback on the Tagged stack: checked).
+    assert_eq!(trace.architectural.rd_k, 4 * n + 1 + 80);
+    let profile = phase.profile.as_ref().unwrap();
+    let stats = profile.stack_end.unwrap().stats;
+    assert_eq!(
+        (stats.unmatched_returns, stats.too_deep),
+        (1, 1),
+        "{stats:?}"
+    );
+    let rows = by_stack(profile, &Symbols::load(&images().guest_elf));
+    let reads = |name: &str| -> Vec<(Vec<String>, u64)> {
+        rows.iter()
+            .filter(|r| r.name == name)
+            .map(|r| (r.stack.clone(), r.get("mem_access_checked_rd:k")))
+            .filter(|&(_, v)| v != 0)
+            .collect()
+    };
+    let s = |v: &[&str]| v.iter().map(|f| f.to_string()).collect::<Vec<_>>();
+    let main = s(&["[unknown]", "mtex_hf_main"]);
+    assert_eq!(reads("mtex_hf_plain"), [(main.clone(), n)]);
+    // The same stack with its frame pointers corrupted.
+    assert_eq!(reads("mtex_hf_fp"), [(main, n)]);
+    // After the return that matched no call, nothing below is known (its loads and its
+    // epilogue's).
+    assert_eq!(reads("mtex_hf_outer"), [(s(&["[unknown]"]), n + 1)]);
+    assert_eq!(reads("mtex_hf_main"), []);
+    // 81 frames, 64 kept: the last 17, all in mtex_hf_deep, over [unknown].
+    let mut deep = s(&["[unknown]"]);
+    deep.extend(s(&["mtex_hf_deep"; 17]));
+    assert_eq!(reads("mtex_hf_deep_leaf"), [(deep, n)]);
+}
