@@ -428,6 +428,57 @@ fn futex_hash_in_a_sync_window_shows_what_tcma1_would_leave() {
     assert!(text.contains("Where the checks are"), "{text}");
 }
 
+/// With the kernel's call stacks followed: the rows by stack add up to the window's checked
+/// reads, the folded files to their counters, and every read TCMA1 would leave (the futex
+/// word's LDTR) is reached from the futex system call (arm64's number 98) through its
+/// handler.
+#[test]
+fn futex_hash_stacks_say_where_the_checks_come_from() {
+    let (status, doc, text) = linux(&[
+        "--workload",
+        "futex-hash 50 2",
+        "--tcf0",
+        "sync",
+        "--profile",
+        "--stacks",
+    ]);
+    assert_eq!(status, 0, "{text}");
+    let w = window(&doc, 1);
+    let rows = w["stacks"].as_array().expect("a window with stacks");
+    let sum = |counter: &str| -> u64 {
+        rows.iter()
+            .filter_map(|r| r["counters"][counter].as_u64())
+            .sum()
+    };
+    let (arch, tcma1) = (view(w, "architectural"), view(w, "if TCMA1"));
+    assert_eq!(sum("mem_access_checked_rd:k"), n(arch, "rd_k"), "{text}");
+    assert_eq!(sum("if_tcma1.mem_access_checked_rd:k"), n(tcma1, "rd_k"));
+    assert_eq!(
+        n(tcma1, "rd_k"),
+        100,
+        "one futex-word read per wait\n{text}"
+    );
+    for r in rows {
+        if r["counters"]["if_tcma1.mem_access_checked_rd:k"]
+            .as_u64()
+            .is_none()
+        {
+            continue;
+        }
+        let stack: Vec<&str> = r["stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        assert_eq!(stack.first(), Some(&"[syscall 98]"), "{r}");
+        assert!(stack.contains(&"__arm64_sys_futex"), "{r}");
+        assert!(r["unprivileged"] == true, "{r}");
+    }
+    assert!(text.contains("reached from futex (syscall 98)"), "{text}");
+    // (`linux` has checked that each folded file, a line per stack, adds up to its counter.)
+}
+
 #[test]
 fn doorbell_mistakes_and_a_killed_window_end_with_clear_records() {
     // A close with nothing open, another offset, an id of 0; then a window whose workload
