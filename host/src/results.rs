@@ -331,7 +331,13 @@ fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
             .unwrap_or_default(),
         stacks: profile
             .as_ref()
-            .map(|f| crate::profile::stacks::by_stack(f, &Symbols::default()))
+            .map(|f| {
+                crate::profile::stacks::by_stack(
+                    f,
+                    &Symbols::default(),
+                    crate::profile::stacks::Syscalls::Numbers,
+                )
+            })
             .unwrap_or_default(),
         profile,
     }
@@ -417,7 +423,11 @@ impl Results {
         for p in self.runs.iter_mut().flat_map(|r| r.phases.iter_mut()) {
             if let Some(f) = &p.profile {
                 p.functions = by_function(f, symbols);
-                p.stacks = crate::profile::stacks::by_stack(f, symbols);
+                p.stacks = crate::profile::stacks::by_stack(
+                    f,
+                    symbols,
+                    crate::profile::stacks::Syscalls::Numbers,
+                );
             }
         }
         for w in self.runs.iter_mut().flat_map(|r| r.writes.iter_mut()) {

@@ -412,7 +412,11 @@ pub fn analyse(
                     .unwrap_or_default(),
                 stacks: crate::profile::of_phase(p)
                     .map(|f| {
-                        crate::profile::stacks::by_stack(&kernel_pcs(f, entry, text_va), &symbols)
+                        crate::profile::stacks::by_stack(
+                            &kernel_pcs(f, entry, text_va),
+                            &symbols,
+                            crate::profile::stacks::Syscalls::Linux,
+                        )
                     })
                     .unwrap_or_default(),
                 stack_stats: crate::profile::of_phase(p)

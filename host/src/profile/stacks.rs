@@ -5,7 +5,7 @@
 //! functions' do.
 //!
 //! Frames: a call is the function that made it; an exception entry from EL0 is
-//! `[syscall N]` or `[el0 KIND]`; one taken in the kernel is the function it interrupted,
+//! `[syscall N]` (`[syscall N NAME]` for Linux, from arm64's table) or `[el0 KIND]`; one taken in the kernel is the function it interrupted,
 //! then `[el1 KIND]`; frames below what was seen are [`UNKNOWN`].
 
 use super::PhaseProfile;
@@ -51,8 +51,30 @@ impl Tree {
     }
 }
 
+/// Whose system calls an `[syscall N]` frame names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Syscalls {
+    /// Linux on arm64: numbers from its table, named.
+    Linux,
+    /// The built-in kernel's own numbers, shown as numbers.
+    Numbers,
+}
+
+impl Syscalls {
+    fn label(self, nr: u32) -> String {
+        let name = match self {
+            Syscalls::Linux => syscalls::aarch64::Sysno::new(nr as usize).map(|s| s.name()),
+            Syscalls::Numbers => None,
+        };
+        match name {
+            Some(n) => format!("[syscall {nr} {n}]"),
+            None => format!("[syscall {nr}]"),
+        }
+    }
+}
+
 /// The name of `frame` (an entry from EL1 is two: what it interrupted, then the entry).
-fn frame_names(frame: &StackFrame, symbols: &Symbols, out: &mut Vec<String>) {
+fn frame_names(frame: &StackFrame, symbols: &Symbols, calls: Syscalls, out: &mut Vec<String>) {
     let name = |pc: u64| {
         symbols
             .function(pc)
@@ -65,7 +87,7 @@ fn frame_names(frame: &StackFrame, symbols: &Symbols, out: &mut Vec<String>) {
     let kind = ["sync", "irq", "fiq", "serror"][frame.kind() as usize];
     if frame.from_el0() {
         out.push(match (frame.kind(), frame.ec) {
-            (0, EC_SVC64) => format!("[syscall {}]", frame.nr),
+            (0, EC_SVC64) => calls.label(frame.nr),
             (0, 0x24) => "[el0 data abort]".into(),
             (0, 0x20) => "[el0 instruction abort]".into(),
             (0, ec) => format!("[el0 sync ec {ec:#x}]"),
@@ -84,7 +106,7 @@ fn frame_names(frame: &StackFrame, symbols: &Symbols, out: &mut Vec<String>) {
 /// `profile` by (stack, function), ordered by EL, stack, name, unprivileged; empty when the
 /// phase kept no stacks. A PC whose stack is not in the tree counts under [`UNKNOWN`] (the
 /// profile's check has already made that a problem).
-pub fn by_stack(profile: &PhaseProfile, symbols: &Symbols) -> Vec<FunctionRow> {
+pub fn by_stack(profile: &PhaseProfile, symbols: &Symbols, calls: Syscalls) -> Vec<FunctionRow> {
     if profile.stack_end.is_none() {
         return Vec::new();
     }
@@ -111,7 +133,7 @@ pub fn by_stack(profile: &PhaseProfile, symbols: &Symbols) -> Vec<FunctionRow> {
                             v.push(UNKNOWN.to_string());
                         }
                         for f in &frames {
-                            frame_names(f, symbols, &mut v);
+                            frame_names(f, symbols, calls, &mut v);
                         }
                         v
                     }
@@ -142,9 +164,9 @@ pub fn by_stack(profile: &PhaseProfile, symbols: &Symbols) -> Vec<FunctionRow> {
         .collect()
 }
 
-/// Where a stack was entered from: its outermost entry frame (`syscall 98`, `el0 irq`), with
-/// the system call's name when the kernel's handler says it (`__arm64_sys_futex`); `[unknown]`
-/// when its bottom was not seen; None for a stack with no frame.
+/// Where a stack was entered from: its outermost entry frame (`el0 irq`), a system call as
+/// `futex (syscall 98)` when its frame or the kernel's handler (`__arm64_sys_futex`) names
+/// it; `[unknown]` when its bottom was not seen; None for a stack with no frame.
 pub fn reached_from(stack: &[String]) -> Option<String> {
     let first = stack.first()?;
     if first == UNKNOWN {
@@ -152,14 +174,20 @@ pub fn reached_from(stack: &[String]) -> Option<String> {
     }
     let entry = stack.iter().find(|f| f.starts_with('['))?;
     let bare = entry.trim_start_matches('[').trim_end_matches(']');
-    let name = stack.iter().find_map(|f| {
-        f.strip_prefix("__arm64_sys_")
-            .or_else(|| f.strip_prefix("__se_sys_"))
-    });
-    Some(match name {
-        Some(n) if bare.starts_with("syscall") => format!("{n} ({bare})"),
-        _ => bare.to_string(),
-    })
+    let mut words = bare.splitn(3, ' ');
+    if let (Some("syscall"), Some(nr)) = (words.next(), words.next()) {
+        let name = words.next().or_else(|| {
+            stack.iter().find_map(|f| {
+                f.strip_prefix("__arm64_sys_")
+                    .or_else(|| f.strip_prefix("__se_sys_"))
+            })
+        });
+        return Some(match name {
+            Some(n) => format!("{n} (syscall {nr})"),
+            None => format!("syscall {nr}"),
+        });
+    }
+    Some(bare.to_string())
 }
 
 /// Of `rows` by stack, the entries each function's `counter` was reached from, largest
@@ -257,7 +285,7 @@ pub(crate) mod tests {
 
     #[test]
     fn rows_carry_their_named_frames_and_add_up() {
-        let rows = by_stack(&profile(), &symbols());
+        let rows = by_stack(&profile(), &symbols(), Syscalls::Numbers);
         let got: Vec<_> = rows
             .iter()
             .map(|r| {
@@ -294,13 +322,27 @@ pub(crate) mod tests {
 
     #[test]
     fn each_function_says_what_it_was_reached_from() {
-        let rows = by_stack(&profile(), &symbols());
+        let rows = by_stack(&profile(), &symbols(), Syscalls::Numbers);
         let by = entries_by_function(&rows, "mem_access_checked_rd:k");
         assert_eq!(
             by["futex_get_value_locked"],
             [("[unknown]".into(), 4), ("futex (syscall 98)".into(), 2)]
         );
         assert_eq!(by["handle_irq"], [("futex (syscall 98)".into(), 1)]);
+    }
+
+    #[test]
+    fn linux_system_calls_are_named_from_arm64s_table() {
+        let mut p = profile();
+        p.stacks[0].frame.nr = 220;
+        let rows = by_stack(&p, &symbols(), Syscalls::Linux);
+        assert_eq!(rows[1].stack[0], "[syscall 220 clone]");
+        assert_eq!(
+            reached_from(&rows[1].stack).as_deref(),
+            Some("clone (syscall 220)")
+        );
+        // A number the table does not have stays a number.
+        assert_eq!(Syscalls::Linux.label(100_000), "[syscall 100000]");
     }
 
     #[test]
@@ -318,6 +360,6 @@ pub(crate) mod tests {
             stack_end: None,
             ..profile()
         };
-        assert!(by_stack(&p, &symbols()).is_empty());
+        assert!(by_stack(&p, &symbols(), Syscalls::Numbers).is_empty());
     }
 }

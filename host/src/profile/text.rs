@@ -169,7 +169,8 @@ mod tests {
             crate::profile::stacks::tests::symbols(),
         );
         let rows = by_function(&p, &s);
-        let stacks = crate::profile::stacks::by_stack(&p, &s);
+        let stacks =
+            crate::profile::stacks::by_stack(&p, &s, crate::profile::stacks::Syscalls::Numbers);
         let stats = mtex_trace::callstack::StackStats {
             unmatched_returns: 3,
             evicted: 1,

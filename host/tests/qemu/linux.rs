@@ -471,7 +471,7 @@ fn futex_hash_stacks_say_where_the_checks_come_from() {
             .iter()
             .map(|f| f.as_str().unwrap())
             .collect();
-        assert_eq!(stack.first(), Some(&"[syscall 98]"), "{r}");
+        assert_eq!(stack.first(), Some(&"[syscall 98 futex]"), "{r}");
         assert!(stack.contains(&"__arm64_sys_futex"), "{r}");
         assert!(r["unprivileged"] == true, "{r}");
     }

@@ -5,7 +5,7 @@
 use super::equality::boot;
 use mtex::equality::{self, FAST_RUNS, PLAIN, PROGRAMS};
 use mtex::images::built as images;
-use mtex::profile::stacks::by_stack;
+use mtex::profile::stacks::{Syscalls, by_stack};
 use mtex::report::Report;
 use mtex::symbols::Symbols;
 use std::collections::BTreeMap;
@@ -92,6 +92,7 @@ fn uaccess_reads_are_reached_from_their_system_call() {
     let rows = by_stack(
         phase.profile.as_ref().unwrap(),
         &Symbols::load(&images().guest_elf),
+        Syscalls::Numbers,
     );
     let mut in_copy = 0;
     for row in rows.iter().filter(|r| r.unprivileged) {
@@ -150,7 +151,11 @@ fn a_guest_cannot_fool_its_stacks() {
         (1, 1),
         "{stats:?}"
     );
-    let rows = by_stack(profile, &Symbols::load(&images().guest_elf));
+    let rows = by_stack(
+        profile,
+        &Symbols::load(&images().guest_elf),
+        Syscalls::Numbers,
+    );
     let reads = |name: &str| -> Vec<(Vec<String>, u64)> {
         rows.iter()
             .filter(|r| r.name == name)
