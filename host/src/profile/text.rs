@@ -57,20 +57,7 @@ pub fn section(
                 fit(&clean(&row.label()), WIDTH - NAME_AT)
             ));
             if let Some(entries) = from.get(&row.label()) {
-                let shown: Vec<String> = entries
-                    .iter()
-                    .take(ENTRIES)
-                    .map(|(e, n)| format!("{e} {}", share(*n, *v)))
-                    .collect();
-                let more = if entries.len() > ENTRIES { ", …" } else { "" };
-                out.push(format!(
-                    "{:NAME_AT$}{}",
-                    "",
-                    fit(
-                        &clean(&format!("  reached from {}{more}", shown.join(", "))),
-                        WIDTH - NAME_AT
-                    )
-                ));
+                out.push(reached_line(entries, *v));
             }
         }
         if ranked.len() > LISTED {
@@ -119,6 +106,26 @@ fn stats_line(s: mtex_trace::callstack::StackStats) -> Option<String> {
             WIDTH,
         )
     })
+}
+
+/// `reached from futex (syscall 98) 92.0%, …` under a function of `total`: as many entries as
+/// fit the width (at most [`ENTRIES`]), and `…` when some are left out.
+fn reached_line(entries: &[(String, u64)], total: u64) -> String {
+    let width = WIDTH - NAME_AT - 2;
+    let mut n = entries.len().min(ENTRIES);
+    loop {
+        let shown: Vec<String> = entries[..n]
+            .iter()
+            .map(|(e, c)| format!("{} {}", clean(e), share(*c, total)))
+            .collect();
+        let more = if entries.len() > n { ", …" } else { "" };
+        let line = format!("reached from {}{more}", shown.join(", "));
+        if line.chars().count() <= width || n == 1 {
+            let line: String = line.chars().take(width).collect();
+            return format!("{:NAME_AT$}  {line}", "");
+        }
+        n -= 1;
+    }
 }
 
 /// `62.9%`; a share that rounds to 0 but is not shown as `<0.1%`.
@@ -197,6 +204,20 @@ mod tests {
             text.contains("reached from futex (syscall 98) 100.0%"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_long_reached_from_line_keeps_the_entries_that_fit_whole() {
+        let entries = [
+            ("futex (syscall 98)".to_string(), 920),
+            ("rt_sigprocmask (syscall 135)".to_string(), 21),
+            ("exit (syscall 93)".to_string(), 1),
+        ];
+        let line = reached_line(&entries, 1000);
+        assert!(line.chars().count() <= WIDTH, "{line}");
+        assert_eq!(line.trim(), "reached from futex (syscall 98) 92.0%, …");
+        let long = [("x".repeat(200), 5)];
+        assert!(reached_line(&long, 5).chars().count() <= WIDTH);
     }
 
     #[test]
