@@ -56,7 +56,18 @@ impl FunctionRow {
 
 /// `profile` by function, ordered by EL, name, then unprivileged.
 pub fn by_function(profile: &PhaseProfile, symbols: &Symbols) -> Vec<FunctionRow> {
-    let mut rows: BTreeMap<(u8, String, bool), PcEntry> = BTreeMap::new();
+    gather(profile, symbols, |_| Vec::new())
+}
+
+/// `profile`'s PCs and `[other]` buckets added into rows keyed by EL, the stack `stack_of`
+/// gives each entry (none, by function), the function's name, and unprivileged; in that
+/// order. Rows that count nothing are left out.
+pub(super) fn gather(
+    profile: &PhaseProfile,
+    symbols: &Symbols,
+    mut stack_of: impl FnMut(&PcEntry) -> Vec<String>,
+) -> Vec<FunctionRow> {
+    let mut rows: BTreeMap<(u8, Vec<String>, String, bool), PcEntry> = BTreeMap::new();
     let named = profile.pcs.iter().map(|e| {
         let name = symbols
             .function(e.pc)
@@ -66,7 +77,7 @@ pub fn by_function(profile: &PhaseProfile, symbols: &Symbols) -> Vec<FunctionRow
     let other = profile.other.iter().map(|e| (OTHER.to_string(), e));
     for (name, e) in named.chain(other) {
         // `add` keeps the first's class: the row's is the key's.
-        rows.entry((u8::from(e.el != 0), name, e.unprivileged))
+        rows.entry((u8::from(e.el != 0), stack_of(e), name, e.unprivileged))
             .or_insert(PcEntry {
                 el: e.el,
                 unprivileged: e.unprivileged,
@@ -75,11 +86,11 @@ pub fn by_function(profile: &PhaseProfile, symbols: &Symbols) -> Vec<FunctionRow
             .add(e);
     }
     rows.into_iter()
-        .map(|((el, name, unprivileged), e)| FunctionRow {
+        .map(|((el, stack, name, unprivileged), e)| FunctionRow {
             name,
             el,
             unprivileged,
-            stack: Vec::new(),
+            stack,
             counters: mtex_abi::counters::of_trace(&super::sum([&e]))
                 .filter(|&(_, v)| v != 0)
                 .map(|(c, v)| (c.name.to_string(), v))

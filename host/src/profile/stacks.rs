@@ -9,11 +9,10 @@
 //! then `[el1 KIND]`; frames below what was seen are [`UNKNOWN`].
 
 use super::PhaseProfile;
-use super::functions::{FunctionRow, NO_SYMBOL, OTHER};
+use super::functions::{FunctionRow, NO_SYMBOL};
 use crate::symbols::Symbols;
 use mtex_abi::report::StackNode;
 use mtex_trace::callstack::{EC_SVC64, ROOT, StackFrame, UNKNOWN as UNKNOWN_NODE};
-use mtex_trace::profile::PcEntry;
 use std::collections::{BTreeMap, HashMap};
 
 /// Frames below what the hypervisor saw (a window begun in the kernel, a task first seen
@@ -112,56 +111,27 @@ pub fn by_stack(profile: &PhaseProfile, symbols: &Symbols, calls: Syscalls) -> V
     }
     let tree = Tree::new(&profile.stacks);
     let mut names: HashMap<u32, Vec<String>> = HashMap::new();
-    let mut rows: BTreeMap<(u8, Vec<String>, String, bool), PcEntry> = BTreeMap::new();
-    let named = profile.pcs.iter().map(|e| {
-        let name = symbols
-            .function(e.pc)
-            .map_or_else(|| NO_SYMBOL.to_string(), |(n, _)| n);
-        (name, e)
-    });
-    let other = profile.other.iter().map(|e| (OTHER.to_string(), e));
-    for (name, e) in named.chain(other) {
-        let stack = if e.el == 0 {
-            Vec::new()
-        } else {
-            names
-                .entry(e.stack)
-                .or_insert_with(|| match tree.frames(e.stack) {
-                    Some((unknown, frames)) => {
-                        let mut v = Vec::new();
-                        if unknown {
-                            v.push(UNKNOWN.to_string());
-                        }
-                        for f in &frames {
-                            frame_names(f, symbols, calls, &mut v);
-                        }
-                        v
+    super::functions::gather(profile, symbols, |e| {
+        if e.el == 0 {
+            return Vec::new();
+        }
+        names
+            .entry(e.stack)
+            .or_insert_with(|| match tree.frames(e.stack) {
+                Some((unknown, frames)) => {
+                    let mut v = Vec::new();
+                    if unknown {
+                        v.push(UNKNOWN.to_string());
                     }
-                    None => vec![UNKNOWN.to_string()],
-                })
-                .clone()
-        };
-        rows.entry((u8::from(e.el != 0), stack, name, e.unprivileged))
-            .or_insert(PcEntry {
-                el: e.el,
-                unprivileged: e.unprivileged,
-                ..PcEntry::default()
+                    for f in &frames {
+                        frame_names(f, symbols, calls, &mut v);
+                    }
+                    v
+                }
+                None => vec![UNKNOWN.to_string()],
             })
-            .add(e);
-    }
-    rows.into_iter()
-        .map(|((el, stack, name, unprivileged), e)| FunctionRow {
-            name,
-            el,
-            unprivileged,
-            stack,
-            counters: mtex_abi::counters::of_trace(&super::sum([&e]))
-                .filter(|&(_, v)| v != 0)
-                .map(|(c, v)| (c.name.to_string(), v))
-                .collect(),
-        })
-        .filter(|r| !r.counters.is_empty())
-        .collect()
+            .clone()
+    })
 }
 
 /// Where a stack was entered from: its outermost entry frame (`el0 irq`), a system call as
@@ -222,6 +192,7 @@ pub fn entries_by_function(
 pub(crate) mod tests {
     use super::*;
     use mtex_abi::report::StackEnd;
+    use mtex_trace::profile::PcEntry;
 
     fn node(node: u32, parent: u32, frame: StackFrame) -> StackNode {
         StackNode {
