@@ -82,7 +82,9 @@ fn a_kasan_build_boots_with_kasan_on_counts_tfsr_reads_and_is_cached() {
     let c = &doc["runs"][0]["phases"][0]["counters"];
     // 100 system calls: every return to EL0 reads TFSR_EL1 (6.12 with KASAN_HW_TAGS).
     assert!(c["tfsr_reads"].as_u64().unwrap() >= 100, "{c}");
-    assert_eq!(c["kernel_entries.sync_el0"], 100, "{c}");
+    // At least one synchronous entry from EL0 per system call (a page fault taken in the
+    // window is one too).
+    assert!(c["kernel_entries.sync_el0"].as_u64().unwrap() >= 100, "{c}");
     // Kernel pointers are tagged: KASAN makes kernel accesses tag checked.
     assert!(c["mem_access_checked_rd:k"].as_u64().unwrap() > 0, "{c}");
     assert!(
