@@ -385,14 +385,10 @@ impl Tracer {
         controls: &Controls,
     ) {
         if self.run_armed {
-            self.retire_run(ctx, stage2_abort, controls);
+            let entry = self.retire_run(ctx, stage2_abort, controls);
             if self.stacks.is_some() {
-                // A run stopped at an EL1 synchronous vector took an exception (no plan
-                // reaches one): the kernel's stack starts or grows there. Nothing else in a
-                // run moves it (`arm_run`).
-                let vbar = VBAR_EL1.get();
-                let st = ctx.state();
-                let entry = st.el == 1 && (st.pc == vbar + 0x200 || st.pc == vbar + 0x400);
+                // An exception taken in the run starts or grows the kernel's stack; nothing
+                // else in a run moves it (`arm_run`).
                 self.follow_stack(ctx, false, entry);
             }
             return;

@@ -88,7 +88,7 @@ impl StackFrame {
 
     /// The entry's kind: 0 synchronous, 1 IRQ, 2 FIQ, 3 SError.
     pub fn kind(&self) -> u8 {
-        (self.entry - 1) & 3
+        self.entry.wrapping_sub(1) & 3
     }
 }
 

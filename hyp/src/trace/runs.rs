@@ -19,13 +19,14 @@ impl Tracer {
     /// instruction that faulted, which did not complete): the root if the run got past it,
     /// the inert instructions by number and the static ones on the path one by one.
     /// A stage-2 data abort (Linux mode's doorbell) stops a run on the aborted instruction,
-    /// which is not counted: it never executed (see `Tracer::retire`).
+    /// which is not counted: it never executed (see `Tracer::retire`). Returns whether it
+    /// stopped at an EL1 synchronous vector: an exception was taken (no plan reaches one).
     pub(super) fn retire_run(
         &mut self,
         ctx: &GuestContext,
         stage2_abort: bool,
         controls: &Controls,
-    ) {
+    ) -> bool {
         self.disarm_run();
         let now = ctx.state();
         let vbar = VBAR_EL1.get();
@@ -62,7 +63,7 @@ impl Tracer {
                 counts.tco_changes += 1;
             }
             self.forget_code();
-            return;
+            return at_sync_vector;
         };
         let el = self.run_el;
         self.stopped_at_leaf = !at_sync_vector && plan.is_leaf(stopped_at) && path.depth > 0;
@@ -161,6 +162,7 @@ impl Tracer {
         } else if self.plans[self.run_slot].exclusive_store.is_some() {
             self.exclusive_retries = 0;
         }
+        at_sync_vector
     }
 
     /// An exclusive sequence's store-exclusive failed in a run. Without stepping nothing
