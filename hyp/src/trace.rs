@@ -18,12 +18,12 @@ use mtex_abi::report::{StepEngine, TcoSite};
 use mtex_arch::esr::ExceptionClass;
 use mtex_platform::guest_vm::GuestRam;
 use mtex_trace::EXCLUSIVE_RETRIES;
-use mtex_trace::callstack::{CallStack, StackFrame};
+use mtex_trace::callstack::{CallStack, ROOT, StackFrame};
 use mtex_trace::counts::{BlockGranules, Effect, Pending, Tally, TraceCounts};
 use mtex_trace::decode::Flow;
 use mtex_trace::decode::{self, Insn};
 use mtex_trace::predicate::Controls;
-use mtex_trace::profile::PcTable;
+use mtex_trace::profile::{PcTable, user_space};
 use mtex_trace::run::{MAX_LEAVES, Plan};
 use tock_registers::interfaces::{Readable, Writeable};
 
@@ -130,6 +130,9 @@ pub struct Tracer {
     stacks: Option<CallStack>,
     /// The phase just began: the stacks start from where the guest is at its first step.
     stacks_fresh: bool,
+    /// TTBR0_EL1's table address when the phase began (the opener's address space), to
+    /// tell the profile which EL0 PCs ran there (`profile::user_space`).
+    opener_ttbr0: u64,
     /// How the pending instruction moves between functions (with stacks only).
     pending_flow: Flow,
 }
@@ -182,6 +185,7 @@ impl Tracer {
             irq_stopped_run: false,
             stacks: None,
             stacks_fresh: false,
+            opener_ttbr0: 0,
             pending_flow: Flow::Other,
         }
     }
@@ -307,6 +311,7 @@ impl Tracer {
         f.inert_el1 = 0;
         self.tally.reset();
         self.stacks_fresh = self.stacks.is_some();
+        self.opener_ttbr0 = TTBR0_EL1.read(TTBR0_EL1::BADDR);
         self.engine = StepEngine {
             id: phase,
             ..StepEngine::default()
@@ -559,6 +564,22 @@ impl Tracer {
                 }
             }
             self.pending_flow = word.map_or(Flow::Other, decode::flow);
+        }
+        if self.tally.profiling() {
+            // What retires next is filed under its call stack (EL1) or its address space
+            // (EL0): a user PC names a function only in the program mapped there.
+            let context = if st.el == 0 {
+                if TTBR0_EL1.read(TTBR0_EL1::BADDR) == self.opener_ttbr0 {
+                    user_space::OPENER
+                } else {
+                    user_space::OTHER
+                }
+            } else {
+                self.stacks.as_ref().map_or(ROOT, CallStack::node)
+            };
+            if let Some(t) = self.tally.profile_mut() {
+                t.set_stack(context);
+            }
         }
         if word.is_some_and(mtex_trace::maintenance::invalidates_code) {
             // A TLBI may change which page a code address maps to (the code-page cache is

@@ -20,6 +20,17 @@ const PROBES: usize = 64;
 /// A key no PC has: the unprivileged bit with EL0 (only EL1 accesses unprivileged).
 const EMPTY: u64 = 0b10;
 
+/// An EL0 entry's address space, in [`PcEntry::stack`]: a user PC names a function only
+/// together with the program mapped there, and the hypervisor sees which translation table
+/// (TTBR0_EL1) each EL0 instruction ran under.
+pub mod user_space {
+    /// The address space that was current when the phase began: in Linux mode, the process
+    /// that opened the window through the doorbell (its threads share it).
+    pub const OPENER: u32 = 0;
+    /// Any other (another process, or the opener's after an exec).
+    pub const OTHER: u32 = 1;
+}
+
 /// What one PC (or one `[other]` bucket) counted. Sent as a report record; the host adds
 /// these up into functions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,8 +40,9 @@ pub struct PcEntry {
     pub el: u8,
     /// Its accesses were the kernel's LDTR/STTR accessing as EL0 (uaccess).
     pub unprivileged: bool,
-    /// The call stack it ran on (`mtex_trace::callstack`), when stacks are followed; else
-    /// [`crate::callstack::ROOT`].
+    /// At EL1, the call stack it ran on (`mtex_trace::callstack`) when stacks are followed,
+    /// else [`crate::callstack::ROOT`]. At EL0, the address space it ran in
+    /// ([`user_space`]): the phase opener's or another.
     pub stack: u32,
     /// Instructions retired here.
     pub insns: u64,
@@ -248,8 +260,8 @@ impl PcTable {
         self.stack = 0;
     }
 
-    /// What retires from now on ran on the call stack `node` (the same PC on two stacks is
-    /// kept twice).
+    /// What retires from now on ran on the call stack `node`, or at EL0 in the address
+    /// space `node` ([`user_space`]): the same PC on two is kept twice.
     #[inline]
     pub fn set_stack(&mut self, node: u32) {
         self.stack = node;
