@@ -14,6 +14,10 @@ pub struct Symbols {
     /// The built-in guest's second mapping of its image (its linear map), looked up at the
     /// link address; false for a Linux kernel's symbols, which are virtual addresses already.
     linear_alias: bool,
+    /// Linux mode: the program that opened the windows (`mtex-work`), which names the EL0
+    /// PCs that ran in its address space; None: EL0 PCs are looked up here (the built-in
+    /// guest, whose user programs are in its own ELF).
+    program: Option<Box<Symbols>>,
 }
 
 impl Symbols {
@@ -32,6 +36,7 @@ impl Symbols {
         Symbols {
             funcs,
             linear_alias: true,
+            program: None,
         }
     }
 
@@ -65,7 +70,22 @@ impl Symbols {
         Symbols {
             funcs,
             linear_alias: false,
+            program: None,
         }
+    }
+
+    /// These, with `program`'s for the EL0 PCs of the address space that opened the phase
+    /// (a static program at fixed addresses: its ELF's symbols are where it runs).
+    pub fn with_program(self, program: Symbols) -> Self {
+        Symbols {
+            program: Some(Box::new(program)),
+            ..self
+        }
+    }
+
+    /// The symbols of the program that opened the phase, when they are known apart.
+    pub fn program(&self) -> Option<&Symbols> {
+        self.program.as_deref()
     }
 
     /// How many function symbols there are.
@@ -117,17 +137,17 @@ impl Symbols {
         Symbols {
             funcs,
             linear_alias: false,
+            program: None,
         }
     }
 }
 
 /// A symbol demangled, without the crate hash rustc's legacy mangling appends (`::h0123…`).
 fn short_name(name: &str) -> String {
-    let short = rustc_demangle::demangle(name).to_string();
-    match short.rfind("::h") {
-        Some(at) if short.len() - at == 19 => short[..at].to_string(),
-        _ => short,
-    }
+    // The alternate form leaves out the legacy scheme's hash and the v0 scheme's crate
+    // disambiguators (`std[28e6e900d732d5c0]::`), which the Rust standard library's symbols
+    // carry.
+    format!("{:#}", rustc_demangle::demangle(name))
 }
 
 /// The built-in guest kernel's user programs: the labels of its `.usertext` section (assembly,
@@ -173,6 +193,7 @@ mod tests {
                     "mtex_guest::kernel::entry::el0_sync".into(),
                 ),
             ],
+            program: None,
         };
         assert_eq!(s.lookup(0x4100_0004).as_deref(), Some("_start+0x4"));
         assert_eq!(
@@ -194,6 +215,7 @@ mod tests {
                 0x100,
                 "_ZN10mtex_guest6kernel5entry8el0_sync17h0123456789abcdefE".into(),
             )],
+            program: None,
         };
         let f = Some((
             "mtex_guest::kernel::entry::el0_sync".to_string(),
@@ -206,6 +228,15 @@ mod tests {
             Some("mtex_guest::kernel::entry::el0_sync+0x4")
         );
         assert_eq!(s.function(0x4100_7300), None);
+    }
+
+    #[test]
+    fn names_leave_out_the_v0_schemes_crate_disambiguators() {
+        assert_eq!(
+            short_name("_RNvNtCs1234_7mycrate3foo3bar"),
+            "mycrate::foo::bar"
+        );
+        assert_eq!(short_name("futex_wait"), "futex_wait");
     }
 
     #[test]

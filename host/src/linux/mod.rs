@@ -283,6 +283,9 @@ pub struct Prepared {
     /// Kernel symbols: a real System.map found beside a kernel given by path, or those an
     /// earlier symbol boot of this Image read; None: a symbol boot reads them.
     pub kallsyms: Option<PathBuf>,
+    /// The workloads' program as it went into the initramfs (`mtex-work`, a static ELF at
+    /// fixed addresses): the names of the user PCs of the process that opens the windows.
+    pub workloads: PathBuf,
 }
 
 impl Drop for Prepared {
@@ -337,7 +340,8 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     ));
     std::fs::create_dir_all(&run_dir)?;
     let workload = workload_line(args.workload.as_deref().unwrap_or(""), &args.tcf0);
-    let work = std::fs::read(images::build_workloads()?)?;
+    let workloads = images::build_workloads()?;
+    let work = std::fs::read(&workloads)?;
     let initrd = initramfs::build(busybox, &workload, vec![("mtex-work".into(), work)])?;
     let h = linux_bundle::Header::for_parts(
         image.len() as u64,
@@ -366,6 +370,7 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
         kernel,
         run_dir,
         bundle,
+        workloads,
     })
 }
 
@@ -527,7 +532,14 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::results::Results)> {
     } = boot(args, &p, Boot::Measured)?;
     // The last run's console stays for reading after the run.
     let _ = std::fs::write(work_dir().join("last-linux-console.log"), &linux_text);
-    let r = report::analyse(&p.kernel, &console, &linux_text, &symbols, !args.no_icount);
+    let program = crate::symbols::Symbols::load(&p.workloads);
+    let r = report::analyse(
+        &p.kernel,
+        &console,
+        &linux_text,
+        (&symbols, program),
+        !args.no_icount,
+    );
     // The windows as phases of mtex's results document, for `mtex compare` between runs
     // (two kernels, two command lines) and the same counters as `mtex run`'s.
     // A window never closed was not measured: its counts are not offered for comparison.

@@ -272,17 +272,18 @@ fn kernel_pcs(f: &PhaseProfile, entry: u64, text_va: Option<u64>) -> PhaseProfil
     f
 }
 
-/// Builds the report; `kallsyms` is the kernel's symbol table (kallsyms' form), `icount`
-/// whether QEMU ran with -icount.
+/// Builds the report; `kallsyms` is the kernel's symbol table (kallsyms' form), `program`
+/// the symbols of the program that opens the windows (for its user PCs), `icount` whether
+/// QEMU ran with -icount.
 pub fn analyse(
     kernel: &Kernel,
     console: &Console,
     linux: &str,
-    kallsyms: &str,
+    (kallsyms, program): (&str, Symbols),
     icount: bool,
 ) -> LinuxReport {
     let r = console.report();
-    let symbols = Symbols::from_kallsyms(kallsyms);
+    let symbols = Symbols::from_kallsyms(kallsyms).with_program(program);
     let text_va = kallsyms.lines().find_map(|l| {
         let mut f = l.split_whitespace();
         let a = u64::from_str_radix(f.next()?, 16).ok()?;
@@ -962,7 +963,13 @@ mod tests {
         let mut records = window_records(1, (100, 130), true);
         records.extend(window_records(2, (200, 0), false));
         let linux = format!("{BOOTED}mtex-work: window 2: --window 2 spin\nmtex-linux: done 0\n");
-        let r = analyse(&kernel(), &console(records), &linux, "", true);
+        let r = analyse(
+            &kernel(),
+            &console(records),
+            &linux,
+            ("", Symbols::default()),
+            true,
+        );
         // No boot record: the counter's frequency is taken as 1 Hz. The guest's clock ran 30
         // ticks in window 1 (the physical counter 899,000).
         assert_eq!(r.windows.len(), 1, "{:?}", r.windows);
@@ -1037,7 +1044,13 @@ mod tests {
         records.splice(end..end, profile.chain([closing]));
         let linux = format!("{BOOTED}mtex-linux: done 0\n");
         let kallsyms = "ffff800080010000 T do_sys_openat2\nffff800080010100 T other\n";
-        let r = analyse(&kernel(), &console(records), &linux, kallsyms, true);
+        let r = analyse(
+            &kernel(),
+            &console(records),
+            &linux,
+            (kallsyms, Symbols::default()),
+            true,
+        );
         assert!(
             !r.problems.iter().any(|p| p.contains("profile")),
             "{:?}",

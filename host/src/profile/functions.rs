@@ -9,7 +9,7 @@
 
 use super::PhaseProfile;
 use crate::symbols::Symbols;
-use mtex_trace::profile::PcEntry;
+use mtex_trace::profile::{PcEntry, user_space};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -17,6 +17,10 @@ use std::collections::BTreeMap;
 pub const NO_SYMBOL: &str = "[no symbol]";
 /// The row of the counts whose PCs the hypervisor did not keep.
 pub const OTHER: &str = "[other]";
+/// The row of user PCs that ran in an address space other than the window opener's, when
+/// the opener's program names its own (Linux mode): another process's code, whose program
+/// mtex does not know.
+pub const ANOTHER_PROCESS: &str = "[another process]";
 /// What marks the kernel's unprivileged accesses' row.
 const UACCESS: &str = " (uaccess)";
 
@@ -68,12 +72,7 @@ pub(super) fn gather(
     mut stack_of: impl FnMut(&PcEntry) -> Vec<String>,
 ) -> Vec<FunctionRow> {
     let mut rows: BTreeMap<(u8, Vec<String>, String, bool), PcEntry> = BTreeMap::new();
-    let named = profile.pcs.iter().map(|e| {
-        let name = symbols
-            .function(e.pc)
-            .map_or_else(|| NO_SYMBOL.to_string(), |(n, _)| n);
-        (name, e)
-    });
+    let named = profile.pcs.iter().map(|e| (name_of(e, symbols), e));
     let other = profile.other.iter().map(|e| (OTHER.to_string(), e));
     for (name, e) in named.chain(other) {
         // `add` keeps the first's class: the row's is the key's.
@@ -98,6 +97,21 @@ pub(super) fn gather(
         })
         .filter(|r| !r.counters.is_empty())
         .collect()
+}
+
+/// The function `e`'s PC is in: in the kernel's symbols, or for a user PC in the program
+/// that opened the phase, if it ran in that program's address space.
+fn name_of(e: &PcEntry, symbols: &Symbols) -> String {
+    let table = match symbols.program() {
+        Some(_) if e.el == 0 && e.stack != user_space::OPENER => {
+            return ANOTHER_PROCESS.to_string();
+        }
+        Some(program) if e.el == 0 => program,
+        _ => symbols,
+    };
+    table
+        .function(e.pc)
+        .map_or_else(|| NO_SYMBOL.to_string(), |(n, _)| n)
 }
 
 /// The rows with a non-zero `counter`, largest first (then by name).
@@ -180,6 +194,56 @@ mod tests {
                 ("copy_to_user".to_string(), 3),
                 ("copy_to_user (uaccess)".to_string(), 3),
                 ("[no symbol]".to_string(), 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn user_pcs_are_named_by_the_opener_program_only_in_its_address_space() {
+        let user = |pc, space| PcEntry {
+            stack: space,
+            ..entry(pc, 0, false, [1, 0, 0, 0])
+        };
+        let p = PhaseProfile {
+            pcs: vec![
+                // The kernel's copy_to_user is at the same address as the program's `spin`.
+                entry(0x1000, 1, false, [5, 0, 0, 0]),
+                user(0x1000, user_space::OPENER),
+                user(0x1004, user_space::OPENER),
+                user(0x1008, user_space::OTHER),
+                user(0x4000, user_space::OPENER),
+            ],
+            ..PhaseProfile::default()
+        };
+        let program = Symbols::from_funcs(vec![(0x1000, 0x10, "spin".into())]);
+        let names = |s: &Symbols| -> Vec<(u8, String, u64)> {
+            by_function(&p, s)
+                .iter()
+                .map(|r| {
+                    (
+                        r.el,
+                        r.label(),
+                        r.get("instructions:u") + r.get("instructions:k"),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            names(&symbols().with_program(program)),
+            [
+                (0, "[another process]".to_string(), 1),
+                (0, "[no symbol]".to_string(), 1),
+                (0, "spin".to_string(), 2),
+                (1, "copy_to_user".to_string(), 5),
+            ]
+        );
+        // Without the program's symbols (the built-in guest), one table names every PC.
+        assert_eq!(
+            names(&symbols()),
+            [
+                (0, "[no symbol]".to_string(), 1),
+                (0, "copy_to_user".to_string(), 3),
+                (1, "copy_to_user".to_string(), 5),
             ]
         );
     }

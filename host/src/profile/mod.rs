@@ -72,7 +72,8 @@ impl PhaseProfile {
     /// Why its call stacks cannot be shown, if they cannot: nodes lost, or an entry on a
     /// stack the tree does not have.
     fn stack_problem(&self) -> Option<String> {
-        let uses_stacks = self.pcs.iter().any(|e| e.stack != 0);
+        // A user PC's `stack` is its address space, not a stack.
+        let uses_stacks = self.pcs.iter().any(|e| e.el != 0 && e.stack != 0);
         let Some(end) = self.stack_end else {
             return uses_stacks.then(|| "its call stacks were cut off (no end record)".into());
         };
@@ -86,7 +87,7 @@ impl PhaseProfile {
         let tree = stacks::Tree::new(&self.stacks);
         self.pcs
             .iter()
-            .find(|e| tree.frames(e.stack).is_none())
+            .find(|e| e.el != 0 && tree.frames(e.stack).is_none())
             .map(|e| {
                 format!(
                     "its call stack {} (pc {:#x}) is not in its tree",

@@ -486,6 +486,40 @@ fn futex_hash_stacks_say_where_the_checks_come_from() {
     // (`linux` has checked that each folded file, a line per stack, adds up to its counter.)
 }
 
+/// User PCs are named by the program that opened the window (`mtex-work`, whose symbols
+/// mtex has) only where they ran in its address space: the forked children run the very
+/// same code at the very same addresses, in address spaces of their own, and are counted
+/// as another process, not in the opener's functions.
+#[test]
+fn user_functions_are_the_openers_and_its_children_are_another_process() {
+    let (status, doc, text) = linux(&["--workload", "fork 5", "--tcf0", "sync", "--profile"]);
+    assert_eq!(status, 0, "{text}");
+    let w = window(&doc, 1);
+    let rows = w["functions"].as_array().expect("a profiled window");
+    let user = |name: &str| -> u64 {
+        rows.iter()
+            .filter(|r| r["el"] == 0 && r["name"] == name)
+            .filter_map(|r| r["counters"]["instructions:u"].as_u64())
+            .sum()
+    };
+    let all: u64 = rows
+        .iter()
+        .filter_map(|r| r["counters"]["instructions:u"].as_u64())
+        .sum();
+    assert_eq!(all, n(w, "instructions_el0"), "{text}");
+    // The opener forks and waits in the C library's functions, and its children's
+    // instructions (they return from fork into the same code, then exit) are none of the
+    // opener's.
+    assert!(user("fork") > 0, "{rows:#?}");
+    assert!(user("waitpid") > 0, "{rows:#?}");
+    assert!(user("[another process]") > 0, "{rows:#?}");
+    assert_eq!(
+        user("[no symbol]"),
+        0,
+        "every opener PC is in a symbol: {rows:#?}"
+    );
+}
+
 #[test]
 fn doorbell_mistakes_and_a_killed_window_end_with_clear_records() {
     // A close with nothing open, another offset, an id of 0; then a window whose workload
