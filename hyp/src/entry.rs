@@ -90,7 +90,7 @@ pub unsafe extern "C" fn _start() -> ! {
 /// the difference to CNTVOFF_EL2: the guest's virtual counter, and its timer, advance with
 /// its own execution. The EL2 instructions of an exit outside that window are accounted as
 /// constants: those before the entry read are subtracted from the timestamp it stores
-/// (4 on the IRQ/other vectors, 6 on the synchronous one through the fast paths), those
+/// (3 on the IRQ/other vectors, 5 on the synchronous one through the fast paths), those
 /// after the exit read are added to the difference (10 on the full path, 11 on the step fast
 /// path, 9 on the trap fast path, which has no x4/x5 to restore), plus one for the exception
 /// entry, which QEMU's icount also counts (measured: without it the guest clock ran one tick
@@ -103,8 +103,8 @@ pub unsafe extern "C" fn _start() -> ! {
 /// I/O thread to do it: measured on the kernel matrix, 113 s with a write per exit against
 /// 7.7 s with the guest's timer off. Without `-icount` guest time is not exact anyway (QEMU's
 /// own time per exit is not taken out); on silicon a CNTVOFF_EL2 write is a register write.
-pub const EL2_BEFORE_ENTRY_READ_VECTOR: u64 = 4;
-pub const EL2_BEFORE_ENTRY_READ_SYNC: u64 = 6;
+pub const EL2_BEFORE_ENTRY_READ_VECTOR: u64 = 3;
+pub const EL2_BEFORE_ENTRY_READ_SYNC: u64 = 5;
 pub const EL2_AFTER_EXIT_READ_FULL: u64 = 10 + 1;
 pub const EL2_AFTER_EXIT_READ_FAST: u64 = 11 + 1;
 pub const EL2_AFTER_EXIT_READ_TRAP: u64 = 9 + 1;
@@ -122,8 +122,7 @@ global_asm!(
     ".balign 0x80",
     "sub sp, sp, #{size}",
     "stp x0, x1, [sp, #0]",
-    "adrp x0, MTEX_FAST",
-    "add x0, x0, :lo12:MTEX_FAST",
+    "mrs x0, tpidr_el2",
     "mrs x1, cntpct_el0",
     "sub x1, x1, #{before_vector}",
     "str x1, [x0, #{exit_ts}]",
@@ -187,8 +186,7 @@ global_asm!(
     "ldp x26, x27, [sp, #208]",
     "ldp x28, x29, [sp, #224]",
     // Guest time: the EL2 time of this exit is taken out of the guest's virtual counter.
-    "adrp x0, MTEX_FAST",
-    "add x0, x0, :lo12:MTEX_FAST",
+    "mrs x0, tpidr_el2",
     "ldr x1, [x0, #{exit_ts}]",
     "ldr x2, [x0, #{coarse}]",
     "mrs x3, cntpct_el0",
@@ -253,8 +251,7 @@ pub unsafe extern "C" fn enter_guest(ctx: *const GuestContext) -> ! {
         "b.ne 1b",
         "mov sp, x1",
         // The guest's clock starts now: no EL2 time to take out yet.
-        "adrp x0, MTEX_FAST",
-        "add x0, x0, :lo12:MTEX_FAST",
+        "mrs x0, tpidr_el2",
         "mrs x1, cntpct_el0",
         "str x1, [x0, #{exit_ts}]",
         "b mtex_restore_and_eret",

@@ -13,14 +13,17 @@
 //! full ring, any other exit) falls through to the full path unchanged. The exactness tests
 //! prove the counts and records identical either way (`mtex.step=plain` turns both off).
 
+use aarch64_cpu::registers::TPIDR_EL2;
 use core::arch::global_asm;
 use core::mem::{offset_of, size_of};
 use mtex_arch::SysReg;
 use mtex_arch::esr::ISS_RT_MASK;
+use tock_registers::interfaces::{Readable, Writeable};
 
-/// State shared by the fast path and `trace.rs`. Written by Rust only inside the hypervisor
-/// state's exclusive borrow, read and written by the fast path while the guest is stopped:
-/// one CPU, never concurrently.
+/// One CPU's state shared by its fast paths and `trace.rs`, reached through TPIDR_EL2 (the
+/// vectors need it before any register is free to find it otherwise). Written by Rust only
+/// inside that CPU's exits, read and written by its fast paths while its vCPU is stopped:
+/// one CPU's exits never run concurrently with each other, and no CPU reaches another's.
 #[repr(C)]
 pub struct FastStep {
     /// 1 while the pending instruction is inert (the fast path may retire it).
@@ -54,6 +57,8 @@ pub struct FastStep {
     /// `settle_guest_time` moves it there in bulk.
     pub coarse: u64,
     pub voff_pending: u64,
+    /// This CPU's trap ring (`trap_next` points into it).
+    ring: *mut TrapRing,
 }
 
 const _: () = assert!(offset_of!(FastStep, pending_inert) == 0);
@@ -68,25 +73,35 @@ const _: () = assert!(offset_of!(FastStep, inert_el0) == 64);
 const _: () = assert!(offset_of!(FastStep, inert_el1) == 72);
 const _: () = assert!(offset_of!(FastStep, exit_ts) == 80);
 
-#[unsafe(no_mangle)]
-static mut MTEX_FAST: FastStep = FastStep {
-    pending_inert: 0,
-    pending_pc: 0,
-    va_page: 0,
-    ttbr0: 0,
-    ttbr1: 0,
-    mode: 0,
-    pa_page: 0,
-    steps: 0,
-    inert_el0: 0,
-    inert_el1: 0,
-    exit_ts: 0,
-    trap_next: 0,
-    trap_esr_sctlr: ESR_SCTLR,
-    trap_esr_tcr: ESR_TCR,
-    coarse: 0,
-    voff_pending: 0,
-};
+/// Gives this CPU its fast-path state and trap ring, from the heap, and points TPIDR_EL2
+/// at them. Once per CPU, first thing at EL2: before it, [`fast`] has nothing to reach.
+pub fn install_this_cpu() {
+    use alloc::alloc::{Layout, alloc_zeroed};
+    let layout = Layout::new::<TrapRing>();
+    // SAFETY: a layout of non-zero size; all zeroes is a valid TrapRing (plain integers).
+    let ring = unsafe { alloc_zeroed(layout) }.cast::<TrapRing>();
+    assert!(!ring.is_null(), "no memory for a trap ring");
+    let f = alloc::boxed::Box::leak(alloc::boxed::Box::new(FastStep {
+        pending_inert: 0,
+        pending_pc: 0,
+        va_page: 0,
+        ttbr0: 0,
+        ttbr1: 0,
+        mode: 0,
+        pa_page: 0,
+        steps: 0,
+        inert_el0: 0,
+        inert_el1: 0,
+        exit_ts: 0,
+        trap_next: 0,
+        trap_esr_sctlr: ESR_SCTLR,
+        trap_esr_tcr: ESR_TCR,
+        coarse: 0,
+        voff_pending: 0,
+        ring,
+    }));
+    TPIDR_EL2.set(core::ptr::from_mut(f) as u64);
+}
 
 /// Coarse guest time: the EL2 time added up since the last settlement goes to CNTVOFF_EL2
 /// once it reaches 100 µs of counter time (`entry.rs`, guest time). Called at every full-path
@@ -100,21 +115,22 @@ pub unsafe fn settle_guest_time() {
     let f = unsafe { fast() };
     if f.coarse != 0 && f.voff_pending >= f.coarse {
         use aarch64_cpu::registers::CNTVOFF_EL2;
-        use tock_registers::interfaces::{Readable, Writeable};
         CNTVOFF_EL2.set(CNTVOFF_EL2.get().wrapping_add(f.voff_pending));
         f.voff_pending = 0;
     }
 }
 
-/// Access to the shared state.
+/// This CPU's fast-path state.
 ///
 /// # Safety
 ///
-/// Only from code running with the hypervisor state borrowed (exception handlers, boot):
-/// the fast path runs only while no Rust code does.
+/// Only on a CPU that ran [`install_this_cpu`], from code running inside its exits or its
+/// boot, holding no other reference from here: the fast path runs only while no Rust code
+/// of that CPU does.
 pub unsafe fn fast() -> &'static mut FastStep {
-    let state = &raw mut MTEX_FAST;
-    // SAFETY: per the contract, nothing else references MTEX_FAST meanwhile.
+    let state = TPIDR_EL2.get() as *mut FastStep;
+    // SAFETY: TPIDR_EL2 holds this CPU's block from `install_this_cpu` (leaked: it lives as
+    // long as the hypervisor); per the contract nothing else references it meanwhile.
     unsafe { &mut *state }
 }
 
@@ -187,31 +203,19 @@ const _: () = assert!(size_of::<RawWrite>() == 64);
 const _: () = assert!(RING_BYTES.is_power_of_two());
 const _: () = assert!(core::mem::align_of::<TrapRing>() as u64 == 4 * RING_BYTES);
 
-static mut MTEX_TRAP_RING: TrapRing = TrapRing(
-    [RawWrite {
-        esr: 0,
-        ts: 0,
-        new: 0,
-        old: 0,
-        pc: 0,
-        spsr: 0,
-        _pad: [0; 2],
-    }; TRAP_RING],
-);
-
-fn ring_base() -> u64 {
-    (&raw const MTEX_TRAP_RING) as u64
-}
-
 impl FastStep {
+    fn ring_base(&self) -> u64 {
+        self.ring as u64
+    }
+
     /// Empties the ring (the fast trap path stays off until `set_fast_traps`). Once, at boot,
     /// before any other ring function.
     pub fn init_trap_ring(&mut self) {
         assert!(
-            ring_base().is_multiple_of(4 * RING_BYTES),
+            self.ring_base().is_multiple_of(4 * RING_BYTES),
             "trap ring misaligned"
         );
-        self.trap_next = ring_base() | TRAP_OFF;
+        self.trap_next = self.ring_base() | TRAP_OFF;
     }
 
     /// Lets the trap fast path run, or stops it.
@@ -224,14 +228,15 @@ impl FastStep {
         if self.trap_next == 0 {
             return 0;
         }
-        ((self.trap_next & !TRAP_OFF) - ring_base()) as usize / size_of::<RawWrite>()
+        ((self.trap_next & !TRAP_OFF) - self.ring_base()) as usize / size_of::<RawWrite>()
     }
 
     /// Entry `i` (< `ring_len`).
     pub fn ring_entry(&self, i: usize) -> RawWrite {
-        // SAFETY: the ring is only accessed through `FastStep`, whose contract (`fast`)
-        // excludes the fast path meanwhile; a copy is taken.
-        unsafe { MTEX_TRAP_RING.0[i] }
+        assert!(i < TRAP_RING);
+        // SAFETY: the ring is this CPU's, reached only through its `FastStep`, whose contract
+        // (`fast`) excludes the fast path meanwhile; `i` is in bounds; a copy is taken.
+        unsafe { (*self.ring).0[i] }
     }
 
     /// Appends `w`; false when the ring is full.
@@ -241,14 +246,14 @@ impl FastStep {
             return false;
         }
         // SAFETY: as in `ring_entry`; `len` is in bounds.
-        unsafe { MTEX_TRAP_RING.0[len] = w };
+        unsafe { (*self.ring).0[len] = w };
         self.trap_next += size_of::<RawWrite>() as u64;
         true
     }
 
     /// Empties the ring.
     pub fn ring_clear(&mut self) {
-        self.trap_next = ring_base() | (self.trap_next & TRAP_OFF);
+        self.trap_next = self.ring_base() | (self.trap_next & TRAP_OFF);
     }
 }
 
@@ -256,8 +261,7 @@ impl FastStep {
 global_asm!(
     ".global mtex_fast_step",
     "mtex_fast_step:",
-    "adrp x0, MTEX_FAST",
-    "add x0, x0, :lo12:MTEX_FAST",
+    "mrs x0, tpidr_el2",
     "mrs x1, cntpct_el0",
     "sub x1, x1, #{before_sync}",
     "str x1, [x0, #80]",
@@ -354,7 +358,7 @@ global_asm!(
     "add x3, x3, x1",
     "str x3, [x0, #{pending}]",
     "b 74b",
-    // The trap path: x0 = MTEX_FAST, x1 = this exit's timestamp (as stored at [x0, #80]).
+    // The trap path: x0 = this CPU's FastStep, x1 = this exit's timestamp (as stored at [x0, #80]).
     // Only while the path is on and the ring has room (checked first: in traced phases every
     // other step exit comes here and leaves at once), and only a trapped MSR SCTLR_EL1/TCR_EL1
     // (the ESR but for Rt); anything else goes to the full path.

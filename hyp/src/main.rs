@@ -59,6 +59,8 @@ pub fn hyp_region() -> mtex_platform::Region {
 /// loader's boot information.
 extern "C" fn hyp_main(x0: u64) -> ! {
     heap::init();
+    // Before anything that may report (a failed boot included): the report path uses it.
+    fast_step::install_this_cpu();
     let boot = match boot::discover(x0) {
         Ok(b) => b,
         Err(e) => match e.console {
