@@ -1,29 +1,42 @@
-//! The hypervisor's single global: its state, reached from the exception handlers.
+//! The hypervisor's state, reached from the exception handlers of every CPU.
 
 use crate::state::Hyp;
+use aarch64_cpu::registers::MPIDR_EL1;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
+use tock_registers::interfaces::Readable;
 
-/// A value that exception handlers borrow one at a time.
-///
-/// mtex runs on one CPU and EL2 runs with all interrupts masked, so the only way to reach
-/// the value twice at once is re-entry from a handler that is already using it; the busy
-/// flag turns that into a panic instead of aliasing `&mut`.
+/// A value that exception handlers borrow one at a time, on any CPU: a spin lock whose holder
+/// is known, so that a CPU that reaches it again while holding it (re-entry from a handler
+/// already using it, which EL2's masked interrupts leave as the only way) panics instead of
+/// aliasing `&mut` or waiting on itself forever. Another CPU's hold is waited out. (As RF-A's
+/// exception-masked lock: EL2 takes no interrupt, so a holder is never preempted by one.)
 pub struct Global<T> {
     value: UnsafeCell<Option<T>>,
-    busy: AtomicBool,
+    /// [`FREE`], or the holder's [`me`].
+    owner: AtomicU64,
 }
 
-// SAFETY: access is serialised by the busy flag, and mtex uses a single CPU (see above): a
-// shared Global hands out exclusive access to its value one borrower at a time, which is
-// what `T: Send` allows (as for `Mutex<T>`).
+/// The lock's value when no CPU holds it.
+const FREE: u64 = 0;
+
+/// This CPU as a lock owner: its affinity (MPIDR_EL1, unique per CPU) plus one, never
+/// [`FREE`]. Read from the register, so that it works before anything per CPU is set up.
+#[inline(always)]
+fn me() -> u64 {
+    (MPIDR_EL1.get() & mtex_vm::power::AFFINITY_MASK) + 1
+}
+
+// SAFETY: access is serialised by the lock (see above): a shared Global hands out exclusive
+// access to its value to one holder at a time, which is what `T: Send` allows (as for
+// `Mutex<T>`).
 unsafe impl<T: Send> Sync for Global<T> {}
 
 impl<T> Global<T> {
     pub const fn new() -> Self {
         Self {
             value: UnsafeCell::new(None),
-            busy: AtomicBool::new(false),
+            owner: AtomicU64::new(FREE),
         }
     }
 
@@ -32,16 +45,18 @@ impl<T> Global<T> {
         self.with_slot(|slot| *slot = Some(v));
     }
 
-    /// Runs `f` with exclusive access to the value. Panics if not initialised or re-entered.
+    /// Runs `f` with exclusive access to the value, once any other CPU has let go of it.
+    /// Panics if not initialised or re-entered on this CPU.
     #[inline(always)]
     pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         self.with_slot(|slot| f(slot.as_mut().expect("hypervisor state not initialised")))
     }
 
     /// Like [`Global::with`], but None instead of a panic when the value is not initialised
-    /// or already borrowed (for diagnostics, which must never be the reason a run dies).
+    /// or this CPU already holds it (for diagnostics, which must never be the reason a run
+    /// dies).
     pub fn try_with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
-        if self.busy.load(Ordering::Relaxed) {
+        if self.owner.load(Ordering::Relaxed) == me() {
             return None;
         }
         self.with_slot(|slot| slot.as_mut().map(f))
@@ -49,14 +64,20 @@ impl<T> Global<T> {
 
     #[inline(always)]
     fn with_slot<R>(&self, f: impl FnOnce(&mut Option<T>) -> R) -> R {
-        // One CPU, no EL2 interrupts: a relaxed load/store pair is enough to catch re-entry.
-        if self.busy.load(Ordering::Relaxed) {
-            panic!("hypervisor state re-entered");
+        let me = me();
+        loop {
+            match self
+                .owner
+                .compare_exchange_weak(FREE, me, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(holder) if holder == me => panic!("hypervisor state re-entered"),
+                Err(_) => core::hint::spin_loop(),
+            }
         }
-        self.busy.store(true, Ordering::Relaxed);
-        // SAFETY: the busy flag guarantees no other reference to the value exists.
+        // SAFETY: this CPU holds the lock, so no other reference to the value exists.
         let r = f(unsafe { &mut *self.value.get() });
-        self.busy.store(false, Ordering::Relaxed);
+        self.owner.store(FREE, Ordering::Release);
         r
     }
 }
