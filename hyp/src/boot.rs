@@ -39,8 +39,6 @@ pub struct LinuxGuest {
     /// The UART passed through to Linux (not the report console), and its SPI.
     pub uart: Region,
     pub uart_spi: u32,
-    /// The boot CPU's MPIDR affinity.
-    pub mpidr: u64,
 }
 
 /// Guest RAM Linux mode accepts: at least 128 MiB, at most 3 GiB (the window at
@@ -186,15 +184,10 @@ fn from_device_tree(at: u64) -> Result<Boot, BootError> {
                     "Linux mode needs a second UART for Linux's console (QEMU: a second -serial)",
                 ),
             )?;
-            let mpidr = {
-                use tock_registers::interfaces::Readable;
-                aarch64_cpu::registers::MPIDR_EL1.get() & mtex_platform::machine::MPIDR_AFFINITY
-            };
             Some(LinuxGuest {
                 bundle,
                 uart,
                 uart_spi,
-                mpidr,
             })
         }
     };

@@ -55,7 +55,13 @@ pub fn ring(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
             u32::MAX as u64
         };
     }
-    match doorbell::decode(access, open) {
+    let decided = match doorbell::decode(access, open) {
+        // One CPU's instructions are counted: with others on, their work would be missing
+        // from the window's figures.
+        Ok(Command::Open(_)) if hyp.cpus.on() > 1 => Err(doorbell::Refusal::OtherCpusOn),
+        d => d,
+    };
+    match decided {
         Ok(Command::Open(id)) => {
             let mut name = PhaseName::new();
             let _ = core::fmt::Write::write_fmt(

@@ -27,6 +27,14 @@ global_asm!(
 /// checks at build time that the image has no other kind: `images::check_hyp_relocations`).
 pub const R_AARCH64_RELATIVE: u64 = 1027;
 
+/// The top of the boot CPU's EL2 stack (link.ld).
+pub fn boot_stack_top() -> u64 {
+    unsafe extern "C" {
+        static __stack_top: u8;
+    }
+    (&raw const __stack_top) as u64
+}
+
 /// Reset entry. Entered at EL2 with the MMU off, x0 = a device tree (`qemu -kernel`) or a
 /// `BootInfo` (the UEFI loader), wherever the image was loaded.
 ///
@@ -230,18 +238,18 @@ global_asm!(
 // The save sequence above stores x30 and ELR as one pair at 240.
 const _: () = assert!(ELR_OFFSET == 248);
 
-/// Runs the guest from `ctx` for the first time. The context is copied to the top of the EL2
-/// stack, where every later exception saves and restores it.
+/// Runs the guest from `ctx` for the first time on this CPU. The context is copied to the
+/// top of this CPU's EL2 stack (`stack_top`), where every later exception saves and restores
+/// it.
 ///
 /// # Safety
 ///
-/// Must be called once, with the guest's stage 2, traps and EL1 state set up: the EL2 stack
-/// is reset, so nothing on it may be in use afterwards.
+/// Must be called once per CPU, with the guest's stage 2, traps and EL1 state set up: the
+/// EL2 stack is reset, so nothing on it may be in use afterwards, and `ctx` must not be in
+/// its top `CONTEXT_SIZE` bytes (the copy would overwrite it as it reads).
 #[unsafe(naked)]
-pub unsafe extern "C" fn enter_guest(ctx: *const GuestContext) -> ! {
+pub unsafe extern "C" fn enter_guest(ctx: *const GuestContext, stack_top: u64) -> ! {
     naked_asm!(
-        "adrp x1, __stack_top",
-        "add x1, x1, :lo12:__stack_top",
         "sub x1, x1, #{size}",
         "mov x2, #0",
         "1: ldr x3, [x0, x2]",

@@ -54,7 +54,16 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         if hyp.tracer.active() {
             hyp.tracer.prepare(ctx, &hyp.controls);
         }
-    })
+    });
+    // SAFETY: this CPU's exit, after the state's lock was let go; no other reference.
+    if core::mem::take(&mut unsafe { crate::fast_step::fast() }.power_off) {
+        // The guest's CPU_OFF, accepted: the firmware powers this CPU down and never returns
+        // here (a CPU_ON starts it afresh at `smp::secondary_entry`).
+        let _ = smccc::psci::cpu_off::<smccc::Smc>();
+        loop {
+            aarch64_cpu::asm::wfi();
+        }
+    }
 }
 
 #[inline(always)]

@@ -59,6 +59,9 @@ pub struct FastStep {
     pub voff_pending: u64,
     /// This CPU's trap ring (`trap_next` points into it).
     ring: *mut TrapRing,
+    /// The guest's CPU_OFF was accepted on this CPU: once its exit has let go of the
+    /// hypervisor's state, the CPU goes off through the firmware.
+    pub power_off: bool,
 }
 
 const _: () = assert!(offset_of!(FastStep, pending_inert) == 0);
@@ -73,9 +76,20 @@ const _: () = assert!(offset_of!(FastStep, inert_el0) == 64);
 const _: () = assert!(offset_of!(FastStep, inert_el1) == 72);
 const _: () = assert!(offset_of!(FastStep, exit_ts) == 80);
 
-/// Gives this CPU its fast-path state and trap ring, from the heap, and points TPIDR_EL2
-/// at them. Once per CPU, first thing at EL2: before it, [`fast`] has nothing to reach.
+/// Gives this CPU its fast-path state and trap ring, and points TPIDR_EL2 at them. Once,
+/// first thing at EL2 on the boot CPU: before it, [`fast`] has nothing to reach.
 pub fn install_this_cpu() {
+    install(new_block());
+}
+
+/// Points this CPU's TPIDR_EL2 at `block` (from [`new_block`], for this CPU alone).
+pub fn install(block: *mut FastStep) {
+    TPIDR_EL2.set(block as u64);
+}
+
+/// A CPU's fast-path state and trap ring, from the heap (leaked: a CPU keeps them for the
+/// run), with the trap fast path off.
+pub fn new_block() -> *mut FastStep {
     use alloc::alloc::{Layout, alloc_zeroed};
     let layout = Layout::new::<TrapRing>();
     // SAFETY: a layout of non-zero size; all zeroes is a valid TrapRing (plain integers).
@@ -99,8 +113,10 @@ pub fn install_this_cpu() {
         coarse: 0,
         voff_pending: 0,
         ring,
+        power_off: false,
     }));
-    TPIDR_EL2.set(core::ptr::from_mut(f) as u64);
+    f.init_trap_ring();
+    core::ptr::from_mut(f)
 }
 
 /// Coarse guest time: the EL2 time added up since the last settlement goes to CNTVOFF_EL2

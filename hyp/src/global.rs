@@ -24,7 +24,7 @@ const FREE: u64 = 0;
 /// [`FREE`]. Read from the register, so that it works before anything per CPU is set up.
 #[inline(always)]
 fn me() -> u64 {
-    (MPIDR_EL1.get() & mtex_vm::power::AFFINITY_MASK) + 1
+    (MPIDR_EL1.get() & mtex_platform::machine::MPIDR_AFFINITY) + 1
 }
 
 // SAFETY: access is serialised by the lock (see above): a shared Global hands out exclusive

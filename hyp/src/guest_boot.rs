@@ -86,8 +86,9 @@ pub fn enter(entry: u64, dtb: u64) -> ! {
     // SAFETY: VPIDR_EL2 only sets what the guest reads as MIDR_EL1 (no aarch64-cpu accessor).
     unsafe { core::arch::asm!("msr vpidr_el2, {}", in(reg) MIDR_EL1.get()) };
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-    let ctx = GuestContext::boot(entry, dtb);
+    // On the heap: `enter_guest` copies it to the top of the stack, where it must not be.
+    let ctx = alloc::boxed::Box::leak(alloc::boxed::Box::new(GuestContext::boot(entry, dtb)));
     // SAFETY: stage 2, traps and EL1 state are set up above and in hyp_main; nothing on the
-    // EL2 stack is needed any more.
-    unsafe { crate::entry::enter_guest(&ctx) }
+    // EL2 stack is needed any more; the context is not on it.
+    unsafe { crate::entry::enter_guest(ctx, crate::entry::boot_stack_top()) }
 }

@@ -51,7 +51,7 @@ pub fn load(boot: &Boot, linux: &LinuxGuest) -> Result<(u64, u64), &'static str>
         uart_spi: linux.uart_spi,
         gic: boot.machine.gic,
         timer_ppis: timer_ppis(boot),
-        mpidr: linux.mpidr,
+        cpus: boot.machine.cpus(),
     })
     .map_err(|_| "cannot write Linux's device tree")?;
     if tree.len() as u64 > IMAGE_BASE - guest_vm::DTB_ADDR {

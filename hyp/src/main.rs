@@ -30,6 +30,7 @@ mod pmu;
 mod profile_table;
 mod psci;
 mod report;
+mod smp;
 mod state;
 mod sysreg_trap;
 mod tco_watch;
@@ -98,6 +99,18 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     };
     let errata = mtex_platform::Errata::for_midr(midr);
     let m = &boot.machine;
+    // The guest's CPUs are the machine's, by MPIDR; this one is on, the others off until the
+    // guest starts them.
+    let boot_cpu = {
+        use aarch64_cpu::registers::MPIDR_EL1;
+        use mtex_platform::machine::MPIDR_AFFINITY;
+        use tock_registers::interfaces::Readable;
+        let me = MPIDR_EL1.get() & MPIDR_AFFINITY;
+        match m.cpus().iter().position(|c| c & MPIDR_AFFINITY == me) {
+            Some(i) => i,
+            None => report::fail_boot(&mut reporter, "this CPU is not among the machine's CPUs"),
+        }
+    };
     log::info!(
         "booted by {}: console {:#x}, GICD {:#x}, GICR {:#x}+{:#x}, timers {}/{}, {} CPUs",
         boot.path.name(),
@@ -216,6 +229,8 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         (mtex_platform::guest_vm::IMAGE_ADDR, boot.guest_image.size),
     );
     hyp.linux = linux;
+    hyp.machine_cpus = m.cpus().to_vec();
+    hyp.cpus = mtex_vm::power::Cpus::new(m.cpus(), boot_cpu);
     if linux {
         hyp.tracer.set_irqs_to_guest();
     }

@@ -1,17 +1,20 @@
 //! EC 0x17: the guest's SMCs (HCR_EL2.TSC traps them), and the hypervisor's own power-off.
 //!
-//! PSCI calls that end the run are the guest's exit; calls that would hand a CPU or the
-//! machine to firmware (CPU_ON, suspend) are refused; information calls (versions, features)
-//! are forwarded to firmware unchanged.
+//! PSCI calls that end the run are the guest's exit; CPU_ON, CPU_OFF and AFFINITY_INFO are
+//! the VM's, decided by `mtex_vm::power` and carried out here (`smp.rs`); suspend is refused;
+//! information calls (versions, features) are forwarded to firmware unchanged.
 
 use crate::context::GuestContext;
 use crate::state::Hyp;
+use aarch64_cpu::registers::MPIDR_EL1;
 use mtex_abi::Record;
 use mtex_abi::hypercall::ret;
 use mtex_abi::report::{Conduit, ExitReason, UnknownCall};
 use smccc::Smc;
 use smccc::arch::{SMCCC_ARCH_FEATURES, SMCCC_VERSION};
+use smccc::psci::error::Error;
 use smccc::psci::*;
+use tock_registers::interfaces::Readable;
 
 #[inline(never)]
 pub fn handle_guest_smc(hyp: &mut Hyp, ctx: &mut GuestContext) {
@@ -31,15 +34,70 @@ pub fn handle_guest_smc(hyp: &mut Hyp, ctx: &mut GuestContext) {
         PSCI_SYSTEM_RESET | PSCI_SYSTEM_RESET2_32 | PSCI_SYSTEM_RESET2_64 => {
             hyp.finish(ExitReason::GuestSystemReset)
         }
+        PSCI_CPU_ON_64 | PSCI_CPU_ON_32 => {
+            let r = cpu_on(hyp, ctx, function == PSCI_CPU_ON_32);
+            ctx.x[0] = result(r.map(|()| 0));
+        }
+        PSCI_CPU_OFF => {
+            let r = this_cpu(hyp).map_or(Err(Error::InternalFailure), |i| hyp.cpus.cpu_off(i));
+            match r {
+                // Off once this exit has let go of the state (`exits::dispatch`).
+                // SAFETY: inside this CPU's exit, holding no other reference to its block.
+                Ok(()) => unsafe { crate::fast_step::fast() }.power_off = true,
+                Err(e) => ctx.x[0] = result(Err(e)),
+            }
+        }
+        PSCI_AFFINITY_INFO_32 | PSCI_AFFINITY_INFO_64 => {
+            let target = args(ctx, function == PSCI_AFFINITY_INFO_32)[0];
+            let r = hyp.cpus.affinity_info(target, ctx.x[2]);
+            ctx.x[0] = result(r.map(|s| s as u64));
+        }
         PSCI_VERSION
         | PSCI_FEATURES
         | PSCI_MIGRATE_INFO_TYPE
-        | PSCI_AFFINITY_INFO_32
-        | PSCI_AFFINITY_INFO_64
         | SMCCC_VERSION
         | SMCCC_ARCH_FEATURES => forward(ctx, function),
         _ => refuse(hyp, ctx),
     }
+}
+
+/// x1..x3 as the call's width reads them.
+fn args(ctx: &GuestContext, thirty_two: bool) -> [u64; 3] {
+    let mask = if thirty_two {
+        u32::MAX as u64
+    } else {
+        u64::MAX
+    };
+    [ctx.x[1] & mask, ctx.x[2] & mask, ctx.x[3] & mask]
+}
+
+/// A PSCI result in x0: the value, or the error's (negative) code.
+fn result(r: Result<u64, Error>) -> u64 {
+    r.unwrap_or_else(|e| i64::from(e) as u64)
+}
+
+/// This CPU's index among the guest's.
+fn this_cpu(hyp: &Hyp) -> Option<usize> {
+    hyp.cpus
+        .index_of(MPIDR_EL1.get() & mtex_platform::machine::MPIDR_AFFINITY)
+}
+
+/// CPU_ON(target, entry, context id). Refused while a phase is open: a window counts the
+/// CPUs that were on when it opened, and a CPU started inside it would go uncounted.
+fn cpu_on(hyp: &mut Hyp, ctx: &GuestContext, thirty_two: bool) -> Result<(), Error> {
+    if hyp.phase.is_some() {
+        return Err(Error::Denied);
+    }
+    let [target, entry, context_id] = args(ctx, thirty_two);
+    let ram = hyp.guest_ram;
+    let start = hyp
+        .cpus
+        .cpu_on(target, entry, context_id, |a| ram.pa_of(a, 4).is_some())?;
+    // From now on the trapped writes go through the full path only; what this CPU's ring
+    // holds is framed first.
+    hyp.report.flush();
+    hyp.sync_fast_traps();
+    crate::smp::start(hyp, start)
 }
 
 fn forward(ctx: &mut GuestContext, function: u32) {

@@ -69,6 +69,12 @@ pub struct Hyp {
     pub linux: bool,
     /// While a phase opened with PHASE_GUARDED is open: the only code that may make calls.
     pub call_guard: Option<crate::hypercall::CallGuard>,
+    /// The machine's CPUs (MPIDR_EL1 values), which are the guest's, and their power states
+    /// under the guest's PSCI calls.
+    pub machine_cpus: alloc::vec::Vec<u64>,
+    pub cpus: mtex_vm::power::Cpus,
+    /// The guest's RAM, where a CPU_ON's entry point must be.
+    pub guest_ram: GuestRam,
 }
 
 /// A TCO watch pass's record and its sites.
@@ -110,6 +116,9 @@ impl Hyp {
             run_tco_passes: 0,
             guest_debug: Default::default(),
             linux: false,
+            machine_cpus: alloc::vec::Vec::new(),
+            cpus: mtex_vm::power::Cpus::new(&[0], 0),
+            guest_ram,
         };
         hyp.sync_fast_traps();
         hyp
@@ -117,8 +126,10 @@ impl Hyp {
 
     /// The trap fast path runs with `mtex.step=fast` outside traced phases: in a traced
     /// phase the step engine must see every exit.
-    fn sync_fast_traps(&mut self) {
-        let on = self.fast_traps && !self.tracer.active();
+    pub fn sync_fast_traps(&mut self) {
+        // On several CPUs every trapped write goes through the full path, under the state's
+        // lock: one CPU's ring could not be drained by another that ends the run.
+        let on = self.fast_traps && !self.tracer.active() && self.cpus.awake() == 1;
         // SAFETY: called with the hypervisor state borrowed (boot, hypercall handlers).
         unsafe { crate::fast_step::fast() }.set_fast_traps(on);
     }

@@ -12,7 +12,7 @@ use mtex_platform::Errata;
 use tock_registers::interfaces::{Readable, Writeable};
 
 /// ID_AA64MMFR0_EL1.FGT, bits 59:56.
-fn has_fgt() -> bool {
+pub fn has_fgt() -> bool {
     (ID_AA64MMFR0_EL1.get() >> 56) & 0xf != 0
 }
 

@@ -43,6 +43,9 @@ pub enum Refusal {
     AlreadyOpen,
     /// CLOSE with no window open, or of another window.
     NotOpen,
+    /// OPEN while more than one CPU is on: a window counts the instructions of the CPU that
+    /// opened it only. Last, so that older logs still decode.
+    OtherCpusOn,
 }
 
 impl Refusal {
@@ -54,6 +57,10 @@ impl Refusal {
             Refusal::BadId => "a window id of 0 or wider than 32 bits",
             Refusal::AlreadyOpen => "OPEN while a window is open",
             Refusal::NotOpen => "CLOSE of a window that is not the open one",
+            Refusal::OtherCpusOn => {
+                "OPEN while other CPUs are on (a window counts one CPU's instructions: it \
+                 opens only when the guest runs on one CPU)"
+            }
         }
     }
 }

@@ -32,8 +32,9 @@ pub struct LinuxTree<'a> {
     /// PPI numbers (INTID - 16) of the secure, non-secure physical, virtual and hypervisor
     /// timers, in the order of the arm,armv8-timer binding.
     pub timer_ppis: [u32; 4],
-    /// The boot CPU's MPIDR affinity (Linux matches its CPU node by it).
-    pub mpidr: u64,
+    /// Every CPU's MPIDR affinity, the boot CPU's among them (Linux matches its CPU node by
+    /// it): the others are off, for Linux to start through PSCI.
+    pub cpus: &'a [u64],
 }
 
 const GIC_PHANDLE: u32 = 1;
@@ -71,15 +72,15 @@ pub fn build(t: &LinuxTree<'_>) -> Result<Vec<u8>, DtError> {
     let cpus = w.begin_node("cpus").map_err(e)?;
     w.property_u32("#address-cells", 2).map_err(e)?;
     w.property_u32("#size-cells", 0).map_err(e)?;
-    let cpu = w
-        .begin_node(&alloc::format!("cpu@{:x}", t.mpidr))
-        .map_err(e)?;
-    w.property_string("device_type", "cpu").map_err(e)?;
-    w.property_string("compatible", "arm,armv8").map_err(e)?;
-    w.property_array_u32("reg", &[(t.mpidr >> 32) as u32, t.mpidr as u32])
-        .map_err(e)?;
-    w.property_string("enable-method", "psci").map_err(e)?;
-    w.end_node(cpu).map_err(e)?;
+    for &mpidr in t.cpus {
+        let cpu = w.begin_node(&alloc::format!("cpu@{mpidr:x}")).map_err(e)?;
+        w.property_string("device_type", "cpu").map_err(e)?;
+        w.property_string("compatible", "arm,armv8").map_err(e)?;
+        w.property_array_u32("reg", &[(mpidr >> 32) as u32, mpidr as u32])
+            .map_err(e)?;
+        w.property_string("enable-method", "psci").map_err(e)?;
+        w.end_node(cpu).map_err(e)?;
+    }
     w.end_node(cpus).map_err(e)?;
 
     // PSCI through SMC, which HCR_EL2.TSC traps: the hypervisor sees SYSTEM_OFF (the run's
@@ -158,7 +159,7 @@ mod tests {
                 gicr_size: 0xf6_0000,
             },
             timer_ppis: [13, 14, 11, 10],
-            mpidr: 0,
+            cpus: &[0, 1, 0x100],
         })
         .unwrap()
     }
@@ -185,7 +186,7 @@ mod tests {
         assert_eq!((m.gic.gicd, m.gic.gicr), (0x0800_0000, 0x080a_0000));
         assert_eq!((m.vtimer_intid, m.hyp_timer_intid), (27, 26));
         assert_eq!(m.console.base, 0x0904_0000);
-        assert_eq!(m.cpus(), &[0]);
+        assert_eq!(m.cpus(), &[0, 1, 0x100], "every CPU, by its affinity");
         let uart = fdt.find_node("/pl011@9040000").unwrap();
         let irq: Vec<u32> = uart
             .property("interrupts")

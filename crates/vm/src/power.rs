@@ -9,10 +9,8 @@
 //! make the hypervisor enter it at an address outside its RAM.
 
 use alloc::vec::Vec;
+use mtex_platform::machine::MPIDR_AFFINITY;
 use smccc::psci::{AffinityState, error::Error};
-
-/// The MPIDR bits PSCI names a CPU by: Aff3 (39:32) and Aff2..Aff0 (23:0).
-pub const AFFINITY_MASK: u64 = 0xff_00ff_ffff;
 
 /// One CPU's power state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,7 +36,7 @@ pub struct Start {
 /// The guest's CPUs and their power states.
 #[derive(Clone, Debug)]
 pub struct Cpus {
-    /// Each CPU's affinity (MPIDR & [`AFFINITY_MASK`]), in the machine's order.
+    /// Each CPU's affinity (MPIDR & [`MPIDR_AFFINITY`]), in the machine's order.
     affinity: Vec<u64>,
     power: Vec<Power>,
 }
@@ -50,7 +48,7 @@ impl Cpus {
         let mut power = alloc::vec![Power::Off; mpidrs.len()];
         power[boot] = Power::On;
         Self {
-            affinity: mpidrs.iter().map(|m| m & AFFINITY_MASK).collect(),
+            affinity: mpidrs.iter().map(|m| m & MPIDR_AFFINITY).collect(),
             power,
         }
     }
@@ -70,8 +68,8 @@ impl Cpus {
     /// The index of the CPU whose affinity is `target` (other bits ignored, as PSCI's
     /// callers leave them zero).
     pub fn index_of(&self, target: u64) -> Option<usize> {
-        let a = target & AFFINITY_MASK;
-        (target & !AFFINITY_MASK == 0)
+        let a = target & MPIDR_AFFINITY;
+        (target & !MPIDR_AFFINITY == 0)
             .then(|| self.affinity.iter().position(|&x| x == a))
             .flatten()
     }
@@ -111,9 +109,10 @@ impl Cpus {
     }
 
     /// CPU_OFF from CPU `cpu`: it is off from now on (the caller parks it). Refused (DENIED)
-    /// for a CPU that is not on, which cannot be the caller.
+    /// for a CPU that is not on, which cannot be the caller, and for the last CPU on (one
+    /// still being started may never come): with none left the run could only hang.
     pub fn cpu_off(&mut self, cpu: usize) -> Result<(), Error> {
-        if self.power[cpu] != Power::On {
+        if self.power[cpu] != Power::On || self.on() == 1 {
             return Err(Error::Denied);
         }
         self.power[cpu] = Power::Off;
@@ -136,6 +135,11 @@ impl Cpus {
     /// How many CPUs are on.
     pub fn on(&self) -> usize {
         self.power.iter().filter(|p| **p == Power::On).count()
+    }
+
+    /// How many CPUs are on or being started.
+    pub fn awake(&self) -> usize {
+        self.power.iter().filter(|p| **p != Power::Off).count()
     }
 }
 
@@ -215,6 +219,9 @@ mod tests {
         assert_eq!(c.cpu_off(1), Ok(()));
         assert_eq!(c.affinity_info(0x01_0000_0001, 0), Ok(AffinityState::Off));
         assert_eq!(c.cpu_off(1), Err(Error::Denied));
+        // The last CPU on stays on.
+        assert_eq!(c.cpu_off(0), Err(Error::Denied));
+        assert_eq!(c.power(0), Power::On);
         // Off again: it may be started again.
         assert!(c.cpu_on(0x01_0000_0001, 0x4000_0000, 0, in_ram).is_ok());
     }
@@ -263,7 +270,7 @@ mod tests {
             for call in calls {
                 match call {
                     Call::On { cpu, entry } => {
-                        let target = MPIDRS.get(cpu).map_or(0x7f, |m| m & AFFINITY_MASK);
+                        let target = MPIDRS.get(cpu).map_or(0x7f, |m| m & MPIDR_AFFINITY);
                         let r = c.cpu_on(target, entry, 1, in_ram);
                         let want = match model.get(cpu) {
                             None => Err(Error::InvalidParameters),
@@ -287,7 +294,8 @@ mod tests {
                     }
                     Call::Off { cpu } => {
                         let r = c.cpu_off(cpu);
-                        if model[cpu] == AffinityState::On {
+                        let on = model.iter().filter(|s| **s == AffinityState::On).count();
+                        if model[cpu] == AffinityState::On && on > 1 {
                             prop_assert_eq!(r, Ok(()));
                             model[cpu] = AffinityState::Off;
                         } else {
@@ -296,9 +304,10 @@ mod tests {
                     }
                 }
                 for (i, m) in MPIDRS.iter().enumerate() {
-                    prop_assert_eq!(c.affinity_info(*m & AFFINITY_MASK, 0), Ok(model[i]));
+                    prop_assert_eq!(c.affinity_info(*m & MPIDR_AFFINITY, 0), Ok(model[i]));
                 }
                 prop_assert_eq!(c.on(), model.iter().filter(|s| **s == AffinityState::On).count());
+                prop_assert!(c.on() >= 1, "a CPU is always on");
             }
         }
     }

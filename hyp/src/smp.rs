@@ -1,0 +1,197 @@
+//! Secondary CPUs: a guest's PSCI CPU_ON, once `mtex_vm::power` has accepted it, starts the
+//! physical CPU through the firmware's PSCI at the hypervisor's own entry. That CPU takes
+//! the EL2 set-up the calling CPU has (its MMU, vectors, traps, stage 2: one VM), gets a
+//! stack and fast-path block of its own, and enters the guest at the entry point the guest
+//! gave, with its context id in x0, at EL1 with the MMU off, as PSCI specifies.
+
+use crate::fast_step::FastStep;
+use crate::state::Hyp;
+use aarch64_cpu::registers::*;
+use core::arch::naked_asm;
+use core::mem::offset_of;
+use mtex_vm::power::Start;
+use smccc::Smc;
+use smccc::psci::error::Error;
+
+/// The EL2 stack of a secondary CPU (as the boot CPU's, link.ld).
+const STACK_SIZE: usize = 0x20000;
+
+/// What a starting CPU needs, written by the CPU that starts it and cleaned to the point of
+/// coherency: the entry reads the first fields with its MMU and caches still off.
+#[repr(C)]
+pub struct SecondaryBoot {
+    mair: u64,
+    tcr: u64,
+    ttbr0: u64,
+    sctlr: u64,
+    vbar: u64,
+    stack_top: u64,
+    // Read from Rust, with the MMU on.
+    start: Start,
+    /// The guest's first context on this CPU (here, not on the stack `enter_guest` copies
+    /// it to the top of).
+    ctx: crate::context::GuestContext,
+    block: *mut FastStep,
+    hcr: u64,
+    vtcr: u64,
+    vttbr: u64,
+    mdcr: u64,
+    cptr: u64,
+    cnthctl: u64,
+    cntvoff: u64,
+    /// HFGRTR, HFGWTR, HFGITR, HDFGRTR, HDFGWTR (with FEAT_FGT).
+    fgt: Option<[u64; 5]>,
+    ich_hcr: u64,
+    icc_sre: u64,
+    vpidr: u64,
+}
+
+const _: () = assert!(offset_of!(SecondaryBoot, mair) == 0);
+const _: () = assert!(offset_of!(SecondaryBoot, tcr) == 8);
+const _: () = assert!(offset_of!(SecondaryBoot, ttbr0) == 16);
+const _: () = assert!(offset_of!(SecondaryBoot, sctlr) == 24);
+const _: () = assert!(offset_of!(SecondaryBoot, vbar) == 32);
+const _: () = assert!(offset_of!(SecondaryBoot, stack_top) == 40);
+
+/// Starts the CPU `start` names. Called by a CPU of the guest (holding the state), after
+/// `Cpus::cpu_on` accepted the call; Err (and the CPU marked off again) if the firmware
+/// refuses.
+pub fn start(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
+    let mpidr = hyp.machine_cpus[start.cpu];
+    let stack = alloc::vec![0u8; STACK_SIZE].leak();
+    let boot = alloc::boxed::Box::leak(alloc::boxed::Box::new(SecondaryBoot {
+        mair: MAIR_EL2.get(),
+        tcr: TCR_EL2.get(),
+        ttbr0: TTBR0_EL2.get(),
+        sctlr: SCTLR_EL2.get(),
+        vbar: VBAR_EL2.get(),
+        stack_top: (stack.as_ptr() as u64 + STACK_SIZE as u64) & !0xf,
+        start,
+        ctx: crate::context::GuestContext::boot(start.entry, start.context_id),
+        block: crate::fast_step::new_block(),
+        hcr: HCR_EL2.get(),
+        vtcr: VTCR_EL2.get(),
+        vttbr: VTTBR_EL2.get(),
+        mdcr: MDCR_EL2.get(),
+        cptr: CPTR_EL2.get(),
+        cnthctl: CNTHCTL_EL2.get(),
+        cntvoff: CNTVOFF_EL2.get(),
+        fgt: crate::traps::has_fgt().then(|| {
+            [
+                HFGRTR_EL2.get(),
+                HFGWTR_EL2.get(),
+                HFGITR_EL2.get(),
+                HDFGRTR_EL2.get(),
+                HDFGWTR_EL2.get(),
+            ]
+        }),
+        ich_hcr: read_ich_hcr(),
+        icc_sre: read_icc_sre_el2(),
+        vpidr: MIDR_EL1.get(),
+    }));
+    let at = core::ptr::from_mut(boot) as u64;
+    crate::mmu::clean_invalidate_to_poc(mtex_platform::Region::new(
+        at,
+        size_of::<SecondaryBoot>() as u64,
+    ));
+    let entry = secondary_entry as *const () as u64;
+    log::debug!(
+        "CPU_ON {mpidr:#x}: guest entry {:#x}, context {:#x}; hyp entry {entry:#x}, boot {at:#x}",
+        start.entry,
+        start.context_id
+    );
+    smccc::psci::cpu_on::<Smc>(mpidr, entry, at).inspect_err(|_| {
+        hyp.cpus.started(start.cpu, false);
+    })
+}
+
+fn read_ich_hcr() -> u64 {
+    let v: u64;
+    // SAFETY: reading ICH_HCR_EL2 has no side effects.
+    unsafe { core::arch::asm!("mrs {}, ich_hcr_el2", out(reg) v) };
+    v
+}
+
+fn read_icc_sre_el2() -> u64 {
+    let v: u64;
+    // SAFETY: reading ICC_SRE_EL2 has no side effects.
+    unsafe { core::arch::asm!("mrs {}, icc_sre_el2", out(reg) v) };
+    v
+}
+
+/// Where the firmware starts a secondary CPU: at EL2, MMU off, x0 = its `SecondaryBoot`.
+/// Turns the MMU on with the boot CPU's tables, takes its stack and goes to Rust.
+#[unsafe(naked)]
+unsafe extern "C" fn secondary_entry() -> ! {
+    naked_asm!(
+        "msr daifset, #0xf",
+        "ldr x1, [x0, #{mair}]",
+        "msr mair_el2, x1",
+        "ldr x1, [x0, #{tcr}]",
+        "msr tcr_el2, x1",
+        "ldr x1, [x0, #{ttbr0}]",
+        "msr ttbr0_el2, x1",
+        "isb",
+        "tlbi alle2",
+        "dsb nsh",
+        "isb",
+        "ldr x1, [x0, #{sctlr}]",
+        "msr sctlr_el2, x1",
+        "isb",
+        "ldr x1, [x0, #{vbar}]",
+        "msr vbar_el2, x1",
+        "ldr x1, [x0, #{stack}]",
+        "mov sp, x1",
+        "isb",
+        "bl {main}",
+        "b .",
+        mair = const offset_of!(SecondaryBoot, mair),
+        tcr = const offset_of!(SecondaryBoot, tcr),
+        ttbr0 = const offset_of!(SecondaryBoot, ttbr0),
+        sctlr = const offset_of!(SecondaryBoot, sctlr),
+        vbar = const offset_of!(SecondaryBoot, vbar),
+        stack = const offset_of!(SecondaryBoot, stack_top),
+        main = sym secondary_main,
+    )
+}
+
+/// A secondary CPU with its MMU on: the rest of the EL2 set-up, then the guest.
+extern "C" fn secondary_main(boot: &'static SecondaryBoot) -> ! {
+    crate::fast_step::install(boot.block);
+    if let Some([r, w, i, dr, dw]) = boot.fgt {
+        HFGRTR_EL2.set(r);
+        HFGWTR_EL2.set(w);
+        HFGITR_EL2.set(i);
+        HDFGRTR_EL2.set(dr);
+        HDFGWTR_EL2.set(dw);
+    }
+    VTCR_EL2.set(boot.vtcr);
+    VTTBR_EL2.set(boot.vttbr);
+    MDCR_EL2.set(boot.mdcr);
+    CPTR_EL2.set(boot.cptr);
+    CNTHCTL_EL2.set(boot.cnthctl);
+    CNTVOFF_EL2.set(boot.cntvoff);
+    VMPIDR_EL2.set(MPIDR_EL1.get());
+    // SAFETY: these set only what the guest reads as MIDR_EL1, whether EL1 may use the GIC's
+    // system registers, and the virtual CPU interface: as on the boot CPU.
+    unsafe {
+        core::arch::asm!("msr vpidr_el2, {}", in(reg) boot.vpidr);
+        core::arch::asm!("msr icc_sre_el2, {}", "isb", in(reg) boot.icc_sre);
+        core::arch::asm!("msr ich_hcr_el2, {}", in(reg) boot.ich_hcr);
+    }
+    crate::debug::init();
+    // The guest's EL1 state as PSCI leaves it: MMU and caches off.
+    SCTLR_EL1.set(mtex_abi::program::SCTLR_EL1_AT_ENTRY);
+    TCR_EL1.set(mtex_abi::program::TCR_EL1_AT_ENTRY);
+    HCR_EL2.set(boot.hcr);
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    crate::global::HYP.with(|hyp| hyp.cpus.started(boot.start.cpu, true));
+    log::debug!(
+        "CPU {} entering the guest at {:#x}",
+        boot.start.cpu,
+        boot.start.entry
+    );
+    // SAFETY: stage 2, traps and the EL1 state are set up above; the stack is this CPU's own
+    // and nothing on it is needed any more; the context is not on it.
+    unsafe { crate::entry::enter_guest(&boot.ctx, boot.stack_top) }
+}
