@@ -54,6 +54,10 @@ pub struct Args {
     /// before /init).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(RAM_MIB_MIN..=3072))]
     pub ram_mib: u64,
+    /// CPUs Linux is given (1..=8): QEMU's, each started by Linux through PSCI under the
+    /// hypervisor. A trace window opens only while one CPU is on (docs/linux.md#cpus)
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub cpus: u32,
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -450,6 +454,7 @@ pub fn boot(args: &Args, p: &Prepared, which: Boot) -> Result<Booted> {
         timeout: Duration::from_secs(args.timeout),
         // Guest RAM, plus the staged bundle and the hypervisor beside it.
         memory_mib: (args.ram_mib as u32) * 2 + 256,
+        cpus: args.cpus,
         // The hypervisor takes no interrupt in Linux mode, so no EL2 watchdog: the host
         // watches the guest's clock (a stopped clock ends the run at once, with where the CPU
         // was) and holds the run to the time limit.
@@ -533,13 +538,14 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::results::Results)> {
     // The last run's console stays for reading after the run.
     let _ = std::fs::write(work_dir().join("last-linux-console.log"), &linux_text);
     let program = crate::symbols::Symbols::load(&p.workloads);
-    let r = report::analyse(
+    let mut r = report::analyse(
         &p.kernel,
         &console,
         &linux_text,
         (&symbols, program),
         !args.no_icount,
     );
+    r.cpus = args.cpus;
     // The windows as phases of mtex's results document, for `mtex compare` between runs
     // (two kernels, two command lines) and the same counters as `mtex run`'s.
     // A window never closed was not measured: its counts are not offered for comparison.

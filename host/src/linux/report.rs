@@ -125,6 +125,9 @@ pub struct LinuxReport {
     /// SHA-256 of the kernel's Image, hex.
     #[serde(default)]
     pub image_sha256: String,
+    /// The CPUs the machine gave Linux (`--cpus`).
+    #[serde(default = "one")]
+    pub cpus: u32,
     /// Whether Linux ran the initramfs's /init, and the workload's exit status.
     pub reached_init: bool,
     pub workload_status: Option<i32>,
@@ -442,6 +445,7 @@ pub fn analyse(
         version: kernel.package.version.clone(),
         release: kernel.release.clone(),
         image_sha256: kernel.sha256.clone(),
+        cpus: 1,
         reached_init,
         workload_status,
         workload_output: output,
@@ -682,13 +686,29 @@ fn compare_windows(windows: &[Window]) -> Table {
     t
 }
 
+fn one() -> u32 {
+    1
+}
+
+/// `one CPU`, `4 CPUs`.
+pub fn cpus(n: u32) -> String {
+    if n == 1 {
+        "one CPU".into()
+    } else {
+        format!("{n} CPUs")
+    }
+}
+
 /// The report as text.
 pub fn render(r: &LinuxReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "mtex linux: {} {} ({}), one CPU, under the hypervisor in Linux mode",
-        r.package, r.version, r.release
+        "mtex linux: {} {} ({}), {}, under the hypervisor in Linux mode",
+        r.package,
+        r.version,
+        r.release,
+        cpus(r.cpus)
     );
     let _ = writeln!(
         out,

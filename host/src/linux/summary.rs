@@ -34,11 +34,12 @@ fn windows(r: &LinuxReport, doc: &Results) -> summary::Group {
 fn preface(r: &LinuxReport) -> [String; 2] {
     [
         format!(
-            "mtex linux: {} {} ({}, Image sha256 {}), one CPU, under the hypervisor in Linux mode",
+            "mtex linux: {} {} ({}, Image sha256 {}), {}, under the hypervisor in Linux mode",
             clean(&r.package),
             clean(&r.version),
             clean(&r.release),
-            clean(&r.image_sha256[..r.image_sha256.len().min(16)])
+            clean(&r.image_sha256[..r.image_sha256.len().min(16)]),
+            super::report::cpus(r.cpus)
         ),
         format!(
             "  /init reached: {}; workload status: {}; ended: {}; TCR_EL1.TCMA1 {}",

@@ -20,6 +20,8 @@ pub struct RunConfig {
     pub timeout: Duration,
     /// Guest RAM in MiB.
     pub memory_mib: u32,
+    /// CPUs (`-smp`): the hypervisor starts on one and gives the guest all of them.
+    pub cpus: u32,
     /// The guest's watchdog budget, to also watch the guest's clock under `-icount` (through
     /// QMP, once a second) and end a run that no watchdog can end any more: one whose clock
     /// stopped (nothing retires) or ran past the budget without the run ending. None: the wall
@@ -62,6 +64,7 @@ impl Default for RunConfig {
             icount: true,
             timeout: Duration::from_secs(60),
             memory_mib: 512,
+            cpus: 1,
             watch_budget_ms: None,
             boot: BootMethod::Kernel,
             virtualization: true,
@@ -157,8 +160,6 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
         &format!("virt,virtualization={virt},mte=on,gic-version=3{acpi}"),
         "-cpu",
         "max",
-        "-smp",
-        "1",
         "-m",
         &format!("{}M", cfg.memory_mib),
         "-display",
@@ -174,6 +175,7 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
     // The guest's random numbers (RNDR, from which Linux initialises its generator, and IRG)
     // come from a fixed `-seed`: without it a Linux run is not repeatable, even under -icount.
     c.args(["-seed", "1"]);
+    c.arg("-smp").arg(cfg.cpus.to_string());
     if let Some(path) = &cfg.second_serial {
         c.arg("-serial").arg(format!("file:{}", path.display()));
     }

@@ -273,6 +273,7 @@ fn linux_mode_without_a_uart_for_linux_is_refused_at_boot() {
         tcf0: vec!["sync".into()],
         append: vec![],
         ram_mib: 512,
+        cpus: 1,
         json: None,
         console: false,
         out: std::env::temp_dir(),
@@ -518,6 +519,45 @@ fn user_functions_are_the_openers_and_its_children_are_another_process() {
         0,
         "every opener PC is in a symbol: {rows:#?}"
     );
+}
+
+/// Linux on four CPUs: it starts the three others through PSCI (the hypervisor starts each
+/// physical CPU at its own entry), can take them off and start one again (CPU_OFF,
+/// AFFINITY_INFO, a second CPU_ON of the same CPU), and a window opens only while one CPU
+/// is on: opened with the others on, it is refused, never counted short.
+#[test]
+fn linux_starts_every_cpu_and_windows_open_only_on_one() {
+    let (status, doc, text) = linux(&[
+        "--cpus",
+        "4",
+        "--console",
+        "--workload",
+        "echo cpus $(nproc); mtex-work --tcf0 sync --window 1 getpid 10; \
+         for c in 1 2 3; do echo 0 > /sys/devices/system/cpu/cpu$c/online; done; \
+         echo cpus $(nproc); mtex-work --tcf0 sync --window 2 getpid 100; \
+         echo 1 > /sys/devices/system/cpu/cpu2/online; echo cpus $(nproc)",
+    ]);
+    assert!(text.contains("4 CPUs, under the hypervisor"), "{text}");
+    for n in ["cpus 4", "cpus 1", "cpus 2"] {
+        assert!(text.contains(n), "{n}: {text}");
+    }
+    // The refused window is a problem of the run, named as such.
+    assert_eq!(status, 1, "{text}");
+    let problems = doc["problems"].to_string();
+    assert!(
+        problems.contains("OPEN while other CPUs are on"),
+        "{problems}"
+    );
+    let windows = doc["windows"].as_array().unwrap();
+    assert!(
+        windows.iter().all(|w| w["id"] != 1),
+        "window 1 never opened: {text}"
+    );
+    // With CPUs 1-3 off the window is the one CPU's, counted whole: each of the 100 system
+    // calls enters the kernel from EL0 (a page fault would add one).
+    let w = window(&doc, 2);
+    assert!(w["closed"] == true, "{w}");
+    assert!(n(&w["entries"], "sync_el0") >= 100, "{w}");
 }
 
 #[test]
