@@ -95,7 +95,23 @@ pub fn new_block() -> *mut FastStep {
     // SAFETY: a layout of non-zero size; all zeroes is a valid TrapRing (plain integers).
     let ring = unsafe { alloc_zeroed(layout) }.cast::<TrapRing>();
     assert!(!ring.is_null(), "no memory for a trap ring");
-    let f = alloc::boxed::Box::leak(alloc::boxed::Box::new(FastStep {
+    let f = alloc::boxed::Box::leak(alloc::boxed::Box::new(fresh(ring)));
+    f.init_trap_ring();
+    core::ptr::from_mut(f)
+}
+
+/// Makes `block` (from [`new_block`]) as new, for its CPU's next power-up.
+pub fn reset_block(block: *mut FastStep) {
+    // SAFETY: the block's CPU is off (the caller starts it only through the firmware, which
+    // starts no CPU that is on), so nothing else references the block.
+    let f = unsafe { &mut *block };
+    *f = fresh(f.ring);
+    f.init_trap_ring();
+}
+
+/// A block over `ring` with nothing in it.
+fn fresh(ring: *mut TrapRing) -> FastStep {
+    FastStep {
         pending_inert: 0,
         pending_pc: 0,
         va_page: 0,
@@ -114,9 +130,7 @@ pub fn new_block() -> *mut FastStep {
         voff_pending: 0,
         ring,
         power_off: false,
-    }));
-    f.init_trap_ring();
-    core::ptr::from_mut(f)
+    }
 }
 
 /// Coarse guest time: the EL2 time added up since the last settlement goes to CNTVOFF_EL2

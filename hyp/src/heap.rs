@@ -1,8 +1,9 @@
-//! The hypervisor's heap: page tables and the rewritten device tree.
+//! The hypervisor's heap: page tables, the rewritten device tree, and each secondary CPU's
+//! EL2 stack (128 KiB) and fast-path block (its trap ring, 32 KiB).
 
 use buddy_system_allocator::LockedHeap;
 
-const HEAP_SIZE: usize = 2 << 20;
+const HEAP_SIZE: usize = 4 << 20;
 
 #[repr(C, align(4096))]
 struct HeapMemory([u8; HEAP_SIZE]);

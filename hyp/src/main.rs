@@ -230,6 +230,7 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     );
     hyp.linux = linux;
     hyp.machine_cpus = m.cpus().to_vec();
+    hyp.cpu_homes = alloc::vec![None; m.cpus().len()];
     hyp.cpus = mtex_vm::power::Cpus::new(m.cpus(), boot_cpu);
     if linux {
         hyp.tracer.set_irqs_to_guest();

@@ -26,12 +26,13 @@ pub struct SecondaryBoot {
     sctlr: u64,
     vbar: u64,
     stack_top: u64,
+    /// This CPU's fast-path block, for TPIDR_EL2 before anything can take an exception.
+    block: *mut FastStep,
     // Read from Rust, with the MMU on.
     start: Start,
     /// The guest's first context on this CPU (here, not on the stack `enter_guest` copies
     /// it to the top of).
     ctx: crate::context::GuestContext,
-    block: *mut FastStep,
     hcr: u64,
     vtcr: u64,
     vttbr: u64,
@@ -52,23 +53,39 @@ const _: () = assert!(offset_of!(SecondaryBoot, ttbr0) == 16);
 const _: () = assert!(offset_of!(SecondaryBoot, sctlr) == 24);
 const _: () = assert!(offset_of!(SecondaryBoot, vbar) == 32);
 const _: () = assert!(offset_of!(SecondaryBoot, stack_top) == 40);
+const _: () = assert!(offset_of!(SecondaryBoot, block) == 48);
 
 /// Starts the CPU `start` names. Called by a CPU of the guest (holding the state), after
 /// `Cpus::cpu_on` accepted the call; Err (and the CPU marked off again) if the firmware
 /// refuses.
 pub fn start(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
     let mpidr = hyp.machine_cpus[start.cpu];
-    let stack = alloc::vec![0u8; STACK_SIZE].leak();
+    // A CPU keeps its stack and fast-path block from one power-up to the next: the firmware
+    // starts a CPU only once it is off, so its last use of them is over.
+    let (stack_top, block) = match hyp.cpu_homes[start.cpu] {
+        Some((top, block)) => {
+            let block = block as *mut FastStep;
+            crate::fast_step::reset_block(block);
+            (top, block)
+        }
+        None => {
+            let stack = alloc::vec![0u8; STACK_SIZE].leak();
+            let top = (stack.as_ptr() as u64 + STACK_SIZE as u64) & !0xf;
+            let block = crate::fast_step::new_block();
+            hyp.cpu_homes[start.cpu] = Some((top, block as u64));
+            (top, block)
+        }
+    };
     let boot = alloc::boxed::Box::leak(alloc::boxed::Box::new(SecondaryBoot {
         mair: MAIR_EL2.get(),
         tcr: TCR_EL2.get(),
         ttbr0: TTBR0_EL2.get(),
         sctlr: SCTLR_EL2.get(),
         vbar: VBAR_EL2.get(),
-        stack_top: (stack.as_ptr() as u64 + STACK_SIZE as u64) & !0xf,
+        stack_top,
+        block,
         start,
         ctx: crate::context::GuestContext::boot(start.entry, start.context_id),
-        block: crate::fast_step::new_block(),
         hcr: HCR_EL2.get(),
         vtcr: VTCR_EL2.get(),
         vttbr: VTTBR_EL2.get(),
@@ -120,11 +137,14 @@ fn read_icc_sre_el2() -> u64 {
 }
 
 /// Where the firmware starts a secondary CPU: at EL2, MMU off, x0 = its `SecondaryBoot`.
-/// Turns the MMU on with the boot CPU's tables, takes its stack and goes to Rust.
+/// Points TPIDR_EL2 at its block (the vectors use it), turns the MMU on with the boot CPU's
+/// tables, takes its stack and goes to Rust.
 #[unsafe(naked)]
 unsafe extern "C" fn secondary_entry() -> ! {
     naked_asm!(
         "msr daifset, #0xf",
+        "ldr x1, [x0, #{block}]",
+        "msr tpidr_el2, x1",
         "ldr x1, [x0, #{mair}]",
         "msr mair_el2, x1",
         "ldr x1, [x0, #{tcr}]",
@@ -151,13 +171,13 @@ unsafe extern "C" fn secondary_entry() -> ! {
         sctlr = const offset_of!(SecondaryBoot, sctlr),
         vbar = const offset_of!(SecondaryBoot, vbar),
         stack = const offset_of!(SecondaryBoot, stack_top),
+        block = const offset_of!(SecondaryBoot, block),
         main = sym secondary_main,
     )
 }
 
 /// A secondary CPU with its MMU on: the rest of the EL2 set-up, then the guest.
 extern "C" fn secondary_main(boot: &'static SecondaryBoot) -> ! {
-    crate::fast_step::install(boot.block);
     if let Some([r, w, i, dr, dw]) = boot.fgt {
         HFGRTR_EL2.set(r);
         HFGWTR_EL2.set(w);

@@ -73,6 +73,9 @@ pub struct Hyp {
     /// under the guest's PSCI calls.
     pub machine_cpus: alloc::vec::Vec<u64>,
     pub cpus: mtex_vm::power::Cpus,
+    /// Each secondary CPU's EL2 stack top and fast-path block (addresses), once it has been
+    /// started.
+    pub cpu_homes: alloc::vec::Vec<Option<(u64, u64)>>,
     /// The guest's RAM, where a CPU_ON's entry point must be.
     pub guest_ram: GuestRam,
 }
@@ -117,6 +120,7 @@ impl Hyp {
             guest_debug: Default::default(),
             linux: false,
             machine_cpus: alloc::vec::Vec::new(),
+            cpu_homes: alloc::vec::Vec::new(),
             cpus: mtex_vm::power::Cpus::new(&[0], 0),
             guest_ram,
         };
