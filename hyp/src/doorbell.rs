@@ -58,7 +58,7 @@ pub fn ring(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     let decided = match doorbell::decode(access, open) {
         // One CPU's instructions are counted: with others on, their work would be missing
         // from the window's figures.
-        Ok(Command::Open(_)) if hyp.cpus.on() > 1 => Err(doorbell::Refusal::OtherCpusOn),
+        Ok(Command::Open(_)) if hyp.cpus.awake() > 1 => Err(doorbell::Refusal::OtherCpusOn),
         d => d,
     };
     match decided {
