@@ -70,7 +70,8 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         | GuestProgram::HostileExclusive
         | GuestProgram::HostileRemap
         | GuestProgram::HostileYield
-        | GuestProgram::HostileAbortLoop => crate::selftest::run(opts.program, fdt),
+        | GuestProgram::HostileAbortLoop
+        | GuestProgram::HostileSmp => crate::selftest::run(opts.program, fdt),
     }
 }
 

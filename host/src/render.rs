@@ -140,6 +140,12 @@ pub fn text(r: &Report) -> String {
             c.function, c.conduit, c.at.pc
         );
     }
+    if !r.power_calls.is_empty() {
+        let _ = writeln!(out, "\nCPU power calls");
+        for c in &r.power_calls {
+            let _ = writeln!(out, "  {}", crate::report::describe_power_call(c));
+        }
+    }
     match &r.summary {
         Some(s) => {
             let _ = writeln!(

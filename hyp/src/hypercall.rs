@@ -6,8 +6,8 @@ use aarch64_cpu::registers::CNTPCT_EL0;
 use mtex_abi::Record;
 use mtex_abi::hypercall::{self as hc, ret};
 use mtex_abi::report::{
-    CallRefused, Conduit, ExitReason, PhaseBegin, PhaseClock, PhaseEnd, PhaseName, PhaseTrace,
-    UnknownCall,
+    CallRefused, Conduit, ExitReason, PhaseBegin, PhaseClock, PhaseEnd, PhaseName, PhaseRefused,
+    PhaseTrace, UnknownCall,
 };
 use mtex_abi::scenario::PhaseParams;
 use tock_registers::interfaces::Readable;
@@ -99,6 +99,17 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
             != 0
         || (flags & hc::PHASE_GUARDED != 0 && flags & hc::PHASE_PARAMS != 0)
     {
+        return ret::INVALID_PARAMETERS;
+    }
+    // A phase counts the instructions of the CPU that opened it: with another CPU on (or
+    // starting) it would count part of what the guest did as if it were all.
+    let cpus_on = hyp.cpus.awake();
+    if cpus_on > 1 {
+        hyp.report.send(&Record::PhaseRefused(PhaseRefused {
+            id,
+            cpus_on: cpus_on as u32,
+            at: ctx.state(),
+        }));
         return ret::INVALID_PARAMETERS;
     }
     let regs8 = [

@@ -9,7 +9,7 @@ use crate::state::Hyp;
 use aarch64_cpu::registers::MPIDR_EL1;
 use mtex_abi::Record;
 use mtex_abi::hypercall::ret;
-use mtex_abi::report::{Conduit, ExitReason, UnknownCall};
+use mtex_abi::report::{Conduit, ExitReason, PowerCall, UnknownCall};
 use smccc::Smc;
 use smccc::arch::{SMCCC_ARCH_FEATURES, SMCCC_VERSION};
 use smccc::psci::error::Error;
@@ -36,10 +36,12 @@ pub fn handle_guest_smc(hyp: &mut Hyp, ctx: &mut GuestContext) {
         }
         PSCI_CPU_ON_64 | PSCI_CPU_ON_32 => {
             let r = cpu_on(hyp, ctx, function == PSCI_CPU_ON_32);
+            record(hyp, ctx, function, r);
             ctx.x[0] = result(r.map(|()| 0));
         }
         PSCI_CPU_OFF => {
             let r = this_cpu(hyp).map_or(Err(Error::InternalFailure), |i| hyp.cpus.cpu_off(i));
+            record(hyp, ctx, function, r);
             match r {
                 // Off once this exit has let go of the state (`exits::dispatch`).
                 // SAFETY: inside this CPU's exit, holding no other reference to its block.
@@ -69,6 +71,30 @@ fn args(ctx: &GuestContext, thirty_two: bool) -> [u64; 3] {
         u64::MAX
     };
     [ctx.x[1] & mask, ctx.x[2] & mask, ctx.x[3] & mask]
+}
+
+/// The call's record, with its answer (the call's arguments are still in x1..x3).
+fn record(hyp: &mut Hyp, ctx: &GuestContext, function: u32, r: Result<(), Error>) {
+    let [target, entry, context_id] = if function == PSCI_CPU_OFF {
+        [0; 3]
+    } else {
+        args(ctx, function == PSCI_CPU_ON_32)
+    };
+    let at = ctx.state();
+    hyp.report.send(&Record::PowerCall(PowerCall {
+        cpu: this_cpu(hyp).map_or(u32::MAX, |i| i as u32),
+        function,
+        target,
+        entry,
+        context_id,
+        result: r.map_or_else(|e| i64::from(e) as i32, |()| 0),
+        phase: hyp.phase.as_ref().map_or(0, |p| p.id),
+        // The SMC's own PC: the context has stepped over it already.
+        at: mtex_abi::report::GuestState {
+            pc: at.pc.wrapping_sub(4),
+            ..at
+        },
+    }));
 }
 
 /// A PSCI result in x0: the value, or the error's (negative) code.

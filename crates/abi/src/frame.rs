@@ -404,6 +404,31 @@ mod tests {
                     }
                 )
             ),
+            (
+                any::<[u32; 3]>(),
+                any::<[u64; 3]>(),
+                any::<i32>(),
+                any_state()
+            )
+                .prop_map(|(n, v, result, at)| Record::PowerCall(
+                    crate::report::PowerCall {
+                        cpu: n[0],
+                        function: n[1],
+                        target: v[0],
+                        entry: v[1],
+                        context_id: v[2],
+                        result,
+                        phase: n[2],
+                        at,
+                    }
+                )),
+            (any::<[u32; 2]>(), any_state()).prop_map(|(n, at)| Record::PhaseRefused(
+                crate::report::PhaseRefused {
+                    id: n[0],
+                    cpus_on: n[1],
+                    at,
+                }
+            )),
             (any::<u32>(), any::<[u64; 4]>()).prop_map(|(id, v)| Record::TraceMore(
                 crate::report::TraceMore {
                     id,

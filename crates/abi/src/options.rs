@@ -352,6 +352,9 @@ pub enum GuestProgram {
     HostileYield,
     /// An exception loop at EL1 that retires nothing (only the host limit ends it).
     HostileAbortLoop,
+    /// PSCI CPU_ON with bad entry points, twice, inside a phase, and a phase opened with a
+    /// second CPU on, then a CPU turned off and on again (QEMU with two CPUs).
+    HostileSmp,
     /// Loads through pointer-authenticated pointers (LDRAA/LDRAB) and across an Untagged and
     /// a Tagged page.
     Addresses,
@@ -365,7 +368,7 @@ pub enum GuestProgram {
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 27] = [
+    pub const ALL: [(&'static str, GuestProgram); 28] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -390,6 +393,7 @@ impl GuestProgram {
         ("hostile-remap", Self::HostileRemap),
         ("hostile-yield", Self::HostileYield),
         ("hostile-abort-loop", Self::HostileAbortLoop),
+        ("hostile-smp", Self::HostileSmp),
         ("addresses", Self::Addresses),
         ("snippet", Self::Snippet),
         ("probe", Self::Probe),
@@ -429,7 +433,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-stack-patch, hostile-tco-patch, hostile-exclusive, hostile-remap, hostile-yield, hostile-abort-loop, addresses, snippet, probe)",
+                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-stack-patch, hostile-tco-patch, hostile-exclusive, hostile-remap, hostile-yield, hostile-abort-loop, hostile-smp, addresses, snippet, probe)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;

@@ -75,6 +75,39 @@ pub enum Record {
     StackNode(StackNode),
     /// The end of a phase's StackNode records.
     StackEnd(StackEnd),
+    /// A PSCI CPU_ON or CPU_OFF the guest made, and the answer it got. After StackEnd so
+    /// that older logs still decode.
+    PowerCall(PowerCall),
+    /// A PHASE_BEGIN refused because other CPUs were on: a phase counts the instructions
+    /// of the CPU that opened it only.
+    PhaseRefused(PhaseRefused),
+}
+
+/// A guest's PSCI power call (`mtex_vm::power` decides it) and its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PowerCall {
+    /// The calling CPU: its index among the machine's CPUs.
+    pub cpu: u32,
+    /// The PSCI function ID (CPU_ON's 32- or 64-bit form, or CPU_OFF).
+    pub function: u32,
+    /// CPU_ON's target (MPIDR affinity), entry point and context id; 0 for CPU_OFF.
+    pub target: u64,
+    pub entry: u64,
+    pub context_id: u64,
+    /// PSCI's answer: 0 (success) or a negative error code.
+    pub result: i32,
+    /// The phase open at the time, 0 if none.
+    pub phase: u32,
+    pub at: GuestState,
+}
+
+/// A PHASE_BEGIN refused while other CPUs were on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseRefused {
+    pub id: u32,
+    /// CPUs on (or starting) at the time, the caller included.
+    pub cpus_on: u32,
+    pub at: GuestState,
 }
 
 /// A node of a phase's call-stack tree: its top frame over the stack `parent`

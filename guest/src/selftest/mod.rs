@@ -10,6 +10,7 @@ mod exclusive;
 mod frames;
 mod patch;
 pub mod remap;
+mod smp;
 mod spin;
 mod stack_patch;
 mod tco_patch;
@@ -44,6 +45,7 @@ pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
         GuestProgram::HostileExclusive => exclusive::run(ptr.tagged),
         GuestProgram::HostileRemap => remap::run(ptr.tagged),
         GuestProgram::HostileAbortLoop => spin::abort_loop(),
+        GuestProgram::HostileSmp => smp::run(ptr.tagged),
         _ => 2,
     }
 }

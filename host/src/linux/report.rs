@@ -150,10 +150,20 @@ pub struct LinuxReport {
     pub symbols: usize,
     pub unknown_calls: Vec<String>,
     pub debug_writes: usize,
+    /// Linux's PSCI CPU_ON and CPU_OFF calls, each with its answer.
+    #[serde(default)]
+    pub power_calls: Vec<PowerCallLine>,
     pub problems: Vec<String>,
     pub notes: Vec<String>,
     /// The last lines of Linux's console when it did not reach /init (why it stopped).
     pub console_tail: Vec<String>,
+}
+
+/// A PSCI power call as the report shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PowerCallLine {
+    pub call: String,
+    pub succeeded: bool,
 }
 
 /// The lines between the init script's kallsyms markers.
@@ -461,6 +471,14 @@ pub fn analyse(
             .map(|c| format!("{:?} {:#x} at pc {:#x}", c.conduit, c.function, c.at.pc))
             .collect(),
         debug_writes: r.debug_writes.len(),
+        power_calls: r
+            .power_calls
+            .iter()
+            .map(|c| PowerCallLine {
+                call: crate::report::describe_power_call(c),
+                succeeded: c.result == 0,
+            })
+            .collect(),
         writes,
         console_tail: if reached_init {
             Vec::new()
@@ -812,6 +830,24 @@ pub fn render(r: &LinuxReport) -> String {
             "\n{} debug-register writes kept in the guest's shadow",
             r.debug_writes
         );
+    }
+    if !r.power_calls.is_empty() {
+        // Starting the CPUs is routine: one line, unless a call failed.
+        let failed: Vec<&str> = r
+            .power_calls
+            .iter()
+            .filter(|c| !c.succeeded)
+            .map(|c| c.call.as_str())
+            .collect();
+        let _ = writeln!(
+            out,
+            "\n{} CPU power calls (CPU_ON, CPU_OFF), {} answered with an error",
+            r.power_calls.len(),
+            failed.len()
+        );
+        for c in failed {
+            let _ = writeln!(out, "  {c}");
+        }
     }
     for c in &r.unknown_calls {
         let _ = writeln!(out, "unknown call answered NOT_SUPPORTED: {c}");

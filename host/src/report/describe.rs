@@ -2,7 +2,7 @@
 //! ID, a PMU figure by event and EL, how the run ended. The problems the parser and the
 //! checks list and every renderer use them, so that one thing reads the same everywhere.
 
-use mtex_abi::report::{ExitReason, PmuCount};
+use mtex_abi::report::{ExitReason, PmuCount, PowerCall};
 
 /// A guest call's name, by its function ID: mtex's calls and PSCI's that end the run.
 pub fn call_name(function: u64) -> String {
@@ -84,4 +84,48 @@ pub fn describe_exit(e: &ExitReason) -> String {
         }
         ExitReason::BootFailed { reason } => format!("boot failed: {reason}"),
     }
+}
+
+/// `CPU 0: CPU_ON of 0x1 at 0x40081000 (context 0x0) at pc 0x40080010: INVALID_ADDRESS`.
+pub fn describe_power_call(c: &PowerCall) -> String {
+    use smccc::psci::{PSCI_CPU_OFF, PSCI_CPU_ON_32, PSCI_CPU_ON_64};
+    let call = match c.function {
+        PSCI_CPU_ON_32 | PSCI_CPU_ON_64 => format!(
+            "CPU_ON of {:#x} at {:#x} (context {:#x})",
+            c.target, c.entry, c.context_id
+        ),
+        PSCI_CPU_OFF => "CPU_OFF".to_string(),
+        f => format!("PSCI {f:#x}"),
+    };
+    let answer = match c.result {
+        0 => "SUCCESS".to_string(),
+        e => psci_error_name(e),
+    };
+    let phase = if c.phase != 0 {
+        format!(", phase {} open", c.phase)
+    } else {
+        String::new()
+    };
+    format!(
+        "CPU {}: {call} at pc {:#x}: {answer}{phase}",
+        c.cpu, c.at.pc
+    )
+}
+
+/// A PSCI error code's name as the PSCI specification spells it.
+fn psci_error_name(code: i32) -> String {
+    use smccc::psci::error::*;
+    match code {
+        NOT_SUPPORTED => "NOT_SUPPORTED",
+        INVALID_PARAMETERS => "INVALID_PARAMETERS",
+        DENIED => "DENIED",
+        ALREADY_ON => "ALREADY_ON",
+        ON_PENDING => "ON_PENDING",
+        INTERNAL_FAILURE => "INTERNAL_FAILURE",
+        NOT_PRESENT => "NOT_PRESENT",
+        DISABLED => "DISABLED",
+        INVALID_ADDRESS => "INVALID_ADDRESS",
+        other => return format!("error {other}"),
+    }
+    .to_string()
 }

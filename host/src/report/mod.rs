@@ -20,7 +20,7 @@ mod parse;
 mod test_stream;
 
 pub use checks::pmu_expected;
-pub use describe::{call_name, describe_exit, pmu_count_name};
+pub use describe::{call_name, describe_exit, describe_power_call, pmu_count_name};
 pub use parse::{LOADER_ERROR, parse, parse_bytes};
 
 /// One decoded MTE field change of a trapped write.
@@ -181,6 +181,8 @@ pub struct Report {
     pub writes: Vec<Write>,
     pub console: Vec<String>,
     pub unknown_calls: Vec<UnknownCall>,
+    /// The guest's PSCI CPU_ON and CPU_OFF calls, with their answers.
+    pub power_calls: Vec<mtex_abi::report::PowerCall>,
     /// The guest's debug-register writes, kept in its shadow (never reaching the hardware).
     pub debug_writes: Vec<mtex_abi::report::DebugWrite>,
     /// How the step engine ran each traced phase (by phase id).

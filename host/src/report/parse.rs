@@ -295,6 +295,16 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
         },
         Record::Console(t) => r.console.push(t.as_str().to_string()),
         Record::UnknownCall(c) => r.unknown_calls.push(c),
+        Record::PowerCall(c) => r.power_calls.push(c),
+        // The guest meant to measure a phase that would have counted one CPU of several.
+        Record::PhaseRefused(p) => r.problems.push(format!(
+            "PHASE_BEGIN of phase {} at pc {:#x} EL{} refused: {} CPUs were on, and a phase \
+             counts the instructions of the CPU that opened it only",
+            p.id,
+            p.at.pc.wrapping_sub(4),
+            p.at.el,
+            p.cpus_on
+        )),
         // A workload's mistake with the doorbell: the window it meant is not what ran.
         Record::DoorbellRefused(d) => r.problems.push(format!(
             "doorbell store of {:#x} at offset {:#x} refused ({}) at pc {:#x} EL{}{}",

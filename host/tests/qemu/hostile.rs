@@ -417,3 +417,68 @@ fn a_rewritten_or_moved_msr_tco_under_the_watch_is_a_problem_never_a_total() {
     }
     assert!(!r.succeeded());
 }
+
+#[test]
+fn cpu_power_calls_that_misuse_psci_get_errors_records_and_exact_phases() {
+    use mtex_abi::report::GuestState;
+    use smccc::psci::{PSCI_CPU_OFF, PSCI_CPU_ON_64, error::*};
+    let cfg = RunConfig {
+        cmdline: "mtex.guest=hostile-smp".to_string(),
+        timeout: Duration::from_secs(120),
+        cpus: 2,
+        ..RunConfig::default()
+    };
+    let console = qemu::run(images(), &cfg).expect("running QEMU");
+    assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
+    let r = report::parse(&console.text);
+    // The guest checked every answer it got (exit status 0) ...
+    match r.summary.unwrap().exit {
+        ExitReason::GuestExit { status } => assert_eq!(status, 0, "{}", console.text),
+        other => panic!("expected the guest's exit, got {other:?}"),
+    }
+    // ... and the hypervisor recorded each call, by the CPU that made it, in order. The
+    // entry point and context id are the guest's own; only their shape matters here.
+    let calls: Vec<(u32, u32, u64, i32, u32)> = r
+        .power_calls
+        .iter()
+        .map(|c| (c.cpu, c.function, c.target, c.result, c.phase))
+        .collect();
+    let on = PSCI_CPU_ON_64;
+    let mut want = vec![
+        (0, on, 1, INVALID_ADDRESS, 0),
+        (0, on, 1, INVALID_ADDRESS, 0),
+        (0, on, 0xff00, INVALID_PARAMETERS, 0),
+        (0, PSCI_CPU_OFF, 0, DENIED, 0),
+        (0, on, 1, DENIED, 1),
+        (0, on, 1, 0, 0),
+    ];
+    // The second call finds the CPU started or still starting.
+    let again = calls.get(6).map_or(0, |c| c.3);
+    assert!([ALREADY_ON, ON_PENDING].contains(&again), "{calls:?}");
+    want.extend([
+        (0, on, 1, again, 0),
+        (1, PSCI_CPU_OFF, 0, 0, 0),
+        (0, on, 1, 0, 0),
+        (1, PSCI_CPU_OFF, 0, 0, 0),
+    ]);
+    assert_eq!(calls, want);
+    let entry = r.power_calls[5].entry;
+    assert_eq!(r.power_calls[0].entry, entry + 2, "the unaligned entry");
+    assert_eq!(r.power_calls[1].entry, 0x1000);
+    // The phase opened with the second CPU on was refused, and the run says so.
+    assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    assert!(
+        r.problems[0].contains("PHASE_BEGIN of phase 2")
+            && r.problems[0].contains("2 CPUs were on"),
+        "{:?}",
+        r.problems
+    );
+    let ids: Vec<u32> = r.phases.iter().map(|p| p.id).collect();
+    assert_eq!(ids, [1, 3]);
+    // The refused CPU_ON inside phase 1 is one of its six instructions before the loop
+    // (four moves, the SMC, one move); phase 3 ran after a CPU went off and on twice.
+    assert_loop_counts(&r, &r.phases[0], 6, 0);
+    assert_loop_counts(&r, &r.phases[1], 0, 0);
+    let GuestState { el, .. } = r.power_calls[0].at;
+    assert_eq!(el, 1);
+}

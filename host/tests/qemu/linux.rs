@@ -541,6 +541,23 @@ fn linux_starts_every_cpu_and_windows_open_only_on_one() {
     for n in ["cpus 4", "cpus 1", "cpus 2"] {
         assert!(text.contains(n), "{n}: {text}");
     }
+    // Three CPUs started at boot, three taken off, one put back: each call recorded, by
+    // the CPU that made it (a CPU turns itself off), and each answered SUCCESS.
+    let calls = doc["power_calls"].as_array().unwrap();
+    let said: Vec<&str> = calls.iter().filter_map(|c| c["call"].as_str()).collect();
+    assert_eq!(calls.len(), 7, "{said:#?}");
+    assert!(calls.iter().all(|c| c["succeeded"] == true), "{said:#?}");
+    for (i, c) in [1, 2, 3].into_iter().enumerate() {
+        assert!(
+            said[i].starts_with(&format!("CPU 0: CPU_ON of {c:#x}")),
+            "{said:#?}"
+        );
+        assert!(
+            said[3 + i].starts_with(&format!("CPU {c}: CPU_OFF")),
+            "{said:#?}"
+        );
+    }
+    assert!(text.contains("7 CPU power calls (CPU_ON, CPU_OFF), 0 answered with an error"));
     // The refused window is a problem of the run, named as such.
     assert_eq!(status, 1, "{text}");
     let problems = doc["problems"].to_string();
