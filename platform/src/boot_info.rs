@@ -17,7 +17,7 @@ use crate::machine::{Machine, Region};
 /// "MTEXBOOT", little-endian.
 pub const BOOT_INFO_MAGIC: u64 = u64::from_le_bytes(*b"MTEXBOOT");
 /// Bumped on any change to [`BootInfo`] or [`Machine`].
-pub const BOOT_INFO_VERSION: u32 = 1;
+pub const BOOT_INFO_VERSION: u32 = 2;
 
 /// How the hypervisor was started and where its machine description came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

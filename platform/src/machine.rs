@@ -93,7 +93,8 @@ pub const MPIDR_AFFINITY: u64 = 0xff_00ff_ffff;
 /// Most RAM ranges and CPUs a [`Machine`] lists; more are counted in the `*_dropped` fields,
 /// never silently lost.
 pub const MAX_RAM_REGIONS: usize = 32;
-pub const MAX_CPUS: usize = 64;
+/// Two sockets of the largest Arm servers (AmpereOne: 192 cores each) fit.
+pub const MAX_CPUS: usize = 512;
 
 /// Everything the hypervisor needs from the machine it runs on.
 #[repr(C)]
