@@ -578,6 +578,28 @@ fn linux_starts_every_cpu_and_windows_open_only_on_one() {
 }
 
 #[test]
+fn a_two_cpu_boot_under_icount_repeats_exactly() {
+    // QEMU runs the two CPUs in turn in one thread under -icount: the same boot, hotplug and
+    // window give the same report twice, every count and timestamp, all but the wall time.
+    let args = [
+        "--cpus",
+        "2",
+        "--workload",
+        "echo 0 > /sys/devices/system/cpu/cpu1/online; \
+         mtex-work --tcf0 sync --window 1 futex-hash 20 2",
+    ];
+    let (status, mut first, text) = linux(&args);
+    assert_eq!(status, 0, "{text}");
+    let (_, mut second, _) = linux(&args);
+    assert_eq!(first["power_calls"].as_array().map(Vec::len), Some(2));
+    assert!(n(&window(&first, 1)["entries"], "sync_el0") >= 40);
+    for r in [&mut first, &mut second] {
+        r.as_object_mut().unwrap().remove("wall_s");
+    }
+    assert!(first == second, "{first:#}\n{second:#}");
+}
+
+#[test]
 fn doorbell_mistakes_and_a_killed_window_end_with_clear_records() {
     // A close with nothing open, another offset, an id of 0; then a window whose workload
     // is killed inside it (SIGKILL): it stays open to the end of the run, not measured.
