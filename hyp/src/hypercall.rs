@@ -84,34 +84,22 @@ pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext) {
 }
 
 fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
-    let id = ctx.x[1] as u32;
     let flags = ctx.x[6];
-    if id == 0
-        || ctx.x[1] > u32::MAX as u64
-        || hyp.phase.is_some()
-        || flags
-            & !(hc::PHASE_TRACED
-                | hc::PHASE_PARAMS
-                | hc::PHASE_AGAIN
-                | hc::PHASE_REPEATABLE
-                | hc::PHASE_WATCH_TCO
-                | hc::PHASE_GUARDED)
-            != 0
-        || (flags & hc::PHASE_GUARDED != 0 && flags & hc::PHASE_PARAMS != 0)
-    {
-        return ret::INVALID_PARAMETERS;
-    }
-    // A phase counts the instructions of the CPU that opened it: with another CPU on (or
-    // starting) it would count part of what the guest did as if it were all.
-    let cpus_on = hyp.cpus.awake();
-    if cpus_on > 1 {
-        hyp.report.send(&Record::PhaseRefused(PhaseRefused {
-            id,
-            cpus_on: cpus_on as u32,
-            at: ctx.state(),
-        }));
-        return ret::INVALID_PARAMETERS;
-    }
+    let id =
+        match mtex_vm::phase::check_begin(ctx.x[1], flags, hyp.phase.is_some(), hyp.cpus.awake()) {
+            Ok(id) => id,
+            // A phase counts the instructions of the CPU that opened it: with another CPU on (or
+            // starting) it would count part of what the guest did as if it were all.
+            Err(mtex_vm::phase::Refusal::OtherCpusOn(cpus_on)) => {
+                hyp.report.send(&Record::PhaseRefused(PhaseRefused {
+                    id: ctx.x[1] as u32,
+                    cpus_on: cpus_on as u32,
+                    at: ctx.state(),
+                }));
+                return ret::INVALID_PARAMETERS;
+            }
+            Err(_) => return ret::INVALID_PARAMETERS,
+        };
     let regs8 = [
         ctx.x[2], ctx.x[3], ctx.x[4], ctx.x[5], ctx.x[7], ctx.x[8], ctx.x[9], ctx.x[10],
     ];

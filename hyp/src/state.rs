@@ -210,18 +210,15 @@ impl Hyp {
 
     /// The run's passes: those the PMU's events need (one for a guest that does not repeat
     /// its work), then those of the TCO watch.
-    pub fn run_passes(&self, repeatable: bool) -> (u8, u8) {
+    pub fn run_passes(&self, repeatable: bool) -> mtex_vm::phase::Passes {
         let pmu = match &self.pmu {
             Some(p) if repeatable => p.plan().passes(),
             _ => 1,
         };
-        (pmu, self.run_tco_passes)
-    }
-
-    /// Pass `pass` of the open run is one of its TCO watch's (after the PMU's passes).
-    fn is_watch_pass(&self, pass: u8, repeatable: bool) -> bool {
-        let (pmu_passes, tco_passes) = self.run_passes(repeatable);
-        pass > pmu_passes && pass - pmu_passes <= tco_passes
+        mtex_vm::phase::Passes {
+            pmu,
+            tco: self.run_tco_passes,
+        }
     }
 
     /// Opens phase `id`, pass `pass` of run `run`, at this point of the run. With
@@ -231,7 +228,7 @@ impl Hyp {
         if pass == 1 {
             self.run_tco_passes = if watch_tco { self.tco.scan() } else { 0 };
         }
-        let watch = self.is_watch_pass(pass, repeatable);
+        let watch = self.run_passes(repeatable).watch_index(pass);
         // Writes so far are framed, counted and attributed before the phase starts.
         let at_begin = self.counters_now();
         self.report.set_phase(id);
@@ -240,11 +237,10 @@ impl Hyp {
             p.check_and_repair();
             // A pass of the TCO watch counts nothing on the slots; a traced phase counts the
             // MTE events the CPU has, beside the trace, on the same execution.
-            p.start_pass(if watch { u8::MAX } else { pass });
+            p.start_pass(if watch.is_some() { u8::MAX } else { pass });
         }
-        if watch {
-            let pmu_passes = self.run_passes(repeatable).0;
-            self.tco.arm(id, (pass - pmu_passes - 1) as usize);
+        if let Some(i) = watch {
+            self.tco.arm(id, i);
         }
         let pmu_at_begin = self.pmu.as_ref().map(Pmu::read);
         self.phase = Some(OpenPhase {
@@ -272,10 +268,10 @@ impl Hyp {
             Some(pmu) => pmu.finish_pass(pass, repeatable),
             None => [None; mtex_abi::report::PMU_COUNTS],
         };
-        let (pmu_passes, tco_passes) = self.run_passes(repeatable);
-        let passes = pmu_passes + tco_passes;
-        let watch = self
-            .is_watch_pass(pass, repeatable)
+        let passes = self.run_passes(repeatable);
+        let watch = passes
+            .watch_index(pass)
+            .is_some()
             .then(|| self.tco.finish());
         // The phase's writes are framed (as this phase's, inside its measured framing cost)
         // and counted before its figures are taken.
@@ -298,14 +294,10 @@ impl Hyp {
             id: p.id,
             run,
             pass,
-            passes,
+            passes: passes.total(),
             counts,
         };
-        let more = if pass == 0 {
-            0
-        } else {
-            passes.saturating_sub(pass)
-        };
+        let more = passes.more_after(pass);
         Some((
             p.id,
             PhaseStats {
