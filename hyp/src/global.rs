@@ -6,15 +6,22 @@ use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU64, Ordering};
 use tock_registers::interfaces::Readable;
 
-/// A value that exception handlers borrow one at a time, on any CPU: a spin lock whose holder
-/// is known, so that a CPU that reaches it again while holding it (re-entry from a handler
-/// already using it, which EL2's masked interrupts leave as the only way) panics instead of
-/// aliasing `&mut` or waiting on itself forever. Another CPU's hold is waited out. (As RF-A's
+/// A value that exception handlers borrow one at a time, on any CPU: a ticket lock whose
+/// holder is known, so that a CPU that reaches it again while holding it (re-entry from a
+/// handler already using it, which EL2's masked interrupts leave as the only way) panics
+/// instead of aliasing `&mut` or waiting on itself forever. Another CPU's hold is waited out,
+/// in turn: a CPU that exits all the time (a guest polling AFFINITY_INFO) cannot keep taking
+/// the lock ahead of one that waits for it (a CPU starting up), as it could with a plain spin
+/// lock, where the waiter only wins if it looks at the right moment. (As RF-A's
 /// exception-masked lock: EL2 takes no interrupt, so a holder is never preempted by one.)
+/// Written here rather than taken from `spin`: its locks do not know their holder.
 pub struct Global<T> {
     value: UnsafeCell<Option<T>>,
     /// [`FREE`], or the holder's [`me`].
     owner: AtomicU64,
+    /// The next ticket to hand out, and the ticket whose holder may go in.
+    next: AtomicU64,
+    serving: AtomicU64,
 }
 
 /// The lock's value when no CPU holds it.
@@ -37,6 +44,8 @@ impl<T> Global<T> {
         Self {
             value: UnsafeCell::new(None),
             owner: AtomicU64::new(FREE),
+            next: AtomicU64::new(0),
+            serving: AtomicU64::new(0),
         }
     }
 
@@ -65,19 +74,19 @@ impl<T> Global<T> {
     #[inline(always)]
     fn with_slot<R>(&self, f: impl FnOnce(&mut Option<T>) -> R) -> R {
         let me = me();
-        loop {
-            match self
-                .owner
-                .compare_exchange_weak(FREE, me, Ordering::Acquire, Ordering::Relaxed)
-            {
-                Ok(_) => break,
-                Err(holder) if holder == me => panic!("hypervisor state re-entered"),
-                Err(_) => core::hint::spin_loop(),
-            }
+        // Only this CPU can have stored its own id: if it is there, this CPU holds the lock.
+        if self.owner.load(Ordering::Relaxed) == me {
+            panic!("hypervisor state re-entered");
         }
+        let ticket = self.next.fetch_add(1, Ordering::Relaxed);
+        while self.serving.load(Ordering::Acquire) != ticket {
+            core::hint::spin_loop();
+        }
+        self.owner.store(me, Ordering::Relaxed);
         // SAFETY: this CPU holds the lock, so no other reference to the value exists.
         let r = f(unsafe { &mut *self.value.get() });
-        self.owner.store(FREE, Ordering::Release);
+        self.owner.store(FREE, Ordering::Relaxed);
+        self.serving.store(ticket.wrapping_add(1), Ordering::Release);
         r
     }
 }
