@@ -44,7 +44,7 @@ pub fn ring(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
         value,
         offset,
     };
-    hyp.counters.emulated += 1;
+    hyp.vcpu().counters.emulated += 1;
     // The access does not happen either way: a load reads all ones (of its register's
     // width, ISS.SF: a W register is zero-extended).
     ctx.skip_instruction();

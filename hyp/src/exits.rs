@@ -24,14 +24,15 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         let step = kind == SYNC
             && match esr.ec() {
                 ExceptionClass::SoftwareStepLower => true,
-                ExceptionClass::BreakpointLower => hyp.tracer.active(),
+                ExceptionClass::BreakpointLower => hyp.vcpu().tracer.active(),
                 _ => false,
             };
         count_exit(hyp, ctx, step);
         // An interrupt taken before the stepped instruction ran (SPSR_EL2.SS still set)
         // leaves it pending; anything else means it completed, trapped or faulted.
         let not_yet_run = kind != SYNC && ctx.spsr & (1 << 21) != 0;
-        if hyp.tracer.active() && !not_yet_run {
+        let v = hyp.vcpu();
+        if v.tracer.active() && !not_yet_run {
             // A step exit taken from the active-pending state (ISS.ISV = 0) is the first
             // instruction of an exception handler at EL1: evidence of an exception entry
             // that the guest cannot forge (it can point VBAR_EL1 and ELR_EL1 anywhere).
@@ -39,20 +40,21 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
                 && esr.ec() == ExceptionClass::SoftwareStepLower
                 && !esr.step_completed_an_instruction();
             let stage2_abort = kind == SYNC && esr.ec() == ExceptionClass::DataAbortLower;
-            hyp.tracer
-                .retire(ctx, exception_entry, stage2_abort, &hyp.controls);
+            v.tracer
+                .retire(ctx, exception_entry, stage2_abort, &v.controls);
         }
         match kind {
             SYNC => sync_exit(hyp, ctx, esr),
             // Linux mode: only a run routes interrupts here, to stop; the interrupt is Linux's
             // and stays pending for it (never acknowledged here).
-            IRQ if hyp.linux => hyp.tracer.note_irq_exit(),
+            IRQ if hyp.linux => hyp.vcpu().tracer.note_irq_exit(),
             IRQ => crate::watchdog::irq_exit(hyp, ctx),
             _ => unhandled(hyp, ctx),
         }
         // The handler may have opened or closed a traced phase.
-        if hyp.tracer.active() {
-            hyp.tracer.prepare(ctx, &hyp.controls);
+        let v = hyp.vcpu();
+        if v.tracer.active() {
+            v.tracer.prepare(ctx, &v.controls);
         }
     });
     // SAFETY: this CPU's exit, after the state's lock was let go; no other reference.
@@ -68,15 +70,16 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
 
 #[inline(always)]
 fn count_exit(hyp: &mut Hyp, ctx: &GuestContext, step: bool) {
+    let c = &mut hyp.vcpu().counters;
     if step {
-        hyp.counters.step_exits += 1;
+        c.step_exits += 1;
         // Every 1024th step through the full path: the step bound (cheap enough to check).
-        if hyp.counters.step_exits & 0x3ff == 0 {
+        if c.step_exits & 0x3ff == 0 {
             check_step_bound(hyp, ctx);
         }
     } else {
-        hyp.counters.exits += 1;
-        hyp.counters.exits_with_tco += ctx.state().tco as u64;
+        c.exits += 1;
+        c.exits_with_tco += ctx.state().tco as u64;
         // The trap fast path's exits are added as they are framed (`Reporter::flush`).
         RUN_EXITS.fetch_add(1, Ordering::Relaxed);
     }
@@ -96,7 +99,7 @@ fn check_step_bound(hyp: &mut Hyp, ctx: &GuestContext) {
         return;
     }
     // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-    let steps = hyp.counters.step_exits + unsafe { crate::fast_step::fast() }.steps;
+    let steps = hyp.vcpu().counters.step_exits + unsafe { crate::fast_step::fast() }.steps;
     let ticks = hyp
         .watchdog_ms
         .saturating_mul(crate::watchdog::counter_hz())
@@ -115,7 +118,7 @@ fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     match esr.ec() {
         // The step itself is all: retire/prepare around this match do the work.
         ExceptionClass::SoftwareStepLower | ExceptionClass::BreakpointLower
-            if hyp.tracer.active() => {}
+            if hyp.vcpu().tracer.active() => {}
         ExceptionClass::BreakpointLower if hyp.tco.armed() => hyp.tco.hit(ctx),
         ExceptionClass::SysRegTrap => crate::sysreg_trap::handle(hyp, ctx, esr),
         ExceptionClass::Hvc64 => crate::hypercall::handle(hyp, ctx),
@@ -132,8 +135,9 @@ fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
 /// event may come at any time). A spin of WFE then advances guest time and meets the
 /// watchdog, where an untrapped one under -icount would freeze every counter.
 fn wfx(hyp: &mut Hyp, ctx: &mut GuestContext) {
-    hyp.counters.wfx_traps += 1;
-    hyp.counters.emulated += 1;
+    let c = &mut hyp.vcpu().counters;
+    c.wfx_traps += 1;
+    c.emulated += 1;
     ctx.skip_instruction();
 }
 

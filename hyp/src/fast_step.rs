@@ -62,6 +62,9 @@ pub struct FastStep {
     /// The guest's CPU_OFF was accepted on this CPU: once its exit has let go of the
     /// hypervisor's state, the CPU goes off through the firmware.
     pub power_off: bool,
+    /// This CPU's index among the machine's, and its state in `Hyp` (`Hyp::vcpu`).
+    pub cpu: u32,
+    pub vcpu: *mut crate::state::Vcpu,
 }
 
 const _: () = assert!(offset_of!(FastStep, pending_inert) == 0);
@@ -79,7 +82,7 @@ const _: () = assert!(offset_of!(FastStep, exit_ts) == 80);
 /// Gives this CPU its fast-path state and trap ring, and points TPIDR_EL2 at them. Once,
 /// first thing at EL2 on the boot CPU: before it, [`fast`] has nothing to reach.
 pub fn install_this_cpu() {
-    install(new_block());
+    install(new_block(0, core::ptr::null_mut()));
 }
 
 /// Points this CPU's TPIDR_EL2 at `block` (from [`new_block`], for this CPU alone).
@@ -89,13 +92,13 @@ pub fn install(block: *mut FastStep) {
 
 /// A CPU's fast-path state and trap ring, from the heap (leaked: a CPU keeps them for the
 /// run), with the trap fast path off.
-pub fn new_block() -> *mut FastStep {
+pub fn new_block(cpu: usize, vcpu: *mut crate::state::Vcpu) -> *mut FastStep {
     use alloc::alloc::{Layout, alloc_zeroed};
     let layout = Layout::new::<TrapRing>();
     // SAFETY: a layout of non-zero size; all zeroes is a valid TrapRing (plain integers).
     let ring = unsafe { alloc_zeroed(layout) }.cast::<TrapRing>();
     assert!(!ring.is_null(), "no memory for a trap ring");
-    let f = alloc::boxed::Box::leak(alloc::boxed::Box::new(fresh(ring)));
+    let f = alloc::boxed::Box::leak(alloc::boxed::Box::new(fresh(ring, cpu, vcpu)));
     f.init_trap_ring();
     core::ptr::from_mut(f)
 }
@@ -105,13 +108,28 @@ pub fn reset_block(block: *mut FastStep) {
     // SAFETY: the block's CPU is off (the caller starts it only through the firmware, which
     // starts no CPU that is on), so nothing else references the block.
     let f = unsafe { &mut *block };
-    *f = fresh(f.ring);
+    *f = fresh(f.ring, f.cpu as usize, f.vcpu);
     f.init_trap_ring();
 }
 
-/// A block over `ring` with nothing in it.
-fn fresh(ring: *mut TrapRing) -> FastStep {
+/// `mtex.guest_time=coarse`'s settling period in counter ticks, 0 when off: the same on
+/// every CPU.
+static COARSE: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// Sets coarse guest time for this CPU and every CPU started after it. At boot, before the
+/// guest runs.
+pub fn set_coarse(ticks: u64) {
+    COARSE.store(ticks, core::sync::atomic::Ordering::Relaxed);
+    // SAFETY: boot, before the guest (and so any exit path) runs.
+    unsafe { fast() }.coarse = ticks;
+}
+
+/// A block for CPU `cpu` over `ring` with nothing in it, in the guest-time mode the boot
+/// set (`set_coarse`).
+fn fresh(ring: *mut TrapRing, cpu: usize, vcpu: *mut crate::state::Vcpu) -> FastStep {
     FastStep {
+        cpu: cpu as u32,
+        vcpu,
         pending_inert: 0,
         pending_pc: 0,
         va_page: 0,
@@ -126,7 +144,7 @@ fn fresh(ring: *mut TrapRing) -> FastStep {
         trap_next: 0,
         trap_esr_sctlr: ESR_SCTLR,
         trap_esr_tcr: ESR_TCR,
-        coarse: 0,
+        coarse: COARSE.load(core::sync::atomic::Ordering::Relaxed),
         voff_pending: 0,
         ring,
         power_off: false,

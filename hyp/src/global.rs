@@ -86,7 +86,8 @@ impl<T> Global<T> {
         // SAFETY: this CPU holds the lock, so no other reference to the value exists.
         let r = f(unsafe { &mut *self.value.get() });
         self.owner.store(FREE, Ordering::Relaxed);
-        self.serving.store(ticket.wrapping_add(1), Ordering::Release);
+        self.serving
+            .store(ticket.wrapping_add(1), Ordering::Release);
         r
     }
 }

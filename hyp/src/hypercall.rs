@@ -237,7 +237,7 @@ pub fn close_phase(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
         stats.step_exits,
         guest_clock()
     );
-    if hyp.tracer.active() {
+    if hyp.vcpu().tracer.active() {
         let (counts, sites) = hyp.stop_trace(ctx);
         for site in sites.into_iter().flatten() {
             hyp.report.send(&Record::TcoSite(site));
@@ -245,8 +245,10 @@ pub fn close_phase(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
         hyp.report
             .send(&Record::PhaseTrace(PhaseTrace { id, counts }));
         hyp.report.send(&Record::TraceMore(trace_more(id, &counts)));
-        hyp.report.send(&Record::StepEngine(hyp.tracer.engine()));
-        hyp.tracer.send_profile(id, &mut hyp.report);
+        let engine = hyp.vcpu().tracer.engine();
+        hyp.report.send(&Record::StepEngine(engine));
+        let (v, report) = hyp.vcpu_and_report();
+        v.tracer.send_profile(id, report);
     }
     if let Some((record, sites)) = watch {
         for site in sites.into_iter().flatten() {

@@ -205,8 +205,7 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     if opts.guest_time == options::GuestTime::Coarse {
         use aarch64_cpu::registers::CNTFRQ_EL0;
         use tock_registers::interfaces::Readable;
-        // SAFETY: boot, before the guest (and so any exit path) runs.
-        unsafe { fast_step::fast() }.coarse = (CNTFRQ_EL0.get() / 10_000).max(1);
+        fast_step::set_coarse((CNTFRQ_EL0.get() / 10_000).max(1));
     }
     let mut hyp = state::Hyp::new(
         reporter,
@@ -217,10 +216,13 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         opts.runs,
         opts.step,
     );
+    hyp.set_cpus(m.cpus(), boot_cpu);
     if opts.profile {
-        hyp.tracer.enable_profile(opts.profile_slots as usize);
+        // One table: the boot CPU's (a phase opens only while one CPU is on).
+        let tracer = &mut hyp.vcpu().tracer;
+        tracer.enable_profile(opts.profile_slots as usize);
         if opts.stacks {
-            hyp.tracer.enable_stacks();
+            tracer.enable_stacks();
         }
     }
     hyp.tco = tco_watch::Watcher::new(
@@ -229,11 +231,9 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         (mtex_platform::guest_vm::IMAGE_ADDR, boot.guest_image.size),
     );
     hyp.linux = linux;
-    hyp.machine_cpus = m.cpus().to_vec();
-    hyp.cpu_homes = alloc::vec![None; m.cpus().len()];
-    hyp.cpus = mtex_vm::power::Cpus::new(m.cpus(), boot_cpu);
     if linux {
-        hyp.tracer.set_irqs_to_guest();
+        hyp.vcpu().tracer.set_irqs_to_guest();
+        hyp.tracer_config.irqs_to_guest = true;
     }
     global::HYP.init(hyp);
     guest_boot::enter(entry, guest_dtb)

@@ -60,6 +60,7 @@ const _: () = assert!(offset_of!(SecondaryBoot, block) == 48);
 /// refuses.
 pub fn start(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
     let mpidr = hyp.machine_cpus[start.cpu];
+    let vcpu = hyp.prepare_vcpu(start.cpu);
     // A CPU keeps its stack and fast-path block from one power-up to the next: the firmware
     // starts a CPU only once it is off, so its last use of them is over.
     let (stack_top, block) = match hyp.cpu_homes[start.cpu] {
@@ -71,7 +72,7 @@ pub fn start(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
         None => {
             let stack = alloc::vec![0u8; STACK_SIZE].leak();
             let top = (stack.as_ptr() as u64 + STACK_SIZE as u64) & !0xf;
-            let block = crate::fast_step::new_block();
+            let block = crate::fast_step::new_block(start.cpu, vcpu);
             hyp.cpu_homes[start.cpu] = Some((top, block as u64));
             (top, block)
         }

@@ -39,24 +39,86 @@ pub struct OpenPhase {
     pub flush_at_begin: u64,
 }
 
-pub struct Hyp {
-    pub report: Reporter,
+/// What belongs to one CPU of the guest: the registers it has of its own (its MTE controls
+/// as the step engine sees them, the shadows of its PMSELR_EL0 and debug registers), its step
+/// engine and the exits it took.
+pub struct Vcpu {
     pub counters: Counters,
-    pub phase: Option<OpenPhase>,
-    pub pmu: Option<Pmu>,
-    pub watchdog_ms: u64,
-    /// The guest's MTE controls as the step engine's predicate uses them: read back after
-    /// each write the full path emulates, and from the registers when a traced phase starts
-    /// (the trap fast path, off in traced phases, does not keep them).
+    /// The CPU's MTE controls as the step engine's predicate uses them: read back after each
+    /// write the full path emulates, and from the registers when a traced phase starts (the
+    /// trap fast path, off in traced phases, does not keep them).
     pub controls: Controls,
-    /// `mtex.step=fast`: the trap fast path may run (outside traced phases).
-    fast_traps: bool,
-    /// The step engine (active while a traced phase is open).
+    /// The step engine (active while a traced phase is open on this CPU).
     pub tracer: Tracer,
     /// The guest's PMSELR_EL0 (its PMU is emulated: `pmu.rs`).
     pub guest_pmu: crate::pmu::GuestPmuState,
     /// The guest's debug registers (a shadow: `debug.rs`).
     pub guest_debug: mtex_arch::GuestDebug,
+}
+
+/// A CPU's state, made once and never freed (a CPU keeps it over power-ups), owned by `Hyp`.
+#[derive(Clone, Copy)]
+pub struct VcpuPtr(*mut Vcpu);
+
+// SAFETY: the pointee is reached only through `Hyp`, whose lock serialises every use of it
+// on any CPU, as it does the rest of `Hyp`'s fields.
+unsafe impl Send for VcpuPtr {}
+
+impl VcpuPtr {
+    const NONE: Self = Self(core::ptr::null_mut());
+
+    fn new(c: TracerConfig) -> Self {
+        Self(alloc::boxed::Box::leak(alloc::boxed::Box::new(Vcpu::new(
+            c,
+        ))))
+    }
+}
+
+/// How every CPU's step engine is made: from the run's options, and set up as the boot
+/// CPU's was (`Hyp::new_vcpu`).
+#[derive(Clone, Copy)]
+pub struct TracerConfig {
+    pub guest_ram: GuestRam,
+    pub block_granules: mtex_trace::counts::BlockGranules,
+    pub runs: bool,
+    pub step: mtex_abi::options::StepMode,
+    /// Linux mode: physical interrupts go to the guest.
+    pub irqs_to_guest: bool,
+}
+
+impl Vcpu {
+    pub fn new(c: TracerConfig) -> Self {
+        let mut tracer = Tracer::new(c.guest_ram, c.block_granules, c.runs, c.step);
+        if c.irqs_to_guest {
+            tracer.set_irqs_to_guest();
+        }
+        Self {
+            counters: Counters::default(),
+            controls: Controls {
+                sctlr_el1: mtex_abi::program::SCTLR_EL1_AT_ENTRY,
+                tcr_el1: mtex_abi::program::TCR_EL1_AT_ENTRY,
+                hcr_ata: true,
+                features: mte_features(),
+            },
+            tracer,
+            guest_pmu: Default::default(),
+            guest_debug: Default::default(),
+        }
+    }
+}
+
+pub struct Hyp {
+    pub report: Reporter,
+    pub phase: Option<OpenPhase>,
+    pub pmu: Option<Pmu>,
+    pub watchdog_ms: u64,
+    /// `mtex.step=fast`: the trap fast path may run (outside traced phases).
+    fast_traps: bool,
+    /// Each CPU's own state, by its index among the machine's CPUs: the boot CPU's from the
+    /// start, another's from its first power-up (null until then). Each CPU's fast-path
+    /// block names its own, for [`Hyp::vcpu`].
+    vcpus: alloc::vec::Vec<VcpuPtr>,
+    pub tracer_config: TracerConfig,
     /// The run the last phase belonged to, for a PHASE_AGAIN (`mtex_abi::runs`), and the
     /// serial number the next run takes.
     pub last_run: Option<mtex_abi::runs::LastRun>,
@@ -96,36 +158,79 @@ impl Hyp {
         runs: bool,
         step: mtex_abi::options::StepMode,
     ) -> Self {
+        let tracer_config = TracerConfig {
+            guest_ram,
+            block_granules,
+            runs,
+            step,
+            irqs_to_guest: false,
+        };
         let mut hyp = Self {
             report,
-            counters: Counters::default(),
             phase: None,
             pmu,
             watchdog_ms,
-            controls: Controls {
-                sctlr_el1: mtex_abi::program::SCTLR_EL1_AT_ENTRY,
-                tcr_el1: mtex_abi::program::TCR_EL1_AT_ENTRY,
-                hcr_ata: true,
-                features: mte_features(),
-            },
-            tracer: Tracer::new(guest_ram, block_granules, runs, step),
             fast_traps: step == mtex_abi::options::StepMode::Fast,
-            guest_pmu: Default::default(),
+            // The boot CPU's, until the machine's CPUs are known (`set_cpus`).
+            vcpus: alloc::vec![VcpuPtr::new(tracer_config)],
+            tracer_config,
             last_run: None,
             next_run: 1,
             call_guard: None,
             // Off until the boot sets it (`mtex.tco_watch`, with the image's place).
             tco: crate::tco_watch::Watcher::new(false, guest_ram, (0, 0)),
             run_tco_passes: 0,
-            guest_debug: Default::default(),
             linux: false,
             machine_cpus: alloc::vec::Vec::new(),
             cpu_homes: alloc::vec::Vec::new(),
             cpus: mtex_vm::power::Cpus::new(&[0], 0),
             guest_ram,
         };
+        // SAFETY: boot, before the guest (and so any exit path) runs.
+        unsafe { crate::fast_step::fast() }.vcpu = hyp.vcpus[0].0;
+        hyp.vcpu().tracer.make_tables();
         hyp.sync_fast_traps();
         hyp
+    }
+
+    /// The machine's CPUs (MPIDR affinities) and which of them booted: its state becomes
+    /// that CPU's. Once, at boot.
+    pub fn set_cpus(&mut self, mpidrs: &[u64], boot: usize) {
+        let boot_vcpu = self.vcpus[0];
+        self.machine_cpus = mpidrs.to_vec();
+        self.cpus = mtex_vm::power::Cpus::new(mpidrs, boot);
+        self.cpu_homes = alloc::vec![None; mpidrs.len()];
+        self.vcpus = alloc::vec![VcpuPtr::NONE; mpidrs.len()];
+        self.vcpus[boot] = boot_vcpu;
+        // SAFETY: boot, before the guest (and so any exit path) runs.
+        unsafe { crate::fast_step::fast() }.cpu = boot as u32;
+    }
+
+    /// The state of the CPU holding the hypervisor's state (the one whose exit this is).
+    #[inline(always)]
+    pub fn vcpu(&mut self) -> &mut Vcpu {
+        self.vcpu_and_report().0
+    }
+
+    /// [`Hyp::vcpu`], and the report channel beside it.
+    #[inline(always)]
+    pub fn vcpu_and_report(&mut self) -> (&mut Vcpu, &mut Reporter) {
+        // SAFETY: called with the hypervisor state borrowed, on this CPU's exit; its block
+        // names its state, which lives as long as `Hyp` and is reached only through it (so
+        // `&mut self` makes the reference exclusive).
+        let v = unsafe { crate::fast_step::fast() }.vcpu;
+        assert!(!v.is_null(), "a CPU without its state");
+        // SAFETY: as above.
+        (unsafe { &mut *v }, &mut self.report)
+    }
+
+    /// `cpu`'s state for its next power-up: kept from the last one (a CPU's counters run on
+    /// over the run), or made new with the boot CPU's set-up.
+    pub fn prepare_vcpu(&mut self, cpu: usize) -> *mut Vcpu {
+        if self.vcpus[cpu].0.is_null() {
+            self.vcpus[cpu] = VcpuPtr::new(self.tracer_config);
+        }
+        self.vcpus[cpu].0
     }
 
     /// The trap fast path runs with `mtex.step=fast` outside traced phases: in a traced
@@ -133,7 +238,7 @@ impl Hyp {
     pub fn sync_fast_traps(&mut self) {
         // On several CPUs every trapped write goes through the full path, under the state's
         // lock: one CPU's ring could not be drained by another that ends the run.
-        let on = self.fast_traps && !self.tracer.active() && self.cpus.awake() == 1;
+        let on = self.fast_traps && !self.vcpu().tracer.active() && self.cpus.awake() == 1;
         // SAFETY: called with the hypervisor state borrowed (boot, hypercall handlers).
         unsafe { crate::fast_step::fast() }.set_fast_traps(on);
     }
@@ -144,9 +249,10 @@ impl Hyp {
     pub fn start_trace(&mut self, id: u32) -> bool {
         use aarch64_cpu::registers::{SCTLR_EL1, TCR_EL1};
         use tock_registers::interfaces::Readable;
-        self.controls.sctlr_el1 = SCTLR_EL1.get();
-        self.controls.tcr_el1 = TCR_EL1.get();
-        let ok = self.tracer.start(id);
+        let v = self.vcpu();
+        v.controls.sctlr_el1 = SCTLR_EL1.get();
+        v.controls.tcr_el1 = TCR_EL1.get();
+        let ok = v.tracer.start(id);
         self.sync_fast_traps();
         ok
     }
@@ -159,7 +265,7 @@ impl Hyp {
         mtex_trace::counts::TraceCounts,
         impl IntoIterator<Item = Option<mtex_abi::report::TcoSite>> + use<>,
     ) {
-        let r = self.tracer.stop(ctx);
+        let r = self.vcpu().tracer.stop(ctx);
         self.sync_fast_traps();
         r
     }
@@ -178,32 +284,37 @@ impl Hyp {
         // SAFETY: called with the hypervisor state borrowed (hypercall handlers).
         let fast_steps = unsafe { crate::fast_step::fast() }.steps;
         let (writes, with_tco) = (self.report.fast_writes, self.report.fast_writes_with_tco);
+        let c = self.vcpu().counters;
         Counters {
-            step_exits: self.counters.step_exits + fast_steps,
-            exits: self.counters.exits + writes,
-            exits_with_tco: self.counters.exits_with_tco + with_tco,
-            sysreg_writes: self.counters.sysreg_writes + writes,
-            emulated: self.counters.emulated + writes,
-            ..self.counters
+            step_exits: c.step_exits + fast_steps,
+            exits: c.exits + writes,
+            exits_with_tco: c.exits_with_tco + with_tco,
+            sysreg_writes: c.sysreg_writes + writes,
+            emulated: c.emulated + writes,
+            ..c
         }
     }
 
     /// Ends the run: a traced phase still open sends the counts it has so far (the host shows
     /// them as a phase that never ended, with where it stopped), then the Summary.
     pub fn finish(&mut self, exit: mtex_abi::report::ExitReason) -> ! {
-        if let Some((id, counts)) = self.tracer.partial() {
-            self.report.send(&mtex_abi::Record::PhaseTrace(
+        // The dying path may come from a CPU whose state is not set up: no partial phase.
+        // SAFETY: called with the hypervisor state borrowed.
+        let has_state = !unsafe { crate::fast_step::fast() }.vcpu.is_null();
+        if has_state
+            && let (v, report) = self.vcpu_and_report()
+            && let Some((id, counts)) = v.tracer.partial()
+        {
+            report.send(&mtex_abi::Record::PhaseTrace(
                 mtex_abi::report::PhaseTrace { id, counts },
             ));
-            self.report
-                .send(&mtex_abi::Record::TraceMore(crate::hypercall::trace_more(
-                    id, &counts,
-                )));
+            report.send(&mtex_abi::Record::TraceMore(crate::hypercall::trace_more(
+                id, &counts,
+            )));
             // The branches it executed for the guest are in the counts: the host takes them
             // out of its PMU and oracle checks, as for a phase that ended.
-            self.report
-                .send(&mtex_abi::Record::StepEngine(self.tracer.engine()));
-            self.tracer.send_profile(id, &mut self.report);
+            report.send(&mtex_abi::Record::StepEngine(v.tracer.engine()));
+            v.tracer.send_profile(id, report);
         }
         self.report.finish(exit)
     }

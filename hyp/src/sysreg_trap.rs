@@ -30,23 +30,24 @@ pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     let Some(reg) = SysReg::from_iss(esr.iss()).filter(|_| !iss.is_read) else {
         return other(hyp, ctx, esr);
     };
-    hyp.counters.emulated += 1;
+    let v = hyp.vcpu();
+    v.counters.emulated += 1;
     let new = ctx.reg(iss.rt);
     let old = read(reg);
     write(reg, new);
     // The predicate uses what the register holds, not what was written (RES0 bits).
     match reg {
-        SysReg::SctlrEl1 => hyp.controls.sctlr_el1 = read(reg),
-        SysReg::TcrEl1 => hyp.controls.tcr_el1 = read(reg),
+        SysReg::SctlrEl1 => v.controls.sctlr_el1 = read(reg),
+        SysReg::TcrEl1 => v.controls.tcr_el1 = read(reg),
         _ => {}
     }
     if matches!(
         reg,
         SysReg::SctlrEl1 | SysReg::TcrEl1 | SysReg::Ttbr0El1 | SysReg::Ttbr1El1 | SysReg::MairEl1
     ) {
-        hyp.tracer.note_translation_change();
+        v.tracer.note_translation_change();
     }
-    hyp.counters.sysreg_writes += 1;
+    v.counters.sysreg_writes += 1;
     // Counted above and in `exits::count_exit`: marked so that the framing does not again.
     hyp.report.sysreg_write(crate::fast_step::RawWrite::new(
         esr.0 | crate::fast_step::RAW_COUNTED,
@@ -100,12 +101,13 @@ fn other(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     let iss = esr.sysreg_iss();
     let write = (!iss.is_read).then(|| ctx.reg(iss.rt));
     let read = if let (Some(reg), Some(pmu)) = (PmuReg::from_iss(iss), hyp.pmu) {
-        hyp.counters.guest_pmu_accesses += 1;
-        pmu.guest_access(&mut hyp.guest_pmu, reg, write)
+        let v = hyp.vcpu();
+        v.counters.guest_pmu_accesses += 1;
+        pmu.guest_access(&mut v.guest_pmu, reg, write)
     } else if let Some(reg) = DebugReg::from_iss(iss) {
-        hyp.counters.guest_debug_accesses += 1;
+        hyp.vcpu().counters.guest_debug_accesses += 1;
         if let Some(value) = write {
-            hyp.guest_debug.write(reg, value);
+            hyp.vcpu().guest_debug.write(reg, value);
             hyp.report.send(&Record::DebugWrite(DebugWrite {
                 iss: esr.iss() & mtex_arch::sysreg::ISS_REGISTER_MASK,
                 value,
@@ -113,7 +115,7 @@ fn other(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
                 phase: hyp.phase_id(),
             }));
         }
-        hyp.guest_debug.read(reg)
+        hyp.vcpu().guest_debug.read(reg)
     } else if mtex_arch::id_regs::is_group3(iss) && iss.is_read {
         crate::id_regs::guest_read(iss.crm, iss.op2)
     } else {
@@ -122,6 +124,6 @@ fn other(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     if iss.is_read && iss.rt != 31 {
         ctx.x[iss.rt as usize] = read;
     }
-    hyp.counters.emulated += 1;
+    hyp.vcpu().counters.emulated += 1;
     ctx.skip_instruction();
 }

@@ -155,16 +155,17 @@ impl Tracer {
             failed_stxr: None,
             runs_enabled: fast && runs && breakpoints() >= RUN_BREAKPOINTS,
             fast_enabled: fast,
-            plans: alloc::vec![Plan::default(); PLAN_SLOTS].into_boxed_slice(),
-            plan_keys: alloc::vec![[u64::MAX; 3]; PLAN_SLOTS].into_boxed_slice(),
-            plan_gens: alloc::vec![0; PLAN_SLOTS].into_boxed_slice(),
+            // The run tables are made at the first `start` (`make_tables`): a CPU that never
+            // traces takes no heap for them.
+            plans: alloc::boxed::Box::new([]),
+            plan_keys: alloc::boxed::Box::new([]),
+            plan_gens: alloc::boxed::Box::new([]),
             run_slot: 0,
             run_armed: false,
             run_el: 0,
-            no_run: alloc::vec![u64::MAX; NO_RUN_SLOTS].into_boxed_slice(),
+            no_run: alloc::boxed::Box::new([]),
             code_gen: 0,
-            plan_pages: alloc::vec![0; (guest_ram.ipa.size >> 12).div_ceil(64) as usize]
-                .into_boxed_slice(),
+            plan_pages: alloc::boxed::Box::new([]),
             any_plan_page: false,
             bp_armed: [0; RUN_BREAKPOINTS],
             predicted: [Pending::default(); mtex_trace::run::MAX_PREDICTED],
@@ -188,6 +189,20 @@ impl Tracer {
             opener_ttbr0: 0,
             pending_flow: Flow::Other,
         }
+    }
+
+    /// The run plans' tables, once (about 450 KiB of heap): at boot for the boot CPU, so that
+    /// no phase's EL2 figures carry the cost, else at a CPU's first traced phase.
+    pub fn make_tables(&mut self) {
+        if !self.plans.is_empty() {
+            return;
+        }
+        self.plans = alloc::vec![Plan::default(); PLAN_SLOTS].into_boxed_slice();
+        self.plan_keys = alloc::vec![[u64::MAX; 3]; PLAN_SLOTS].into_boxed_slice();
+        self.plan_gens = alloc::vec![0; PLAN_SLOTS].into_boxed_slice();
+        self.no_run = alloc::vec![u64::MAX; NO_RUN_SLOTS].into_boxed_slice();
+        self.plan_pages = alloc::vec![0; (self.guest_ram.ipa.size >> 12).div_ceil(64) as usize]
+            .into_boxed_slice();
     }
 
     /// Keeps the kernel's call stacks as well (`mtex.stacks=1`, after `enable_profile`): every
@@ -295,6 +310,7 @@ impl Tracer {
     /// Returns false if an OS lock had to be cleared first (the guest cannot set them: its
     /// debug-register accesses trap; the caller reports it).
     pub fn start(&mut self, phase: u32) -> bool {
+        self.make_tables();
         let was_locked = crate::debug::unlock_for_step();
         // Between phases the guest ran untraced: whatever it did to its code or its mappings
         // (IC, TLBI) went unseen, so nothing cached about its code is trusted.

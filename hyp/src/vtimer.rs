@@ -48,8 +48,9 @@ pub fn forward(hyp: &mut Hyp) {
         let v = state | LR_GROUP1 | LR_PRIORITY | guest_vm::VTIMER_INTID as u64;
         core::arch::asm!("msr ich_lr0_el2, {}", "isb", in(reg) v);
     }
-    hyp.counters.virqs += 1;
-    hyp.tracer.note_virq();
+    let v = hyp.vcpu();
+    v.counters.virqs += 1;
+    v.tracer.note_virq();
 }
 
 /// LR0 still holds an interrupt the guest has not acknowledged (pending, or pending and

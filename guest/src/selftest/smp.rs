@@ -1,7 +1,8 @@
 //! A guest that misuses PSCI's CPU power calls (on QEMU with two CPUs): CPU_ON with an
 //! unaligned entry point, with one outside its RAM, of a CPU that does not exist; CPU_OFF of
 //! the only CPU on; CPU_ON inside a traced phase; CPU_ON twice; a phase opened while the
-//! second CPU is on; then the second CPU turned off and on again before a traced phase. Each
+//! second CPU is on; then the second CPU turned off and on again before a traced phase. The
+//! second CPU writes a debug register, which this CPU's own copy must not show. Each
 //! answer goes to the console (`hostile-smp NAME RESULT`); the hypervisor records each call.
 //! The traced phases' counts are the loop's arithmetic, the calls inside them included.
 
@@ -50,6 +51,11 @@ pub fn run(tagged: u64) -> u64 {
     // The second power-up: GO_OFF is still set, so it turns itself off at once.
     expect("on-once-more", on(SECOND_CPU, entry, flag), &[0]);
     expect("went-off-again", wait_for(AffinityState::Off), &[1]);
+    // The second CPU wrote its DBGBVR0_EL1 (into its own shadow); this CPU never wrote its.
+    let own: u64;
+    // SAFETY: reading a debug register (trapped and emulated) has no side effects.
+    unsafe { core::arch::asm!("mrs {}, dbgbvr0_el1", out(reg) own) };
+    expect("own-dbgbvr0", own as i64, &[0]);
     let last = loads_phase(3, "one-cpu-again", tagged);
     expect("last-phase", last as i64, &[0]);
     if ok { 0 } else { 6 }
@@ -141,11 +147,12 @@ fn loads_phase(id: u64, name: &str, tagged: u64) -> u64 {
     )
 }
 
-/// Where the second CPU starts: EL1, MMU off, x0 = GO_OFF's address. It waits for GO_OFF
-/// and turns itself off.
+/// Where the second CPU starts: EL1, MMU off, x0 = GO_OFF's address. It writes its own
+/// DBGBVR0_EL1, waits for GO_OFF and turns itself off.
 #[unsafe(naked)]
 extern "C" fn second_cpu_entry() -> ! {
     core::arch::naked_asm!(
+        "msr dbgbvr0_el1, x0",
         "1: ldr x1, [x0]",
         "cbnz x1, 2f",
         "wfe",

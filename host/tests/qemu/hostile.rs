@@ -433,7 +433,7 @@ fn cpu_power_calls_that_misuse_psci_get_errors_records_and_exact_phases() {
     let r = report::parse(&console.text);
     // The guest checked every answer it got (exit status 0) ...
     match r.summary.unwrap().exit {
-        ExitReason::GuestExit { status } => assert_eq!(status, 0, "{}", console.text),
+        ExitReason::GuestExit { status } => assert_eq!(status, 0, "{:#?}", r.console),
         other => panic!("expected the guest's exit, got {other:?}"),
     }
     // ... and the hypervisor recorded each call, by the CPU that made it, in order. The
@@ -481,4 +481,9 @@ fn cpu_power_calls_that_misuse_psci_get_errors_records_and_exact_phases() {
     assert_loop_counts(&r, &r.phases[1], 0, 0);
     let GuestState { el, .. } = r.power_calls[0].at;
     assert_eq!(el, 1);
+    // Each power-up of the second CPU wrote its DBGBVR0_EL1 (GO_OFF's address, its context
+    // id): two writes, kept in that CPU's shadow, which the first CPU never saw (the guest
+    // checked its own read 0).
+    let writes: Vec<u64> = r.debug_writes.iter().map(|w| w.value).collect();
+    assert_eq!(writes, [r.power_calls[5].context_id; 2]);
 }
