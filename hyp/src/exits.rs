@@ -18,7 +18,7 @@ const IRQ: u64 = 1;
 pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
     // SAFETY: the hypervisor's exit path, before anything else uses the shared state.
     unsafe { crate::fast_step::settle_guest_time() };
-    HYP.with(|hyp| {
+    let power_off = HYP.with(|hyp| {
         let esr = Esr(ESR_EL2.get());
         // A breakpoint of the TCO watch (no traced phase) is an exit of its own, not a step.
         let step = kind == SYNC
@@ -56,9 +56,11 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         if v.tracer.active() {
             v.tracer.prepare(ctx, &v.controls);
         }
+        // Read under the lock: once it is let go, another CPU may start this one again.
+        // SAFETY: this CPU's exit, holding the state; no other reference to its block.
+        core::mem::take(&mut unsafe { crate::fast_step::fast() }.power_off)
     });
-    // SAFETY: this CPU's exit, after the state's lock was let go; no other reference.
-    if core::mem::take(&mut unsafe { crate::fast_step::fast() }.power_off) {
+    if power_off {
         // The guest's CPU_OFF, accepted: the firmware powers this CPU down and never returns
         // here (a CPU_ON starts it afresh at `smp::secondary_entry`).
         let _ = smccc::psci::cpu_off::<smccc::Smc>();

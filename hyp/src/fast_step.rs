@@ -82,7 +82,7 @@ const _: () = assert!(offset_of!(FastStep, exit_ts) == 80);
 /// Gives this CPU its fast-path state and trap ring, and points TPIDR_EL2 at them. Once,
 /// first thing at EL2 on the boot CPU: before it, [`fast`] has nothing to reach.
 pub fn install_this_cpu() {
-    install(new_block(0, core::ptr::null_mut()));
+    install(new_block(0, core::ptr::null_mut()).expect("memory for the boot CPU's block"));
 }
 
 /// Points this CPU's TPIDR_EL2 at `block` (from [`new_block`], for this CPU alone).
@@ -92,23 +92,33 @@ pub fn install(block: *mut FastStep) {
 
 /// A CPU's fast-path state and trap ring, from the heap (leaked: a CPU keeps them for the
 /// run), with the trap fast path off.
-pub fn new_block(cpu: usize, vcpu: *mut crate::state::Vcpu) -> *mut FastStep {
-    use alloc::alloc::{Layout, alloc_zeroed};
-    let layout = Layout::new::<TrapRing>();
+pub fn new_block(cpu: usize, vcpu: *mut crate::state::Vcpu) -> Option<*mut FastStep> {
+    use alloc::alloc::{Layout, alloc, alloc_zeroed};
     // SAFETY: a layout of non-zero size; all zeroes is a valid TrapRing (plain integers).
-    let ring = unsafe { alloc_zeroed(layout) }.cast::<TrapRing>();
-    assert!(!ring.is_null(), "no memory for a trap ring");
-    let f = alloc::boxed::Box::leak(alloc::boxed::Box::new(fresh(ring, cpu, vcpu)));
-    f.init_trap_ring();
-    core::ptr::from_mut(f)
+    let ring = unsafe { alloc_zeroed(Layout::new::<TrapRing>()) }.cast::<TrapRing>();
+    // SAFETY: a layout of non-zero size; the block is written below before any use.
+    let f = unsafe { alloc(Layout::new::<FastStep>()) }.cast::<FastStep>();
+    if ring.is_null() || f.is_null() {
+        return None;
+    }
+    // SAFETY: `f` is fresh memory for one FastStep, this CPU's alone.
+    let block = unsafe {
+        f.write(fresh(ring, cpu, vcpu));
+        &mut *f
+    };
+    block.init_trap_ring();
+    Some(f)
 }
 
 /// Makes `block` (from [`new_block`]) as new, for its CPU's next power-up.
 pub fn reset_block(block: *mut FastStep) {
-    // SAFETY: the block's CPU is off (the caller starts it only through the firmware, which
-    // starts no CPU that is on), so nothing else references the block.
+    // SAFETY: the block's CPU is off (the caller asked the firmware), so nothing else
+    // references the block.
     let f = unsafe { &mut *block };
+    // The step exits it handled count over the run, as the CPU's other exits do.
+    let steps = f.steps;
     *f = fresh(f.ring, f.cpu as usize, f.vcpu);
+    f.steps = steps;
     f.init_trap_ring();
 }
 

@@ -55,29 +55,53 @@ const _: () = assert!(offset_of!(SecondaryBoot, vbar) == 32);
 const _: () = assert!(offset_of!(SecondaryBoot, stack_top) == 40);
 const _: () = assert!(offset_of!(SecondaryBoot, block) == 48);
 
+/// Where a secondary CPU lives at EL2, kept from one power-up to the next (addresses): its
+/// stack's top, its fast-path block and its boot record.
+#[derive(Clone, Copy)]
+pub struct CpuHome {
+    stack_top: u64,
+    block: u64,
+    boot: u64,
+}
+
+/// How many times `start` asks the firmware whether a CPU that went off is off yet.
+const OFF_POLLS: u32 = 1_000_000;
+
 /// Starts the CPU `start` names. Called by a CPU of the guest (holding the state), after
 /// `Cpus::cpu_on` accepted the call; Err (and the CPU marked off again) if the firmware
-/// refuses.
+/// refuses, if a CPU that went off is not off yet, or if there is no memory for it.
 pub fn start(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
+    let r = start_cpu(hyp, start);
+    if r.is_err() {
+        hyp.cpus.started(start.cpu, false);
+    }
+    r
+}
+
+fn start_cpu(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
     let mpidr = hyp.machine_cpus[start.cpu];
-    let vcpu = hyp.prepare_vcpu(start.cpu);
-    // A CPU keeps its stack and fast-path block from one power-up to the next: the firmware
-    // starts a CPU only once it is off, so its last use of them is over.
-    let (stack_top, block) = match hyp.cpu_homes[start.cpu] {
-        Some((top, block)) => {
-            let block = block as *mut FastStep;
-            crate::fast_step::reset_block(block);
-            (top, block)
+    let home = match hyp.cpu_homes[start.cpu] {
+        // A CPU keeps its stack, block and boot record from one power-up to the next. The
+        // guest saw it go off when its CPU_OFF was accepted, but the CPU then still lets go
+        // of the state and calls the firmware: they are reused only once the firmware says
+        // the CPU is off.
+        Some(home) => {
+            if !firmware_says_off(mpidr) {
+                log::warn!("CPU_ON {mpidr:#x}: the CPU has not gone off yet");
+                return Err(Error::InternalFailure);
+            }
+            crate::fast_step::reset_block(home.block as *mut FastStep);
+            home
         }
         None => {
-            let stack = alloc::vec![0u8; STACK_SIZE].leak();
-            let top = (stack.as_ptr() as u64 + STACK_SIZE as u64) & !0xf;
-            let block = crate::fast_step::new_block(start.cpu, vcpu);
-            hyp.cpu_homes[start.cpu] = Some((top, block as u64));
-            (top, block)
+            let vcpu = hyp.prepare_vcpu(start.cpu).ok_or(Error::InternalFailure)?;
+            let home = new_home(start.cpu, vcpu).ok_or(Error::InternalFailure)?;
+            hyp.cpu_homes[start.cpu] = Some(home);
+            home
         }
     };
-    let boot = alloc::boxed::Box::leak(alloc::boxed::Box::new(SecondaryBoot {
+    let (stack_top, block) = (home.stack_top, home.block as *mut FastStep);
+    let boot_record = SecondaryBoot {
         mair: MAIR_EL2.get(),
         tcr: TCR_EL2.get(),
         ttbr0: TTBR0_EL2.get(),
@@ -106,8 +130,11 @@ pub fn start(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
         ich_hcr: read_ich_hcr(),
         icc_sre: read_icc_sre_el2(),
         vpidr: MIDR_EL1.get(),
-    }));
-    let at = core::ptr::from_mut(boot) as u64;
+    };
+    let at = home.boot;
+    // SAFETY: the home's boot record is this CPU's alone, and the CPU is off (above): the
+    // firmware reads it again only at the CPU_ON below.
+    unsafe { (at as *mut SecondaryBoot).write(boot_record) };
     crate::mmu::clean_invalidate_to_poc(mtex_platform::Region::new(
         at,
         size_of::<SecondaryBoot>() as u64,
@@ -118,8 +145,34 @@ pub fn start(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
         start.entry,
         start.context_id
     );
-    smccc::psci::cpu_on::<Smc>(mpidr, entry, at).inspect_err(|_| {
-        hyp.cpus.started(start.cpu, false);
+    smccc::psci::cpu_on::<Smc>(mpidr, entry, at)
+}
+
+/// Whether the firmware reports `mpidr` off, asking up to OFF_POLLS times (a CPU whose
+/// CPU_OFF was accepted is at most a few instructions from its firmware call).
+fn firmware_says_off(mpidr: u64) -> bool {
+    use smccc::psci::{AffinityState, LowestAffinityLevel, affinity_info};
+    (0..OFF_POLLS)
+        .any(|_| affinity_info::<Smc>(mpidr, LowestAffinityLevel::All) == Ok(AffinityState::Off))
+}
+
+/// A new CPU's stack, block and boot record, or None without the memory for them (the
+/// guest's CPU_ON then fails, and says so, rather than the hypervisor).
+fn new_home(cpu: usize, vcpu: *mut crate::state::Vcpu) -> Option<CpuHome> {
+    use alloc::alloc::{Layout, alloc};
+    let stack_layout = Layout::from_size_align(STACK_SIZE, 16).ok()?;
+    // SAFETY: a layout of non-zero size; the stack needs no initial contents.
+    let stack = unsafe { alloc(stack_layout) };
+    // SAFETY: as above; the record is written before each use.
+    let boot = unsafe { alloc(Layout::new::<SecondaryBoot>()) };
+    if stack.is_null() || boot.is_null() {
+        return None;
+    }
+    let block = crate::fast_step::new_block(cpu, vcpu)?;
+    Some(CpuHome {
+        stack_top: (stack as u64 + STACK_SIZE as u64) & !0xf,
+        block: block as u64,
+        boot: boot as u64,
     })
 }
 

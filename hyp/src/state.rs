@@ -137,7 +137,7 @@ pub struct Hyp {
     pub cpus: mtex_vm::power::Cpus,
     /// Each secondary CPU's EL2 stack top and fast-path block (addresses), once it has been
     /// started.
-    pub cpu_homes: alloc::vec::Vec<Option<(u64, u64)>>,
+    pub cpu_homes: alloc::vec::Vec<Option<crate::smp::CpuHome>>,
     /// The guest's RAM, where a CPU_ON's entry point must be.
     pub guest_ram: GuestRam,
 }
@@ -224,13 +224,21 @@ impl Hyp {
         (unsafe { &mut *v }, &mut self.report)
     }
 
-    /// `cpu`'s state for its next power-up: kept from the last one (a CPU's counters run on
-    /// over the run), or made new with the boot CPU's set-up.
-    pub fn prepare_vcpu(&mut self, cpu: usize) -> *mut Vcpu {
+    /// `cpu`'s state, made with the boot CPU's set-up (None without the memory for it). A
+    /// CPU keeps it over power-ups: its counters run on over the run.
+    pub fn prepare_vcpu(&mut self, cpu: usize) -> Option<*mut Vcpu> {
         if self.vcpus[cpu].0.is_null() {
-            self.vcpus[cpu] = VcpuPtr::new(self.tracer_config);
+            use alloc::alloc::{Layout, alloc};
+            // SAFETY: a layout of non-zero size; written below before any use.
+            let v = unsafe { alloc(Layout::new::<Vcpu>()) }.cast::<Vcpu>();
+            if v.is_null() {
+                return None;
+            }
+            // SAFETY: fresh memory for one Vcpu; never freed (`VcpuPtr`).
+            unsafe { v.write(Vcpu::new(self.tracer_config)) };
+            self.vcpus[cpu] = VcpuPtr(v);
         }
-        self.vcpus[cpu].0
+        Some(self.vcpus[cpu].0)
     }
 
     /// The trap fast path runs with `mtex.step=fast` outside traced phases: in a traced
