@@ -218,12 +218,7 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     );
     hyp.set_cpus(m.cpus(), boot_cpu);
     if opts.profile {
-        // One table: the boot CPU's (a phase opens only while one CPU is on).
-        let tracer = &mut hyp.vcpu().tracer;
-        tracer.enable_profile(opts.profile_slots as usize);
-        if opts.stacks {
-            tracer.enable_stacks();
-        }
+        hyp.enable_profile(opts.profile_slots as usize, opts.stacks);
     }
     hyp.tco = tco_watch::Watcher::new(
         opts.tco_watch,

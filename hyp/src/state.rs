@@ -119,6 +119,9 @@ pub struct Hyp {
     /// block names its own, for [`Hyp::vcpu`].
     vcpus: alloc::vec::Vec<VcpuPtr>,
     pub tracer_config: TracerConfig,
+    /// The CPU whose step engine holds the per-PC table and call stacks (`mtex.profile`,
+    /// `mtex.stacks`): the boot CPU's, then each CPU's that starts a traced phase.
+    instruments_at: Option<usize>,
     /// The run the last phase belonged to, for a PHASE_AGAIN (`mtex_abi::runs`), and the
     /// serial number the next run takes.
     pub last_run: Option<mtex_abi::runs::LastRun>,
@@ -174,6 +177,7 @@ impl Hyp {
             // The boot CPU's, until the machine's CPUs are known (`set_cpus`).
             vcpus: alloc::vec![VcpuPtr::new(tracer_config)],
             tracer_config,
+            instruments_at: None,
             last_run: None,
             next_run: 1,
             call_guard: None,
@@ -204,6 +208,18 @@ impl Hyp {
         self.vcpus[boot] = boot_vcpu;
         // SAFETY: boot, before the guest (and so any exit path) runs.
         unsafe { crate::fast_step::fast() }.cpu = boot as u32;
+    }
+
+    /// Keeps every traced phase's counts by PC (`mtex.profile`) in a table of `slots`, and
+    /// with `stacks` the kernel's call stacks. Once, at boot (after `set_cpus`).
+    pub fn enable_profile(&mut self, slots: usize, stacks: bool) {
+        let tracer = &mut self.vcpu().tracer;
+        tracer.enable_profile(slots);
+        if stacks {
+            tracer.enable_stacks();
+        }
+        // SAFETY: boot, before the guest runs.
+        self.instruments_at = Some(unsafe { crate::fast_step::fast() }.cpu as usize);
     }
 
     /// The state of the CPU holding the hypervisor's state (the one whose exit this is).
@@ -257,6 +273,18 @@ impl Hyp {
     pub fn start_trace(&mut self, id: u32) -> bool {
         use aarch64_cpu::registers::{SCTLR_EL1, TCR_EL1};
         use tock_registers::interfaces::Readable;
+        // The per-PC table and call stacks go to the CPU that traces.
+        // SAFETY: this CPU's exit, holding the state.
+        let me = unsafe { crate::fast_step::fast() }.cpu as usize;
+        if let Some(at) = self.instruments_at
+            && at != me
+        {
+            let (from, to) = (self.vcpus[at].0, self.vcpus[me].0);
+            // SAFETY: two CPUs' states (at != me, both made: each traced or holds the
+            // instruments), owned by `Hyp` and reached only under its lock, held here.
+            unsafe { (*from).tracer.hand_instruments_to(&mut (*to).tracer) };
+            self.instruments_at = Some(me);
+        }
         let v = self.vcpu();
         v.controls.sctlr_el1 = SCTLR_EL1.get();
         v.controls.tcr_el1 = TCR_EL1.get();

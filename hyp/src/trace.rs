@@ -220,6 +220,18 @@ impl Tracer {
         }
     }
 
+    /// Hands this engine's per-PC table and call stacks (the hypervisor has one of each) to
+    /// `to`, whose CPU is about to trace: `to` then steps as `enable_stacks` makes it.
+    pub fn hand_instruments_to(&mut self, to: &mut Tracer) {
+        if let Some(t) = self.tally.take_profile() {
+            to.tally.set_profile(t);
+        }
+        if let Some(s) = self.stacks.take() {
+            to.stacks = Some(s);
+            to.fast_enabled = false;
+        }
+    }
+
     /// Keeps every traced phase's counts by PC as well (`mtex.profile=1`), in a table of
     /// `slots` PCs (`mtex.profile_slots`, a power of two the options checked). Once, at boot.
     pub fn enable_profile(&mut self, slots: usize) {

@@ -595,6 +595,11 @@ impl Tally {
         self.profile = Some(table);
     }
 
+    /// Gives up the per-PC table (to the tally of another CPU that is about to count).
+    pub fn take_profile(&mut self) -> Option<crate::profile::PcTable> {
+        self.profile.take()
+    }
+
     /// The retired instructions are kept by PC too.
     #[inline]
     pub fn profiling(&self) -> bool {

@@ -2,7 +2,8 @@
 //! unaligned entry point, with one outside its RAM, of a CPU that does not exist; CPU_OFF of
 //! the only CPU on; CPU_ON inside a traced phase; CPU_ON twice; a phase opened while the
 //! second CPU is on; then the second CPU turned off and on again before a traced phase. The
-//! second CPU writes a debug register, which this CPU's own copy must not show. Each
+//! second CPU writes a debug register, which this CPU's own copy must not show. Last, this
+//! CPU goes off and the second runs a traced phase alone and ends the run. Each
 //! answer goes to the console (`hostile-smp NAME RESULT`); the hypervisor records each call.
 //! The traced phases' counts are the loop's arithmetic, the calls inside them included.
 
@@ -58,7 +59,15 @@ pub fn run(tagged: u64) -> u64 {
     expect("own-dbgbvr0", own as i64, &[0]);
     let last = loads_phase(3, "one-cpu-again", tagged);
     expect("last-phase", last as i64, &[0]);
-    if ok { 0 } else { 6 }
+    if !ok {
+        return 6;
+    }
+    // The last act: the second CPU runs a traced phase alone, once this one is off, and
+    // ends the run.
+    let handed = on(SECOND_CPU, last_act as *const () as u64, flag);
+    let off = code(psci::cpu_off::<Smc>());
+    crate::println!("hostile-smp hand-over {handed} {off}");
+    6
 }
 
 /// CPU_ON of `target` at `entry`, with GO_OFF's address as its context id: PSCI's answer.
@@ -163,5 +172,53 @@ extern "C" fn second_cpu_entry() -> ! {
         "b .",
         off_lo = const psci::PSCI_CPU_OFF & 0xffff,
         off_hi = const psci::PSCI_CPU_OFF >> 16,
+    )
+}
+
+/// The second CPU's last act (EL1, MMU off, x0 = GO_OFF's address): waits until the first CPU
+/// is off, runs traced phase 4 ("cpu1") of HOSTILE_N loads from GO_OFF alone, and ends the
+/// run with status 0.
+#[unsafe(naked)]
+extern "C" fn last_act() -> ! {
+    core::arch::naked_asm!(
+        "mov x9, x0",
+        "1: movz w0, #{aff_lo}",
+        "movk w0, #{aff_hi}, lsl #16",
+        "mov x1, xzr",
+        "mov x2, xzr",
+        "smc #0",
+        "cmp x0, #1",
+        "b.ne 1b",
+        "movz w0, #{begin_lo}",
+        "movk w0, #{begin_hi}, lsl #16",
+        "mov x1, #4",
+        "movz x2, #0x7063",
+        "movk x2, #0x3175, lsl #16",
+        "mov x3, xzr",
+        "mov x4, xzr",
+        "mov x5, xzr",
+        "mov x6, #{traced}",
+        "mov x15, #4",
+        "mov x10, #{n}",
+        "hvc #0",
+        "2: ldr x12, [x9]",
+        "subs x10, x10, #1",
+        "b.ne 2b",
+        crate::hvc::phase_end_call!(),
+        "movz w0, #{exit_lo}",
+        "movk w0, #{exit_hi}, lsl #16",
+        "mov x1, xzr",
+        "hvc #0",
+        "b .",
+        aff_lo = const psci::PSCI_AFFINITY_INFO_64 & 0xffff,
+        aff_hi = const psci::PSCI_AFFINITY_INFO_64 >> 16,
+        begin_lo = const mtex_abi::hypercall::PHASE_BEGIN & 0xffff,
+        begin_hi = const mtex_abi::hypercall::PHASE_BEGIN >> 16,
+        traced = const mtex_abi::hypercall::PHASE_TRACED,
+        n = const HOSTILE_N,
+        end_lo = const hvc::PHASE_END_LO,
+        end_hi = const hvc::PHASE_END_HI,
+        exit_lo = const mtex_abi::hypercall::EXIT & 0xffff,
+        exit_hi = const mtex_abi::hypercall::EXIT >> 16,
     )
 }

@@ -418,19 +418,24 @@ fn a_rewritten_or_moved_msr_tco_under_the_watch_is_a_problem_never_a_total() {
     assert!(!r.succeeded());
 }
 
-#[test]
-fn cpu_power_calls_that_misuse_psci_get_errors_records_and_exact_phases() {
-    use mtex_abi::report::GuestState;
-    use smccc::psci::{PSCI_CPU_OFF, PSCI_CPU_ON_64, error::*};
+/// hostile-smp on two CPUs, with `extra` options.
+fn boot_smp(extra: &str) -> Report {
     let cfg = RunConfig {
-        cmdline: "mtex.guest=hostile-smp".to_string(),
+        cmdline: format!("mtex.guest=hostile-smp {extra}"),
         timeout: Duration::from_secs(120),
         cpus: 2,
         ..RunConfig::default()
     };
     let console = qemu::run(images(), &cfg).expect("running QEMU");
     assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
-    let r = report::parse(&console.text);
+    report::parse(&console.text)
+}
+
+#[test]
+fn cpu_power_calls_that_misuse_psci_get_errors_records_and_exact_phases() {
+    use mtex_abi::report::GuestState;
+    use smccc::psci::{PSCI_CPU_OFF, PSCI_CPU_ON_64, error::*};
+    let r = boot_smp("");
     // The guest checked every answer it got (exit status 0) ...
     match r.summary.unwrap().exit {
         ExitReason::GuestExit { status } => assert_eq!(status, 0, "{:#?}", r.console),
@@ -460,6 +465,9 @@ fn cpu_power_calls_that_misuse_psci_get_errors_records_and_exact_phases() {
         (1, PSCI_CPU_OFF, 0, 0, 0),
         (0, on, 1, 0, 0),
         (1, PSCI_CPU_OFF, 0, 0, 0),
+        // The last act: the second CPU started, the first goes off.
+        (0, on, 1, 0, 0),
+        (0, PSCI_CPU_OFF, 0, 0, 0),
     ]);
     assert_eq!(calls, want);
     let entry = r.power_calls[5].entry;
@@ -474,7 +482,7 @@ fn cpu_power_calls_that_misuse_psci_get_errors_records_and_exact_phases() {
         r.problems
     );
     let ids: Vec<u32> = r.phases.iter().map(|p| p.id).collect();
-    assert_eq!(ids, [1, 3]);
+    assert_eq!(ids, [1, 3, 4]);
     // The refused CPU_ON inside phase 1 is one of its six instructions before the loop
     // (four moves, the SMC, one move); phase 3 ran after a CPU went off and on twice.
     assert_loop_counts(&r, &r.phases[0], 6, 0);
@@ -486,4 +494,52 @@ fn cpu_power_calls_that_misuse_psci_get_errors_records_and_exact_phases() {
     // checked its own read 0).
     let writes: Vec<u64> = r.debug_writes.iter().map(|w| w.value).collect();
     assert_eq!(writes, [r.power_calls[5].context_id; 2]);
+    assert_second_cpus_phase(&r);
+}
+
+/// Phase 4, traced on the second CPU alone with its MMU off: HOSTILE_N loads from Device
+/// memory (never tag-checked), by its own step engine, and its PMU counting the same.
+fn assert_second_cpus_phase(r: &Report) {
+    let p = r.phases.iter().find(|p| p.id == 4).expect("phase 4");
+    let t = p.trace.expect("phase 4 traced");
+    let n = HOSTILE_N;
+    let instructions = 3 * n + END_CALL_INSTRUCTIONS;
+    assert_eq!((t.instructions_el1, t.instructions_el0), (instructions, 0));
+    assert_eq!(t.accesses.rd_k, n);
+    assert_eq!(t.architectural, ByEl::default());
+    assert_eq!((t.unknown_mem, t.runs_lost), (0, 0));
+    let branches = r
+        .engines
+        .iter()
+        .find(|e| e.id == 4)
+        .map_or(0, |e| e.branches_el1);
+    let s = p.stats.unwrap();
+    assert!(!s.pmu_disturbed, "phase 4: PMU disturbed");
+    assert_eq!(
+        s.el1_instructions,
+        Some(instructions - branches),
+        "phase 4: PMU"
+    );
+}
+
+#[test]
+fn a_profile_follows_the_cpu_that_traces() {
+    // The per-PC table starts with the boot CPU; phase 4 is traced on the second CPU, and
+    // its profile must be there and add up, as the first CPU's phases' do.
+    let r = boot_smp("mtex.profile=1");
+    assert_eq!(
+        r.problems.len(),
+        1,
+        "only the refused phase: {:?}",
+        r.problems
+    );
+    for p in r.phases.iter().filter(|p| p.trace.is_some()) {
+        let profile = p
+            .profile
+            .as_ref()
+            .unwrap_or_else(|| panic!("phase {}: no profile", p.id));
+        assert_eq!(profile.problem(&p.trace.unwrap()), None, "phase {}", p.id);
+    }
+    assert_eq!(r.phases.iter().filter(|p| p.profile.is_some()).count(), 3);
+    assert_second_cpus_phase(&r);
 }
