@@ -578,6 +578,43 @@ fn linux_starts_every_cpu_and_windows_open_only_on_one() {
 }
 
 #[test]
+fn an_ipi_storm_on_four_cpus_leaves_the_run_whole_and_the_next_window_exact() {
+    // Eight futex threads on four CPUs wake each other across CPUs: reschedule and
+    // function-call IPIs on every CPU, while each CPU's MTE control writes trap to the
+    // hypervisor. Then one CPU is left and a window measures 100 system calls.
+    let (status, doc, text) = linux(&[
+        "--cpus",
+        "4",
+        "--console",
+        "--workload",
+        "mtex-work futex-hash 300 8; grep -E 'IPI[01]:' /proc/interrupts; \
+         for c in 1 2 3; do echo 0 > /sys/devices/system/cpu/cpu$c/online; done; \
+         mtex-work --tcf0 sync --window 1 getpid 100",
+    ]);
+    assert_eq!(status, 0, "{text}");
+    for ipi in ["IPI0:", "IPI1:"] {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(ipi))
+            .unwrap_or_else(|| panic!("no {ipi} line: {text}"));
+        let per_cpu: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .take(4)
+            .map(|v| v.parse().unwrap())
+            .collect();
+        assert!(
+            per_cpu.len() == 4 && per_cpu.iter().all(|&v| v > 0),
+            "{line}"
+        );
+    }
+    // Each of the 100 calls enters the kernel from EL0 (a page fault would add one).
+    let w = window(&doc, 1);
+    assert!(w["closed"] == true, "{w}");
+    assert!(n(&w["entries"], "sync_el0") >= 100, "{w}");
+}
+
+#[test]
 fn a_two_cpu_boot_under_icount_repeats_exactly() {
     // QEMU runs the two CPUs in turn in one thread under -icount: the same boot, hotplug and
     // window give the same report twice, every count and timestamp, all but the wall time.
