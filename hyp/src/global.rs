@@ -80,7 +80,7 @@ impl<T> Global<T> {
         }
         let ticket = self.next.fetch_add(1, Ordering::Relaxed);
         while self.serving.load(Ordering::Acquire) != ticket {
-            core::hint::spin_loop();
+            yield_cpu();
         }
         self.owner.store(me, Ordering::Relaxed);
         // SAFETY: this CPU holds the lock, so no other reference to the value exists.
@@ -90,6 +90,18 @@ impl<T> Global<T> {
             .store(ticket.wrapping_add(1), Ordering::Release);
         r
     }
+}
+
+/// A hint that this CPU waits on another: YIELD. On silicon it only lets a sibling thread
+/// run. Under QEMU's round-robin TCG (one host thread runs every vCPU in turn, as with
+/// `-icount`) it hands the thread to the next vCPU at once. `core::hint::spin_loop` (an ISB
+/// on AArch64) does not: a CPU waiting for a lock whose holder QEMU stopped mid-way would
+/// spin out its whole turn (100 ms of guest time, over all vCPUs) before the holder can
+/// let go, and CPUs that all take this lock at every step would crawl.
+#[inline(always)]
+pub fn yield_cpu() {
+    // SAFETY: a hint instruction: no effect on memory or registers.
+    unsafe { core::arch::asm!("yield", options(nomem, nostack, preserves_flags)) };
 }
 
 /// The hypervisor's state.
