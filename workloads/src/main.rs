@@ -27,6 +27,8 @@
 //!
 //! `--window ID` (under mtex's Linux mode) opens trace window ID through the doorbell just
 //! before the workload and closes it just after; `--leave-open` skips the close.
+//! `--open-on CPU` and `--close-on CPU` move the program to that CPU (its affinity) before
+//! the open and before the close: a window opened on one CPU and closed on another.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod doorbell;
@@ -44,14 +46,42 @@ fn usage(why: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// Runs this thread on `cpu` only, from its next instruction (sched_setaffinity moves it
+/// there before returning).
+fn move_to(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes inside it.
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(std::io::Error::other("no such CPU"));
+    }
+    // SAFETY: `cpu` is below CPU_SETSIZE (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: pid 0 is this thread; the set is a valid cpu_set_t of the size given.
+    let r = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1).peekable();
     let mut tcf0 = Tcf0::None;
     let mut tagged = true;
     let mut window: Option<u32> = None;
     let mut leave_open = false;
+    let (mut open_on, mut close_on): (Option<usize>, Option<usize>) = (None, None);
     while let Some(a) = args.peek() {
         match a.as_str() {
+            flag @ ("--open-on" | "--close-on") => {
+                let close = flag == "--close-on";
+                args.next();
+                match args.next().and_then(|s| s.parse().ok()) {
+                    Some(cpu) if close => close_on = Some(cpu),
+                    Some(cpu) => open_on = Some(cpu),
+                    None => return usage("--open-on and --close-on take a CPU number"),
+                }
+            }
             "--window" => {
                 args.next();
                 match args.next().and_then(|s| s.parse().ok()) {
@@ -101,11 +131,22 @@ fn main() -> ExitCode {
         // Names the window for the report, before it opens (printing is not measured).
         let args: Vec<String> = std::env::args().skip(1).collect();
         println!("mtex-work: window {id}: {}", args.join(" "));
+        if let Some(cpu) = open_on
+            && let Err(e) = move_to(cpu)
+        {
+            eprintln!("mtex-work: --open-on {cpu}: {e}");
+            return ExitCode::FAILURE;
+        }
         b.open(id);
     }
     let result = work.run(&cfg);
     // Closed whatever the outcome: a failed workload's window ends here too.
     if let (Some(b), Some(id), false) = (&bell, window, leave_open) {
+        if let Some(cpu) = close_on
+            && let Err(e) = move_to(cpu)
+        {
+            eprintln!("mtex-work: --close-on {cpu}: {e} (closing where it runs)");
+        }
         b.close(id);
     }
     match result {
