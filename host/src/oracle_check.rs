@@ -132,14 +132,19 @@ pub struct OracleRun {
 impl OracleRun {
     /// QEMU's `-plugin` argument. MTEX_ORACLE_DETAIL=1: the plugin also lists, by instruction
     /// word, how many ran in windows and how many read and wrote, to find what a disagreement
-    /// is about.
-    pub fn qemu_arg(&self) -> String {
+    /// is about. `hyp`: where the hypervisor's code is (start, end), when known: the plugin
+    /// hooks no instruction there (the guest's are all it counts; a guest instruction at
+    /// those addresses would go uncounted and disagree with the trace).
+    pub fn qemu_arg(&self, hyp: Option<(u64, u64)>) -> String {
         let detail = std::env::var_os("MTEX_ORACLE_DETAIL").is_some();
         format!(
-            "{},out={}{}",
+            "{},out={}{}{}",
             self.plugin.display(),
             self.out.display(),
-            if detail { ",detail=on" } else { "" }
+            if detail { ",detail=on" } else { "" },
+            hyp.map_or(String::new(), |(s, e)| format!(
+                ",hyp_start={s},hyp_end={e}"
+            ))
         )
     }
 }
@@ -147,32 +152,45 @@ impl OracleRun {
 /// Checks every traced phase of `r` against the oracle's output `text` (the same order: both
 /// are chronological): each phase gets its [`Check`]; every difference, missing window and
 /// anomaly is one of `r`'s problems.
+///
+/// A window that every CPU counted is one oracle window per CPU that joined it (their opens
+/// follow each other, and come before the next window's: the hypervisor never lets windows
+/// overlap): each is checked against that CPU's share, and their sum against the total.
 pub fn apply(r: &mut Report, text: &str) {
     let (seen, anomalies) = parse(text);
     let mut problems: Vec<String> = anomalies
         .into_iter()
         .map(|a| format!("oracle: {a}"))
         .collect();
+    let groups = group_by_window(&seen);
     let engines = r.engines.clone();
     let traced: Vec<_> = r.phases.iter_mut().filter(|p| p.trace.is_some()).collect();
-    if seen.len() != traced.len() {
+    if groups.len() != traced.len() {
         problems.push(format!(
             "oracle: it saw {} traced phase(s), the trace {}",
-            seen.len(),
+            groups.len(),
             traced.len()
         ));
     }
-    for (p, o) in traced.into_iter().zip(&seen) {
+    for (p, group) in traced.into_iter().zip(&groups) {
         let name = format!("phase {} ({})", p.id, p.name);
-        if o.id != p.id as u64 {
+        if group[0].id != p.id as u64 {
             problems.push(format!(
                 "oracle: window {} where the trace has {name}",
-                o.id
+                group[0].id
             ));
             continue;
         }
         let Some(t) = &p.trace else { continue };
+        let expected = p.cpus.len().max(1);
+        if group.len() != expected {
+            problems.push(format!(
+                "{name}: the oracle saw it on {} CPU(s), the trace on {expected}",
+                group.len()
+            ));
+        }
         let engine = engines.iter().rev().find(|e| e.id == p.id);
+        let total = sum_windows(group);
         let c = check(
             &TraceSide {
                 instructions: [t.instructions_el0, t.instructions_el1],
@@ -182,14 +200,75 @@ pub fn apply(r: &mut Report, text: &str) {
                 tag_check_faults: t.tag_check_faults,
                 unknown_mem: t.unknown_mem,
             },
-            o,
+            &total,
         );
         for d in c.problems() {
             problems.push(format!("{name}: the oracle disagrees: {d}"));
         }
         p.oracle = Some(c);
+        p.cpu_oracle.clear();
+        for share in &p.cpus {
+            let Some(o) = group.iter().find(|o| o.cpu == share.cpu) else {
+                problems.push(format!(
+                    "{name}: the oracle has no window on CPU {}",
+                    share.cpu
+                ));
+                continue;
+            };
+            let c = check(
+                &TraceSide {
+                    instructions: share.instructions,
+                    abandoned: share.abandoned,
+                    hyp_branches: share.hyp_branches,
+                    accesses: share.accesses,
+                    tag_check_faults: share.tag_check_faults,
+                    unknown_mem: share.unknown_mem,
+                },
+                o,
+            );
+            for d in c.problems() {
+                problems.push(format!(
+                    "{name}: on CPU {} the oracle disagrees: {d}",
+                    share.cpu
+                ));
+            }
+            p.cpu_oracle.push((share.cpu, c));
+        }
     }
     r.problems.extend(problems);
+}
+
+/// The oracle's windows, grouped: consecutive windows with one id are one traced phase (one
+/// per CPU that counted it).
+pub fn group_by_window(seen: &[OracleWindow]) -> Vec<Vec<OracleWindow>> {
+    let mut groups: Vec<Vec<OracleWindow>> = Vec::new();
+    for w in seen {
+        match groups.last_mut() {
+            Some(g) if g[0].id == w.id && !g.iter().any(|o| o.cpu == w.cpu) => g.push(*w),
+            _ => groups.push(vec![*w]),
+        }
+    }
+    groups
+}
+
+/// A window's oracle counts over every CPU: closed only if each was.
+fn sum_windows(group: &[OracleWindow]) -> OracleWindow {
+    let mut t = OracleWindow {
+        id: group[0].id,
+        cpu: group[0].cpu,
+        closed: true,
+        ..OracleWindow::default()
+    };
+    for w in group {
+        t.closed &= w.closed;
+        for e in 0..2 {
+            t.instructions[e] += w.instructions[e];
+            t.reads[e] += w.reads[e];
+            t.writes[e] += w.writes[e];
+        }
+        t.step_stubs += w.step_stubs;
+    }
+    t
 }
 
 /// The plugin's output file: its windows, and its anomaly lines.
@@ -226,6 +305,7 @@ mod tests {
     fn agreeing() -> OracleWindow {
         OracleWindow {
             id: 1,
+            cpu: 0,
             closed: true,
             instructions: [98, 998],
             reads: [10, 300],
@@ -285,8 +365,34 @@ mod tests {
     #[test]
     fn parses_windows_and_anomalies() {
         let (w, a) =
-            parse("window 1 closed 98 998 10 300 5 200 4\nanomaly window 2 closed, none open\n");
+            parse("window 1 0 closed 98 998 10 300 5 200 4\nanomaly window 2 closed, none open\n");
         assert_eq!(w, [agreeing()]);
         assert_eq!(a, ["window 2 closed, none open"]);
+    }
+
+    #[test]
+    fn a_window_on_several_cpus_is_one_group_and_sums_them() {
+        let w = |id, cpu, n| OracleWindow {
+            id,
+            cpu,
+            closed: true,
+            instructions: [n, 10 * n],
+            ..OracleWindow::default()
+        };
+        // Window 1 on CPUs 0 and 2, window 1 again (a new phase) on CPU 0, window 2 on 1.
+        let seen = [w(1, 0, 1), w(1, 2, 2), w(1, 0, 3), w(2, 1, 4)];
+        let g = group_by_window(&seen);
+        assert_eq!(g.len(), 3);
+        assert_eq!(g[0].len(), 2);
+        let t = sum_windows(&g[0]);
+        assert_eq!((t.instructions, t.closed), ([3, 30], true));
+        let open = [
+            w(1, 0, 1),
+            OracleWindow {
+                closed: false,
+                ..w(1, 1, 1)
+            },
+        ];
+        assert!(!sum_windows(&open).closed);
     }
 }

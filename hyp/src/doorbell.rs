@@ -44,6 +44,24 @@ pub fn ring(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
         value,
         offset,
     };
+    let decided = match doorbell::decode(access, open) {
+        // A CPU starting has no state to count with yet; the per-PC table and call stacks
+        // follow one CPU: with other CPUs on, such a window would count part of the
+        // machine as if it were all.
+        Ok(Command::Open(_))
+            if hyp.cpus.awake() > hyp.cpus.on() || (hyp.cpus.on() > 1 && hyp.has_instruments()) =>
+        {
+            Err(doorbell::Refusal::OtherCpusOn)
+        }
+        // The last window's CPUs are still handing in their shares: the store runs again
+        // (not skipped), so that windows never overlap.
+        Ok(Command::Open(_)) if hyp.window.as_ref().is_some_and(|w| w.closing()) => {
+            // Lets the CPUs it waits for run first (`yield_cpu`).
+            crate::global::yield_cpu();
+            return;
+        }
+        d => d,
+    };
     hyp.vcpu().counters.emulated += 1;
     // The access does not happen either way: a load reads all ones (of its register's
     // width, ISS.SF: a W register is zero-extended).
@@ -55,12 +73,6 @@ pub fn ring(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
             u32::MAX as u64
         };
     }
-    let decided = match doorbell::decode(access, open) {
-        // One CPU's instructions are counted: with others on, their work would be missing
-        // from the window's figures.
-        Ok(Command::Open(_)) if hyp.cpus.awake() > 1 => Err(doorbell::Refusal::OtherCpusOn),
-        d => d,
-    };
     match decided {
         Ok(Command::Open(id)) => {
             let mut name = PhaseName::new();
@@ -82,6 +94,10 @@ pub fn ring(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
                     regs8: [0; 8],
                 },
             );
+            // With other CPUs on, each counts too (`window`).
+            if hyp.cpus.on() > 1 {
+                crate::window::open(hyp, id);
+            }
         }
         Ok(Command::Close(_)) => {
             let _ = close_phase(hyp, ctx);

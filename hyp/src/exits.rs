@@ -51,14 +51,17 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
             IRQ => crate::watchdog::irq_exit(hyp, ctx),
             _ => unhandled(hyp, ctx),
         }
+        // Read under the lock: once it is let go, another CPU may start this one again.
+        // SAFETY: this CPU's exit, holding the state; no other reference to its block.
+        let power_off = core::mem::take(&mut unsafe { crate::fast_step::fast() }.power_off);
+        // A window on every CPU: this CPU joins it, or leaves it.
+        crate::window::at_exit(hyp, ctx, power_off);
         // The handler may have opened or closed a traced phase.
         let v = hyp.vcpu();
         if v.tracer.active() {
             v.tracer.prepare(ctx, &v.controls);
         }
-        // Read under the lock: once it is let go, another CPU may start this one again.
-        // SAFETY: this CPU's exit, holding the state; no other reference to its block.
-        core::mem::take(&mut unsafe { crate::fast_step::fast() }.power_off)
+        power_off
     });
     if power_off {
         // The guest's CPU_OFF, accepted: the firmware powers this CPU down and never returns
@@ -118,6 +121,10 @@ fn check_step_bound(hyp: &mut Hyp, ctx: &GuestContext) {
 
 fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     match esr.ec() {
+        // Another CPU made this one exit (a window opened on every CPU): the access runs
+        // again once the root is back.
+        ExceptionClass::InstructionAbortLower | ExceptionClass::DataAbortLower
+            if crate::window::kicked_here(hyp) => {}
         // The step itself is all: retire/prepare around this match do the work.
         ExceptionClass::SoftwareStepLower | ExceptionClass::BreakpointLower
             if hyp.vcpu().tracer.active() => {}

@@ -3,7 +3,7 @@
 
 use buddy_system_allocator::LockedHeap;
 
-const HEAP_SIZE: usize = 4 << 20;
+const HEAP_SIZE: usize = 12 << 20;
 
 #[repr(C, align(4096))]
 struct HeapMemory([u8; HEAP_SIZE]);

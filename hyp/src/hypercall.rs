@@ -235,6 +235,11 @@ pub fn close_phase(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
     if let Some(l) = &mut hyp.last_run {
         l.passes = pmu.passes;
     }
+    if hyp.window.is_some() {
+        // Counted on every CPU: its records go out when the last CPU has left it.
+        crate::window::close(hyp, ctx, pmu, watch);
+        return Some(more);
+    }
     log::debug!(
         "phase {id} ends: {} exits, {} steps, guest clock {}",
         stats.exits,
@@ -278,7 +283,7 @@ pub fn close_phase(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
 /// The guest's virtual counter when this exit entered EL2 (its EL2 time is not yet taken
 /// out): under `-icount` it advances with the guest's own instructions only, whatever path
 /// its exits took (a test compares it across `mtex.step` modes).
-fn guest_clock() -> u64 {
+pub fn guest_clock() -> u64 {
     use aarch64_cpu::registers::CNTVOFF_EL2;
     // SAFETY: called from a hypercall handler, with the hypervisor state borrowed.
     let entered = unsafe { crate::fast_step::fast() }.exit_ts;

@@ -31,6 +31,7 @@ mod profile_table;
 mod psci;
 mod report;
 mod smp;
+mod stage2_roots;
 mod state;
 mod sysreg_trap;
 mod tco_watch;
@@ -38,6 +39,7 @@ mod trace;
 mod traps;
 mod vtimer;
 mod watchdog;
+mod window;
 
 use mtex_abi::options::{self, HypOptions};
 use mtex_abi::report::{ExitReason, Message};

@@ -161,6 +161,8 @@ pub fn enable_stage2(guest: GuestRam, devices: &[Region], errata: Errata) {
     unsafe { map.activate() };
     // SAFETY: invalidating stage-1&2 TLB entries of this VMID has no effect on memory.
     unsafe { core::arch::asm!("tlbi vmalls12e1", "dsb nsh", "isb") };
+    // Each CPU walks a copy of this root (`stage2_roots`).
+    crate::stage2_roots::set_template();
 }
 
 /// CTR_EL0.DminLine: the smallest data cache line, in bytes.

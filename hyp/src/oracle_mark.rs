@@ -2,27 +2,27 @@
 //! QEMU plugin): a no-op marker instruction executed at EL2 with the phase id in a fixed
 //! register (`mtex_abi::oracle`). On a CPU without such a plugin they cost one cycle each.
 
-use mtex_abi::oracle::{CLOSE_ID_REG, CLOSE_MARKER, OPEN_ID_REG, OPEN_MARKER};
+use mtex_abi::oracle::{CLOSE_ID_REG, CLOSE_MARKER, CPU_REG, OPEN_ID_REG, OPEN_MARKER};
 
 // The registers named in the asm below are the ABI's.
-const _: () = assert!(OPEN_ID_REG == 0 && CLOSE_ID_REG == 1);
+const _: () = assert!(OPEN_ID_REG == 0 && CLOSE_ID_REG == 1 && CPU_REG == 2);
 
-/// The trace of phase `id` starts: the guest's next instruction is its first.
+/// This CPU's trace of phase `id` starts: its next guest instruction is its first.
 #[inline(never)]
-pub fn open(id: u32) {
-    // SAFETY: ORR into XZR writes nothing and reads only X0.
+pub fn open(id: u32, cpu: usize) {
+    // SAFETY: ORR into XZR writes nothing and reads only X0 (X2 is there for the plugin).
     unsafe {
         core::arch::asm!(".inst {m}", m = const OPEN_MARKER, in("x0") id as u64,
-            options(nomem, nostack, preserves_flags));
+            in("x2") cpu as u64, options(nomem, nostack, preserves_flags));
     }
 }
 
-/// The trace of phase `id` stops: the guest's last instruction counted has run.
+/// This CPU's trace of phase `id` stops: its last guest instruction counted has run.
 #[inline(never)]
-pub fn close(id: u32) {
-    // SAFETY: ORR into XZR writes nothing and reads only X1.
+pub fn close(id: u32, cpu: usize) {
+    // SAFETY: ORR into XZR writes nothing and reads only X1 (X2 is there for the plugin).
     unsafe {
         core::arch::asm!(".inst {m}", m = const CLOSE_MARKER, in("x1") id as u64,
-            options(nomem, nostack, preserves_flags));
+            in("x2") cpu as u64, options(nomem, nostack, preserves_flags));
     }
 }

@@ -80,6 +80,7 @@ pub fn start(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
 
 fn start_cpu(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
     let mpidr = hyp.machine_cpus[start.cpu];
+    let vcpu = hyp.prepare_vcpu(start.cpu).ok_or(Error::InternalFailure)?;
     let home = match hyp.cpu_homes[start.cpu] {
         // A CPU keeps its stack, block and boot record from one power-up to the next. The
         // guest saw it go off when its CPU_OFF was accepted, but the CPU then still lets go
@@ -94,13 +95,21 @@ fn start_cpu(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
             home
         }
         None => {
-            let vcpu = hyp.prepare_vcpu(start.cpu).ok_or(Error::InternalFailure)?;
             let home = new_home(start.cpu, vcpu).ok_or(Error::InternalFailure)?;
             hyp.cpu_homes[start.cpu] = Some(home);
             home
         }
     };
     let (stack_top, block) = (home.stack_top, home.block as *mut FastStep);
+    // Its own copy of stage 2's root, whole again if a window cleared it while it was off.
+    let root = {
+        // SAFETY: the CPU's state, owned by `Hyp`, whose lock this CPU holds; the CPU is
+        // off, so nothing else uses it.
+        let v = unsafe { &mut *vcpu };
+        crate::stage2_roots::refill(v.s2_root);
+        v.kicked = false;
+        v.s2_root
+    };
     let boot_record = SecondaryBoot {
         mair: MAIR_EL2.get(),
         tcr: TCR_EL2.get(),
@@ -113,7 +122,7 @@ fn start_cpu(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
         ctx: crate::context::GuestContext::boot(start.entry, start.context_id),
         hcr: HCR_EL2.get(),
         vtcr: VTCR_EL2.get(),
-        vttbr: VTTBR_EL2.get(),
+        vttbr: crate::stage2_roots::vttbr_with(root),
         mdcr: MDCR_EL2.get(),
         cptr: CPTR_EL2.get(),
         cnthctl: CNTHCTL_EL2.get(),

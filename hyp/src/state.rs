@@ -26,6 +26,59 @@ pub struct Counters {
     pub wfx_traps: u64,
 }
 
+impl Counters {
+    /// What happened since `earlier` (a snapshot of the same CPU's counters). Every field
+    /// is named, so that a new one cannot be left out.
+    pub fn since(&self, earlier: &Counters) -> Counters {
+        let Counters {
+            exits,
+            step_exits,
+            exits_with_tco,
+            sysreg_writes,
+            virqs,
+            emulated,
+            guest_pmu_accesses,
+            guest_debug_accesses,
+            wfx_traps,
+        } = *earlier;
+        Counters {
+            exits: self.exits - exits,
+            step_exits: self.step_exits - step_exits,
+            exits_with_tco: self.exits_with_tco - exits_with_tco,
+            sysreg_writes: self.sysreg_writes - sysreg_writes,
+            virqs: self.virqs - virqs,
+            emulated: self.emulated - emulated,
+            guest_pmu_accesses: self.guest_pmu_accesses - guest_pmu_accesses,
+            guest_debug_accesses: self.guest_debug_accesses - guest_debug_accesses,
+            wfx_traps: self.wfx_traps - wfx_traps,
+        }
+    }
+
+    /// Adds `o` to these (one CPU's share of a window to the window's).
+    pub fn add(&mut self, o: &Counters) {
+        let Counters {
+            exits,
+            step_exits,
+            exits_with_tco,
+            sysreg_writes,
+            virqs,
+            emulated,
+            guest_pmu_accesses,
+            guest_debug_accesses,
+            wfx_traps,
+        } = *o;
+        self.exits += exits;
+        self.step_exits += step_exits;
+        self.exits_with_tco += exits_with_tco;
+        self.sysreg_writes += sysreg_writes;
+        self.virqs += virqs;
+        self.emulated += emulated;
+        self.guest_pmu_accesses += guest_pmu_accesses;
+        self.guest_debug_accesses += guest_debug_accesses;
+        self.wfx_traps += wfx_traps;
+    }
+}
+
 /// The phase the guest has open.
 pub struct OpenPhase {
     pub id: u32,
@@ -54,6 +107,10 @@ pub struct Vcpu {
     pub guest_pmu: crate::pmu::GuestPmuState,
     /// The guest's debug registers (a shadow: `debug.rs`).
     pub guest_debug: mtex_arch::GuestDebug,
+    /// This CPU's copy of stage 2's root (`stage2_roots`), and whether another CPU cleared
+    /// it to make this one exit (it is restored at that exit).
+    pub s2_root: u64,
+    pub kicked: bool,
 }
 
 /// A CPU's state, made once and never freed (a CPU keeps it over power-ups), owned by `Hyp`.
@@ -103,6 +160,8 @@ impl Vcpu {
             tracer,
             guest_pmu: Default::default(),
             guest_debug: Default::default(),
+            s2_root: 0,
+            kicked: false,
         }
     }
 }
@@ -143,6 +202,8 @@ pub struct Hyp {
     pub cpu_homes: alloc::vec::Vec<Option<crate::smp::CpuHome>>,
     /// The guest's RAM, where a CPU_ON's entry point must be.
     pub guest_ram: GuestRam,
+    /// A window that every CPU counts, from its open until the last CPU has left it.
+    pub window: Option<crate::window::AllCpus>,
 }
 
 /// A TCO watch pass's record and its sites.
@@ -189,6 +250,7 @@ impl Hyp {
             cpu_homes: alloc::vec::Vec::new(),
             cpus: mtex_vm::power::Cpus::new(&[0], 0),
             guest_ram,
+            window: None,
         };
         // SAFETY: boot, before the guest (and so any exit path) runs.
         unsafe { crate::fast_step::fast() }.vcpu = hyp.vcpus[0].0;
@@ -208,6 +270,42 @@ impl Hyp {
         self.vcpus[boot] = boot_vcpu;
         // SAFETY: boot, before the guest (and so any exit path) runs.
         unsafe { crate::fast_step::fast() }.cpu = boot as u32;
+        // The boot CPU walks its own copy of stage 2's root, as every CPU does.
+        let root = crate::stage2_roots::new_root().expect("memory for the boot CPU's root");
+        self.vcpu().s2_root = root;
+        crate::stage2_roots::use_root(root);
+    }
+
+    /// This CPU's index among the machine's.
+    #[inline(always)]
+    pub fn this_cpu(&self) -> usize {
+        // SAFETY: called with the hypervisor state borrowed, on this CPU's exit.
+        unsafe { crate::fast_step::fast() }.cpu as usize
+    }
+
+    /// CPU `cpu`'s state, if it has been made.
+    pub fn vcpu_of(&mut self, cpu: usize) -> Option<&mut Vcpu> {
+        let v = self.vcpus.get(cpu)?.0;
+        // SAFETY: a CPU's state, owned by `Hyp` and reached only through it: `&mut self`
+        // makes the reference exclusive (the caller holds no other CPU state reference).
+        (!v.is_null()).then(|| unsafe { &mut *v })
+    }
+
+    /// This CPU's counters with the single-step exits its fast path handled: what a CPU's
+    /// share of a window is measured by (on this CPU's exit only: the block is its own).
+    pub fn counters_here(&mut self) -> Counters {
+        // SAFETY: this CPU's exit, holding the state.
+        let fast_steps = unsafe { crate::fast_step::fast() }.steps;
+        let c = self.vcpu().counters;
+        Counters {
+            step_exits: c.step_exits + fast_steps,
+            ..c
+        }
+    }
+
+    /// The per-PC table or call stacks are kept (`mtex.profile`): they follow one CPU.
+    pub fn has_instruments(&self) -> bool {
+        self.instruments_at.is_some()
     }
 
     /// Keeps every traced phase's counts by PC (`mtex.profile`) in a table of `slots`, and
@@ -250,8 +348,14 @@ impl Hyp {
             if v.is_null() {
                 return None;
             }
+            let root = crate::stage2_roots::new_root()?;
             // SAFETY: fresh memory for one Vcpu; never freed (`VcpuPtr`).
-            unsafe { v.write(Vcpu::new(self.tracer_config)) };
+            unsafe {
+                v.write(Vcpu {
+                    s2_root: root,
+                    ..Vcpu::new(self.tracer_config)
+                })
+            };
             self.vcpus[cpu] = VcpuPtr(v);
         }
         Some(self.vcpus[cpu].0)
@@ -271,12 +375,19 @@ impl Hyp {
     /// controls the predicate uses are what the registers hold (the fast path may have
     /// written them since the last traced phase), and the trap fast path is off.
     pub fn start_trace(&mut self, id: u32) -> bool {
+        self.start_trace_here(id, true)
+    }
+
+    /// [`Hyp::start_trace`]; with `instruments` false the per-PC table and call stacks stay
+    /// where they are (a CPU joining a window that every CPU counts, which has none).
+    pub fn start_trace_here(&mut self, id: u32, instruments: bool) -> bool {
         use aarch64_cpu::registers::{SCTLR_EL1, TCR_EL1};
         use tock_registers::interfaces::Readable;
         // The per-PC table and call stacks go to the CPU that traces.
         // SAFETY: this CPU's exit, holding the state.
         let me = unsafe { crate::fast_step::fast() }.cpu as usize;
         if let Some(at) = self.instruments_at
+            && instruments
             && at != me
         {
             let (from, to) = (self.vcpus[at].0, self.vcpus[me].0);
@@ -337,7 +448,10 @@ impl Hyp {
         // The dying path may come from a CPU whose state is not set up: no partial phase.
         // SAFETY: called with the hypervisor state borrowed.
         let has_state = !unsafe { crate::fast_step::fast() }.vcpu.is_null();
+        // A window that every CPU counts has only this CPU's share here: none is sent as
+        // the window's (the host shows a window that never ended).
         if has_state
+            && self.window.is_none()
             && let (v, report) = self.vcpu_and_report()
             && let Some((id, counts)) = v.tracer.partial()
         {

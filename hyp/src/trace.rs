@@ -350,7 +350,7 @@ impl Tracer {
         self.sites = [None; SITES];
         self.phase = phase;
         self.active = true;
-        crate::oracle_mark::open(phase);
+        crate::oracle_mark::open(phase, this_cpu());
         !was_locked
     }
 
@@ -358,7 +358,7 @@ impl Tracer {
     pub fn stop(&mut self, ctx: &mut GuestContext) -> (TraceCounts, [Option<TcoSite>; SITES]) {
         // SAFETY: called from a hypercall handler, with the hypervisor state borrowed.
         unsafe { fast() }.pending_inert = 0;
-        crate::oracle_mark::close(self.phase);
+        crate::oracle_mark::close(self.phase, this_cpu());
         let counts = self.finish_counts();
         ctx.spsr &= !SPSR_SS;
         if self.run_armed {
@@ -396,7 +396,7 @@ impl Tracer {
             return None;
         }
         self.active = false;
-        crate::oracle_mark::close(self.phase);
+        crate::oracle_mark::close(self.phase, this_cpu());
         Some((self.phase, self.finish_counts()))
     }
 
@@ -737,4 +737,10 @@ fn note_tco_site(
         }
     }
     tally.counts_mut().tco_site_overflow += 1;
+}
+
+/// This CPU's index among the machine's (for the oracle's markers).
+fn this_cpu() -> usize {
+    // SAFETY: called inside this CPU's exits, with the hypervisor state borrowed.
+    unsafe { fast() }.cpu as usize
 }

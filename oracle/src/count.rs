@@ -93,6 +93,13 @@ impl Counter {
         self.el2_since = true;
     }
 
+    /// EL2 code ran on this CPU since its last guest instruction, seen another way than by
+    /// an EL2 instruction's start (on a machine of several vCPUs the plugin hooks none).
+    pub fn el2_ran(&mut self) {
+        self.el2_since = true;
+        self.cur.active = false;
+    }
+
     /// The hypervisor's close marker with phase id `id`.
     pub fn close(&mut self, id: u64) {
         match self.open.take() {

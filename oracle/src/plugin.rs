@@ -3,7 +3,7 @@
 
 use crate::classify::{Class, classify};
 use crate::count::Counter;
-use mtex_abi::oracle::{CLOSE_ID_REG, OPEN_ID_REG};
+use mtex_abi::oracle::{CLOSE_ID_REG, CPU_REG, OPEN_ID_REG};
 use qemu_plugin::install::{Args, Info, Value};
 use qemu_plugin::plugin::{HasCallbacks, Register};
 use qemu_plugin::sys::{qemu_plugin_cond, qemu_plugin_u64};
@@ -16,12 +16,16 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 /// The registers the hooks read: PSTATE (gdb's "cpsr", EL in bits 3:2), VBAR_EL1 (QEMU's
-/// "VBAR") and the markers' id registers.
+/// "VBAR"), TPIDR_EL2 (which CPU runs: the hypervisor points it at a block of its own on
+/// each), ELR_EL2 (where EL2 last returned to) and the markers' registers.
 struct Regs {
     cpsr: RegisterDescriptor<'static>,
     vbar_el1: RegisterDescriptor<'static>,
+    tpidr_el2: RegisterDescriptor<'static>,
+    elr_el2: RegisterDescriptor<'static>,
     open_id: RegisterDescriptor<'static>,
     close_id: RegisterDescriptor<'static>,
+    cpu: RegisterDescriptor<'static>,
 }
 
 impl Regs {
@@ -34,8 +38,11 @@ impl Regs {
         Some(Self {
             cpsr: take("cpsr")?,
             vbar_el1: take("VBAR")?,
+            tpidr_el2: take("TPIDR_EL2")?,
+            elr_el2: take("ELR_EL2")?,
             open_id: take(&format!("x{OPEN_ID_REG}"))?,
             close_id: take(&format!("x{CLOSE_ID_REG}"))?,
+            cpu: take(&format!("x{CPU_REG}"))?,
         })
     }
 }
@@ -48,48 +55,113 @@ fn read_u64(r: &RegisterDescriptor<'static>) -> Option<u64> {
     Some(u64::from_le_bytes(b))
 }
 
-/// Two per-vCPU flags QEMU tests inline before each hook, so that a hook that has nothing to
-/// do costs a compare, not a call: at offset 0 "a window is open" (translation blocks' hooks,
-/// which read the EL), at offset 8 "a window is open and the guest is running" (the
-/// instructions' hooks). EL2's instructions, thousands per step, then cost no instruction
-/// hook (their memory hooks, which QEMU cannot make conditional, still run, and return at
-/// once).
+/// Two flags QEMU tests inline before each hook, so that a hook that has nothing to do costs
+/// a compare, not a call: at offset 0 "a window is open" (translation blocks' hooks, which
+/// read the EL), at offset 8 "a window is open and the guest is running" (the instructions'
+/// hooks). EL2's instructions, thousands per step, then cost no instruction hook (their
+/// memory hooks, which QEMU cannot make conditional, still run, and return at once). One
+/// vCPU only: see [`State::several`].
 #[derive(Clone, Copy)]
 struct Flags {
     open: qemu_plugin_u64,
     guest: qemu_plugin_u64,
 }
 // SAFETY: the scoreboard pointer is QEMU's, valid for the plugin's life and only used through
-// QEMU's scoreboard API (one vCPU: Linux mode runs one).
+// QEMU's scoreboard API.
 unsafe impl Send for Flags {}
 // SAFETY: as above.
 unsafe impl Sync for Flags {}
 
-struct State {
+/// One CPU's count: each CPU has its windows (a window on every CPU opens and closes on each
+/// CPU as the hypervisor's markers there say: at that CPU's join and leave).
+struct Cpu {
+    /// Its TPIDR_EL2, by which a hook knows it.
+    tpidr_el2: u64,
+    /// Its index among the machine's CPUs (the markers' X2).
+    index: u32,
     counter: Counter,
-    regs: Option<Regs>,
-    out: Option<PathBuf>,
-    flags: Option<Flags>,
     /// The EL the running translation block executes at (a block never spans an EL change:
     /// exceptions and exception returns end blocks), read once per block.
     el: u8,
     /// The running block starts at one of VBAR_EL1's entries, at this pc.
     vector: Option<u64>,
+    /// The running block is the guest's (EL0 or EL1), in a window.
+    guest: bool,
+}
+
+struct State {
+    cpus: Vec<Cpu>,
+    /// The CPU the running block is on (an index into `cpus`).
+    current: usize,
+    /// Every window opened, in the order opened: (CPU, its window number on that CPU).
+    order: Vec<(usize, usize)>,
+    regs: Option<Regs>,
+    out: Option<PathBuf>,
+    flags: Option<Flags>,
+    detail: bool,
     missing_regs: bool,
-    /// A vCPU other than the first: the counter is for one (Linux mode runs one).
-    more_vcpus: bool,
+    /// More than one vCPU. QEMU 10.0 gives every hook vCPU index 0 and aborts in
+    /// `arm_mmu_idx_el` when a conditional hook runs on such a machine (both measured with
+    /// this plugin on `-smp 2`): the hooks are then unconditional, each block's hook reads
+    /// TPIDR_EL2 to know the CPU, and the instructions' hooks count for that CPU (under
+    /// `-icount` one vCPU runs at a time, and only between blocks does another take over).
+    /// The hypervisor's own blocks then get no hook either (it must be known: `hyp`): that EL2
+    /// ran before a guest block at a vector entry, what the step-stub rule needs, is seen
+    /// from ELR_EL2, which holds that block's address when EL2 has just returned there.
+    /// Several times slower than one vCPU all the same.
+    several: bool,
+    /// The hypervisor's code (`hyp_start`, `hyp_end`, when the host knows it): its
+    /// instructions get no instruction or memory hook, only their block's (EL2 runs
+    /// thousands of instructions per step, none of which the windows count).
+    hyp: Option<core::ops::Range<u64>>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
-    counter: Counter::new(),
+    cpus: Vec::new(),
+    current: 0,
+    order: Vec::new(),
     regs: None,
     out: None,
     flags: None,
-    el: 0,
-    vector: None,
+    detail: false,
     missing_regs: false,
-    more_vcpus: false,
+    several: false,
+    hyp: None,
 });
+
+impl State {
+    /// The CPU whose TPIDR_EL2 is `id`, made on first sight.
+    fn cpu_by_id(&mut self, id: u64) -> usize {
+        if let Some(i) = self.cpus.iter().position(|c| c.tpidr_el2 == id) {
+            return i;
+        }
+        let mut counter = Counter::new();
+        if self.detail {
+            counter.detail = Some(Default::default());
+        }
+        self.cpus.push(Cpu {
+            tpidr_el2: id,
+            index: 0,
+            counter,
+            el: 0,
+            vector: None,
+            guest: false,
+        });
+        self.cpus.len() - 1
+    }
+
+    /// The CPU the running code is on: from TPIDR_EL2 (in a hook with registers).
+    fn running(&mut self) -> Option<usize> {
+        let id = self.regs.as_ref().and_then(|r| read_u64(&r.tpidr_el2))?;
+        let i = self.cpu_by_id(id);
+        self.current = i;
+        Some(i)
+    }
+
+    fn any_open(&self) -> bool {
+        self.cpus.iter().any(|c| c.counter.is_open())
+    }
+}
 
 fn el_of(regs: &Regs) -> Option<u8> {
     read_u64(&regs.cpsr).map(|p| ((p >> 2) & 3) as u8)
@@ -103,71 +175,107 @@ fn on_marker(vcpu: VCPUIndex, open: bool) {
         return;
     }
     let id = read_u64(if open { &regs.open_id } else { &regs.close_id }).unwrap_or(0);
-    if open {
-        s.counter.open(id);
+    let index = read_u64(&regs.cpu).unwrap_or(0) as u32;
+    let Some(i) = s.running() else { return };
+    let c = &mut s.cpus[i];
+    c.index = index;
+    c.guest = false;
+    let is_open = if open {
+        c.counter.open(id);
+        let n = c.counter.windows().count() - 1;
+        s.order.push((i, n));
+        true
     } else {
-        s.counter.close(id);
-    }
-    if let Some(f) = s.flags {
-        qemu_plugin_u64_set(f.open, vcpu, s.counter.is_open() as u64);
+        c.counter.close(id);
+        c.counter.is_open()
+    };
+    if let Some(f) = s.flags.filter(|_| !s.several) {
+        qemu_plugin_u64_set(f.open, vcpu, is_open as u64);
         // Still at EL2: the next block's hook says when the guest runs.
         qemu_plugin_u64_set(f.guest, vcpu, 0);
     }
 }
 
-/// A translation block starts while a window is open: the EL it runs at.
+/// A translation block starts (while a window is open, with one vCPU): the CPU and the EL
+/// it runs at.
 fn on_block(vcpu: VCPUIndex, pc: u64) {
     let mut s = STATE.lock().unwrap();
+    if s.several && !s.any_open() {
+        return;
+    }
+    let Some(i) = s.running() else {
+        s.missing_regs = true;
+        return;
+    };
     let Some(el) = s.regs.as_ref().and_then(el_of) else {
         s.missing_regs = true;
         return;
     };
-    s.el = el;
     // Vector entries are 128-byte aligned: VBAR_EL1 is read only for such a block.
-    s.vector = None;
+    let mut vector = None;
     if el == 1
         && pc & 0x7f == 0
         && let Some(vbar) = s.regs.as_ref().and_then(|r| read_u64(&r.vbar_el1))
         && pc.wrapping_sub(vbar) < 0x800
     {
-        s.vector = Some(pc);
+        vector = Some(pc);
+    }
+    let el2_returned_here = s.several
+        && vector.is_some()
+        && s.regs.as_ref().and_then(|r| read_u64(&r.elr_el2)) == Some(pc);
+    let c = &mut s.cpus[i];
+    c.el = el;
+    c.vector = vector;
+    c.guest = el < 2 && c.counter.is_open();
+    if el2_returned_here {
+        c.counter.el2_ran();
     }
     if el > 1 {
         // EL2 code ran (what `Counter::start` needs to know of it).
-        s.counter.start(pc, el, Class::Plain, 0, false);
+        c.counter.start(pc, el, Class::Plain, 0, false);
     }
-    if let Some(f) = s.flags {
+    if let Some(f) = s.flags.filter(|_| !s.several) {
         qemu_plugin_u64_set(f.guest, vcpu, (el < 2) as u64);
     }
 }
 
 fn on_start(pc: u64, class: Class, word: u32) {
     let mut s = STATE.lock().unwrap();
-    let (el, at_vector) = (s.el, s.vector == Some(pc));
-    s.counter.start(pc, el, class, word, at_vector);
+    let i = s.current;
+    let Some(c) = s.cpus.get_mut(i).filter(|c| c.guest) else {
+        return;
+    };
+    let (el, at_vector) = (c.el, c.vector == Some(pc));
+    c.counter.start(pc, el, class, word, at_vector);
 }
 
 fn on_access(store: bool) {
     let mut s = STATE.lock().unwrap();
-    if s.counter.is_open() {
-        s.counter.access(store);
+    let i = s.current;
+    if let Some(c) = s.cpus.get_mut(i)
+        && c.counter.is_open()
+    {
+        c.counter.access(store);
     }
 }
 
 fn write_results(s: &State) {
     let Some(path) = &s.out else { return };
     let mut text = String::new();
-    for w in s.counter.windows() {
-        let _ = w.write_line(&mut text);
+    for &(i, n) in &s.order {
+        let c = &s.cpus[i];
+        if let Some(w) = c.counter.windows().nth(n) {
+            let w = mtex_abi::oracle::OracleWindow { cpu: c.index, ..*w };
+            let _ = w.write_line(&mut text);
+        }
     }
-    for a in &s.counter.anomalies {
-        text.push_str(&format!("anomaly {a}\n"));
-    }
-    for ((el, word), [n, r, w]) in s.counter.detail.iter().flatten() {
-        text.push_str(&format!("insn {el} {word:08x} {n} {r} {w}\n"));
-    }
-    if s.more_vcpus {
-        text.push_str("anomaly more than one vCPU: the oracle counts one\n");
+    for c in &s.cpus {
+        for a in &c.counter.anomalies {
+            text.push_str(&format!("anomaly CPU {}: {a}\n", c.index));
+        }
+        for ((el, word), [n, r, w]) in c.counter.detail.iter().flatten() {
+            text.push_str(&format!("insn {el} {word:08x} {n} {r} {w}\n"));
+        }
     }
     if s.missing_regs || s.regs.is_none() {
         text.push_str("anomaly PSTATE could not be read\n");
@@ -181,13 +289,19 @@ fn write_results(s: &State) {
 struct Oracle;
 
 impl Register for Oracle {
-    fn register(&mut self, id: PluginId, args: &Args, _info: &Info) -> qemu_plugin::Result<()> {
+    fn register(&mut self, id: PluginId, args: &Args, info: &Info) -> qemu_plugin::Result<()> {
         let mut s = STATE.lock().unwrap();
+        s.several = info.system.as_ref().is_some_and(|v| v.smp_vcpus > 1);
         if let Some(Value::String(p)) = args.parsed.get("out") {
             s.out = Some(PathBuf::from(p));
         }
         if let Some(Value::Bool(true)) = args.parsed.get("detail") {
-            s.counter.detail = Some(Default::default());
+            s.detail = true;
+        }
+        if let (Some(Value::Integer(a)), Some(Value::Integer(b))) =
+            (args.parsed.get("hyp_start"), args.parsed.get("hyp_end"))
+        {
+            s.hyp = Some(*a as u64..*b as u64);
         }
         // SAFETY: QEMU's scoreboard API; the scoreboard lives as long as the plugin.
         let score = unsafe { qemu_plugin::sys::qemu_plugin_scoreboard_new(16) };
@@ -202,8 +316,8 @@ impl Register for Oracle {
 
 impl HasCallbacks for Oracle {
     fn on_vcpu_init(&mut self, _id: PluginId, vcpu: VCPUIndex) -> qemu_plugin::Result<()> {
+        let _ = vcpu;
         let mut s = STATE.lock().unwrap();
-        s.more_vcpus |= vcpu > 0;
         if s.regs.is_none() {
             s.regs = Regs::find();
         }
@@ -215,17 +329,31 @@ impl HasCallbacks for Oracle {
         _id: PluginId,
         tb: TranslationBlock,
     ) -> qemu_plugin::Result<()> {
-        let Some(flags) = STATE.lock().unwrap().flags else {
+        let (flags, several, hyp) = {
+            let s = STATE.lock().unwrap();
+            (s.flags, s.several, s.hyp.clone())
+        };
+        let Some(flags) = flags else {
             return Ok(());
         };
         let tb_pc = tb.vaddr();
-        tb.register_conditional_execute_callback_flags(
-            move |vcpu| on_block(vcpu, tb_pc),
-            CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
-            qemu_plugin_cond::QEMU_PLUGIN_COND_NE,
-            flags.open,
-            0,
-        );
+        let hyp_block = hyp.as_ref().is_some_and(|h| h.contains(&tb_pc));
+        if several && hyp_block {
+            // No hook on the hypervisor's blocks but its markers' (see `State::several`).
+        } else if several {
+            tb.register_execute_callback_flags(
+                move |vcpu| on_block(vcpu, tb_pc),
+                CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
+            );
+        } else {
+            tb.register_conditional_execute_callback_flags(
+                move |vcpu| on_block(vcpu, tb_pc),
+                CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
+                qemu_plugin_cond::QEMU_PLUGIN_COND_NE,
+                flags.open,
+                0,
+            );
+        }
         for insn in tb.instructions() {
             let data = insn.data();
             let Ok(word) = <[u8; 4]>::try_from(data.as_slice()).map(u32::from_le_bytes) else {
@@ -233,6 +361,7 @@ impl HasCallbacks for Oracle {
             };
             let class = classify(word);
             let pc = insn.vaddr();
+            let in_hyp = hyp.as_ref().is_some_and(|h| h.contains(&pc));
             if matches!(class, Class::OpenMarker | Class::CloseMarker) {
                 let open = class == Class::OpenMarker;
                 insn.register_execute_callback_flags(
@@ -240,13 +369,23 @@ impl HasCallbacks for Oracle {
                     CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
                 );
             }
-            insn.register_conditional_execute_callback_flags(
-                move |_| on_start(pc, class, word),
-                CallbackFlags::QEMU_PLUGIN_CB_NO_REGS,
-                qemu_plugin_cond::QEMU_PLUGIN_COND_NE,
-                flags.guest,
-                0,
-            );
+            if in_hyp {
+                continue;
+            }
+            if several {
+                insn.register_execute_callback_flags(
+                    move |_| on_start(pc, class, word),
+                    CallbackFlags::QEMU_PLUGIN_CB_NO_REGS,
+                );
+            } else {
+                insn.register_conditional_execute_callback_flags(
+                    move |_| on_start(pc, class, word),
+                    CallbackFlags::QEMU_PLUGIN_CB_NO_REGS,
+                    qemu_plugin_cond::QEMU_PLUGIN_COND_NE,
+                    flags.guest,
+                    0,
+                );
+            }
             if class.instrumented() {
                 insn.register_memory_access_callback(
                     |_, info, _| on_access(info.is_store()),

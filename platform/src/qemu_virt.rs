@@ -4,6 +4,9 @@
 
 use crate::machine::{Console, ConsoleKind, Gic, Machine, PsciConduit, Region};
 
+/// Where QEMU's virt machine puts RAM (and `-kernel` loads an Image: here plus its
+/// `text_offset`).
+pub const RAM_BASE: u64 = 0x4000_0000;
 pub const UART_BASE: u64 = 0x0900_0000;
 pub const GICD_BASE: u64 = 0x0800_0000;
 pub const GICR_BASE: u64 = 0x080a_0000;

@@ -43,8 +43,9 @@ pub enum Refusal {
     AlreadyOpen,
     /// CLOSE with no window open, or of another window.
     NotOpen,
-    /// OPEN while more than one CPU is on: a window counts the instructions of the CPU that
-    /// opened it only. Last, so that older logs still decode.
+    /// OPEN while another CPU is starting, or while other CPUs are on with the per-PC
+    /// profile or call stacks asked for (they follow one CPU). Last, so that older logs
+    /// still decode.
     OtherCpusOn,
 }
 
@@ -58,8 +59,8 @@ impl Refusal {
             Refusal::AlreadyOpen => "OPEN while a window is open",
             Refusal::NotOpen => "CLOSE of a window that is not the open one",
             Refusal::OtherCpusOn => {
-                "OPEN while other CPUs are on (a window counts one CPU's instructions: it \
-                 opens only when the guest runs on one CPU)"
+                "OPEN while another CPU is starting, or while other CPUs are on with the \
+                 per-PC profile or call stacks asked for (those follow one CPU)"
             }
         }
     }

@@ -429,6 +429,31 @@ mod tests {
                     at,
                 }
             )),
+            (any::<[u32; 2]>(), any::<[u64; 19]>()).prop_map(|(n, v)| Record::CpuTrace(
+                crate::report::CpuTrace {
+                    id: n[0],
+                    cpu: n[1],
+                    instructions: [v[0], v[1]],
+                    abandoned: [v[2], v[3]],
+                    trapped: [v[4], v[5]],
+                    hyp_branches: [v[6], v[7]],
+                    checked: mtex_trace::counts::ByEl {
+                        rd_u: v[8],
+                        rd_k: v[9],
+                        wr_u: v[10],
+                        wr_k: v[11],
+                    },
+                    accesses: mtex_trace::counts::ByEl {
+                        rd_u: v[12],
+                        rd_k: v[13],
+                        wr_u: v[14],
+                        wr_k: v[15],
+                    },
+                    tag_check_faults: v[16],
+                    unknown_mem: v[17],
+                    step_exits: v[18],
+                }
+            )),
             (any::<u32>(), any::<[u64; 4]>()).prop_map(|(id, v)| Record::TraceMore(
                 crate::report::TraceMore {
                     id,

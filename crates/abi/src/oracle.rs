@@ -14,6 +14,9 @@ pub const CLOSE_MARKER: u32 = 0xaa01_03ff;
 /// The general-purpose register that holds the phase id at each marker.
 pub const OPEN_ID_REG: u8 = 0;
 pub const CLOSE_ID_REG: u8 = 1;
+/// The general-purpose register that holds, at either marker, the index among the machine's
+/// CPUs of the CPU whose trace starts or stops (a window on every CPU has one pair per CPU).
+pub const CPU_REG: u8 = 2;
 
 /// What the oracle counted in one traced phase, by executing EL (index 0: EL0, 1: EL1), in
 /// the trace's unit: instructions begun, and instructions that read / wrote data memory.
@@ -21,6 +24,8 @@ pub const CLOSE_ID_REG: u8 = 1;
 pub struct OracleWindow {
     /// The phase id the markers carried.
     pub id: u64,
+    /// The vCPU that executed them (QEMU's index, the machine's CPU order).
+    pub cpu: u32,
     /// The close marker was seen (false: the run ended with the phase open).
     pub closed: bool,
     pub instructions: [u64; 2],
@@ -33,14 +38,15 @@ pub struct OracleWindow {
 }
 
 impl OracleWindow {
-    const FIELDS: usize = 10;
+    const FIELDS: usize = 11;
 
-    /// One line: `window ID closed|open I0 I1 R0 R1 W0 W1 STUBS`.
+    /// One line: `window ID CPU closed|open I0 I1 R0 R1 W0 W1 STUBS`.
     pub fn write_line(&self, w: &mut impl core::fmt::Write) -> core::fmt::Result {
         writeln!(
             w,
-            "window {} {} {} {} {} {} {} {} {}",
+            "window {} {} {} {} {} {} {} {} {} {}",
             self.id,
+            self.cpu,
             if self.closed { "closed" } else { "open" },
             self.instructions[0],
             self.instructions[1],
@@ -65,15 +71,16 @@ impl OracleWindow {
         let n = |i: usize| f[i].parse::<u64>().ok();
         Some(Self {
             id: n(1)?,
-            closed: match f[2] {
+            cpu: u32::try_from(n(2)?).ok()?,
+            closed: match f[3] {
                 "closed" => true,
                 "open" => false,
                 _ => return None,
             },
-            instructions: [n(3)?, n(4)?],
-            reads: [n(5)?, n(6)?],
-            writes: [n(7)?, n(8)?],
-            step_stubs: n(9)?,
+            instructions: [n(4)?, n(5)?],
+            reads: [n(6)?, n(7)?],
+            writes: [n(8)?, n(9)?],
+            step_stubs: n(10)?,
         })
     }
 }
@@ -98,6 +105,7 @@ mod tests {
     fn a_window_line_reads_back() {
         let w = OracleWindow {
             id: 7,
+            cpu: 3,
             closed: true,
             instructions: [1, 2],
             reads: [3, 4],
@@ -106,7 +114,7 @@ mod tests {
         };
         let mut s = std::string::String::new();
         w.write_line(&mut s).unwrap();
-        assert_eq!(s, "window 7 closed 1 2 3 4 5 6 8\n");
+        assert_eq!(s, "window 7 3 closed 1 2 3 4 5 6 8\n");
         assert_eq!(OracleWindow::parse_line(&s), Some(w));
         let open = OracleWindow { closed: false, ..w };
         s.clear();
@@ -118,11 +126,13 @@ mod tests {
     fn other_lines_are_not_windows() {
         for l in [
             "",
-            "window 1 closed 1 2 3",
-            "window 1 shut 1 2 3 4 5 6 7",
+            "window 1 0 closed 1 2 3",
+            "window 1 0 shut 1 2 3 4 5 6 7",
             "anomaly x",
-            "window 1 closed 1 2 3 4 5 6 7 8",
-            "window -1 closed 1 2 3 4 5 6 7",
+            "window 1 0 closed 1 2 3 4 5 6 7 8",
+            "window -1 0 closed 1 2 3 4 5 6 7",
+            "window 1 closed 1 2 3 4 5 6 7",
+            "window 1 4294967296 closed 1 2 3 4 5 6 7",
         ] {
             assert_eq!(OracleWindow::parse_line(l), None, "{l}");
         }

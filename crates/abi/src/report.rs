@@ -81,6 +81,35 @@ pub enum Record {
     /// A PHASE_BEGIN refused because other CPUs were on: a phase counts the instructions
     /// of the CPU that opened it only.
     PhaseRefused(PhaseRefused),
+    /// One CPU's share of a traced window counted on several CPUs (sent as the CPU leaves
+    /// it, before the window's PhaseTrace, which holds their sum).
+    CpuTrace(CpuTrace),
+}
+
+/// What one CPU counted in a window that every CPU counts: from its first instruction after
+/// the window reached it (it joined) to its first exit after the window closed (it left).
+/// The figures the per-CPU report and the oracle's per-CPU check need, in a record that fits
+/// a frame whatever their size (the whole `TraceCounts` would not, beside the rest).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuTrace {
+    pub id: u32,
+    /// The CPU: its index among the machine's CPUs.
+    pub cpu: u32,
+    /// Instructions executed, abandoned and (of those) trapped, at EL0 and EL1, as
+    /// `TraceCounts::instructions_el*` and `TraceMore` count them.
+    pub instructions: [u64; 2],
+    pub abandoned: [u64; 2],
+    pub trapped: [u64; 2],
+    /// Direct branches the hypervisor executed for the guest on this CPU
+    /// (`StepEngine::branches_el*`), at EL0 and EL1.
+    pub hyp_branches: [u64; 2],
+    /// Tag-checked accesses (`TraceCounts::architectural`) and every data access.
+    pub checked: mtex_trace::counts::ByEl,
+    pub accesses: mtex_trace::counts::ByEl,
+    pub tag_check_faults: u64,
+    pub unknown_mem: u64,
+    /// Single-step exits this CPU took in the window.
+    pub step_exits: u64,
 }
 
 /// A guest's PSCI power call (`mtex_vm::power` decides it) and its answer.

@@ -28,6 +28,20 @@ impl ByEl {
     pub fn total(&self) -> u64 {
         self.rd_u + self.rd_k + self.wr_u + self.wr_k
     }
+
+    /// Adds `o`'s counts to these.
+    pub fn add(&mut self, o: &ByEl) {
+        let ByEl {
+            rd_u,
+            rd_k,
+            wr_u,
+            wr_k,
+        } = *o;
+        self.rd_u += rd_u;
+        self.rd_k += rd_k;
+        self.wr_u += wr_u;
+        self.wr_k += wr_k;
+    }
 }
 
 /// One access judged under each view.
@@ -162,6 +176,93 @@ pub struct TraceCounts {
 }
 
 impl TraceCounts {
+    /// Adds `o`'s counts to these: a window's total over the CPUs that counted it. Every
+    /// field is named, so that a new one cannot be left out of the sum.
+    pub fn add(&mut self, o: &TraceCounts) {
+        let TraceCounts {
+            architectural,
+            tcf_elided,
+            if_tcma1,
+            if_kernel_tco,
+            accesses,
+            uaccess,
+            entries,
+            instructions_el0,
+            instructions_el1,
+            tco_writes,
+            tco_changes,
+            tag_store_insns,
+            granules_tagged,
+            tfsr_reads,
+            dsb,
+            dmb,
+            isb,
+            tag_check_faults,
+            unknown_mem,
+            tco_site_overflow,
+            runs,
+            runs_lost,
+            failed_store_exclusives,
+            unexpected_tag_check_faults,
+            abandoned_el0,
+            abandoned_el1,
+            trapped_el0,
+            trapped_el1,
+        } = *o;
+        self.architectural.add(&architectural);
+        self.tcf_elided.add(&tcf_elided);
+        self.if_tcma1.add(&if_tcma1);
+        self.if_kernel_tco.add(&if_kernel_tco);
+        self.accesses.add(&accesses);
+        let UaccessCounts {
+            rd,
+            wr,
+            arch_rd,
+            arch_wr,
+            elided_rd,
+            elided_wr,
+        } = uaccess;
+        self.uaccess.rd += rd;
+        self.uaccess.wr += wr;
+        self.uaccess.arch_rd += arch_rd;
+        self.uaccess.arch_wr += arch_wr;
+        self.uaccess.elided_rd += elided_rd;
+        self.uaccess.elided_wr += elided_wr;
+        let EntryCounts {
+            sync_el0,
+            irq_el0,
+            sync_el1,
+            irq_el1,
+            other,
+        } = entries;
+        self.entries.sync_el0 += sync_el0;
+        self.entries.irq_el0 += irq_el0;
+        self.entries.sync_el1 += sync_el1;
+        self.entries.irq_el1 += irq_el1;
+        self.entries.other += other;
+        self.instructions_el0 += instructions_el0;
+        self.instructions_el1 += instructions_el1;
+        self.tco_writes += tco_writes;
+        self.tco_changes += tco_changes;
+        self.tag_store_insns += tag_store_insns;
+        self.granules_tagged += granules_tagged;
+        self.tfsr_reads += tfsr_reads;
+        self.dsb += dsb;
+        self.dmb += dmb;
+        self.isb += isb;
+        self.tag_check_faults += tag_check_faults;
+        self.unknown_mem += unknown_mem;
+        self.tco_site_overflow += tco_site_overflow;
+        self.runs += runs;
+        self.runs_lost += runs_lost;
+        self.failed_store_exclusives += failed_store_exclusives;
+        self.unexpected_tag_check_faults += unexpected_tag_check_faults;
+        self.abandoned_el0 += abandoned_el0;
+        self.abandoned_el1 += abandoned_el1;
+        self.trapped_el0 += trapped_el0;
+        self.trapped_el1 += trapped_el1;
+    }
+
     /// Counts one abandoned instruction at `el`, on which an exception of class `ec` was taken.
     pub fn note_abandoned(&mut self, el: u8, ec: ExceptionClass) {
         let trapped = raised_by_the_instruction(ec) as u64;
@@ -673,6 +774,56 @@ impl Tally {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_sum_of_shares_adds_every_field() {
+        let one = TraceCounts {
+            architectural: ByEl {
+                rd_u: 1,
+                rd_k: 2,
+                wr_u: 3,
+                wr_k: 4,
+            },
+            accesses: ByEl {
+                rd_u: 5,
+                rd_k: 6,
+                wr_u: 7,
+                wr_k: 8,
+            },
+            uaccess: UaccessCounts {
+                rd: 9,
+                ..Default::default()
+            },
+            entries: EntryCounts {
+                irq_el1: 10,
+                ..Default::default()
+            },
+            instructions_el0: 11,
+            instructions_el1: 12,
+            abandoned_el1: 13,
+            trapped_el0: 14,
+            tag_check_faults: 15,
+            ..Default::default()
+        };
+        let mut sum = TraceCounts::default();
+        sum.add(&one);
+        assert_eq!(sum, one);
+        sum.add(&one);
+        assert_eq!(
+            sum.architectural,
+            ByEl {
+                rd_u: 2,
+                rd_k: 4,
+                wr_u: 6,
+                wr_k: 8
+            }
+        );
+        assert_eq!(sum.accesses.total(), 2 * one.accesses.total());
+        assert_eq!((sum.uaccess.rd, sum.entries.irq_el1), (18, 20));
+        assert_eq!((sum.instructions_el0, sum.instructions_el1), (22, 24));
+        assert_eq!((sum.abandoned_el1, sum.trapped_el0), (26, 28));
+        assert_eq!(sum.tag_check_faults, 30);
+    }
 
     #[test]
     fn faults_on_a_decoded_instruction_began_and_those_before_decoding_did_not() {

@@ -1,11 +1,13 @@
 //! The hypervisor's decisions about its virtual machine, kept apart from the code that needs
 //! the CPU so that they build and are tested on the host: what a PSCI call from the guest
 //! does to its CPUs ([`power`]), whether a PHASE_BEGIN may open a phase and what each pass of
-//! a run is for ([`phase`]). The hypervisor applies a decision (starts a physical CPU,
-//! answers the guest); it does not make it.
+//! a run is for ([`phase`]), who counts a window that every CPU counts ([`window`]). The
+//! hypervisor applies a decision (starts a physical CPU, answers the guest); it does not make
+//! it.
 #![cfg_attr(not(test), no_std)]
 
 extern crate alloc;
 
 pub mod phase;
 pub mod power;
+pub mod window;

@@ -55,7 +55,8 @@ pub struct Args {
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(RAM_MIB_MIN..=3072))]
     pub ram_mib: u64,
     /// CPUs Linux is given (1..=8): QEMU's, each started by Linux through PSCI under the
-    /// hypervisor. A trace window opens only while one CPU is on (docs/linux.md#cpus)
+    /// hypervisor. A trace window counts every CPU that is on, by CPU and in total
+    /// (docs/linux.md#cpus)
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
     pub cpus: u32,
     /// Also write the report as JSON to this file.

@@ -103,6 +103,24 @@ pub struct Window {
     /// What its call stacks could not follow (`mtex.stacks=1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack_stats: Option<mtex_trace::callstack::StackStats>,
+    /// A window every CPU counted: each CPU's share (the figures above are their sum).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<WindowCpu>,
+}
+
+/// One CPU's share of a window that every CPU counted.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WindowCpu {
+    /// The CPU's index among the machine's.
+    pub cpu: u32,
+    pub instructions_el0: u64,
+    pub instructions_el1: u64,
+    /// mem_access_checked_{rd,wr}:{u,k} (the architectural view), and every data access.
+    pub checked: mtex_trace::counts::ByEl,
+    pub accesses: mtex_trace::counts::ByEl,
+    pub step_exits: u64,
+    /// The oracle's check of this CPU's share (`mtex linux --oracle`).
+    pub oracle: Option<crate::oracle_check::Check>,
 }
 
 impl Window {
@@ -436,9 +454,29 @@ pub fn analyse(
                 stack_stats: crate::profile::of_phase(p)
                     .and_then(|f| f.stack_end)
                     .map(|e| e.stats),
+                cpus: p
+                    .cpus
+                    .iter()
+                    .map(|c| WindowCpu {
+                        cpu: c.cpu,
+                        instructions_el0: c.instructions[0],
+                        instructions_el1: c.instructions[1],
+                        checked: c.checked,
+                        accesses: c.accesses,
+                        step_exits: c.step_exits,
+                        oracle: p
+                            .cpu_oracle
+                            .iter()
+                            .find(|(cpu, _)| *cpu == c.cpu)
+                            .map(|(_, check)| check.clone()),
+                    })
+                    .collect(),
             })
         })
         .collect();
+    for w in windows.iter().filter(|w| !w.cpus.is_empty()) {
+        problems.extend(shares_add_up(w));
+    }
 
     if !icount && !windows.is_empty() {
         notes.push(
@@ -583,6 +621,9 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
     if let Some(c) = &w.oracle {
         let _ = writeln!(out, "{}", oracle_text(c));
     }
+    if !w.cpus.is_empty() {
+        let _ = writeln!(out, "{}", cpus_text(w));
+    }
     let (arch, tcma1) = (w.view("architectural"), w.view("if TCMA1"));
     if tcma1_is_set {
         let _ = writeln!(
@@ -624,6 +665,94 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
         let _ = writeln!(out, "\n{}", by_function.join("\n"));
     }
     out
+}
+
+/// A window every CPU counted: its CPUs' shares must add up to its figures (they are sent
+/// apart, and summed by the hypervisor).
+fn shares_add_up(w: &Window) -> Option<String> {
+    let mut sum = WindowCpu::default();
+    for c in &w.cpus {
+        sum.instructions_el0 += c.instructions_el0;
+        sum.instructions_el1 += c.instructions_el1;
+        sum.checked.add(&c.checked);
+        sum.accesses.add(&c.accesses);
+        sum.step_exits += c.step_exits;
+    }
+    let whole = (
+        w.instructions_el0,
+        w.instructions_el1,
+        w.view("architectural"),
+        w.view("all data accesses"),
+        w.step_exits,
+    );
+    let shares = (
+        sum.instructions_el0,
+        sum.instructions_el1,
+        sum.checked,
+        sum.accesses,
+        sum.step_exits,
+    );
+    (whole != shares).then(|| {
+        format!(
+            "window {}: its CPUs' shares do not add up to its figures ({shares:?} against \
+             {whole:?})",
+            w.id
+        )
+    })
+}
+
+/// A window every CPU counted: each CPU's share, and their sum.
+fn cpus_text(w: &Window) -> String {
+    use crate::perf_text::thousands;
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+        "CPU",
+        "instructions EL0",
+        "EL1",
+        "checked rd:u",
+        "rd:k",
+        "wr:u",
+        "wr:k",
+        "oracle",
+    ]);
+    let verdict = |c: &Option<crate::oracle_check::Check>| match c {
+        None => "-".to_string(),
+        Some(c) if c.problems().is_empty() => "agrees".to_string(),
+        Some(_) => "DISAGREES".to_string(),
+    };
+    let mut row = |name: String, i0, i1, v: mtex_trace::counts::ByEl, o: String| {
+        t.add_row(vec![
+            name,
+            thousands(i0),
+            thousands(i1),
+            thousands(v.rd_u),
+            thousands(v.rd_k),
+            thousands(v.wr_u),
+            thousands(v.wr_k),
+            o,
+        ]);
+    };
+    for c in &w.cpus {
+        row(
+            c.cpu.to_string(),
+            c.instructions_el0,
+            c.instructions_el1,
+            c.checked,
+            verdict(&c.oracle),
+        );
+    }
+    row(
+        "total".into(),
+        w.instructions_el0,
+        w.instructions_el1,
+        w.view("architectural"),
+        verdict(&w.oracle),
+    );
+    format!(
+        "  counted on {} CPUs, each from its first instruction after the open to its first exit \
+         after the close (the PMU figures are withheld: a CPU's PMU counts that CPU only):\n{t}",
+        w.cpus.len()
+    )
 }
 
 /// The oracle's verdict on a window, on one line when it agrees.

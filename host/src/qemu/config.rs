@@ -185,7 +185,11 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
     if let Some(o) = &cfg.oracle {
         // Nothing stale is read as this run's.
         let _ = std::fs::remove_file(&o.out);
-        c.arg("-plugin").arg(o.qemu_arg());
+        let hyp = match &cfg.boot {
+            BootMethod::Kernel => hyp_code(&images.hyp_image),
+            _ => None,
+        };
+        c.arg("-plugin").arg(o.qemu_arg(hyp));
     }
     match &cfg.boot {
         BootMethod::Kernel => {
@@ -214,6 +218,16 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
         }
     }
     c
+}
+
+/// Where QEMU's `-kernel` puts the hypervisor's code: RAM's base plus the Image header's
+/// `text_offset`, for the file's length (what follows it is the image's zeroed memory).
+fn hyp_code(image: &std::path::Path) -> Option<(u64, u64)> {
+    let bytes = std::fs::read(image).ok()?;
+    let len = bytes.len() as u64;
+    let h = mtex_platform::arm64_image::parse(&bytes, len).ok()?;
+    let start = mtex_platform::qemu_virt::RAM_BASE + h.text_offset;
+    Some((start, start + len))
 }
 
 #[cfg(test)]

@@ -76,6 +76,11 @@ pub struct Phase {
     pub oracle: Option<crate::oracle_check::Check>,
     /// Its counts by PC, for a traced phase of a run with `mtex.profile=1`.
     pub profile: Option<crate::profile::PhaseProfile>,
+    /// A window that every CPU counted: each CPU's share, in the order they left (`trace`
+    /// is their sum). Empty for a phase counted on one CPU.
+    pub cpus: Vec<mtex_abi::report::CpuTrace>,
+    /// The oracle's check of each CPU's share, by CPU (`crate::oracle_check`).
+    pub cpu_oracle: Vec<(u32, crate::oracle_check::Check)>,
 }
 
 /// A run's untraced passes: what the PMU backend counted at full speed.

@@ -296,6 +296,15 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
         Record::Console(t) => r.console.push(t.as_str().to_string()),
         Record::UnknownCall(c) => r.unknown_calls.push(c),
         Record::PowerCall(c) => r.power_calls.push(c),
+        Record::CpuTrace(c) => match r.phases.iter_mut().rev().find(|p| p.id == c.id) {
+            Some(p) if p.trace.is_none() && !p.cpus.iter().any(|o| o.cpu == c.cpu) => {
+                p.cpus.push(c)
+            }
+            _ => r.problems.push(format!(
+                "record {seq}: CPU {}'s share of phase {}, which was not open or had it already",
+                c.cpu, c.id
+            )),
+        },
         // The guest meant to measure a phase that would have counted one CPU of several.
         Record::PhaseRefused(p) => r.problems.push(format!(
             "PHASE_BEGIN of phase {} at pc {:#x} EL{} refused: {} CPUs were on, and a phase \
