@@ -750,7 +750,9 @@ fn cpus_text(w: &Window) -> String {
     );
     format!(
         "  counted on {} CPUs, each from its first instruction after the open to its first exit \
-         after the close (the PMU figures are withheld: a CPU's PMU counts that CPU only):\n{t}",
+         after the close (the PMU figures are withheld: a CPU's PMU counts that CPU only; on \
+         QEMU under -icount each CPU's clock also ran while the others were in EL2, so timer \
+         interrupts came more often than untraced: docs/linux.md#cpus):\n{t}",
         w.cpus.len()
     )
 }
