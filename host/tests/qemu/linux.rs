@@ -694,13 +694,15 @@ fn an_ipi_storm_on_four_cpus_leaves_the_run_whole_and_the_next_window_exact() {
 
 #[test]
 fn a_two_cpu_boot_under_icount_repeats_exactly() {
-    // QEMU runs the two CPUs in turn in one thread under -icount: the same boot, hotplug and
-    // window give the same report twice, every count and timestamp, all but the wall time.
+    // QEMU runs the two CPUs in turn in one thread under -icount: the same boot, window on
+    // both CPUs, hotplug and window on one give the same report twice, every count (each
+    // CPU's share too) and timestamp, all but the wall time.
     let args = [
         "--cpus",
         "2",
         "--workload",
-        "echo 0 > /sys/devices/system/cpu/cpu1/online; \
+        "mtex-work --tcf0 sync --window 2 futex-hash 5 2; \
+         echo 0 > /sys/devices/system/cpu/cpu1/online; \
          mtex-work --tcf0 sync --window 1 futex-hash 20 2",
     ];
     let (status, mut first, text) = linux(&args);
@@ -708,6 +710,11 @@ fn a_two_cpu_boot_under_icount_repeats_exactly() {
     let (_, mut second, _) = linux(&args);
     assert_eq!(first["power_calls"].as_array().map(Vec::len), Some(2));
     assert!(n(&window(&first, 1)["entries"], "sync_el0") >= 40);
+    assert_eq!(
+        window(&first, 2)["cpus"].as_array().map(Vec::len),
+        Some(2),
+        "{text}"
+    );
     for r in [&mut first, &mut second] {
         r.as_object_mut().unwrap().remove("wall_s");
     }
