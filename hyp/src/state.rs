@@ -428,12 +428,9 @@ impl Hyp {
     /// cost measured as framing, so callers take their PMU figures after this).
     fn counters_now(&mut self) -> Counters {
         self.report.flush();
-        // SAFETY: called with the hypervisor state borrowed (hypercall handlers).
-        let fast_steps = unsafe { crate::fast_step::fast() }.steps;
         let (writes, with_tco) = (self.report.fast_writes, self.report.fast_writes_with_tco);
-        let c = self.vcpu().counters;
+        let c = self.counters_here();
         Counters {
-            step_exits: c.step_exits + fast_steps,
             exits: c.exits + writes,
             exits_with_tco: c.exits_with_tco + with_tco,
             sysreg_writes: c.sysreg_writes + writes,
