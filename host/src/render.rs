@@ -711,6 +711,7 @@ mod tests {
     fn long_write_lists_are_cut_to_a_sample() {
         let w = |seq| Write {
             seq,
+            cpu: 0,
             register: "SCTLR_EL1",
             old: 0,
             new: 1,

@@ -64,6 +64,9 @@ pub struct FastStep {
     pub power_off: bool,
     /// This CPU's index among the machine's, and its state in `Hyp` (`Hyp::vcpu`).
     pub cpu: u32,
+    /// The phase the writes in this CPU's ring belong to (0: none): the CPU's own, since in
+    /// a window every CPU joins and leaves at its own exits (`Reporter::set_phase`).
+    pub ring_phase: u32,
     pub vcpu: *mut crate::state::Vcpu,
 }
 
@@ -158,6 +161,7 @@ fn fresh(ring: *mut TrapRing, cpu: usize, vcpu: *mut crate::state::Vcpu) -> Fast
         voff_pending: 0,
         ring,
         power_off: false,
+        ring_phase: 0,
     }
 }
 
@@ -287,6 +291,19 @@ impl FastStep {
             return 0;
         }
         ((self.trap_next & !TRAP_OFF) - self.ring_base()) as usize / size_of::<RawWrite>()
+    }
+
+    /// Entries in the ring as its CPU last published them, read from another CPU: every one
+    /// of them is whole (the fast path publishes an entry with a store-release once it is
+    /// written; the full path pushes holding the state, which the reader holds).
+    pub fn published_len(&self) -> usize {
+        // SAFETY: a plain read of this live block's field; the CPU may be changing it.
+        let next = unsafe { core::ptr::read_volatile(&raw const self.trap_next) };
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
+        if next == 0 {
+            return 0;
+        }
+        ((next & !TRAP_OFF) - self.ring_base()) as usize / size_of::<RawWrite>()
     }
 
     /// Entry `i` (< `ring_len`).
@@ -435,7 +452,6 @@ global_asm!(
     // Take the entry; x3 points just past it from here on.
     "1: ldr x3, [x0, #{next}]",
     "add x3, x3, #{entry}",
-    "str x3, [x0, #{next}]",
     "stp x2, x1, [x3, #{e_esr}]",
     // x0 = Xt, from a table of 32-byte entries indexed by ESR bits 9:0 (Rt × 32, see the
     // asserts): x0..x3 from the frame, x4..x30 live, XZR.
@@ -474,6 +490,11 @@ global_asm!(
     "stp x0, x2, [x3, #{e_pc}]",
     "add x0, x0, #4",
     "msr elr_el2, x0",
+    // The entry is whole: publish it. A store-release, so that a CPU draining this ring at
+    // the run's end (`Reporter::drain_other`) never sees a part-written entry.
+    "mrs x0, tpidr_el2",
+    "add x0, x0, #{next}",
+    "stlr x3, [x0]",
     // Guest time, as above, from the timestamp still in x1 (EL2_AFTER_EXIT_READ_TRAP).
     "mrs x0, cntpct_el0",
     "sub x1, x0, x1",

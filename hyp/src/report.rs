@@ -90,9 +90,8 @@ fn write_bounded(uart: &mut Uart<'static>, bytes: &[u8]) {
 
 pub struct Reporter {
     uart: Uart<'static>,
-    /// The phase the ring's writes belong to (0: none). The ring never spans a change of
-    /// phase: `set_phase` frames it first.
-    phase: u32,
+    /// The CPU whose records went out last (`Record::OnCpu` marks a change).
+    cpu: u32,
     /// Writes the trap fast path handled, counted as they were framed (each one an exit, an
     /// emulated instruction and a trapped write; `Hyp::counters_now` adds them), and of
     /// those the exits with the guest's PSTATE.TCO set.
@@ -115,7 +114,7 @@ impl Reporter {
         unsafe { crate::fast_step::fast() }.init_trap_ring();
         Self {
             uart,
-            phase: 0,
+            cpu: 0,
             fast_writes: 0,
             fast_writes_with_tco: 0,
             line: [0; CONSOLE_LINE_BYTES],
@@ -136,6 +135,17 @@ impl Reporter {
         send_on(&mut self.uart, record);
     }
 
+    /// Marks the records that follow as CPU `cpu`'s, if the last ones were another's.
+    fn on_cpu(&mut self, cpu: u32) {
+        if cpu != self.cpu {
+            self.cpu = cpu;
+            send_on(
+                &mut self.uart,
+                &Record::OnCpu(mtex_abi::report::OnCpu { cpu }),
+            );
+        }
+    }
+
     /// Queues a trapped write (the full trap path: no formatting here).
     #[inline(always)]
     pub fn sysreg_write(&mut self, w: RawWrite) {
@@ -149,11 +159,13 @@ impl Reporter {
         }
     }
 
-    /// From now on, trapped writes belong to phase `id` (0: none); the ones queued before are
-    /// framed first, with the phase they happened in.
+    /// From now on, this CPU's trapped writes belong to phase `id` (0: none); the ones queued
+    /// before are framed first, with the phase they happened in. Each CPU's ring has its own
+    /// phase: in a window, each CPU's writes belong to it from its joining to its leaving.
     pub fn set_phase(&mut self, id: u32) {
         self.flush();
-        self.phase = id;
+        // SAFETY: as in `sysreg_write`.
+        unsafe { crate::fast_step::fast() }.ring_phase = id;
     }
 
     /// Formats and frames every queued write, counting those the fast path handled, then the
@@ -162,6 +174,7 @@ impl Reporter {
     pub fn flush(&mut self) {
         // SAFETY: as in `sysreg_write`.
         let f = unsafe { crate::fast_step::fast() };
+        self.on_cpu(f.cpu);
         let len = f.ring_len();
         if len == 0 {
             self.send_log();
@@ -171,7 +184,7 @@ impl Reporter {
         let (mut fast, mut fast_tco) = (0, 0);
         for i in 0..len {
             let raw = f.ring_entry(i);
-            let w = sysreg_write_of(&raw, self.phase);
+            let w = sysreg_write_of(&raw, f.ring_phase);
             if raw.esr & RAW_COUNTED == 0 {
                 fast += 1;
                 fast_tco += w.at.tco as u64;
@@ -214,12 +227,54 @@ impl Reporter {
         self.send(&Record::Console(text));
     }
 
-    /// Ends the run: whatever is pending, the Summary, then power-off.
-    pub fn finish(&mut self, exit: ExitReason) -> ! {
+    /// Frames the writes another CPU queued and never framed (the run ends), as that CPU's;
+    /// returns how many of them the fast path handled (exits not counted yet). The CPU may
+    /// still be running: what it publishes after this read is not seen.
+    ///
+    /// # Safety
+    ///
+    /// `block` is another CPU's live fast-path block (`fast_step::new_block`), and the
+    /// caller holds the hypervisor state (so that CPU's full path is not pushing).
+    pub unsafe fn drain_other(&mut self, block: *const crate::fast_step::FastStep) -> u64 {
+        // SAFETY: per the contract the block is live; only its published entries, which its
+        // CPU no longer writes, and two fields it does not change outside its exits' Rust
+        // code (which waits for the state) are read.
+        let f = unsafe { &*block };
+        let len = f.published_len();
+        if len == 0 {
+            return 0;
+        }
+        self.on_cpu(f.cpu);
+        let mut fast = 0;
+        for i in 0..len {
+            let raw = f.ring_entry(i);
+            fast += (raw.esr & RAW_COUNTED == 0) as u64;
+            send_on(
+                &mut self.uart,
+                &Record::SysregWrite(sysreg_write_of(&raw, f.ring_phase)),
+            );
+        }
+        fast
+    }
+
+    /// Ends the run: whatever is pending, the Summary, then power-off. `others` are the
+    /// other CPUs' fast-path blocks, whose queued writes are framed too.
+    pub fn finish(
+        &mut self,
+        exit: ExitReason,
+        others: impl Iterator<Item = *const crate::fast_step::FastStep>,
+    ) -> ! {
         if self.line_len > 0 {
             self.flush_line();
         }
         self.flush();
+        let mut uncounted = 0;
+        for block in others {
+            // SAFETY: the caller (`Hyp::finish`) passes other CPUs' live blocks, holding the
+            // state.
+            uncounted += unsafe { self.drain_other(block) };
+        }
+        RUN_EXITS.fetch_add(uncounted, Ordering::Relaxed);
         finish_on(&mut self.uart, exit)
     }
 }
@@ -276,7 +331,7 @@ pub fn fail_boot(r: &mut Reporter, why: &str) -> ! {
 }
 
 pub fn fail_boot_msg(r: &mut Reporter, reason: Message) -> ! {
-    r.finish(ExitReason::BootFailed { reason })
+    r.finish(ExitReason::BootFailed { reason }, core::iter::empty())
 }
 
 /// `fmt::Write` into a ShortStr, cutting what does not fit.

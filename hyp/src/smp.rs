@@ -64,6 +64,13 @@ pub struct CpuHome {
     boot: u64,
 }
 
+impl CpuHome {
+    /// Its fast-path block's address.
+    pub fn block(&self) -> u64 {
+        self.block
+    }
+}
+
 /// How many times `start` asks the firmware whether a CPU that went off is off yet.
 const OFF_POLLS: u32 = 1_000_000;
 

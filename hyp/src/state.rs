@@ -200,6 +200,10 @@ pub struct Hyp {
     /// Each secondary CPU's EL2 stack top and fast-path block (addresses), once it has been
     /// started.
     pub cpu_homes: alloc::vec::Vec<Option<crate::smp::CpuHome>>,
+    /// The CPU the hypervisor booted on, and its fast-path block (its home, until it goes
+    /// off and is started again).
+    pub boot_cpu: usize,
+    pub boot_block: u64,
     /// The guest's RAM, where a CPU_ON's entry point must be.
     pub guest_ram: GuestRam,
     /// A window that every CPU counts, from its open until the last CPU has left it.
@@ -248,6 +252,8 @@ impl Hyp {
             linux: false,
             machine_cpus: alloc::vec::Vec::new(),
             cpu_homes: alloc::vec::Vec::new(),
+            boot_cpu: 0,
+            boot_block: 0,
             cpus: mtex_vm::power::Cpus::new(&[0], 0),
             guest_ram,
             window: None,
@@ -270,6 +276,11 @@ impl Hyp {
         self.vcpus[boot] = boot_vcpu;
         // SAFETY: boot, before the guest (and so any exit path) runs.
         unsafe { crate::fast_step::fast() }.cpu = boot as u32;
+        self.boot_block = {
+            use tock_registers::interfaces::Readable;
+            aarch64_cpu::registers::TPIDR_EL2.get()
+        };
+        self.boot_cpu = boot;
         // The boot CPU walks its own copy of stage 2's root, as every CPU does.
         let root = crate::stage2_roots::new_root().expect("memory for the boot CPU's root");
         self.vcpu().s2_root = root;
@@ -463,7 +474,21 @@ impl Hyp {
             report.send(&mtex_abi::Record::StepEngine(v.tracer.engine()));
             v.tracer.send_profile(id, report);
         }
-        self.report.finish(exit)
+        // The writes other CPUs queued and nobody framed: theirs, in their phases.
+        let me = self.this_cpu();
+        let others = self
+            .cpu_homes
+            .iter()
+            .enumerate()
+            .filter(|&(c, _)| c != me)
+            .filter_map(|(c, home)| match home {
+                Some(h) => Some(h.block()),
+                None if c == self.boot_cpu && self.boot_block != 0 => Some(self.boot_block),
+                None => None,
+            })
+            .map(|b| b as *const crate::fast_step::FastStep)
+            .collect::<alloc::vec::Vec<_>>();
+        self.report.finish(exit, others.into_iter())
     }
 
     /// The run's passes: those the PMU's events need (one for a guest that does not repeat

@@ -111,6 +111,8 @@ pub fn at_exit(hyp: &mut Hyp, ctx: &mut GuestContext, going_off: bool) {
     let Some(w) = &mut hyp.window else { return };
     if w.members.join(me, || at_join) {
         kicked_here(hyp);
+        // This CPU's trapped writes belong to the window from here to its leaving.
+        hyp.report.set_phase(id);
         // The per-PC table stays where it is: such a window has none.
         if !hyp.start_trace_here(id, false) {
             log::warn!("an OS lock was set on CPU {me} as it joined window {id}; cleared");
@@ -126,6 +128,7 @@ fn leave(hyp: &mut Hyp, ctx: &mut GuestContext, me: usize) {
     for site in sites.into_iter().flatten() {
         hyp.report.send(&Record::TcoSite(site));
     }
+    hyp.report.set_phase(0);
     let Some(w) = &mut hyp.window else { return };
     let Some(at_join) = w.members.leave(me) else {
         return;

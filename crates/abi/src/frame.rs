@@ -454,6 +454,7 @@ mod tests {
                     step_exits: v[18],
                 }
             )),
+            any::<u32>().prop_map(|cpu| Record::OnCpu(crate::report::OnCpu { cpu })),
             (any::<u32>(), any::<[u64; 4]>()).prop_map(|(id, v)| Record::TraceMore(
                 crate::report::TraceMore {
                     id,

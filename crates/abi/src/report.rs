@@ -84,6 +84,17 @@ pub enum Record {
     /// One CPU's share of a traced window counted on several CPUs (sent as the CPU leaves
     /// it, before the window's PhaseTrace, which holds their sum).
     CpuTrace(CpuTrace),
+    /// The CPU that sends the records after it, up to the next `OnCpu`: the trapped writes
+    /// among them are that CPU's. Sent only when the sender changes, so a run on one CPU
+    /// never has one (the records before the first are CPU 0's).
+    OnCpu(OnCpu),
+}
+
+/// Which CPU the records that follow come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OnCpu {
+    /// Its index among the machine's CPUs.
+    pub cpu: u32,
 }
 
 /// What one CPU counted in a window that every CPU counts: from its first instruction after

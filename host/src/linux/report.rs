@@ -23,6 +23,11 @@ const MARK: &str = "mtex-linux: ";
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LinuxWrite {
     pub seq: u32,
+    /// The CPU that wrote it (its index among the machine's). Each CPU has its own
+    /// SCTLR_EL1 and TCR_EL1, and the records of several CPUs arrive as each CPU hands its
+    /// writes in: the list is in time order (`t_ms`), not in record order.
+    #[serde(default)]
+    pub cpu: u32,
     /// Milliseconds of the physical counter (CNTPCT_EL0: the hypervisor's own time
     /// included) since Linux's first trapped write.
     pub t_ms: f64,
@@ -322,14 +327,15 @@ pub fn analyse(
     });
     let entry = r.boot.map_or(0, |b| b.guest_entry);
     let hz = r.boot.map_or(1, |b| b.counter_hz.max(1)) as f64;
-    let t0 = r.writes.first().map_or(0, |w| w.ts);
+    let t0 = r.writes.iter().map(|w| w.ts).min().unwrap_or(0);
     let mut problems = r.problems.clone();
     let mut notes = r.notes.clone();
-    let writes: Vec<LinuxWrite> = r
+    let mut writes: Vec<LinuxWrite> = r
         .writes
         .iter()
         .map(|w| LinuxWrite {
             seq: w.seq,
+            cpu: w.cpu,
             t_ms: (w.ts.saturating_sub(t0)) as f64 * 1000.0 / hz,
             register: w.register.to_string(),
             old: w.old,
@@ -344,6 +350,8 @@ pub fn analyse(
             symbol: symbols.lookup(kernel_va(w.at.pc, entry, text_va)),
         })
         .collect();
+    // One CPU's writes arrive in order; several CPUs' as each hands its queue in.
+    writes.sort_by_key(|w| (w.t_ms.to_bits(), w.seq));
     let last = |name: &str, reg: SysReg| {
         r.writes
             .iter()
@@ -533,7 +541,10 @@ const WRITES_LISTED: usize = 40;
 
 /// Every write counted by (register, MTE fields changed, where), most frequent first.
 fn by_site(writes: &[LinuxWrite]) -> Table {
-    let mut groups: Vec<((&str, String, String), usize)> = Vec::new();
+    let several = several_cpus(writes);
+    // (register, fields changed, where) → writes, and the CPUs that made them.
+    type Site<'a> = (&'a str, String, String);
+    let mut groups: Vec<(Site, usize, Vec<u32>)> = Vec::new();
     for w in writes {
         let key = (
             w.register.as_str(),
@@ -544,23 +555,42 @@ fn by_site(writes: &[LinuxWrite]) -> Table {
             },
             w.symbol.clone().unwrap_or_else(|| format!("{:#x}", w.pc)),
         );
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, n)) => *n += 1,
-            None => groups.push((key, 1)),
+        match groups.iter_mut().find(|(k, _, _)| *k == key) {
+            Some((_, n, cpus)) => {
+                *n += 1;
+                if !cpus.contains(&w.cpu) {
+                    cpus.push(w.cpu);
+                }
+            }
+            None => groups.push((key, 1, vec![w.cpu])),
         }
     }
     groups.sort_by_key(|g| std::cmp::Reverse(g.1));
     let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
-        "writes",
-        "register",
-        "MTE fields changed",
-        "where",
-    ]);
-    for ((reg, changes, at), n) in groups {
-        t.add_row(vec![n.to_string(), reg.to_string(), changes, at]);
+    let mut header = vec!["writes", "register", "MTE fields changed", "where"];
+    if several {
+        header.push("CPUs");
+    }
+    t.load_preset(UTF8_BORDERS_ONLY).set_header(header);
+    for ((reg, changes, at), n, mut cpus) in groups {
+        let mut row = vec![n.to_string(), reg.to_string(), changes, at];
+        if several {
+            cpus.sort_unstable();
+            row.push(
+                cpus.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+        }
+        t.add_row(row);
     }
     t
+}
+
+/// Whether the writes come from more than one CPU (the tables then name each write's).
+fn several_cpus(writes: &[LinuxWrite]) -> bool {
+    writes.iter().any(|w| w.cpu != writes[0].cpu)
 }
 
 /// One window's block: instructions per EL against the PMU, then the checked accesses in
@@ -880,17 +910,25 @@ pub fn render(r: &LinuxReport) -> String {
         r.symbols
     );
     let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
-        "seq",
+    let several = several_cpus(&r.writes);
+    let mut header = vec!["seq"];
+    if several {
+        header.push("CPU");
+    }
+    header.extend([
         "counter (ms)",
         "register",
         "old → new",
         "MTE fields changed",
         "where",
     ]);
+    t.load_preset(UTF8_BORDERS_ONLY).set_header(header);
     for w in r.writes.iter().take(WRITES_LISTED) {
-        t.add_row(vec![
-            w.seq.to_string(),
+        let mut row = vec![w.seq.to_string()];
+        if several {
+            row.push(w.cpu.to_string());
+        }
+        row.extend([
             format!("{:.3}", w.t_ms),
             w.register.to_string(),
             format!("{:#x} → {:#x}", w.old, w.new),
@@ -904,6 +942,7 @@ pub fn render(r: &LinuxReport) -> String {
                 None => format!("EL{} {:#x}", w.el, w.pc),
             },
         ]);
+        t.add_row(row);
     }
     let _ = writeln!(out, "{t}");
     if r.writes.len() > WRITES_LISTED {

@@ -35,6 +35,8 @@ pub struct FieldChange {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Write {
     pub seq: u32,
+    /// The CPU that wrote it (its index among the machine's).
+    pub cpu: u32,
     pub register: &'static str,
     pub old: u64,
     pub new: u64,

@@ -24,6 +24,8 @@ pub fn parse_bytes(bytes: &[u8]) -> Report {
     let mut r = Report::default();
     // Sequence numbers as u64, so that nothing wraps whatever a damaged stream holds.
     let mut next_seq: u64 = 0;
+    // The CPU sending the records (Record::OnCpu): the boot CPU until one says otherwise.
+    let mut cpu = 0u32;
     let mut seen = std::collections::HashSet::new();
     // Records before the summary, and the summary's own sequence number.
     let mut at_summary: Option<(u64, u64)> = None;
@@ -74,7 +76,7 @@ pub fn parse_bytes(bytes: &[u8]) -> Report {
         if matches!(record, Record::Summary(_)) {
             at_summary = Some((seen.len() as u64 - 1, seq64));
         }
-        apply(&mut r, seq, record);
+        apply(&mut r, seq, record, &mut cpu);
     }
     collect_other(&mut r, bytes.get(last_end..).unwrap_or_default());
     // The UEFI loader speaks before any record exists: its errors are why a run never began.
@@ -169,8 +171,10 @@ fn collect_other(r: &mut Report, bytes: &[u8]) {
     );
 }
 
-fn apply(r: &mut Report, seq: u32, record: Record) {
+/// Applies one record; `cpu` is the CPU sending (`Record::OnCpu`), 0 until one says.
+fn apply(r: &mut Report, seq: u32, record: Record, cpu: &mut u32) {
     match record {
+        Record::OnCpu(o) => *cpu = o.cpu,
         Record::Boot(b) => r.boot = Some(b),
         Record::PhaseBegin(p) => r.phases.push(Phase {
             id: p.id,
@@ -201,6 +205,7 @@ fn apply(r: &mut Report, seq: u32, record: Record) {
             };
             r.writes.push(Write {
                 seq,
+                cpu: *cpu,
                 register: w.reg.name(),
                 old: w.old,
                 new: w.new,

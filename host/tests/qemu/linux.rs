@@ -535,18 +535,19 @@ fn linux_starts_every_cpu_and_a_window_counts_each_of_them() {
         "echo cpus $(nproc); mtex-work --tcf0 sync --window 1 getpid 10; \
          for c in 1 2 3; do echo 0 > /sys/devices/system/cpu/cpu$c/online; done; \
          echo cpus $(nproc); mtex-work --tcf0 sync --window 2 getpid 100; \
-         echo 1 > /sys/devices/system/cpu/cpu2/online; echo cpus $(nproc)",
+         echo 1 > /sys/devices/system/cpu/cpu2/online; echo 1 > /sys/devices/system/cpu/cpu3/online; \
+         echo cpus $(nproc); taskset -c 3 mtex-work --tcf0 sync getpid 1",
     ]);
     assert_eq!(status, 0, "{text}");
     assert!(text.contains("4 CPUs, under the hypervisor"), "{text}");
-    for n in ["cpus 4", "cpus 1", "cpus 2"] {
+    for n in ["cpus 4", "cpus 1", "cpus 3"] {
         assert!(text.contains(n), "{n}: {text}");
     }
-    // Three CPUs started at boot, three taken off, one put back: each call recorded, by
+    // Three CPUs started at boot, three taken off, two put back: each call recorded, by
     // the CPU that made it (a CPU turns itself off), and each answered SUCCESS.
     let calls = doc["power_calls"].as_array().unwrap();
     let said: Vec<&str> = calls.iter().filter_map(|c| c["call"].as_str()).collect();
-    assert_eq!(calls.len(), 7, "{said:#?}");
+    assert_eq!(calls.len(), 8, "{said:#?}");
     assert!(calls.iter().all(|c| c["succeeded"] == true), "{said:#?}");
     for (i, c) in [1, 2, 3].into_iter().enumerate() {
         assert!(
@@ -558,7 +559,35 @@ fn linux_starts_every_cpu_and_a_window_counts_each_of_them() {
             "{said:#?}"
         );
     }
-    assert!(text.contains("7 CPU power calls (CPU_ON, CPU_OFF), 0 answered with an error"));
+    assert!(text.contains("8 CPU power calls (CPU_ON, CPU_OFF), 0 answered with an error"));
+    // Each CPU turns its own MMU on with a trapped SCTLR_EL1 write (M 0→1), each time it
+    // comes on: the trap log names the CPU of every write, and loses none of a CPU that
+    // never sends a record of its own.
+    let mmu_on = |cpu: u64| {
+        doc["writes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w["register"] == "SCTLR_EL1" && n(w, "cpu") == cpu)
+            .filter(|w| n(w, "old") & 1 == 0 && n(w, "new") & 1 == 1)
+            .count()
+    };
+    assert!(mmu_on(0) >= 1 && mmu_on(1) >= 1, "{text}");
+    for cpu in [2, 3] {
+        assert!(mmu_on(cpu) > mmu_on(1), "CPU {cpu} came on twice: {text}");
+    }
+    // The last command's prctl turns TCF0 on where it runs, on CPU 3, which sends no record
+    // of its own afterwards: its queued writes are framed as the run ends.
+    let tcf0_on = |cpu: u64| {
+        doc["writes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| n(w, "cpu") == cpu)
+            .filter(|w| w["changes"].to_string().contains("TCF0 NONE→SYNC"))
+            .count()
+    };
+    assert!(tcf0_on(3) >= 1, "{text}");
     // Window 1, with the four on: every CPU that ran an instruction in it has its share
     // (the report checks that they add up to the window's figures, and has no problem).
     let w1 = window(&doc, 1);
