@@ -71,7 +71,8 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         | GuestProgram::HostileRemap
         | GuestProgram::HostileYield
         | GuestProgram::HostileAbortLoop
-        | GuestProgram::HostileSmp => crate::selftest::run(opts.program, fdt),
+        | GuestProgram::HostileSmp
+        | GuestProgram::EveryCpu => crate::selftest::run(opts.program, fdt),
     }
 }
 

@@ -31,6 +31,10 @@ pub struct Boot {
     pub staging: [Region; 2],
     /// Linux mode: the staged guest is a distribution kernel's bundle.
     pub linux: Option<LinuxGuest>,
+    /// RAM for the secondary CPUs' heap, sized for the machine's CPUs; None for one CPU,
+    /// when RAM has no room, or on the loader's path (a CPU_ON the static heap cannot hold
+    /// is then refused, and its record says so).
+    pub cpu_heap: Option<Region>,
 }
 
 /// What Linux mode boots with besides the machine.
@@ -146,6 +150,7 @@ fn from_loader(at: u64, info: &BootInfo) -> Result<Boot, BootError> {
             info.guest_image,
         ],
         linux: None,
+        cpu_heap: None,
     })
 }
 
@@ -203,6 +208,16 @@ fn from_device_tree(at: u64) -> Result<Boot, BootError> {
         guest_vm::RAM_ALIGN,
     )
     .ok_or(fail(console, "no free RAM for the guest's window"))?;
+    let cpu_heap = secondaries_heap(
+        &machine,
+        ram_size,
+        &[
+            crate::hyp_region(),
+            tree_region,
+            image,
+            Region::new(base, ram_size),
+        ],
+    );
     Ok(Boot {
         path: BootPath::KernelDtb,
         machine,
@@ -211,5 +226,20 @@ fn from_device_tree(at: u64) -> Result<Boot, BootError> {
         guest_ram: GuestRam::sized(base, ram_size),
         staging: [tree_region, image],
         linux,
+        cpu_heap,
     })
+}
+
+/// The highest free RAM that holds every secondary CPU's allocations (`smp::allocations`)
+/// for a guest of `ram_size` bytes, outside `avoid`.
+fn secondaries_heap(machine: &Machine, ram_size: u64, avoid: &[Region]) -> Option<Region> {
+    use mtex_vm::heap;
+    let per = heap::per_cpu(&crate::smp::allocations(ram_size));
+    let bytes = heap::for_secondaries(machine.cpus().len(), per)? as u64;
+    if bytes == 0 {
+        return None;
+    }
+    let base =
+        mtex_platform::placement::highest_free(machine.ram(), avoid, bytes, heap::GRANULE as u64)?;
+    Some(Region::new(base, bytes))
 }

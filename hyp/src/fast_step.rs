@@ -113,6 +113,18 @@ pub fn new_block(cpu: usize, vcpu: *mut crate::state::Vcpu) -> Option<*mut FastS
     Some(f)
 }
 
+/// The allocations of [`new_block`]: the ring and the block.
+pub const BLOCK_ALLOCS: [mtex_vm::heap::Alloc; 2] = [
+    mtex_vm::heap::Alloc {
+        size: size_of::<TrapRing>(),
+        align: core::mem::align_of::<TrapRing>(),
+    },
+    mtex_vm::heap::Alloc {
+        size: size_of::<FastStep>(),
+        align: core::mem::align_of::<FastStep>(),
+    },
+];
+
 /// Makes `block` (from [`new_block`]) as new, for its CPU's next power-up.
 pub fn reset_block(block: *mut FastStep) {
     // SAFETY: the block's CPU is off (the caller asked the firmware), so nothing else

@@ -164,10 +164,6 @@ pub fn open_phase(hyp: &mut Hyp, ctx: &GuestContext, o: Opening) {
         ..
     } = o;
     let traced = flags & hc::PHASE_TRACED != 0;
-    if traced {
-        // Made before anything is counted: a CPU's first traced phase does not pay for it.
-        hyp.vcpu().tracer.make_tables();
-    }
     hyp.report.send(&Record::PhaseBegin(PhaseBegin {
         id,
         name: o.name,

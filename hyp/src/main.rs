@@ -136,10 +136,15 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     let gicr = mtex_platform::Region::new(m.gic.gicr, m.gic.gicr_size);
     let uart = mtex_platform::Region::new(m.console.base, 0x1000);
     let [staged_a, staged_b] = boot.staging;
-    mmu::enable_el2(
-        &[hyp_region(), boot.guest_ram.host(), staged_a, staged_b],
-        &[uart, gic, gicr],
-    );
+    let mut normal = alloc::vec![hyp_region(), boot.guest_ram.host(), staged_a, staged_b];
+    normal.extend(boot.cpu_heap);
+    mmu::enable_el2(&normal, &[uart, gic, gicr]);
+    if let Some(r) = boot.cpu_heap {
+        // SAFETY: free RAM outside the guest's window, the hypervisor and what was staged
+        // (`boot::secondaries_heap`), just mapped at EL2 with the caches on; never in stage 2.
+        unsafe { heap::add(r) };
+        log::info!("heap: {:#x}+{:#x} for the secondary CPUs", r.base, r.size);
+    }
     // Linux mode passes its UART and the GIC through; the built-in guest sees RAM only.
     let passed = match &boot.linux {
         Some(l) => alloc::vec![l.uart, gic, gicr],

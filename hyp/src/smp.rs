@@ -87,7 +87,14 @@ pub fn start(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
 
 fn start_cpu(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
     let mpidr = hyp.machine_cpus[start.cpu];
-    let vcpu = hyp.prepare_vcpu(start.cpu).ok_or(Error::InternalFailure)?;
+    let (total, before) = crate::heap::usage();
+    let first = hyp.cpu_homes[start.cpu].is_none();
+    let vcpu = hyp.prepare_vcpu(start.cpu).ok_or_else(|| {
+        log::warn!(
+            "CPU_ON {mpidr:#x}: no memory for its state ({before} of {total} bytes of heap in use)"
+        );
+        Error::InternalFailure
+    })?;
     let home = match hyp.cpu_homes[start.cpu] {
         // A CPU keeps its stack, block and boot record from one power-up to the next. The
         // guest saw it go off when its CPU_OFF was accepted, but the CPU then still lets go
@@ -102,11 +109,25 @@ fn start_cpu(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
             home
         }
         None => {
-            let home = new_home(start.cpu, vcpu).ok_or(Error::InternalFailure)?;
+            let home = new_home(start.cpu, vcpu).ok_or_else(|| {
+                log::warn!("CPU_ON {mpidr:#x}: no memory for its stack and block");
+                Error::InternalFailure
+            })?;
             hyp.cpu_homes[start.cpu] = Some(home);
             home
         }
     };
+    // The heap taken from RAM at boot was sized by `allocations`: a CPU that took more
+    // than it lists means the list is out of date, and a large machine may run short.
+    let (_, after) = crate::heap::usage();
+    let listed = mtex_vm::heap::per_cpu(&allocations(hyp.guest_ram.ipa.size));
+    if first && after.saturating_sub(before) > listed {
+        log::error!(
+            "CPU {}: its set-up took {} bytes of heap, more than the {listed} its allocations list",
+            start.cpu,
+            after - before
+        );
+    }
     let (stack_top, block) = (home.stack_top, home.block as *mut FastStep);
     // Its own copy of stage 2's root, whole again if a window cleared it while it was off.
     let root = {
@@ -170,6 +191,29 @@ fn firmware_says_off(mpidr: u64) -> bool {
     use smccc::psci::{AffinityState, LowestAffinityLevel, affinity_info};
     (0..OFF_POLLS)
         .any(|_| affinity_info::<Smc>(mpidr, LowestAffinityLevel::All) == Ok(AffinityState::Off))
+}
+
+/// Every allocation a secondary CPU makes when the guest first starts it (`new_home`,
+/// `Hyp::prepare_vcpu`), for a guest of `ram_size` bytes of RAM: what the heap must hold
+/// for each.
+pub fn allocations(ram_size: u64) -> alloc::vec::Vec<mtex_vm::heap::Alloc> {
+    use mtex_vm::heap::Alloc;
+    let of = |l: core::alloc::Layout| Alloc {
+        size: l.size(),
+        align: l.align(),
+    };
+    let mut a = alloc::vec![
+        Alloc {
+            size: STACK_SIZE,
+            align: 16
+        },
+        of(core::alloc::Layout::new::<SecondaryBoot>()),
+        of(core::alloc::Layout::new::<crate::state::Vcpu>()),
+        crate::stage2_roots::ROOT_ALLOC,
+    ];
+    a.extend(crate::fast_step::BLOCK_ALLOCS);
+    a.extend(crate::trace::Tracer::table_allocs(ram_size));
+    a
 }
 
 /// A new CPU's stack, block and boot record, or None without the memory for them (the

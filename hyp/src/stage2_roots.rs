@@ -38,10 +38,16 @@ fn entries(root: u64) -> *mut u64 {
     root as *mut u64
 }
 
+/// The allocation of a root: a page-aligned table.
+pub const ROOT_ALLOC: mtex_vm::heap::Alloc = mtex_vm::heap::Alloc {
+    size: ENTRIES * 8,
+    align: 4096,
+};
+
 /// A new copy of the template (its address), None without the memory for it.
 pub fn new_root() -> Option<u64> {
     use alloc::alloc::{Layout, alloc};
-    let layout = Layout::from_size_align(ENTRIES * 8, 4096).ok()?;
+    let layout = Layout::from_size_align(ROOT_ALLOC.size, ROOT_ALLOC.align).ok()?;
     // SAFETY: a layout of non-zero size; the page is filled below before any use.
     let page = unsafe { alloc(layout) };
     if page.is_null() {

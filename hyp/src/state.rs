@@ -260,7 +260,11 @@ impl Hyp {
         };
         // SAFETY: boot, before the guest (and so any exit path) runs.
         unsafe { crate::fast_step::fast() }.vcpu = hyp.vcpus[0].0;
-        hyp.vcpu().tracer.make_tables();
+        // Made at set-up, as every CPU's: a CPU's first traced phase does not pay for them.
+        assert!(
+            hyp.vcpu().tracer.make_tables(),
+            "memory for the boot CPU's run tables"
+        );
         hyp.sync_fast_traps();
         hyp
     }
@@ -367,6 +371,12 @@ impl Hyp {
                     ..Vcpu::new(self.tracer_config)
                 })
             };
+            // The run tables too, now: a CPU the heap has no room for is refused at CPU_ON,
+            // never stopped short when a window reaches it.
+            // SAFETY: just written; nothing else references it yet.
+            if !unsafe { (*v).tracer.make_tables() } {
+                return None;
+            }
             self.vcpus[cpu] = VcpuPtr(v);
         }
         Some(self.vcpus[cpu].0)

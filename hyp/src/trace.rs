@@ -155,8 +155,8 @@ impl Tracer {
             failed_stxr: None,
             runs_enabled: fast && runs && breakpoints() >= RUN_BREAKPOINTS,
             fast_enabled: fast,
-            // The run tables are made at the first `start` (`make_tables`): a CPU that never
-            // traces takes no heap for them.
+            // The run tables are made when the CPU is set up (`make_tables`), where running
+            // out of memory can still be answered (a CPU_ON refused).
             plans: alloc::boxed::Box::new([]),
             plan_keys: alloc::boxed::Box::new([]),
             plan_gens: alloc::boxed::Box::new([]),
@@ -193,16 +193,44 @@ impl Tracer {
 
     /// The run plans' tables, once (about 450 KiB of heap): at boot for the boot CPU, so that
     /// no phase's EL2 figures carry the cost, else at a CPU's first traced phase.
-    pub fn make_tables(&mut self) {
+    /// Makes the run tables; false without the memory for them (nothing is made then).
+    pub fn make_tables(&mut self) -> bool {
         if !self.plans.is_empty() {
-            return;
+            return true;
         }
-        self.plans = alloc::vec![Plan::default(); PLAN_SLOTS].into_boxed_slice();
-        self.plan_keys = alloc::vec![[u64::MAX; 3]; PLAN_SLOTS].into_boxed_slice();
-        self.plan_gens = alloc::vec![0; PLAN_SLOTS].into_boxed_slice();
-        self.no_run = alloc::vec![u64::MAX; NO_RUN_SLOTS].into_boxed_slice();
-        self.plan_pages = alloc::vec![0; (self.guest_ram.ipa.size >> 12).div_ceil(64) as usize]
-            .into_boxed_slice();
+        let pages = plan_page_words(self.guest_ram.ipa.size);
+        let (Some(plans), Some(keys), Some(gens), Some(no_run), Some(plan_pages)) = (
+            filled(Plan::default(), PLAN_SLOTS),
+            filled([u64::MAX; 3], PLAN_SLOTS),
+            filled(0, PLAN_SLOTS),
+            filled(u64::MAX, NO_RUN_SLOTS),
+            filled(0, pages),
+        ) else {
+            return false;
+        };
+        self.plans = plans;
+        self.plan_keys = keys;
+        self.plan_gens = gens;
+        self.no_run = no_run;
+        self.plan_pages = plan_pages;
+        true
+    }
+
+    /// The allocations `make_tables` makes, for a guest of `ram_size` bytes of RAM.
+    pub fn table_allocs(ram_size: u64) -> [mtex_vm::heap::Alloc; 5] {
+        fn of<T>(n: usize) -> mtex_vm::heap::Alloc {
+            mtex_vm::heap::Alloc {
+                size: n * size_of::<T>(),
+                align: align_of::<T>(),
+            }
+        }
+        [
+            of::<Plan>(PLAN_SLOTS),
+            of::<[u64; 3]>(PLAN_SLOTS),
+            of::<u64>(PLAN_SLOTS),
+            of::<u64>(NO_RUN_SLOTS),
+            of::<u64>(plan_page_words(ram_size)),
+        ]
     }
 
     /// Keeps the kernel's call stacks as well (`mtex.stacks=1`, after `enable_profile`): every
@@ -322,7 +350,8 @@ impl Tracer {
     /// Returns false if an OS lock had to be cleared first (the guest cannot set them: its
     /// debug-register accesses trap; the caller reports it).
     pub fn start(&mut self, phase: u32) -> bool {
-        self.make_tables();
+        // Made when the CPU was set up (`Hyp::new`, `Hyp::prepare_vcpu`): nothing to fail.
+        assert!(self.make_tables(), "run tables made at set-up");
         let was_locked = crate::debug::unlock_for_step();
         // Between phases the guest ran untraced: whatever it did to its code or its mappings
         // (IC, TLBI) went unseen, so nothing cached about its code is trusted.
@@ -743,4 +772,18 @@ fn note_tco_site(
 fn this_cpu() -> usize {
     // SAFETY: called inside this CPU's exits, with the hypervisor state borrowed.
     unsafe { fast() }.cpu as usize
+}
+
+/// Words of the bitmap of guest pages that hold a plan's code.
+fn plan_page_words(ram_size: u64) -> usize {
+    (ram_size >> 12).div_ceil(64) as usize
+}
+
+/// `n` copies of `v` in a boxed slice, or None without the memory (where `vec!` would end
+/// the run).
+fn filled<T: Clone>(v: T, n: usize) -> Option<alloc::boxed::Box<[T]>> {
+    let mut b = alloc::vec::Vec::new();
+    b.try_reserve_exact(n).ok()?;
+    b.resize(n, v);
+    Some(b.into_boxed_slice())
 }

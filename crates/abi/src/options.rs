@@ -355,6 +355,9 @@ pub enum GuestProgram {
     /// PSCI CPU_ON with bad entry points, twice, inside a phase, and a phase opened with a
     /// second CPU on, then a CPU turned off and on again (QEMU with two CPUs).
     HostileSmp,
+    /// Starts every CPU the machine has, each of which turns itself off at once, and checks
+    /// that every start succeeded: the hypervisor's memory for CPUs scales with the machine.
+    EveryCpu,
     /// Loads through pointer-authenticated pointers (LDRAA/LDRAB) and across an Untagged and
     /// a Tagged page.
     Addresses,
@@ -368,7 +371,7 @@ pub enum GuestProgram {
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 28] = [
+    pub const ALL: [(&'static str, GuestProgram); 29] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -394,6 +397,7 @@ impl GuestProgram {
         ("hostile-yield", Self::HostileYield),
         ("hostile-abort-loop", Self::HostileAbortLoop),
         ("hostile-smp", Self::HostileSmp),
+        ("every-cpu", Self::EveryCpu),
         ("addresses", Self::Addresses),
         ("snippet", Self::Snippet),
         ("probe", Self::Probe),
@@ -433,7 +437,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-stack-patch, hostile-tco-patch, hostile-exclusive, hostile-remap, hostile-yield, hostile-abort-loop, hostile-smp, addresses, snippet, probe)",
+                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-stack-patch, hostile-tco-patch, hostile-exclusive, hostile-remap, hostile-yield, hostile-abort-loop, hostile-smp, every-cpu, addresses, snippet, probe)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;

@@ -8,6 +8,7 @@
 
 extern crate alloc;
 
+pub mod heap;
 pub mod phase;
 pub mod power;
 pub mod window;

@@ -6,6 +6,7 @@
 mod addresses;
 mod cpu;
 mod debug;
+mod every_cpu;
 mod exclusive;
 mod frames;
 mod patch;
@@ -28,6 +29,7 @@ pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
     match p {
         GuestProgram::HostileUart => return uart::run(fdt),
         GuestProgram::HostileYield => spin::yield_loop(),
+        GuestProgram::EveryCpu => return every_cpu::run(fdt),
         _ => {}
     }
     let ptr = trace_setup(fdt);

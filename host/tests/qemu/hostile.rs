@@ -543,3 +543,39 @@ fn a_profile_follows_the_cpu_that_traces() {
     assert_eq!(r.phases.iter().filter(|p| p.profile.is_some()).count(), 3);
     assert_second_cpus_phase(&r);
 }
+
+/// A guest that starts every CPU of a machine larger than the hypervisor's static heap can
+/// hold (each CPU takes its stack, block, state and run tables, about 700 KiB, and keeps them
+/// over power-ups): every CPU_ON succeeds, each CPU goes off again, and the run ends whole.
+/// The hypervisor took the memory for them from RAM at boot, sized for the machine's CPUs.
+#[test]
+fn every_cpu_of_a_machine_with_200_cpus_starts() {
+    const CPUS: u32 = 200;
+    let cfg = RunConfig {
+        cmdline: "mtex.guest=every-cpu".into(),
+        timeout: Duration::from_secs(300),
+        cpus: CPUS,
+        memory_mib: 1024,
+        ..RunConfig::default()
+    };
+    let console = qemu::run(images(), &cfg).expect("running QEMU");
+    assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
+    let r = report::parse(&console.text);
+    let others = CPUS - 1;
+    for line in [
+        format!("every-cpu started {others} of {others}"),
+        format!("every-cpu off {others} of {others}"),
+    ] {
+        assert!(r.console.contains(&line), "{line}: {:#?}", r.console);
+    }
+    assert!(r.succeeded(), "{:?} {:#?}", r.problems, r.console);
+    // One CPU_ON and one CPU_OFF per other CPU, each answered SUCCESS.
+    assert_eq!(r.power_calls.len(), 2 * others as usize);
+    assert!(r.power_calls.iter().all(|c| c.result == 0));
+    // No CPU took more than the memory set aside for it.
+    assert!(
+        !r.console.iter().any(|l| l.contains("bytes of heap")),
+        "{:#?}",
+        r.console
+    );
+}
