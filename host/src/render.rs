@@ -77,6 +77,10 @@ pub fn text(r: &Report) -> String {
     if !traces.is_empty() {
         let _ = write!(out, "\n{traces}");
     }
+    let shares = cpu_shares(&r.phases);
+    if !shares.is_empty() {
+        let _ = write!(out, "\nPhases counted on several CPUs, by CPU\n{shares}");
+    }
     let notes = phase_notes(&r.phases);
     if !notes.is_empty() {
         let _ = write!(out, "\nAlso counted, per phase (what is not zero)\n{notes}");
@@ -92,8 +96,13 @@ pub fn text(r: &Report) -> String {
             r.writes.len()
         };
         let mut t = Table::new();
-        t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
-            "seq",
+        // Each CPU has its own SCTLR_EL1 and TCR_EL1: name the CPU once more than one wrote.
+        let several = r.writes.iter().any(|w| w.cpu != r.writes[0].cpu);
+        let mut header = vec!["seq"];
+        if several {
+            header.push("CPU");
+        }
+        header.extend([
             "phase",
             "register",
             "old → new",
@@ -102,6 +111,7 @@ pub fn text(r: &Report) -> String {
             "EL",
             "TCO",
         ]);
+        t.load_preset(UTF8_BORDERS_ONLY).set_header(header);
         for w in r.writes.iter().take(shown) {
             let changes = w
                 .changes
@@ -109,8 +119,11 @@ pub fn text(r: &Report) -> String {
                 .map(|c| format!("{} {}→{}", c.field, c.old, c.new))
                 .collect::<Vec<_>>()
                 .join(", ");
-            t.add_row(vec![
-                w.seq.to_string(),
+            let mut row = vec![w.seq.to_string()];
+            if several {
+                row.push(w.cpu.to_string());
+            }
+            row.extend([
                 w.phase.clone().unwrap_or_else(|| "-".into()),
                 w.register.to_string(),
                 format!("{:#x} → {:#x}", w.old, w.new),
@@ -123,6 +136,7 @@ pub fn text(r: &Report) -> String {
                 el(w.at.el).into(),
                 (w.at.tco as u8).to_string(),
             ]);
+            t.add_row(row);
         }
         let _ = writeln!(out, "\nTrapped writes\n{t}");
         if shown < r.writes.len() {
@@ -177,6 +191,59 @@ const COLUMNS: usize = 100;
 /// trace's failed store-exclusives, lost breakpoint runs, load/stores it does not model, TCO
 /// writes beyond the site table, and the instructions the hypervisor emulated after a trap.
 /// Lines are wrapped at [`COLUMNS`].
+/// Each phase counted on several CPUs: every CPU's share and their sum (the run fails if
+/// they disagree with the phase's figures).
+fn cpu_shares(phases: &[Phase]) -> String {
+    use crate::perf_text::thousands;
+    let mut out = String::new();
+    for p in phases.iter().filter(|p| !p.cpus.is_empty()) {
+        let mut t = Table::new();
+        t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+            "CPU",
+            "instructions EL0",
+            "EL1",
+            "checked rd:u",
+            "rd:k",
+            "wr:u",
+            "wr:k",
+            "all accesses",
+        ]);
+        let mut shares: Vec<_> = p.cpus.iter().collect();
+        shares.sort_by_key(|c| c.cpu);
+        let mut row = |name: String, i: [u64; 2], c: mtex_trace::counts::ByEl, a: u64| {
+            t.add_row(vec![
+                name,
+                thousands(i[0]),
+                thousands(i[1]),
+                thousands(c.rd_u),
+                thousands(c.rd_k),
+                thousands(c.wr_u),
+                thousands(c.wr_k),
+                thousands(a),
+            ]);
+        };
+        let all = |a: &mtex_trace::counts::ByEl| a.rd_u + a.rd_k + a.wr_u + a.wr_k;
+        for c in shares {
+            row(
+                c.cpu.to_string(),
+                c.instructions,
+                c.checked,
+                all(&c.accesses),
+            );
+        }
+        if let Some(t) = &p.trace {
+            row(
+                "total".into(),
+                [t.instructions_el0, t.instructions_el1],
+                t.architectural,
+                all(&t.accesses),
+            );
+        }
+        let _ = writeln!(out, "  phase {} ({})\n{t}", p.id, p.name);
+    }
+    out
+}
+
 fn phase_notes(phases: &[Phase]) -> String {
     let mut out = String::new();
     for p in phases {

@@ -83,23 +83,34 @@ pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext) {
     ctx.x[0] = result;
 }
 
-fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
+fn phase_begin(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
     let flags = ctx.x[6];
-    let id =
-        match mtex_vm::phase::check_begin(ctx.x[1], flags, hyp.phase.is_some(), hyp.cpus.awake()) {
-            Ok(id) => id,
-            // A phase counts the instructions of the CPU that opened it: with another CPU on (or
-            // starting) it would count part of what the guest did as if it were all.
-            Err(mtex_vm::phase::Refusal::OtherCpusOn(cpus_on)) => {
-                hyp.report.send(&Record::PhaseRefused(PhaseRefused {
-                    id: ctx.x[1] as u32,
-                    cpus_on: cpus_on as u32,
-                    at: ctx.state(),
-                }));
-                return ret::INVALID_PARAMETERS;
-            }
-            Err(_) => return ret::INVALID_PARAMETERS,
-        };
+    // The last window's CPUs are still handing in their shares: the call runs again (ELR
+    // back on the HVC), so that phases never overlap.
+    if hyp.window.as_ref().is_some_and(|w| w.closing()) {
+        ctx.elr -= 4;
+        crate::global::yield_cpu();
+        return ctx.x[0];
+    }
+    let cpus = mtex_vm::phase::Cpus {
+        on: hyp.cpus.on(),
+        awake: hyp.cpus.awake(),
+        instruments: hyp.has_instruments(),
+    };
+    let id = match mtex_vm::phase::check_begin(ctx.x[1], flags, hyp.phase.is_some(), cpus) {
+        Ok(id) => id,
+        // With another CPU on (or starting), a phase that cannot be counted on every CPU
+        // would count part of what the guest did as if it were all.
+        Err(mtex_vm::phase::Refusal::OtherCpusOn(cpus_on)) => {
+            hyp.report.send(&Record::PhaseRefused(PhaseRefused {
+                id: ctx.x[1] as u32,
+                cpus_on: cpus_on as u32,
+                at: ctx.state(),
+            }));
+            return ret::INVALID_PARAMETERS;
+        }
+        Err(_) => return ret::INVALID_PARAMETERS,
+    };
     let regs8 = [
         ctx.x[2], ctx.x[3], ctx.x[4], ctx.x[5], ctx.x[7], ctx.x[8], ctx.x[9], ctx.x[10],
     ];
@@ -137,6 +148,10 @@ fn phase_begin(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
             regs8,
         },
     );
+    // With other CPUs on, each counts too (`window`).
+    if cpus.on > 1 {
+        crate::window::open(hyp, id);
+    }
     ret::SUCCESS
 }
 

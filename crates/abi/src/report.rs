@@ -78,8 +78,8 @@ pub enum Record {
     /// A PSCI CPU_ON or CPU_OFF the guest made, and the answer it got. After StackEnd so
     /// that older logs still decode.
     PowerCall(PowerCall),
-    /// A PHASE_BEGIN refused because other CPUs were on: a phase counts the instructions
-    /// of the CPU that opened it only.
+    /// A PHASE_BEGIN refused because other CPUs were on or starting, and the phase could
+    /// not be counted on all of them (`mtex_vm::phase::Refusal::OtherCpusOn`).
     PhaseRefused(PhaseRefused),
     /// One CPU's share of a traced window counted on several CPUs (sent as the CPU leaves
     /// it, before the window's PhaseTrace, which holds their sum).

@@ -21,15 +21,38 @@ pub enum Refusal {
     UnknownFlags,
     /// PHASE_GUARDED with PHASE_PARAMS: both use x7..x10.
     GuardedWithParams,
-    /// More CPUs than the caller are on or starting (how many): a phase counts the
-    /// instructions of the CPU that opened it only. The hypervisor records this one.
+    /// More CPUs than the caller are on or starting (how many), and the phase cannot be
+    /// counted on all of them: one is still starting, or the phase is untraced or repeats
+    /// for its run's passes (the PMU and the TCO watch count one CPU), or a per-CPU
+    /// instrument (the per-PC profile, call stacks) is asked for. The hypervisor records
+    /// this one.
     OtherCpusOn(usize),
 }
 
-/// PHASE_BEGIN with `id_reg` in x1 and `flags` in x6, while a phase is `open` or not and
-/// `cpus_awake` CPUs are on or starting: the phase's id, or why not. The mistakes of the
-/// call itself come before the state of the machine.
-pub fn check_begin(id_reg: u64, flags: u64, open: bool, cpus_awake: usize) -> Result<u32, Refusal> {
+/// The machine as a PHASE_BEGIN finds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cpus {
+    /// CPUs on, and those on or starting.
+    pub on: usize,
+    pub awake: usize,
+    /// The run keeps a per-PC profile or call stacks, which follow one CPU.
+    pub instruments: bool,
+}
+
+impl Cpus {
+    /// One CPU on, nothing starting.
+    pub const ONE: Self = Self {
+        on: 1,
+        awake: 1,
+        instruments: false,
+    };
+}
+
+/// PHASE_BEGIN with `id_reg` in x1 and `flags` in x6, while a phase is `open` or not, with
+/// `cpus`: the phase's id, or why not. The mistakes of the call itself come before the
+/// state of the machine. With other CPUs on, a phase that opens is counted on every CPU
+/// (the hypervisor opens it as a window).
+pub fn check_begin(id_reg: u64, flags: u64, open: bool, cpus: Cpus) -> Result<u32, Refusal> {
     let id = u32::try_from(id_reg)
         .ok()
         .filter(|&id| id != 0)
@@ -43,8 +66,12 @@ pub fn check_begin(id_reg: u64, flags: u64, open: bool, cpus_awake: usize) -> Re
     if flags & hc::PHASE_GUARDED != 0 && flags & hc::PHASE_PARAMS != 0 {
         return Err(Refusal::GuardedWithParams);
     }
-    if cpus_awake > 1 {
-        return Err(Refusal::OtherCpusOn(cpus_awake));
+    let on_every_cpu = cpus.awake == cpus.on
+        && flags & hc::PHASE_TRACED != 0
+        && flags & hc::PHASE_REPEATABLE == 0
+        && !cpus.instruments;
+    if cpus.awake > 1 && !on_every_cpu {
+        return Err(Refusal::OtherCpusOn(cpus.awake));
     }
     Ok(id)
 }
@@ -82,25 +109,63 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn cpus(on: usize, awake: usize, instruments: bool) -> Cpus {
+        Cpus {
+            on,
+            awake,
+            instruments,
+        }
+    }
+
     #[test]
     fn each_mistake_is_named_before_the_machines_state() {
-        assert_eq!(check_begin(0, 0, false, 1), Err(Refusal::BadId));
-        assert_eq!(check_begin(1 << 32, 0, false, 1), Err(Refusal::BadId));
-        assert_eq!(check_begin(1, 0, true, 2), Err(Refusal::AlreadyOpen));
-        assert_eq!(check_begin(1, 1 << 6, false, 2), Err(Refusal::UnknownFlags));
+        let two = cpus(1, 2, false);
+        assert_eq!(check_begin(0, 0, false, Cpus::ONE), Err(Refusal::BadId));
+        assert_eq!(
+            check_begin(1 << 32, 0, false, Cpus::ONE),
+            Err(Refusal::BadId)
+        );
+        assert_eq!(check_begin(1, 0, true, two), Err(Refusal::AlreadyOpen));
+        assert_eq!(
+            check_begin(1, 1 << 6, false, two),
+            Err(Refusal::UnknownFlags)
+        );
         let both = hc::PHASE_GUARDED | hc::PHASE_PARAMS;
         assert_eq!(
-            check_begin(1, both, false, 2),
+            check_begin(1, both, false, two),
             Err(Refusal::GuardedWithParams)
         );
         assert_eq!(
-            check_begin(7, hc::PHASE_TRACED, false, 3),
+            check_begin(7, hc::PHASE_TRACED, false, cpus(2, 3, false)),
             Err(Refusal::OtherCpusOn(3))
         );
         assert_eq!(
-            check_begin(u32::MAX as u64, KNOWN_FLAGS & !both, false, 1),
+            check_begin(u32::MAX as u64, KNOWN_FLAGS & !both, false, Cpus::ONE),
             Ok(u32::MAX)
         );
+    }
+
+    #[test]
+    fn with_other_cpus_on_only_a_plain_traced_phase_opens() {
+        let t = hc::PHASE_TRACED;
+        assert_eq!(check_begin(7, t, false, cpus(4, 4, false)), Ok(7));
+        assert_eq!(
+            check_begin(
+                7,
+                t | hc::PHASE_PARAMS | hc::PHASE_AGAIN,
+                false,
+                cpus(4, 4, false)
+            ),
+            Ok(7)
+        );
+        let refused = Err(Refusal::OtherCpusOn(4));
+        assert_eq!(check_begin(7, 0, false, cpus(4, 4, false)), refused);
+        assert_eq!(
+            check_begin(7, t | hc::PHASE_REPEATABLE, false, cpus(4, 4, false)),
+            refused
+        );
+        assert_eq!(check_begin(7, t, false, cpus(4, 4, true)), refused);
+        assert_eq!(check_begin(7, t, false, cpus(3, 4, false)), refused);
     }
 
     #[test]
@@ -118,16 +183,23 @@ mod tests {
             id_reg in prop_oneof![Just(0u64), 1..=u32::MAX as u64, any::<u64>()],
             flags in prop_oneof![0..64u64, any::<u64>()],
             open: bool,
-            cpus_awake in 1..5usize,
+            on in 1..5usize,
+            starting in 0..2usize,
+            instruments: bool,
         ) {
+            let c = cpus(on, on + starting, instruments);
             let fine = id_reg != 0
                 && id_reg <= u32::MAX as u64
                 && !open
                 && flags & !KNOWN_FLAGS == 0
                 && flags & (hc::PHASE_GUARDED | hc::PHASE_PARAMS)
                     != hc::PHASE_GUARDED | hc::PHASE_PARAMS
-                && cpus_awake == 1;
-            let r = check_begin(id_reg, flags, open, cpus_awake);
+                && (c.awake == 1
+                    || (starting == 0
+                        && !instruments
+                        && flags & hc::PHASE_TRACED != 0
+                        && flags & hc::PHASE_REPEATABLE == 0));
+            let r = check_begin(id_reg, flags, open, c);
             prop_assert_eq!(r.is_ok(), fine);
             if let Ok(id) = r {
                 prop_assert_eq!(id as u64, id_reg);

@@ -1,7 +1,8 @@
 //! A guest that misuses PSCI's CPU power calls (on QEMU with two CPUs): CPU_ON with an
 //! unaligned entry point, with one outside its RAM, of a CPU that does not exist; CPU_OFF of
-//! the only CPU on; CPU_ON inside a traced phase; CPU_ON twice; a phase opened while the
-//! second CPU is on; then the second CPU turned off and on again before a traced phase. The
+//! the only CPU on; CPU_ON inside a traced phase; CPU_ON twice; an untraced phase opened
+//! while the second CPU is on (refused), a traced one (counted on both CPUs); then the second
+//! CPU turned off and on again before a traced phase. The
 //! second CPU writes a debug register, which this CPU's own copy must not show. Last, this
 //! CPU goes off and the second runs a traced phase alone and ends the run. Each
 //! answer goes to the console (`hostile-smp NAME RESULT`); the hypervisor records each call.
@@ -44,9 +45,13 @@ pub fn run(tagged: u64) -> u64 {
     expect("on", on(SECOND_CPU, entry, flag), &[0]);
     // Started, or still starting: either way not startable again.
     expect("on-again", on(SECOND_CPU, entry, flag), &[-4, -5]);
-    let refused = hvc::phase_begin(2, "two-cpus-on", true);
+    // Untraced: the PMU counts one CPU, so it is refused.
+    let refused = hvc::phase_begin(2, "two-cpus-on", false);
     expect("phase-with-two-on", refused as i64, &[-3]);
     expect("came-on", wait_for(AffinityState::On), &[1]);
+    // Traced with both on: counted on both (refused with a per-PC profile asked for).
+    let both = loads_phase(5, "two-cpus", tagged);
+    expect("phase-on-two", both as i64, &[0, -3]);
     set_go_off(1);
     expect("went-off", wait_for(AffinityState::Off), &[1]);
     // The second power-up: GO_OFF is still set, so it turns itself off at once.

@@ -482,9 +482,6 @@ pub fn analyse(
             })
         })
         .collect();
-    for w in windows.iter().filter(|w| !w.cpus.is_empty()) {
-        problems.extend(shares_add_up(w));
-    }
 
     if !icount && !windows.is_empty() {
         notes.push(
@@ -695,40 +692,6 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
         let _ = writeln!(out, "\n{}", by_function.join("\n"));
     }
     out
-}
-
-/// A window every CPU counted: its CPUs' shares must add up to its figures (they are sent
-/// apart, and summed by the hypervisor).
-fn shares_add_up(w: &Window) -> Option<String> {
-    let mut sum = WindowCpu::default();
-    for c in &w.cpus {
-        sum.instructions_el0 += c.instructions_el0;
-        sum.instructions_el1 += c.instructions_el1;
-        sum.checked.add(&c.checked);
-        sum.accesses.add(&c.accesses);
-        sum.step_exits += c.step_exits;
-    }
-    let whole = (
-        w.instructions_el0,
-        w.instructions_el1,
-        w.view("architectural"),
-        w.view("all data accesses"),
-        w.step_exits,
-    );
-    let shares = (
-        sum.instructions_el0,
-        sum.instructions_el1,
-        sum.checked,
-        sum.accesses,
-        sum.step_exits,
-    );
-    (whole != shares).then(|| {
-        format!(
-            "window {}: its CPUs' shares do not add up to its figures ({shares:?} against \
-             {whole:?})",
-            w.id
-        )
-    })
 }
 
 /// A window every CPU counted: each CPU's share, and their sum.

@@ -6,7 +6,7 @@
 
 use super::{Phase, Report, Untraced, UntracedPass, describe_exit, pmu_count_name};
 use mtex_abi::report::{ExitReason, GuestState, PhaseStats, PmuValue};
-use mtex_trace::counts::TraceCounts;
+use mtex_trace::counts::{ByEl, TraceCounts};
 
 #[cfg(test)]
 mod tests;
@@ -63,6 +63,7 @@ pub(super) fn check_figures(r: &mut Report) {
         if let Some(u) = &p.untraced {
             untraced_problems(&name, u, &mut problems, &mut r.notes);
         }
+        problems.extend(shares_add_up(&name, p));
         // The traced phase's own MTE counts (silicon beside the model): withheld is a problem.
         let withheld: Vec<String> = p
             .pmu_record
@@ -120,6 +121,36 @@ pub(super) fn check_figures(r: &mut Report) {
         }
     }
     r.problems.extend(problems);
+}
+
+/// A phase every CPU counted: its CPUs' shares (sent apart, summed by the hypervisor) must
+/// add up to its figures.
+fn shares_add_up(name: &str, p: &Phase) -> Option<String> {
+    let (Some(t), false) = (&p.trace, p.cpus.is_empty()) else {
+        return None;
+    };
+    let mut instructions = [0u64; 2];
+    let (mut checked, mut accesses) = (ByEl::default(), ByEl::default());
+    let mut step_exits = 0;
+    for c in &p.cpus {
+        instructions[0] += c.instructions[0];
+        instructions[1] += c.instructions[1];
+        checked.add(&c.checked);
+        accesses.add(&c.accesses);
+        step_exits += c.step_exits;
+    }
+    let shares = (instructions, checked, accesses, step_exits);
+    let whole = (
+        [t.instructions_el0, t.instructions_el1],
+        t.architectural,
+        t.accesses,
+        p.stats.map_or(step_exits, |s| s.step_exits),
+    );
+    (whole != shares).then(|| {
+        format!(
+            "{name}: its CPUs' shares do not add up to its figures ({shares:?} against {whole:?})"
+        )
+    })
 }
 
 /// What a run's untraced passes leave in doubt: passes the guest never ran (their events

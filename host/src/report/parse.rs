@@ -312,8 +312,9 @@ fn apply(r: &mut Report, seq: u32, record: Record, cpu: &mut u32) {
         },
         // The guest meant to measure a phase that would have counted one CPU of several.
         Record::PhaseRefused(p) => r.problems.push(format!(
-            "PHASE_BEGIN of phase {} at pc {:#x} EL{} refused: {} CPUs were on, and a phase \
-             counts the instructions of the CPU that opened it only",
+            "PHASE_BEGIN of phase {} at pc {:#x} EL{} refused: {} CPUs were on or starting, \
+             and only a traced phase without a per-PC profile, opened with every CPU on, is \
+             counted on all of them",
             p.id,
             p.at.pc.wrapping_sub(4),
             p.at.el,

@@ -473,7 +473,7 @@ fn cpu_power_calls_that_misuse_psci_get_errors_records_and_exact_phases() {
     let entry = r.power_calls[5].entry;
     assert_eq!(r.power_calls[0].entry, entry + 2, "the unaligned entry");
     assert_eq!(r.power_calls[1].entry, 0x1000);
-    // The phase opened with the second CPU on was refused, and the run says so.
+    // The untraced phase opened with the second CPU on was refused, and the run says so.
     assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
     assert!(
         r.problems[0].contains("PHASE_BEGIN of phase 2")
@@ -482,7 +482,12 @@ fn cpu_power_calls_that_misuse_psci_get_errors_records_and_exact_phases() {
         r.problems
     );
     let ids: Vec<u32> = r.phases.iter().map(|p| p.id).collect();
-    assert_eq!(ids, [1, 3, 4]);
+    assert_eq!(ids, [1, 5, 3, 4]);
+    assert_phase_on_two_cpus(&r.phases[1]);
+    let r = Report {
+        phases: r.phases.iter().filter(|p| p.id != 5).cloned().collect(),
+        ..r
+    };
     // The refused CPU_ON inside phase 1 is one of its six instructions before the loop
     // (four moves, the SMC, one move); phase 3 ran after a CPU went off and on twice.
     assert_loop_counts(&r, &r.phases[0], 6, 0);
@@ -495,6 +500,33 @@ fn cpu_power_calls_that_misuse_psci_get_errors_records_and_exact_phases() {
     let writes: Vec<u64> = r.debug_writes.iter().map(|w| w.value).collect();
     assert_eq!(writes, [r.power_calls[5].context_id; 2]);
     assert_second_cpus_phase(&r);
+}
+
+/// Phase 5, traced with both CPUs on: the first CPU's share is its loop's arithmetic, the
+/// second's its polling of GO_OFF (a load from Device memory, never checked, in a loop of
+/// four instructions), and the phase is their sum. The PMU, which counts one CPU, gives no
+/// figure for it.
+fn assert_phase_on_two_cpus(p: &Phase) {
+    let n = HOSTILE_N;
+    let t = p.trace.expect("phase 5 traced");
+    let cpus: Vec<u32> = p.cpus.iter().map(|c| c.cpu).collect();
+    assert_eq!(cpus.len(), 2, "{:?}", p.cpus);
+    let first = p.cpus.iter().find(|c| c.cpu == 0).expect("CPU 0's share");
+    let second = p.cpus.iter().find(|c| c.cpu == 1).expect("CPU 1's share");
+    assert_eq!(first.instructions, [0, 3 * n + END_CALL_INSTRUCTIONS]);
+    let reads = ByEl {
+        rd_k: n,
+        ..ByEl::default()
+    };
+    assert_eq!((first.checked, first.accesses), (reads, reads));
+    let [el0, el1] = second.instructions;
+    assert!(el0 == 0 && el1 > 0, "{second:?}");
+    assert_eq!(second.checked, ByEl::default());
+    assert!((el1 / 4).abs_diff(second.accesses.rd_k) <= 1, "{second:?}");
+    assert_eq!(t.instructions_el1, first.instructions[1] + el1);
+    assert_eq!(t.architectural, reads);
+    assert_eq!(t.accesses.rd_k, n + second.accesses.rd_k);
+    assert_eq!(p.stats.unwrap().el1_instructions, None);
 }
 
 /// Phase 4, traced on the second CPU alone with its MMU off: HOSTILE_N loads from Device
@@ -527,10 +559,16 @@ fn a_profile_follows_the_cpu_that_traces() {
     // The per-PC table starts with the boot CPU; phase 4 is traced on the second CPU, and
     // its profile must be there and add up, as the first CPU's phases' do.
     let r = boot_smp("mtex.profile=1");
+    // The untraced phase and the traced one with both CPUs on (a profile follows one CPU).
     assert_eq!(
         r.problems.len(),
-        1,
-        "only the refused phase: {:?}",
+        2,
+        "only the refused phases: {:?}",
+        r.problems
+    );
+    assert!(
+        r.problems[1].contains("PHASE_BEGIN of phase 5"),
+        "{:?}",
         r.problems
     );
     for p in r.phases.iter().filter(|p| p.trace.is_some()) {

@@ -299,3 +299,56 @@ fn a_phase_that_never_ended_is_a_problem_with_its_partial_counts_kept() {
         r.problems
     );
 }
+
+#[test]
+fn a_phase_whose_cpus_shares_do_not_add_up_is_a_problem() {
+    use mtex_abi::report::CpuTrace;
+    use mtex_trace::counts::ByEl;
+    let share = |cpu, el1, rd_k| {
+        Record::CpuTrace(CpuTrace {
+            id: 1,
+            cpu,
+            instructions: [0, el1],
+            checked: ByEl {
+                rd_k,
+                ..ByEl::default()
+            },
+            accesses: ByEl {
+                rd_k,
+                ..ByEl::default()
+            },
+            ..CpuTrace::default()
+        })
+    };
+    let phase = |shares: Vec<Record>, el1, rd_k| {
+        let reads = ByEl {
+            rd_k,
+            ..ByEl::default()
+        };
+        let t = TraceCounts {
+            instructions_el1: el1,
+            architectural: reads,
+            accesses: reads,
+            ..TraceCounts::default()
+        };
+        let mut records = vec![begin(1, "both")];
+        records.extend(shares);
+        records.extend([traced(1, t), end(1, PhaseStats::default())]);
+        parse(&stream(records))
+    };
+    let whole = phase(vec![share(0, 30, 10), share(1, 12, 0)], 42, 10);
+    assert!(
+        !whole.problems.iter().any(|p| p.contains("shares")),
+        "{:?}",
+        whole.problems
+    );
+    let short = phase(vec![share(0, 30, 10), share(1, 12, 0)], 42, 11);
+    assert!(
+        short
+            .problems
+            .iter()
+            .any(|p| p.contains("phase 1 (both): its CPUs' shares do not add up")),
+        "{:?}",
+        short.problems
+    );
+}
