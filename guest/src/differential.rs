@@ -4,6 +4,7 @@
 //! faulted (x17, set by its EL1 vector) and prints the bitmap. The host compares it with the
 //! hypervisor's TCF-elided counts.
 
+use crate::by_address::ByAddress;
 use crate::mmu;
 use crate::mte;
 use crate::println;
@@ -18,7 +19,7 @@ pub const DIFF_MAGIC: u64 = 0xd1f;
 /// Sixteen granules tagged 0..15.
 #[repr(C, align(16))]
 struct Granules([u8; 256]);
-static mut GRANULES: Granules = Granules([0; 256]);
+static GRANULES: ByAddress<Granules> = ByAddress::new(Granules([0; 256]));
 
 macro_rules! case {
     ($fn:ident: $access:literal) => {
@@ -110,8 +111,8 @@ pub fn run(fdt: &Fdt) -> u64 {
     );
     write_tcr(tcr);
     write_sctlr(sctlr);
-    let normal = (&raw mut GRANULES) as u64;
-    let user = (&raw mut mmu::USER_PAGE) as u64;
+    let normal = GRANULES.addr();
+    let user = mmu::USER_PAGE.addr();
     for tag in 0..16 {
         mte::tag_range(normal + 16 * tag, 16, tag);
         mte::tag_range(user + 16 * tag, 16, tag);

@@ -7,6 +7,7 @@
 //! (entry.rs) jumps to `el0_return`, which restores them (seven loads, with TCO set by the
 //! exception entry), clears TCO and returns to `el0_call`'s caller.
 
+use crate::by_address::ByAddress;
 use core::arch::{global_asm, naked_asm};
 use mtex_abi::hypercall::{PHASE_BEGIN, PHASE_TRACED, pack_bytes};
 
@@ -14,7 +15,7 @@ use mtex_abi::hypercall::{PHASE_BEGIN, PHASE_TRACED, pack_bytes};
 #[repr(C, align(16))]
 struct SaveArea([u64; 14]);
 #[unsafe(no_mangle)]
-static mut EL0_SAVE: SaveArea = SaveArea([0; 14]);
+static EL0_SAVE: ByAddress<SaveArea> = ByAddress::new(SaveArea([0; 14]));
 
 /// Fills `EL0_SAVE` as `el0_return` reads it back: x19–x29, then `$ret` in x30's slot (where
 /// `el0_return` returns to), then SP. Clobbers x9 and x10. One definition of the area's

@@ -6,6 +6,7 @@
 
 extern crate alloc;
 
+mod by_address;
 mod console;
 mod differential;
 mod el0;

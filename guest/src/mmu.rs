@@ -1,6 +1,7 @@
 //! The guest's heap and its identity map: all RAM as Tagged Normal memory (MAIR 0xF0), so
 //! every RAM access can be tag checked.
 
+use crate::by_address::ByAddress;
 use aarch64_cpu::registers::MAIR_EL1;
 use aarch64_paging::descriptor::El1Attributes;
 use aarch64_paging::idmap::IdMap;
@@ -14,25 +15,26 @@ const HEAP_SIZE: usize = 1 << 20;
 #[repr(C, align(4096))]
 struct HeapMemory([u8; HEAP_SIZE]);
 
-static mut HEAP_MEMORY: HeapMemory = HeapMemory([0; HEAP_SIZE]);
+static HEAP_MEMORY: ByAddress<HeapMemory> = ByAddress::new(HeapMemory([0; HEAP_SIZE]));
 
 #[global_allocator]
 static ALLOCATOR: LockedHeap<32> = LockedHeap::empty();
 
 pub fn init_heap() {
-    let start = (&raw mut HEAP_MEMORY) as usize;
+    let start = HEAP_MEMORY.ptr() as usize;
     // Page tables are built here with the MMU (and so the caches) off, then walked
     // cacheably: no line of the heap may be in a cache, before (a dirty one would later be
     // written back over a table) or after (the walker would read a stale one). Linux's
     // head.S does the same around its early tables.
     invalidate_heap();
-    // SAFETY: HEAP_MEMORY is used by nothing but the allocator, and this runs once.
+    // SAFETY: HEAP_MEMORY's range is used by nothing but the allocator, which is handed its
+    // address here, and this runs once.
     unsafe { ALLOCATOR.lock().init(start, HEAP_SIZE) };
 }
 
 /// Removes the heap's lines from the data caches (see [`dcache_inval_poc`]).
 pub fn invalidate_heap() {
-    let start = (&raw mut HEAP_MEMORY) as u64;
+    let start = HEAP_MEMORY.addr();
     dcache_inval_poc(start, start + HEAP_SIZE as u64);
 }
 
@@ -80,16 +82,17 @@ const TAGGED_RAM: El1Attributes = El1Attributes::VALID
 #[repr(C, align(4096))]
 pub struct Page(pub [u8; 4096]);
 
-pub static mut USER_PAGE: Page = Page([0; 4096]);
+pub static USER_PAGE: ByAddress<Page> = ByAddress::new(Page([0; 4096]));
 /// A page mapped Normal Write-Back without the Tagged attribute.
-pub static mut UNTAGGED_PAGE: Page = Page([0; 4096]);
+pub static UNTAGGED_PAGE: ByAddress<Page> = ByAddress::new(Page([0; 4096]));
 
 /// An Untagged page (`.0`) and right after it a Tagged one (`.1`), for accesses that cross
 /// from one into the other.
 #[repr(C, align(4096))]
 pub struct SplitPages(pub Page, pub Page);
 
-pub static mut SPLIT_PAGES: SplitPages = SplitPages(Page([0; 4096]), Page([0; 4096]));
+pub static SPLIT_PAGES: ByAddress<SplitPages> =
+    ByAddress::new(SplitPages(Page([0; 4096]), Page([0; 4096])));
 
 const USER_RAM: El1Attributes = TAGGED_RAM
     .union(El1Attributes::USER)
@@ -131,11 +134,11 @@ pub fn install_idmap(base: usize, size: usize) {
     map.map_range(&MemoryRegion::new(base, base + size), TAGGED_RAM)
         .expect("map RAM");
     // Pages with other attributes, remapped before the table is live.
-    map.map_range(&page_region(&raw mut USER_PAGE), USER_RAM)
+    map.map_range(&page_region(USER_PAGE.ptr()), USER_RAM)
         .expect("map the user page");
-    map.map_range(&page_region(&raw mut UNTAGGED_PAGE), UNTAGGED_RAM)
+    map.map_range(&page_region(UNTAGGED_PAGE.ptr()), UNTAGGED_RAM)
         .expect("map the untagged page");
-    map.map_range(&page_region((&raw mut SPLIT_PAGES).cast()), UNTAGGED_RAM)
+    map.map_range(&page_region(SPLIT_PAGES.ptr().cast()), UNTAGGED_RAM)
         .expect("map the untagged half of the split pages");
     // Only the addresses of the linker symbols are used.
     let (ut_start, ut_end) = (

@@ -111,10 +111,10 @@ impl Cell {
     /// The pointer: the first granule of the cell's page, through TTBR1 at EL1.
     fn ptr(&self) -> u64 {
         let page = match (self.el, self.tagged) {
-            (1, true) => memory::kva((&raw mut memory::EL1_TAGGED) as u64),
-            (1, false) => memory::kva((&raw mut memory::EL1_UNTAGGED) as u64),
-            (_, true) => (&raw mut memory::EL0_TAGGED) as u64,
-            (_, false) => (&raw mut memory::EL0_UNTAGGED) as u64,
+            (1, true) => memory::kva(memory::EL1_TAGGED.addr()),
+            (1, false) => memory::kva(memory::EL1_UNTAGGED.addr()),
+            (_, true) => memory::EL0_TAGGED.addr(),
+            (_, false) => memory::EL0_UNTAGGED.addr(),
         };
         let match_all = if self.el == 1 { 0xf } else { 0 };
         with_tag(page, if self.match_all { match_all } else { WRONG_TAG })
@@ -175,10 +175,7 @@ pub fn run(fdt: &Fdt) -> u64 {
     write_tcr(TCR_BASE);
     write_sctlr(SCTLR_BASE);
     // Through the TTBR0 (identity) addresses: tags belong to the physical granule.
-    for page in [
-        (&raw mut memory::EL1_TAGGED) as u64,
-        (&raw mut memory::EL0_TAGGED) as u64,
-    ] {
+    for page in [memory::EL1_TAGGED.addr(), memory::EL0_TAGGED.addr()] {
         mte::tag_range(page, 16, MEMORY_TAG);
     }
     let mut ids = 0;
@@ -221,7 +218,7 @@ pub fn run(fdt: &Fdt) -> u64 {
     }
     write_tcr(TCR_BASE);
     write_sctlr(SCTLR_BASE);
-    let page = (&raw mut memory::COST_PAGE) as u64;
+    let page = memory::COST_PAGE.addr();
     for (what, phase, ops) in cost::PHASES {
         if what == "dc-gzva" && cost::zva_prohibited() {
             println!("probe: cost {what} skipped (DCZID_EL0.DZP: DC GZVA prohibited)");

@@ -1,5 +1,6 @@
 //! What the guest runs, chosen by `mtex.guest=` on the command line.
 
+use crate::by_address::ByAddress;
 use crate::mte::{self, Granule};
 use crate::{hvc, mmu, println};
 use aarch64_cpu::asm::barrier;
@@ -40,7 +41,7 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
                     | program::SCTLR_TCF_SYNC
                     | program::SCTLR_TCF0_SYNC,
             );
-            let user_sp = (&raw mut mmu::USER_PAGE) as u64 + 4096;
+            let user_sp = mmu::USER_PAGE.addr() + 4096;
             crate::el0::traced_loads(1, "el0-loads", p.user, opts.bench_n, user_sp)
         }
         GuestProgram::ExclusiveLoop => {
@@ -80,9 +81,9 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
 /// tagged 3 throughout.
 #[repr(C, align(2048))]
 struct ZvaBlock([u8; 2048]);
-static mut ZVA_BLOCK: ZvaBlock = ZvaBlock([0; 2048]);
-static mut TAG0_GRANULE: Granule = Granule([0; 16]);
-static mut TAGGED_GRANULE: Granule = Granule([0; 16]);
+static ZVA_BLOCK: ByAddress<ZvaBlock> = ByAddress::new(ZvaBlock([0; 2048]));
+static TAG0_GRANULE: ByAddress<Granule> = ByAddress::new(Granule([0; 16]));
+static TAGGED_GRANULE: ByAddress<Granule> = ByAddress::new(Granule([0; 16]));
 
 /// The same tagged-load loop untraced, then traced.
 fn bench_trace(fdt: &Fdt, n: u64) -> u64 {
@@ -103,11 +104,11 @@ pub fn trace_setup(fdt: &Fdt) -> crate::workloads::Pointers {
     write_sctlr(program::SCTLR_MMU_ON | program::SCTLR_ATA);
     let block = mte::zva_block_bytes().min(2048);
     crate::workloads::Pointers {
-        tagged: mte::tag_range((&raw mut TAGGED_GRANULE) as u64, 16, 3),
-        tag0: (&raw mut TAG0_GRANULE) as u64,
-        untagged: (&raw mut mmu::UNTAGGED_PAGE) as u64,
-        user: mte::tag_range((&raw mut mmu::USER_PAGE) as u64, 16, 3),
-        zva_block: mte::tag_range((&raw mut ZVA_BLOCK) as u64, block, 3),
+        tagged: mte::tag_range(TAGGED_GRANULE.addr(), 16, 3),
+        tag0: TAG0_GRANULE.addr(),
+        untagged: mmu::UNTAGGED_PAGE.addr(),
+        user: mte::tag_range(mmu::USER_PAGE.addr(), 16, 3),
+        zva_block: mte::tag_range(ZVA_BLOCK.addr(), block, 3),
     }
 }
 
@@ -150,7 +151,7 @@ pub fn write_tcr(v: u64) {
     unsafe { core::arch::asm!("tlbi vmalle1", "dsb nsh", "isb") };
 }
 
-static mut GRANULE: Granule = Granule([0; 16]);
+static GRANULE: ByAddress<Granule> = ByAddress::new(Granule([0; 16]));
 
 /// Walks through `mtex_abi::program::DEFAULT`.
 fn default(fdt: &Fdt) -> u64 {
@@ -167,9 +168,10 @@ fn default(fdt: &Fdt) -> u64 {
                 Action::WriteTcr(v) => write_tcr(v),
                 Action::SetTco(on) => mte::set_tco(on),
                 Action::TaggedAccess => {
-                    // SAFETY: the guest is single-threaded; GRANULE is used only here.
-                    #[allow(clippy::deref_addrof, reason = "no reference to a static mut")]
-                    let g = unsafe { &mut *(&raw mut GRANULE) };
+                    // SAFETY: GRANULE is used only here, by the default program, which runs
+                    // on one CPU: no other reference to it or access through its address
+                    // exists while `g` lives.
+                    let g = unsafe { &mut *GRANULE.ptr() };
                     let (tag, read_back) = mte::tagged_access(g);
                     println!(
                         "guest: {}: tagged load ok, pointer tag {tag}, memory tag {read_back}",

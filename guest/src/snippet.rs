@@ -46,6 +46,7 @@
 //! - after an exception: the vector's 4 that end the phase (from EL0: 8, the first 4 telling
 //!   the harness's SVC from the rest), in place of the 5 that close it.
 
+use crate::by_address::ByAddress;
 use crate::hvc::{PHASE_END_HI, PHASE_END_LO, phase_end_call};
 use crate::programs::{install_idmap, write_sctlr, write_tcr};
 use crate::{mmu, mte, println};
@@ -65,16 +66,17 @@ use mtex_arch::mte_bits::{sctlr, tcr, tfsr, with_tag};
 struct Pages<const N: usize>([u8; N]);
 
 /// The snippet's code.
-static mut CODE: Pages<{ SnippetOptions::MAX_BYTES }> = Pages([0; SnippetOptions::MAX_BYTES]);
+static CODE: ByAddress<Pages<{ SnippetOptions::MAX_BYTES }>> =
+    ByAddress::new(Pages([0; SnippetOptions::MAX_BYTES]));
 /// x0 at EL1 (and x3's physical page).
-static mut BUFFER: Pages<4096> = Pages([0; 4096]);
+static BUFFER: ByAddress<Pages<4096>> = ByAddress::new(Pages([0; 4096]));
 /// SP at EL1.
-static mut STACK: Pages<4096> = Pages([0; 4096]);
+static STACK: ByAddress<Pages<4096>> = ByAddress::new(Pages([0; 4096]));
 /// x19, x29 and SP of the Rust code around an EL1 snippet (x19 and x29 cannot be asm
 /// operands; a snippet that breaks the convention must not break the guest).
 #[repr(C, align(16))]
 struct Save([u64; 4]);
-static mut SAVE: Save = Save([0; 4]);
+static SAVE: ByAddress<Save> = ByAddress::new(Save([0; 4]));
 
 /// Allocation and pointer tag of the buffers.
 const TAG: u64 = 3;
@@ -199,14 +201,18 @@ fn vectors() -> (u64, u64) {
 /// asynchronous tag-check fault recorded).
 pub fn run(opts: &SnippetOptions, fdt: &Fdt) -> u64 {
     let bootargs = fdt.chosen().bootargs().unwrap_or("");
-    let code_at = (&raw mut CODE) as u64;
-    let Some(len) = snippet_code(bootargs, code_bytes()) else {
+    let code_at = CODE.addr();
+    // SAFETY: CODE is used by this program only, which runs on one CPU: the snippet is
+    // written in here, before anything reaches the page through its address, and the slice
+    // is not used after this statement.
+    let code = unsafe { &mut (*CODE.ptr()).0 };
+    let Some(len) = snippet_code(bootargs, code) else {
         println!("snippet: no code (mtex.snippet)");
         return 2;
     };
 
     install_idmap(fdt);
-    let buffer = (&raw mut BUFFER) as u64;
+    let buffer = BUFFER.addr();
     if install_upper_alias(buffer).is_none() {
         println!("snippet: cannot map the upper-half alias");
         return 2;
@@ -216,14 +222,14 @@ pub fn run(opts: &SnippetOptions, fdt: &Fdt) -> u64 {
     write_tcr(TCR);
     write_sctlr(p::SCTLR_MMU_ON | sctlr::ATA | sctlr::ATA0);
 
-    let user = (&raw mut mmu::USER_PAGE) as u64;
-    let stack = (&raw mut STACK) as u64;
+    let user = mmu::USER_PAGE.addr();
+    let stack = STACK.addr();
     let env = [
         mte::tag_range(buffer, 4096, TAG),
         4096,
         mte::tag_range(user, USER_BUFFER, TAG),
         with_tag(UPPER | buffer, TAG),
-        (&raw mut mmu::UNTAGGED_PAGE) as u64,
+        mmu::UNTAGGED_PAGE.addr(),
     ];
     mte::tag_range(user + USER_BUFFER, 4096 - USER_BUFFER, 0);
     mte::tag_range(stack, 4096, 0);
@@ -319,15 +325,6 @@ pub fn run(opts: &SnippetOptions, fdt: &Fdt) -> u64 {
     }
     println!("snippet: done");
     0
-}
-
-/// `CODE` as bytes.
-fn code_bytes() -> &'static mut [u8] {
-    // SAFETY: the guest is single-threaded and CODE is used by this program only, once.
-    #[allow(clippy::deref_addrof, reason = "no reference to a static mut")]
-    unsafe {
-        &mut (*(&raw mut CODE)).0
-    }
 }
 
 /// Maps `buffer`'s page at `UPPER | buffer` in a TTBR1 table of its own (installed while the

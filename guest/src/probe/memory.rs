@@ -4,6 +4,7 @@
 //! pa`, top byte 0xFF as Linux's kernel pointers), which only EL1 cells access. A page keeps
 //! its attributes in both halves where both map it.
 
+use crate::by_address::ByAddress;
 use crate::mmu::Page;
 use aarch64_cpu::registers::MAIR_EL1;
 use aarch64_paging::Mapping;
@@ -15,11 +16,11 @@ use mtex_abi::program::{KERNEL_LINEAR_BASE, MAIR_EL1 as MAIR};
 use tock_registers::interfaces::Writeable;
 
 /// The pages the cells access (their first granule) and the cost phases' tag stores use.
-pub static mut EL1_TAGGED: Page = Page([0; 4096]);
-pub static mut EL1_UNTAGGED: Page = Page([0; 4096]);
-pub static mut EL0_TAGGED: Page = Page([0; 4096]);
-pub static mut EL0_UNTAGGED: Page = Page([0; 4096]);
-pub static mut COST_PAGE: Page = Page([0; 4096]);
+pub static EL1_TAGGED: ByAddress<Page> = ByAddress::new(Page([0; 4096]));
+pub static EL1_UNTAGGED: ByAddress<Page> = ByAddress::new(Page([0; 4096]));
+pub static EL0_TAGGED: ByAddress<Page> = ByAddress::new(Page([0; 4096]));
+pub static EL0_UNTAGGED: ByAddress<Page> = ByAddress::new(Page([0; 4096]));
+pub static COST_PAGE: ByAddress<Page> = ByAddress::new(Page([0; 4096]));
 
 /// MAIR index 0: Tagged Normal (0xF0); index 1: Normal Write-Back (mtex_abi::program).
 const NORMAL: El1Attributes = El1Attributes::VALID
@@ -66,9 +67,9 @@ pub fn install(ram_base: usize, ram_size: usize) {
     let ram = MemoryRegion::new(ram_base, ram_base + ram_size);
     low.map_range(&ram, RAM).expect("map RAM");
     let pages = [
-        ((&raw mut EL0_TAGGED), TAGGED.union(USER_DATA)),
-        ((&raw mut EL0_UNTAGGED), UNTAGGED.union(USER_DATA)),
-        ((&raw mut EL1_UNTAGGED), RAM_UNTAGGED),
+        (EL0_TAGGED.ptr(), TAGGED.union(USER_DATA)),
+        (EL0_UNTAGGED.ptr(), UNTAGGED.union(USER_DATA)),
+        (EL1_UNTAGGED.ptr(), RAM_UNTAGGED),
     ];
     for (p, attrs) in pages {
         low.map_range(&page(p), attrs).expect("map a probe page");
@@ -82,10 +83,7 @@ pub fn install(ram_base: usize, ram_size: usize) {
         .expect("map the EL0 code");
     let mut high =
         Mapping::with_asid_and_va_range(IdTranslation::new(), 0, 1, El1And0, VaRange::Upper);
-    for (p, attrs) in [
-        ((&raw mut EL1_TAGGED), TAGGED),
-        ((&raw mut EL1_UNTAGGED), UNTAGGED),
-    ] {
+    for (p, attrs) in [(EL1_TAGGED.ptr(), TAGGED), (EL1_UNTAGGED.ptr(), UNTAGGED)] {
         let pa = p as u64;
         high.map_range(
             &MemoryRegion::new(kva(pa) as usize, kva(pa) as usize + 4096),

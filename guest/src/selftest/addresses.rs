@@ -123,7 +123,7 @@ pub fn run(tagged: u64) -> u64 {
     let (signed_a, signed_b) = sign(tagged, tagged.wrapping_sub(8));
     crate::println!("addresses: {tagged:#x} signed {signed_a:#x} / {signed_b:#x}");
     // 4 bytes before the end of the Untagged page; the Tagged page's first granule tagged.
-    let tagged_page = (&raw mut mmu::SPLIT_PAGES) as u64 + 4096;
+    let tagged_page = mmu::SPLIT_PAGES.addr() + 4096;
     let across = crate::mte::tag_range(tagged_page, 16, TAG) - 4;
     let wrong = mtex_arch::mte_bits::with_tag(across, WRONG_TAG);
     let results = [
