@@ -197,6 +197,10 @@ pub fn workload_label(p: &PhaseOut) -> Option<String> {
     if let Some(t) = &p.tcf0 {
         s.push_str(&format!(" tcf0={}", clean(t)));
     }
+    // Counted on several CPUs: the workload ran once on each, and the figures are the sum.
+    if p.cpus.len() > 1 {
+        s.push_str(&format!(", once on each of {} CPUs (summed)", p.cpus.len()));
+    }
     Some(s)
 }
 
@@ -442,6 +446,26 @@ fn phase_block(out: &mut Lines, doc: &Results, run: &Run, p: &PhaseOut) {
             "",
             if zero == 1 { "" } else { "s" }
         ));
+    }
+    if !p.cpus.is_empty() {
+        out.blank();
+        out.push(&format!(
+            "   counted on {} CPUs, each its own share (the figures above are their sum):",
+            p.cpus.len()
+        ));
+        for share in &p.cpus {
+            let v = |n: &str| share.counters.get(n).copied().unwrap_or(0);
+            out.push(&format!(
+                "   CPU {:<3} instr. {}:k {}:u; checked rd:k {} wr:k {} rd:u {} wr:u {}",
+                share.cpu,
+                thousands(v("instructions:k")),
+                thousands(v("instructions:u")),
+                thousands(v("mem_access_checked_rd:k")),
+                thousands(v("mem_access_checked_wr:k")),
+                thousands(v("mem_access_checked_rd:u")),
+                thousands(v("mem_access_checked_wr:u")),
+            ));
+        }
     }
     if let Some(secs) = elapsed(run, p) {
         out.blank();

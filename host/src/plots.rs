@@ -374,6 +374,7 @@ mod tests {
             functions: Vec::new(),
             stacks: Vec::new(),
             profile: None,
+            cpus: Vec::new(),
         }
     }
 
@@ -391,6 +392,7 @@ mod tests {
             ],
             writes: vec![WriteOut {
                 seq: 3,
+                cpu: 0,
                 register: "SCTLR_EL1".into(),
                 old: "0x0".into(),
                 new: "0x1".into(),

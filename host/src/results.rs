@@ -132,11 +132,26 @@ pub struct PhaseOut {
     /// symbols name them ([`Results::symbolize`]).
     #[serde(skip)]
     pub profile: Option<crate::profile::PhaseProfile>,
+    /// A phase counted on several CPUs: each CPU's share, under the phase's own counter
+    /// names (`mtex_abi::counters::of_cpu_share`); the phase's counters are their sum.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<CpuShareOut>,
+}
+
+/// One CPU's share of a phase counted on several CPUs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuShareOut {
+    /// The CPU's index among the machine's.
+    pub cpu: u32,
+    pub counters: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WriteOut {
     pub seq: u32,
+    /// The CPU that wrote it (its index among the machine's).
+    #[serde(default)]
+    pub cpu: u32,
     pub register: String,
     pub old: String,
     pub new: String,
@@ -340,12 +355,27 @@ fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
             })
             .unwrap_or_default(),
         profile,
+        cpus: {
+            let mut shares: Vec<CpuShareOut> = p
+                .cpus
+                .iter()
+                .map(|c| CpuShareOut {
+                    cpu: c.cpu,
+                    counters: mtex_abi::counters::of_cpu_share(c)
+                        .map(|(k, v)| (k.name.to_string(), v))
+                        .collect(),
+                })
+                .collect();
+            shares.sort_by_key(|s| s.cpu);
+            shares
+        },
     }
 }
 
 fn write_out(w: &Write) -> WriteOut {
     WriteOut {
         seq: w.seq,
+        cpu: w.cpu,
         register: w.register.to_string(),
         old: hex(w.old),
         new: hex(w.new),

@@ -428,6 +428,7 @@ mod tests {
             functions: Vec::new(),
             stacks: Vec::new(),
             profile: None,
+            cpus: Vec::new(),
         }
     }
 

@@ -529,12 +529,19 @@ fn phase() -> impl Strategy<Value = PhaseOut> {
                     partial,
                     begin_ts: b,
                     end_ts: e,
-                    counters,
+                    counters: counters.clone(),
                     not_counted: not_supported.iter().rev().cloned().collect(),
                     not_supported,
                     functions: Vec::new(),
                     stacks: Vec::new(),
                     profile: None,
+                    // Each CPU's share under the phase's own counter names.
+                    cpus: (0..params[0].unwrap_or(0) % 3)
+                        .map(|cpu| mtex::results::CpuShareOut {
+                            cpu,
+                            counters: counters.clone(),
+                        })
+                        .collect(),
                 }
             },
         )
@@ -555,6 +562,7 @@ fn write() -> impl Strategy<Value = WriteOut> {
         .prop_map(
             |((seq, register, old, new), changes, (pc, el, tco, phase, ts))| WriteOut {
                 seq,
+                cpu: seq % 4,
                 register,
                 old,
                 new,

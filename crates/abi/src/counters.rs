@@ -593,6 +593,40 @@ pub fn of_trace(t: &TraceCounts) -> impl Iterator<Item = (&'static Counter, u64)
     all().filter_map(move |c| c.of_trace(t).map(|v| (c, v)))
 }
 
+/// The counters of one CPU's share of a phase counted on several CPUs (`CpuTrace`), with
+/// their values: the phase's own counters, for the figures a share holds.
+pub fn of_cpu_share(
+    c: &crate::report::CpuTrace,
+) -> impl Iterator<Item = (&'static Counter, u64)> + use<> {
+    const IN_A_SHARE: [&str; 11] = [
+        "instructions:k",
+        "instructions:u",
+        "mem_access_checked_rd:k",
+        "mem_access_checked_wr:k",
+        "mem_access_checked_rd:u",
+        "mem_access_checked_wr:u",
+        "mem_access_rd:k",
+        "mem_access_wr:k",
+        "mem_access_rd:u",
+        "mem_access_wr:u",
+        "tag_check_faults",
+    ];
+    let t = TraceCounts {
+        instructions_el0: c.instructions[0],
+        instructions_el1: c.instructions[1],
+        architectural: c.checked,
+        accesses: c.accesses,
+        tag_check_faults: c.tag_check_faults,
+        ..TraceCounts::default()
+    };
+    all().filter_map(move |k| {
+        IN_A_SHARE
+            .contains(&k.name)
+            .then(|| k.of_trace(&t).map(|v| (k, v)))
+            .flatten()
+    })
+}
+
 /// A PMU event counted per EL, under `pmu.` (a traced phase) or `untraced.` (a full-speed
 /// pass): `pmu.mem_access_checked_rd:k`, `untraced.cycles:u`, `untraced.raw.0x0013:k`.
 /// Counted by the CPU, of the guest's execution.
@@ -631,6 +665,35 @@ pub fn lookup(name: &str) -> Option<&'static Counter> {
 /// comparison never hides a figure it cannot place).
 pub fn describes_guest(name: &str) -> bool {
     lookup(name).is_none_or(|c| c.describes == Describes::Guest)
+}
+
+#[cfg(test)]
+mod share_tests {
+    use super::*;
+
+    #[test]
+    fn a_cpus_share_gives_the_phases_counters_for_its_figures() {
+        let share = crate::report::CpuTrace {
+            instructions: [5, 7],
+            checked: ByEl {
+                rd_k: 3,
+                ..ByEl::default()
+            },
+            tag_check_faults: 1,
+            ..Default::default()
+        };
+        let got: std::vec::Vec<(&str, u64)> =
+            of_cpu_share(&share).map(|(c, v)| (c.name, v)).collect();
+        assert_eq!(got.len(), 11, "{got:?}");
+        for want in [
+            ("instructions:u", 5),
+            ("instructions:k", 7),
+            ("mem_access_checked_rd:k", 3),
+            ("tag_check_faults", 1),
+        ] {
+            assert!(got.contains(&want), "{want:?} in {got:?}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -598,6 +598,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "tcf0",
     "hz",
     "trace",
+    "cpus",
     "snippet",
     "snippet_tcf",
     "snippet_tcf0",

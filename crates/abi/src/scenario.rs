@@ -380,7 +380,22 @@ pub struct Scenario {
     /// its events (cycles, instructions, the MTE events: `mtex.trace=1`, `both` and `0`; not
     /// `only`).
     pub untraced: bool,
+    /// CPUs the kernel runs on (`mtex.cpus`, 1 to [`MAX_KERNEL_CPUS`]): each run's workload
+    /// runs once on each CPU, all at once, in one phase counted on every CPU.
+    pub cpus: u32,
 }
+
+/// The most CPUs the kernel runs a scenario on.
+pub const MAX_KERNEL_CPUS: u32 = 8;
+
+/// The workloads that run on several CPUs: those whose measured part allocates nothing and
+/// wakes no task on another CPU, so that each CPU's counts are its own workload's.
+pub const SMP_WORKLOADS: [Workload; 4] = [
+    Workload::Getpid,
+    Workload::FutexHash,
+    Workload::UaccessHeavy,
+    Workload::KbufProbe,
+];
 
 /// The default tick rate, Linux's common CONFIG_HZ=250.
 pub const DEFAULT_HZ: u32 = 250;
@@ -403,6 +418,7 @@ impl Scenario {
             hz: DEFAULT_HZ,
             traced: true,
             untraced: true,
+            cpus: 1,
         };
         let policies = value(cmdline, "policies").unwrap_or(DEFAULT_POLICIES);
         for (i, p) in policies.split(',').enumerate() {
@@ -439,6 +455,36 @@ impl Scenario {
                 ));
             }
         };
+        if let Some(v) = value(cmdline, "cpus") {
+            s.cpus = v
+                .parse()
+                .ok()
+                .filter(|n| (1..=MAX_KERNEL_CPUS).contains(n))
+                .ok_or(err("cpus", "expected 1 to 8 CPUs"))?;
+        }
+        if s.cpus > 1 {
+            if s.hz != 0 {
+                return Err(err(
+                    "cpus",
+                    "several CPUs run without the timer tick: add mtex.hz=0",
+                ));
+            }
+            if s.untraced {
+                return Err(err(
+                    "cpus",
+                    "several CPUs are traced only (the PMU counts one CPU): add mtex.trace=only",
+                ));
+            }
+            let smp = |w: &Option<(Workload, WorkloadParams, Option<Tcf>)>| {
+                w.is_none_or(|(w, _, _)| SMP_WORKLOADS.contains(&w))
+            };
+            if !s.workloads.iter().all(smp) {
+                return Err(err(
+                    "cpus",
+                    "on several CPUs the workloads are getpid, futex-hash, uaccess-heavy and kbuf-probe",
+                ));
+            }
+        }
         Ok(s)
     }
 
@@ -544,9 +590,24 @@ mod tests {
             ("mtex.tcf0=on", "tcf0"),
             ("mtex.hz=fast", "hz"),
             ("mtex.hz=1000000", "hz"),
+            ("mtex.cpus=0", "cpus"),
+            ("mtex.cpus=9", "cpus"),
+            ("mtex.cpus=2 mtex.hz=0 mtex.trace=only", "cpus"),
+            ("mtex.cpus=2 mtex.trace=only mtex.workloads=getpid", "cpus"),
+            ("mtex.cpus=2 mtex.hz=0 mtex.workloads=getpid", "cpus"),
         ] {
             assert_eq!(Scenario::parse(line).unwrap_err().key, key, "{line}");
         }
+    }
+
+    #[test]
+    fn several_cpus_run_the_workloads_that_stay_on_their_cpu() {
+        let s = Scenario::parse(
+            "mtex.cpus=4 mtex.hz=0 mtex.trace=only mtex.workloads=getpid,futex-hash,uaccess-heavy,kbuf-probe",
+        )
+        .unwrap();
+        assert_eq!((s.cpus, s.runs().count()), (4, 8 * 4));
+        assert_eq!(Scenario::parse("").unwrap().cpus, 1);
     }
 
     #[test]

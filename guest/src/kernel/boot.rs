@@ -23,6 +23,13 @@ const KERNEL_RAM: El1Attributes = El1Attributes::VALID
     .union(El1Attributes::ACCESSED)
     .union(El1Attributes::UXN);
 
+/// As KERNEL_RAM, but Normal memory without the Tagged attribute (MAIR index 1).
+const KERNEL_RAM_UNTAGGED: El1Attributes = El1Attributes::VALID
+    .union(El1Attributes::ATTRIBUTE_INDEX_1)
+    .union(El1Attributes::INNER_SHAREABLE)
+    .union(El1Attributes::ACCESSED)
+    .union(El1Attributes::UXN);
+
 /// Maps RAM at `kva(pa)`, turns the MMU on and continues at `then` in the upper half.
 pub fn enter_upper_half(base: u64, size: u64, then: extern "C" fn(u64) -> !) -> ! {
     let mut map =
@@ -34,6 +41,17 @@ pub fn enter_upper_half(base: u64, size: u64, then: extern "C" fn(u64) -> !) -> 
         Constraints::empty(),
     )
     .expect("map the kernel's linear map");
+    // The page the CPUs poll on several CPUs (`smp`): Normal memory without the Tagged
+    // attribute, so that polling it is never tag checked. (Its address here, before the jump,
+    // is its physical one.)
+    let shared = super::smp::SHARED_PAGE.ptr() as u64;
+    map.map_range(
+        &MemoryRegion::new(kva(shared) as usize, kva(shared) as usize + 4096),
+        PhysicalAddress(shared as usize),
+        KERNEL_RAM_UNTAGGED,
+        Constraints::empty(),
+    )
+    .expect("map the CPUs' shared page");
     let root = map.root_address().0 as u64;
     // The tables live as long as the kernel.
     Box::leak(Box::new(map));

@@ -1,17 +1,19 @@
-//! Kernel globals. The guest kernel runs on one CPU, a context switch happens only inside
-//! `schedule()` (with interrupts masked), and the timer interrupt handler — the only code
-//! that can run in the middle of other kernel code — only reads globals through
-//! [`KCell::ptr`]. Whether two borrows of one global overlap is therefore a property of the
-//! call graph, which the compiler cannot see: [`KCell::get`] is `unsafe`, and every caller
-//! says why its borrow is the only one. No busy flag: its load and stores would add to the
-//! kernel paths whose accesses mtex counts.
+//! Kernel globals. Kernel code runs on one CPU at a time: on one CPU by construction, on
+//! several under the kernel lock (`smp`), which a CPU holds whenever it runs kernel code
+//! that reaches a global. A context switch happens only inside `schedule()` (with interrupts
+//! masked), and the timer interrupt handler — the only code that can run in the middle of
+//! other kernel code — only reads globals through [`KCell::ptr`]. Whether two borrows of one
+//! global overlap is therefore a property of the call graph, which the compiler cannot see:
+//! [`KCell::get`] is `unsafe`, and every caller says why its borrow is the only one. No busy
+//! flag: its load and stores would add to the kernel paths whose accesses mtex counts.
 
 use core::cell::UnsafeCell;
 
 pub struct KCell<T>(UnsafeCell<T>);
 
-// SAFETY: one CPU; `get` hands out `&mut T` only under its contract (no other borrow alive),
-// so sharing the cell is sharing exclusive access one borrower at a time, which is what `Send`
+// SAFETY: kernel code reaches the cell from one CPU at a time (the kernel lock on several
+// CPUs), and `get` hands out `&mut T` only under its contract (no other borrow alive), so
+// sharing the cell is sharing exclusive access one borrower at a time, which is what `Send`
 // allows (as for `Mutex<T>`).
 unsafe impl<T: Send> Sync for KCell<T> {}
 

@@ -170,10 +170,12 @@ fn exit_to_user_mode() {
         super::task::schedule();
     }
     mte_policy::exit_to_user_mode();
+    super::smp::unlock();
 }
 
 /// el0_interrupt: an IRQ while user code ran.
 extern "C" fn el0_interrupt(_regs: &mut PtRegs) {
+    super::smp::lock();
     mte_policy::enter_from_user_mode();
     irq::handle();
     exit_to_user_mode();
@@ -189,6 +191,8 @@ extern "C" fn el1_interrupt(_regs: &mut PtRegs) {
 
 /// el0_sync: the one dispatch on ESR_EL1.EC for exceptions from EL0.
 extern "C" fn el0_sync(regs: &mut PtRegs) {
+    // On several CPUs, kernel code runs under the kernel lock (`smp`).
+    super::smp::lock();
     let esr: u64;
     // SAFETY: reading ESR_EL1 has no side effects.
     unsafe { core::arch::asm!("mrs {}, esr_el1", out(reg) esr) };

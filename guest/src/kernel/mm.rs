@@ -281,7 +281,9 @@ impl Mm {
         drop(unsafe { mm.read() });
         page_alloc::kfree(mm as u64, size_of::<Mm>() as u64);
         // SAFETY: TLB maintenance for an ASID nothing uses any more.
-        unsafe { core::arch::asm!("dsb ishst", "tlbi aside1, {}", "dsb ish", in(reg) asid << 48) };
+        unsafe {
+            core::arch::asm!("dsb ishst", "tlbi aside1is, {}", "dsb ish", in(reg) asid << 48)
+        };
         free_asid(asid);
     }
 }

@@ -17,6 +17,7 @@ mod layout;
 mod mm;
 mod mte_policy;
 mod page_alloc;
+mod smp;
 mod syscalls;
 mod task;
 mod uaccess;
@@ -75,6 +76,13 @@ const GCR_EXCLUDE_ALL: u64 = 0xffff;
 
 /// Page faults handled (user pages mapped at first touch).
 pub static FAULTS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// The id of the run in progress (0 before the first).
+pub fn run_id() -> u32 {
+    // SAFETY: a Copy field read through the raw place; RUN is written with the kernel lock
+    // held, which the caller holds.
+    unsafe { (*RUN.ptr()).id }
+}
 
 /// The policy of the run in progress (read through the raw place: the interrupt handler
 /// calls this too).
@@ -141,6 +149,9 @@ extern "C" fn kernel_main(_: u64) -> ! {
         )
     };
     task::init_boot_task();
+    // On several CPUs, the others wait in their idle loops from here; CPU 0 holds the kernel
+    // lock (the scenario runs them without the tick).
+    smp::start_secondaries(scenario.cpus as usize);
     irq::init(scenario.hz);
     println!("kernel: tick {} Hz", scenario.hz);
     let mut id = 0;
@@ -182,6 +193,7 @@ fn run_one(id: u32, params: PhaseParams, traced: bool, again: bool) -> u64 {
     r.phase_open = false;
     r.phase_done = false;
     mte_policy::apply(params.policy);
+    smp::apply_everywhere(id);
     let p = params.params;
     let (size, iters, tasks) = (p.size as u64, p.iters as u64, p.tasks as u64);
     let queued = if params.workload == Workload::FutexHash {
@@ -203,33 +215,23 @@ fn run_one(id: u32, params: PhaseParams, traced: bool, again: bool) -> u64 {
     // the prctl(PR_SET_TAGGED_ADDR_CTRL) glibc makes at start-up, with the scenario's TCF0
     // (x4) and glibc's tag mask.
     let tcf0 = params.tcf0 as u64;
-    let spawn = |prog, a: [u64; 4]| {
-        task::spawn(
-            user::entry(prog),
-            [a[0], a[1], a[2], a[3], tcf0],
-            0,
-            GCR_EXCLUDE_ALL,
-        )
-    };
-    match params.workload {
-        Workload::Getpid => spawn(Program::Getpid, [iters, 0, 0, 0]),
-        Workload::FutexHash => spawn(Program::Futex, [iters, size, 0, 0]),
-        Workload::Memcached => {
-            spawn(Program::McServer, [size, 0, 0, 0]);
-            spawn(Program::McClient, [iters, size, 0, 0])
-        }
-        Workload::ThreadCreate => spawn(Program::Threads, [iters, 0, tasks, 0]),
-        Workload::ForkPgtable => spawn(Program::Fork, [iters, size, 0, 0]),
-        Workload::UaccessHeavy => spawn(Program::Uaccess, [iters, size, 0, 0]),
-        Workload::KbufProbe => spawn(Program::Kbuf, [iters, size, 0, 0]),
-    };
-    // init: reap, and run the others until none is left.
+    // On several CPUs the workload runs once on each (the scenario allows only workloads
+    // that stay on their CPU).
+    for cpu in 0..smp::cpus() {
+        spawn_workload(params.workload, [iters, size, tasks], tcf0, cpu);
+    }
+    // init: reap, and run the others until none is left; on several CPUs, while CPU 0 has
+    // nothing to run, it lets the kernel lock go for the others a moment.
     loop {
         while task::reap_zombie_child().is_some() {}
         if !task::others_alive() {
             break;
         }
         if !task::others_runnable() {
+            if smp::smp() {
+                smp::let_others_run();
+                continue;
+            }
             die(format_args!("every task is blocked"));
         }
         task::schedule();
@@ -257,8 +259,41 @@ fn run_one(id: u32, params: PhaseParams, traced: bool, again: bool) -> u64 {
     r.more
 }
 
-/// The PHASE system call: opens or closes the run's traced phase.
+/// Starts `workload`'s processes ([iters, size, tasks]) on `cpu`.
+fn spawn_workload(workload: Workload, [iters, size, tasks]: [u64; 3], tcf0: u64, cpu: usize) {
+    let spawn = |prog, a: [u64; 4]| {
+        task::spawn(
+            user::entry(prog),
+            [a[0], a[1], a[2], a[3], tcf0],
+            0,
+            GCR_EXCLUDE_ALL,
+            cpu,
+        )
+    };
+    match workload {
+        Workload::Getpid => spawn(Program::Getpid, [iters, 0, 0, 0]),
+        Workload::FutexHash => spawn(Program::Futex, [iters, size, 0, 0]),
+        Workload::Memcached => {
+            spawn(Program::McServer, [size, 0, 0, 0]);
+            spawn(Program::McClient, [iters, size, 0, 0])
+        }
+        Workload::ThreadCreate => spawn(Program::Threads, [iters, 0, tasks, 0]),
+        Workload::ForkPgtable => spawn(Program::Fork, [iters, size, 0, 0]),
+        Workload::UaccessHeavy => spawn(Program::Uaccess, [iters, size, 0, 0]),
+        Workload::KbufProbe => spawn(Program::Kbuf, [iters, size, 0, 0]),
+    };
+}
+
+/// The PHASE system call: opens or closes the run's traced phase. On several CPUs each CPU's
+/// workload makes the call, and the last to arrive opens (closes) the phase for all of them.
 fn phase_mark(begin: bool) -> u64 {
+    if smp::smp() {
+        return smp::phase_together(run_id(), begin, || phase_mark_here(begin));
+    }
+    phase_mark_here(begin)
+}
+
+fn phase_mark_here(begin: bool) -> u64 {
     // SAFETY: a system call of a user task: init's borrows in run_one are not alive while it
     // is switched out, nothing called here reaches RUN, and nothing here schedules.
     let r = unsafe { RUN.get() };

@@ -7,6 +7,7 @@ use super::cell::KCell;
 use super::entry::PtRegs;
 use super::layout::THREAD_SIZE;
 use super::mm::Mm;
+use super::smp::{MAX_CPUS, this_cpu};
 use super::{mte_policy, page_alloc};
 use core::arch::naked_asm;
 use core::mem::offset_of;
@@ -57,13 +58,17 @@ pub const MAX_TASKS: usize = 64;
 
 pub struct Sched {
     pub tasks: [*mut Task; MAX_TASKS],
-    pub current: *mut Task,
+    /// The CPU each queued task runs on (by slot of `tasks`: a task stays on its CPU).
+    cpu_of: [u8; MAX_TASKS],
+    /// Each CPU's running task, and (but CPU 0, whose idle task is init) its idle task.
+    pub current: [*mut Task; MAX_CPUS],
+    idle: [*mut Task; MAX_CPUS],
     next_pid: u64,
-    /// Where the round-robin scan resumes.
-    cursor: usize,
+    /// Where each CPU's round-robin scan resumes.
+    cursor: [usize; MAX_CPUS],
     pub switches: u64,
-    /// What TTBR0_EL1 holds.
-    pub ttbr0: u64,
+    /// What each CPU's TTBR0_EL1 holds.
+    pub ttbr0: [u64; MAX_CPUS],
 }
 
 // SAFETY: the pointers are to tasks the scheduler owns (kmalloc'd kernel objects), which are
@@ -72,18 +77,20 @@ unsafe impl Send for Sched {}
 
 pub static SCHED: KCell<Sched> = KCell::new(Sched {
     tasks: [core::ptr::null_mut(); MAX_TASKS],
-    current: core::ptr::null_mut(),
+    cpu_of: [0; MAX_TASKS],
+    current: [core::ptr::null_mut(); MAX_CPUS],
+    idle: [core::ptr::null_mut(); MAX_CPUS],
     next_pid: 0,
-    cursor: 0,
+    cursor: [0; MAX_CPUS],
     switches: 0,
-    ttbr0: 0,
+    ttbr0: [0; MAX_CPUS],
 });
 
 /// The current task's user SCTLR bits, read through raw places (for the interrupt handler,
 /// which must not form a reference to a task the interrupted code may hold one to).
 pub fn current_sctlr_user() -> u64 {
     // SAFETY: `current` always points at a live task; two Copy fields are read in place.
-    unsafe { (*(*SCHED.ptr()).current).sctlr_user }
+    unsafe { (*(*SCHED.ptr()).current[this_cpu()]).sctlr_user }
 }
 
 /// The running task.
@@ -96,7 +103,7 @@ pub fn current_sctlr_user() -> u64 {
 pub unsafe fn current() -> &'static mut Task {
     // SAFETY: `current` is set at boot (init) and always points at a live task; the
     // exclusivity of the reference is the caller's contract.
-    unsafe { &mut *(*SCHED.ptr()).current }
+    unsafe { &mut *(*SCHED.ptr()).current[this_cpu()] }
 }
 
 /// Allocates a task with a kernel stack; not yet runnable.
@@ -142,12 +149,38 @@ pub fn init_boot_task() {
     // SAFETY: boot, one task; boot_ttbr0 reaches RUN, not SCHED.
     let s = unsafe { SCHED.get() };
     s.tasks[0] = t;
-    s.current = t;
-    s.ttbr0 = super::boot_ttbr0();
+    s.current[0] = t;
+    s.ttbr0[0] = super::boot_ttbr0();
 }
 
-/// Makes `t` runnable: its first switch-in goes through `ret_from_fork` to EL0 with `regs`.
-fn start(t: *mut Task, regs: &PtRegs) {
+/// A secondary CPU's boot context becomes its idle task, a kernel thread with the boot
+/// address space (as init on CPU 0). With the kernel lock held.
+pub fn init_idle_task(cpu: usize) {
+    let t = page_alloc::kzalloc(size_of::<Task>() as u64) as *mut Task;
+    // SAFETY: a fresh kzalloc object; the idle task never runs at EL0 and keeps its stack.
+    unsafe {
+        t.write(Task {
+            ctx: CpuContext::default(),
+            pid: 0,
+            state: State::Runnable,
+            kstack: 0,
+            mm: core::ptr::null_mut(),
+            sctlr_user: 0,
+            gcr_user_excl: 0,
+            parent: core::ptr::null_mut(),
+            exit_code: 0,
+        })
+    };
+    // SAFETY: the kernel lock is held; boot_ttbr0 reaches RUN, not SCHED.
+    let s = unsafe { SCHED.get() };
+    s.idle[cpu] = t;
+    s.current[cpu] = t;
+    s.ttbr0[cpu] = super::boot_ttbr0();
+}
+
+/// Makes `t` runnable on `cpu`: its first switch-in goes through `ret_from_fork` to EL0 with
+/// `regs`.
+fn start(t: *mut Task, regs: &PtRegs, cpu: usize) {
     // SAFETY: `t` is a fresh task this function owns until it is queued.
     let task = unsafe { &mut *t };
     let top = task.kstack + THREAD_SIZE - size_of::<PtRegs>() as u64;
@@ -159,21 +192,31 @@ fn start(t: *mut Task, regs: &PtRegs) {
     let s = unsafe { SCHED.get() };
     let slot = s
         .tasks
-        .iter_mut()
-        .find(|p| p.is_null())
+        .iter()
+        .position(|p| p.is_null())
         .expect("too many tasks");
-    *slot = t;
+    s.tasks[slot] = t;
+    if super::smp::smp() {
+        s.cpu_of[slot] = cpu as u8;
+        super::smp::kick(cpu);
+    }
 }
 
-/// A new process running `entry` at EL0 with `args` in x0..x4.
-pub fn spawn(entry: u64, args: [u64; 5], sctlr_user: u64, gcr_user_excl: u64) -> *mut Task {
+/// A new process running `entry` at EL0 with `args` in x0..x4, on `cpu`.
+pub fn spawn(
+    entry: u64,
+    args: [u64; 5],
+    sctlr_user: u64,
+    gcr_user_excl: u64,
+    cpu: usize,
+) -> *mut Task {
     let mm = Mm::new_process();
     // SAFETY: a Copy field read whose borrow ends here.
     let init = unsafe { SCHED.get() }.tasks[0];
     let t = alloc_task(mm, sctlr_user, gcr_user_excl, init);
     let mut regs = PtRegs::user(entry, super::layout::USER_STACK_TOP);
     regs.x[..5].copy_from_slice(&args);
-    start(t, &regs);
+    start(t, &regs, cpu);
     t
 }
 
@@ -186,7 +229,7 @@ pub fn clone_thread(entry: u64, sp: u64, arg: u64) -> u64 {
     let t = alloc_task(cur.mm, cur.sctlr_user, cur.gcr_user_excl, cur as *mut Task);
     let mut regs = PtRegs::user(entry, sp);
     regs.x[0] = arg;
-    start(t, &regs);
+    start(t, &regs, this_cpu());
     // SAFETY: just created.
     unsafe { (*t).pid }
 }
@@ -200,7 +243,7 @@ pub fn fork(parent_regs: &PtRegs) -> u64 {
     let t = alloc_task(mm, cur.sctlr_user, cur.gcr_user_excl, cur as *mut Task);
     let mut regs = *parent_regs;
     regs.x[0] = 0;
-    start(t, &regs);
+    start(t, &regs, this_cpu());
     // SAFETY: just created.
     unsafe { (*t).pid }
 }
@@ -266,13 +309,18 @@ pub fn reap_zombie_child() -> Option<u64> {
     reap_one().1
 }
 
-/// True when a task other than init can run.
+/// True when a task other than init can run (on this CPU, when there are several).
 pub fn others_runnable() -> bool {
+    let me = this_cpu();
     // SAFETY: a scan that calls nothing.
-    unsafe { SCHED.get() }.tasks[1..]
-        .iter()
-        // SAFETY: queued tasks are live.
-        .any(|&t| !t.is_null() && unsafe { (*t).state } == State::Runnable)
+    let s = unsafe { SCHED.get() };
+    // SAFETY: queued tasks are live.
+    let runnable = |t: *mut Task| !t.is_null() && unsafe { (*t).state } == State::Runnable;
+    if super::smp::smp() {
+        (1..MAX_TASKS).any(|i| s.cpu_of[i] as usize == me && runnable(s.tasks[i]))
+    } else {
+        s.tasks[1..].iter().any(|&t| runnable(t))
+    }
 }
 
 /// Frees a zombie: kernel stack, address space (last user), task.
@@ -298,12 +346,16 @@ pub fn sleep_on(chan: u64) {
 }
 
 pub fn wake_up(chan: u64) {
-    // SAFETY: a scan that calls nothing.
-    for &t in unsafe { SCHED.get() }.tasks.iter() {
+    // SAFETY: a scan that calls nothing but `kick`, which does not reach SCHED.
+    let s = unsafe { SCHED.get() };
+    for (i, &t) in s.tasks.iter().enumerate() {
         // SAFETY: queued tasks are live.
         if !t.is_null() && unsafe { (*t).state } == State::Blocked(chan) {
             // SAFETY: as above.
             unsafe { (*t).state = State::Runnable };
+            if super::smp::smp() {
+                super::smp::kick(s.cpu_of[i] as usize);
+            }
         }
     }
 }
@@ -327,22 +379,27 @@ pub fn schedule() {
 }
 
 fn pick_and_switch() {
+    let (cpu, smp) = (this_cpu(), super::smp::smp());
     // SAFETY: the borrow's last use comes before switch_to, which takes its own.
     let s = unsafe { SCHED.get() };
-    let prev = s.current;
+    let prev = s.current[cpu];
     let mut next = core::ptr::null_mut();
     for k in 1..=MAX_TASKS {
-        let i = (s.cursor + k) % MAX_TASKS;
+        let i = (s.cursor[cpu] + k) % MAX_TASKS;
         let t = s.tasks[i];
+        // On several CPUs, a CPU runs its own tasks only (a task stays where it started).
+        if smp && s.cpu_of[i] as usize != cpu {
+            continue;
+        }
         // SAFETY: queued tasks are live.
         if i != 0 && !t.is_null() && unsafe { (*t).state } == State::Runnable {
             next = t;
-            s.cursor = i;
+            s.cursor[cpu] = i;
             break;
         }
     }
     if next.is_null() {
-        next = s.tasks[0];
+        next = if cpu == 0 { s.tasks[0] } else { s.idle[cpu] };
     }
     if next == prev {
         return;
@@ -368,10 +425,11 @@ unsafe fn switch_to(prev: *mut Task, next: *mut Task) {
         // SAFETY: the next task's mm is live; it maps the image the kernel's TTBR0 did.
         unsafe { (*n.mm).ttbr0() }
     };
+    let cpu = this_cpu();
     // SAFETY: the borrow ends with this `if`, before mte_policy is called.
     let s = unsafe { SCHED.get() };
-    if ttbr0 != s.ttbr0 {
-        s.ttbr0 = ttbr0;
+    if ttbr0 != s.ttbr0[cpu] {
+        s.ttbr0[cpu] = ttbr0;
         // SAFETY: switching the user half; the kernel runs from TTBR1.
         unsafe { core::arch::asm!("msr ttbr0_el1, {}", "isb", in(reg) ttbr0) };
     }
@@ -382,7 +440,7 @@ unsafe fn switch_to(prev: *mut Task, next: *mut Task) {
     mte_policy::thread_switch(n);
     mte_policy::update_sctlr_user(p.sctlr_user, n.sctlr_user);
     // SAFETY: a field write whose borrow ends here.
-    unsafe { SCHED.get() }.current = next;
+    unsafe { SCHED.get() }.current[cpu] = next;
     // SAFETY: `prev` is running on the stack being saved; `next` was saved by an earlier
     // cpu_switch_to or set up by `start`.
     unsafe { cpu_switch_to(&raw mut p.ctx, &raw mut n.ctx) };

@@ -100,6 +100,8 @@ impl RunConfig {
             icount,
             timeout: default_timeout(budget_ms, icount),
             watch_budget_ms: Some(budget_ms),
+            // The kernel's scenario on several CPUs (`mtex.cpus`) needs them.
+            cpus: mtex_abi::scenario::Scenario::parse(&cmdline).map_or(1, |s| s.cpus),
             ..Self::default()
         }
     }

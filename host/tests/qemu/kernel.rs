@@ -486,3 +486,93 @@ fn each_run_goes_untraced_for_the_pmu_then_traced_and_the_counts_agree_exactly()
         );
     }
 }
+
+/// The scenario `opts` on `cpus` CPUs, without the tick and traced only, as several CPUs
+/// need (`mtex.cpus`).
+fn on_cpus(cpus: u32, opts: &str) -> Report {
+    let opts = format!("mtex.cpus={cpus} mtex.hz=0 mtex.trace=only {opts}");
+    let cfg = RunConfig {
+        cmdline: format!("mtex.guest=kernel mtex.watchdog_ms=600000 {opts}"),
+        timeout: Duration::from_secs(300),
+        cpus,
+        ..RunConfig::default()
+    };
+    let console = qemu::run(images(), &cfg).expect("running QEMU");
+    assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
+    let r = report::parse(&console.text);
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert_eq!(
+        r.phases.len(),
+        Scenario::parse(&opts).unwrap().runs().count()
+    );
+    r
+}
+
+/// The kernel on four CPUs runs each workload once on every CPU, in one phase counted on all
+/// of them: each CPU's user program counts exactly what it counts on one CPU alone (its
+/// loop's arithmetic), and with TCMA1 set — the kernel's own accesses unchecked — so does
+/// each CPU's kernel: one checked read per futex-hash iteration (the futex word, through
+/// uaccess). (Without TCMA1 each CPU's kernel figures also hold its part in the PHASE calls'
+/// rendezvous, which depends on the order the CPUs arrive in.) The phase is their sum, and
+/// every CPU's policy writes are in the trap log under its CPU.
+#[test]
+fn on_four_cpus_each_cpu_counts_what_one_cpu_counts_alone() {
+    const CPUS: u32 = 4;
+    let opts = "mtex.policies=entry-tco,tcma1,kasan-sync mtex.workloads=getpid,futex-hash";
+    let one = on_cpus(1, opts);
+    let four = on_cpus(CPUS, opts);
+    for (alone, p) in one.phases.iter().zip(&four.phases) {
+        let a = trace(alone);
+        let t = trace(p);
+        let n = iters(p);
+        let q = p.params.unwrap();
+        let name = format!("{} {}", p.name, q.policy.name().as_str());
+        assert_eq!(p.cpus.len(), CPUS as usize, "{name}: {:?}", p.cpus);
+        // The user program's own accesses: futex-hash's two reads and one write per
+        // iteration, getpid's none.
+        let (rd_u, wr_u) = match q.workload {
+            Workload::FutexHash => (2 * n, n),
+            _ => (0, 0),
+        };
+        assert_eq!((a.architectural.rd_u, a.architectural.wr_u), (rd_u, wr_u));
+        for c in &p.cpus {
+            let at = format!("{name}, CPU {}", c.cpu);
+            assert_eq!(c.instructions[0], a.instructions_el0, "{at}");
+            assert_eq!((c.checked.rd_u, c.checked.wr_u), (rd_u, wr_u), "{at}");
+            assert_eq!(c.tag_check_faults, 0, "{at}");
+            // TCMA1 and no KASAN: every kernel pointer is match-all.
+            if q.policy.tcma1_set() && q.policy.kasan == mtex_abi::scenario::Tcf::None {
+                let kernel = match q.workload {
+                    Workload::FutexHash => n,
+                    _ => 0,
+                };
+                assert_eq!(checked_k(&a), kernel, "{name} alone");
+                assert_eq!(c.checked.rd_k + c.checked.wr_k, kernel, "{at}");
+            }
+        }
+        assert_eq!(
+            (
+                t.architectural.rd_u,
+                t.architectural.wr_u,
+                t.instructions_el0
+            ),
+            (
+                CPUS as u64 * rd_u,
+                CPUS as u64 * wr_u,
+                CPUS as u64 * a.instructions_el0
+            ),
+            "{name}"
+        );
+    }
+    // Each CPU applies each run's policy itself: TCMA1 set on every CPU by its own write.
+    for cpu in 0..CPUS {
+        assert!(
+            four.writes
+                .iter()
+                .any(|w| w.cpu == cpu
+                    && w.changes.iter().any(|c| c.field == "TCMA1" && c.new == "1")),
+            "CPU {cpu}: {}",
+            mtex::render::text(&four)
+        );
+    }
+}

@@ -57,3 +57,26 @@ fn the_oracle_agrees_with_the_traced_programs() {
         assert_eq!(code, 0, "{guest}:\n{text}");
     }
 }
+
+#[test]
+fn the_oracle_agrees_with_the_kernel_on_four_cpus_per_cpu_and_in_total() {
+    // Each phase is counted on every CPU: the oracle (per vCPU) checks each CPU's share and
+    // the sum; a phase it saw on fewer CPUs than the trace, or any difference, fails the run.
+    let (code, text) = run_with_oracle(&[
+        "--opt",
+        "cpus=4",
+        "--opt",
+        "hz=0",
+        "--opt",
+        "trace=only",
+        "--opt",
+        "workloads=getpid,futex-hash",
+        "--opt",
+        "policies=entry-tco,kasan-sync",
+    ]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("once on each of 4 CPUs"), "{text}");
+    assert!(!text.contains("the oracle disagrees"), "{text}");
+    assert!(!text.contains("oracle: "), "{text}");
+    assert!(!text.contains("the oracle saw it on"), "{text}");
+}
