@@ -388,11 +388,12 @@ pub struct Scenario {
 /// The most CPUs the kernel runs a scenario on.
 pub const MAX_KERNEL_CPUS: u32 = 8;
 
-/// The workloads that run on several CPUs: those whose measured part allocates nothing and
-/// wakes no task on another CPU, so that each CPU's counts are its own workload's.
-pub const SMP_WORKLOADS: [Workload; 4] = [
+/// The workloads that run on several CPUs: those whose measured part allocates nothing
+/// (memcached's pairs each talk across two CPUs).
+pub const SMP_WORKLOADS: [Workload; 5] = [
     Workload::Getpid,
     Workload::FutexHash,
+    Workload::Memcached,
     Workload::UaccessHeavy,
     Workload::KbufProbe,
 ];
@@ -481,7 +482,7 @@ impl Scenario {
             if !s.workloads.iter().all(smp) {
                 return Err(err(
                     "cpus",
-                    "on several CPUs the workloads are getpid, futex-hash, uaccess-heavy and kbuf-probe",
+                    "on several CPUs the workloads are getpid, futex-hash, memcached, uaccess-heavy and kbuf-probe",
                 ));
             }
         }
@@ -603,10 +604,10 @@ mod tests {
     #[test]
     fn several_cpus_run_the_workloads_that_stay_on_their_cpu() {
         let s = Scenario::parse(
-            "mtex.cpus=4 mtex.hz=0 mtex.trace=only mtex.workloads=getpid,futex-hash,uaccess-heavy,kbuf-probe",
+            "mtex.cpus=4 mtex.hz=0 mtex.trace=only mtex.workloads=getpid,futex-hash,memcached,uaccess-heavy,kbuf-probe",
         )
         .unwrap();
-        assert_eq!((s.cpus, s.runs().count()), (4, 8 * 4));
+        assert_eq!((s.cpus, s.runs().count()), (4, 8 * 5));
         assert_eq!(Scenario::parse("").unwrap().cpus, 1);
     }
 

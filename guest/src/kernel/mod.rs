@@ -218,18 +218,26 @@ fn run_one(id: u32, params: PhaseParams, traced: bool, again: bool) -> u64 {
     // On several CPUs the workload runs once on each (the scenario allows only workloads
     // that stay on their CPU).
     for cpu in 0..smp::cpus() {
-        spawn_workload(params.workload, [iters, size, tasks], tcf0, cpu);
+        spawn_workload(
+            params.workload,
+            [iters, size, tasks],
+            tcf0,
+            cpu,
+            smp::cpus(),
+        );
     }
     // init: reap, and run the others until none is left; on several CPUs, while CPU 0 has
-    // nothing to run, it lets the kernel lock go for the others a moment.
+    // nothing to run, it lets the kernel lock go until it is kicked (a task of its woken, a
+    // child exited).
     loop {
+        let kicks = smp::kicks_here();
         while task::reap_zombie_child().is_some() {}
         if !task::others_alive() {
             break;
         }
         if !task::others_runnable() {
             if smp::smp() {
-                smp::let_others_run();
+                smp::wait_for_kick(kicks);
                 continue;
             }
             die(format_args!("every task is blocked"));
@@ -259,23 +267,32 @@ fn run_one(id: u32, params: PhaseParams, traced: bool, again: bool) -> u64 {
     r.more
 }
 
-/// Starts `workload`'s processes ([iters, size, tasks]) on `cpu`.
-fn spawn_workload(workload: Workload, [iters, size, tasks]: [u64; 3], tcf0: u64, cpu: usize) {
-    let spawn = |prog, a: [u64; 4]| {
+/// Starts copy `cpu` of `workload`'s processes ([iters, size, tasks]) on CPU `cpu` of
+/// `cpus`; memcached's client goes to the next CPU, so that on several CPUs each pair talks
+/// across two CPUs.
+fn spawn_workload(
+    workload: Workload,
+    [iters, size, tasks]: [u64; 3],
+    tcf0: u64,
+    cpu: usize,
+    cpus: usize,
+) {
+    let spawn_on = |on: usize, prog, a: [u64; 4]| {
         task::spawn(
             user::entry(prog),
             [a[0], a[1], a[2], a[3], tcf0],
             0,
             GCR_EXCLUDE_ALL,
-            cpu,
+            (on, cpu),
         )
     };
+    let spawn = |prog, a| spawn_on(cpu, prog, a);
     match workload {
         Workload::Getpid => spawn(Program::Getpid, [iters, 0, 0, 0]),
         Workload::FutexHash => spawn(Program::Futex, [iters, size, 0, 0]),
         Workload::Memcached => {
             spawn(Program::McServer, [size, 0, 0, 0]);
-            spawn(Program::McClient, [iters, size, 0, 0])
+            spawn_on((cpu + 1) % cpus, Program::McClient, [iters, size, 0, 0])
         }
         Workload::ThreadCreate => spawn(Program::Threads, [iters, 0, tasks, 0]),
         Workload::ForkPgtable => spawn(Program::Fork, [iters, size, 0, 0]),

@@ -291,10 +291,21 @@ pub fn apply_everywhere(run: u32) {
     lock();
 }
 
-/// Lets the kernel lock go a moment (CPU 0's init, with nothing of its own to run).
-pub fn let_others_run() {
+/// How many times this CPU was kicked so far (0 on one CPU).
+pub fn kicks_here() -> u64 {
+    if smp() {
+        shared().kicks[this_cpu()].load(Ordering::Acquire)
+    } else {
+        0
+    }
+}
+
+/// Lets the kernel lock go until this CPU is kicked again after `seen` ([`kicks_here`]):
+/// CPU 0's init, with nothing of its own to run.
+pub fn wait_for_kick(seen: u64) {
+    let s = shared();
     unlock();
-    for _ in 0..16 {
+    while s.kicks[this_cpu()].load(Ordering::Acquire) == seen {
         pause();
     }
     lock();

@@ -65,7 +65,8 @@ struct Pipe {
 pub struct WorkState {
     futex_table: u64,
     queued_per_bucket: u64,
-    pipes: [u64; 2],
+    /// Each memcached pair's request and response pipes (one pair per CPU on several CPUs).
+    pipes: [[u64; 2]; super::smp::MAX_CPUS],
     pipe_cap: u64,
     kbuf: u64,
     kbuf_len: u64,
@@ -74,7 +75,7 @@ pub struct WorkState {
 static WORK: KCell<WorkState> = KCell::new(WorkState {
     futex_table: 0,
     queued_per_bucket: 0,
-    pipes: [0; 2],
+    pipes: [[0; 2]; super::smp::MAX_CPUS],
     pipe_cap: 0,
     kbuf: 0,
     kbuf_len: 0,
@@ -102,7 +103,7 @@ pub fn setup(queued_per_bucket: u64, pipe_cap: u64, kbuf_len: u64) {
         }
     }
     w.pipe_cap = pipe_cap;
-    for p in w.pipes.iter_mut() {
+    for p in w.pipes[..super::smp::cpus()].iter_mut().flatten() {
         let pipe = kzalloc(size_of::<Pipe>() as u64) as *mut Pipe;
         // SAFETY: a fresh kernel object.
         unsafe { (*pipe).buf = kzalloc(pipe_cap) };
@@ -128,7 +129,7 @@ pub fn teardown() {
         }
     }
     kfree(w.futex_table, FUTEX_BUCKETS * size_of::<Bucket>() as u64);
-    for &p in w.pipes.iter() {
+    for &p in w.pipes[..super::smp::cpus()].iter().flatten() {
         // SAFETY: this run's pipe.
         kfree(unsafe { (*(p as *mut Pipe)).buf }, w.pipe_cap);
         kfree(p, size_of::<Pipe>() as u64);
@@ -209,8 +210,18 @@ fn pipe(fd: u64) -> Option<*mut Pipe> {
     // SAFETY: a read that calls nothing; the caller's own borrow is no longer used.
     let w = unsafe { WORK.get() };
     match fd {
-        1 | 2 => Some(w.pipes[fd as usize - 1] as *mut Pipe),
+        1 | 2 => Some(w.pipes[pair()][fd as usize - 1] as *mut Pipe),
         _ => None,
+    }
+}
+
+/// The memcached pair the running task belongs to: on several CPUs each CPU's pair has its
+/// own pipes; on one CPU there is one pair.
+fn pair() -> usize {
+    if super::smp::smp() {
+        task::instance_of_current()
+    } else {
+        0
     }
 }
 

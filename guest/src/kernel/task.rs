@@ -58,8 +58,10 @@ pub const MAX_TASKS: usize = 64;
 
 pub struct Sched {
     pub tasks: [*mut Task; MAX_TASKS],
-    /// The CPU each queued task runs on (by slot of `tasks`: a task stays on its CPU).
+    /// The CPU each queued task runs on, and the copy of the workload it belongs to (by slot
+    /// of `tasks`, on several CPUs: a task stays on its CPU).
     cpu_of: [u8; MAX_TASKS],
+    instance_of: [u8; MAX_TASKS],
     /// Each CPU's running task, and (but CPU 0, whose idle task is init) its idle task.
     pub current: [*mut Task; MAX_CPUS],
     idle: [*mut Task; MAX_CPUS],
@@ -78,6 +80,7 @@ unsafe impl Send for Sched {}
 pub static SCHED: KCell<Sched> = KCell::new(Sched {
     tasks: [core::ptr::null_mut(); MAX_TASKS],
     cpu_of: [0; MAX_TASKS],
+    instance_of: [0; MAX_TASKS],
     current: [core::ptr::null_mut(); MAX_CPUS],
     idle: [core::ptr::null_mut(); MAX_CPUS],
     next_pid: 0,
@@ -104,6 +107,20 @@ pub unsafe fn current() -> &'static mut Task {
     // SAFETY: `current` is set at boot (init) and always points at a live task; the
     // exclusivity of the reference is the caller's contract.
     unsafe { &mut *(*SCHED.ptr()).current[this_cpu()] }
+}
+
+/// The copy of the workload the running task belongs to (on several CPUs; 0 on one).
+pub fn instance_of_current() -> usize {
+    if !super::smp::smp() {
+        return 0;
+    }
+    // SAFETY: a scan that calls nothing.
+    let s = unsafe { SCHED.get() };
+    let me = s.current[this_cpu()];
+    s.tasks
+        .iter()
+        .position(|&t| t == me)
+        .map_or(0, |i| s.instance_of[i] as usize)
 }
 
 /// Allocates a task with a kernel stack; not yet runnable.
@@ -178,9 +195,9 @@ pub fn init_idle_task(cpu: usize) {
     s.ttbr0[cpu] = super::boot_ttbr0();
 }
 
-/// Makes `t` runnable on `cpu`: its first switch-in goes through `ret_from_fork` to EL0 with
-/// `regs`.
-fn start(t: *mut Task, regs: &PtRegs, cpu: usize) {
+/// Makes `t` runnable on `cpu`, in copy `instance` of the workload: its first switch-in goes
+/// through `ret_from_fork` to EL0 with `regs`.
+fn start(t: *mut Task, regs: &PtRegs, cpu: usize, instance: usize) {
     // SAFETY: `t` is a fresh task this function owns until it is queued.
     let task = unsafe { &mut *t };
     let top = task.kstack + THREAD_SIZE - size_of::<PtRegs>() as u64;
@@ -198,17 +215,19 @@ fn start(t: *mut Task, regs: &PtRegs, cpu: usize) {
     s.tasks[slot] = t;
     if super::smp::smp() {
         s.cpu_of[slot] = cpu as u8;
+        s.instance_of[slot] = instance as u8;
         super::smp::kick(cpu);
     }
 }
 
-/// A new process running `entry` at EL0 with `args` in x0..x4, on `cpu`.
+/// A new process running `entry` at EL0 with `args` in x0..x4, on `cpu`, in copy `instance`
+/// of the workload.
 pub fn spawn(
     entry: u64,
     args: [u64; 5],
     sctlr_user: u64,
     gcr_user_excl: u64,
-    cpu: usize,
+    (cpu, instance): (usize, usize),
 ) -> *mut Task {
     let mm = Mm::new_process();
     // SAFETY: a Copy field read whose borrow ends here.
@@ -216,7 +235,7 @@ pub fn spawn(
     let t = alloc_task(mm, sctlr_user, gcr_user_excl, init);
     let mut regs = PtRegs::user(entry, super::layout::USER_STACK_TOP);
     regs.x[..5].copy_from_slice(&args);
-    start(t, &regs, cpu);
+    start(t, &regs, cpu, instance);
     t
 }
 
@@ -229,7 +248,7 @@ pub fn clone_thread(entry: u64, sp: u64, arg: u64) -> u64 {
     let t = alloc_task(cur.mm, cur.sctlr_user, cur.gcr_user_excl, cur as *mut Task);
     let mut regs = PtRegs::user(entry, sp);
     regs.x[0] = arg;
-    start(t, &regs, this_cpu());
+    start(t, &regs, this_cpu(), instance_of_current());
     // SAFETY: just created.
     unsafe { (*t).pid }
 }
@@ -243,7 +262,7 @@ pub fn fork(parent_regs: &PtRegs) -> u64 {
     let t = alloc_task(mm, cur.sctlr_user, cur.gcr_user_excl, cur as *mut Task);
     let mut regs = *parent_regs;
     regs.x[0] = 0;
-    start(t, &regs, this_cpu());
+    start(t, &regs, this_cpu(), instance_of_current());
     // SAFETY: just created.
     unsafe { (*t).pid }
 }
@@ -256,6 +275,8 @@ pub fn exit(code: u64) -> ! {
     cur.exit_code = code;
     cur.state = State::Zombie;
     wake_up(wait_chan_child(cur.parent));
+    // init, on CPU 0, reaps: on several CPUs it may be waiting for a kick.
+    super::smp::kick(0);
     schedule();
     unreachable!("a zombie was scheduled");
 }
