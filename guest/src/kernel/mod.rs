@@ -215,16 +215,29 @@ fn run_one(id: u32, params: PhaseParams, traced: bool, again: bool) -> u64 {
     // the prctl(PR_SET_TAGGED_ADDR_CTRL) glibc makes at start-up, with the scenario's TCF0
     // (x4) and glibc's tag mask.
     let tcf0 = params.tcf0 as u64;
-    // On several CPUs the workload runs once on each (the scenario allows only workloads
-    // that stay on their CPU).
-    for cpu in 0..smp::cpus() {
-        spawn_workload(
-            params.workload,
-            [iters, size, tasks],
-            tcf0,
-            cpu,
-            smp::cpus(),
-        );
+    let args = [iters, size, tasks];
+    if smp::smp() && params.workload == Workload::Memcached {
+        // On several CPUs, one task per CPU: pair k's server on CPU 2k, its client on CPU
+        // 2k + 1 (an odd last CPU idles). Every server is waiting in its first read before
+        // any client starts, as on one CPU, so no server's start-up falls in the phase.
+        let pairs = smp::cpus() / 2;
+        smp::expect_at_phase(pairs);
+        for k in 0..pairs {
+            spawn_process(Program::McServer, [size, 0, 0, 0], tcf0, (2 * k, k));
+        }
+        smp::wait_until(|| task::blocked_tasks() == pairs);
+        for k in 0..pairs {
+            spawn_process(Program::McClient, [iters, size, 0, 0], tcf0, (2 * k + 1, k));
+        }
+    } else if smp::smp() {
+        // The workload once on each CPU (the scenario allows only workloads that stay on
+        // their CPU).
+        smp::expect_at_phase(smp::cpus());
+        for cpu in 0..smp::cpus() {
+            spawn_workload(params.workload, args, tcf0, cpu);
+        }
+    } else {
+        spawn_workload(params.workload, args, tcf0, 0);
     }
     // init: reap, and run the others until none is left; on several CPUs, while CPU 0 has
     // nothing to run, it lets the kernel lock go until it is kicked (a task of its woken, a
@@ -267,32 +280,27 @@ fn run_one(id: u32, params: PhaseParams, traced: bool, again: bool) -> u64 {
     r.more
 }
 
-/// Starts copy `cpu` of `workload`'s processes ([iters, size, tasks]) on CPU `cpu` of
-/// `cpus`; memcached's client goes to the next CPU, so that on several CPUs each pair talks
-/// across two CPUs.
-fn spawn_workload(
-    workload: Workload,
-    [iters, size, tasks]: [u64; 3],
-    tcf0: u64,
-    cpu: usize,
-    cpus: usize,
-) {
-    let spawn_on = |on: usize, prog, a: [u64; 4]| {
-        task::spawn(
-            user::entry(prog),
-            [a[0], a[1], a[2], a[3], tcf0],
-            0,
-            GCR_EXCLUDE_ALL,
-            (on, cpu),
-        )
-    };
-    let spawn = |prog, a| spawn_on(cpu, prog, a);
+/// Starts `prog` with `a` in x0..x3 and the run's TCF0 in x4, on CPU `on.0`, in copy `on.1`
+/// of the workload.
+fn spawn_process(prog: Program, a: [u64; 4], tcf0: u64, on: (usize, usize)) {
+    task::spawn(
+        user::entry(prog),
+        [a[0], a[1], a[2], a[3], tcf0],
+        0,
+        GCR_EXCLUDE_ALL,
+        on,
+    );
+}
+
+/// Starts copy `cpu` of `workload`'s processes ([iters, size, tasks]) on CPU `cpu`.
+fn spawn_workload(workload: Workload, [iters, size, tasks]: [u64; 3], tcf0: u64, cpu: usize) {
+    let spawn = |prog, a| spawn_process(prog, a, tcf0, (cpu, cpu));
     match workload {
         Workload::Getpid => spawn(Program::Getpid, [iters, 0, 0, 0]),
         Workload::FutexHash => spawn(Program::Futex, [iters, size, 0, 0]),
         Workload::Memcached => {
             spawn(Program::McServer, [size, 0, 0, 0]);
-            spawn_on((cpu + 1) % cpus, Program::McClient, [iters, size, 0, 0])
+            spawn(Program::McClient, [iters, size, 0, 0])
         }
         Workload::ThreadCreate => spawn(Program::Threads, [iters, 0, tasks, 0]),
         Workload::ForkPgtable => spawn(Program::Fork, [iters, size, 0, 0]),

@@ -64,6 +64,8 @@ struct Shared {
     /// For the phase's open and its close: the run whose CPUs are arriving, how many have,
     /// and the run for which it happened.
     arrivals: [Arrivals; 2],
+    /// How many PHASE calls of each kind a run's phase waits for (one per workload copy).
+    expected: AtomicU32,
 }
 
 #[repr(C)]
@@ -120,8 +122,9 @@ pub fn kick(cpu: usize) {
 }
 
 /// What a secondary CPU enters with, cleaned to the point of coherency (it reads it with its
-/// MMU off): CPU 0's translation and system control settings, its stack, where to go.
-#[repr(C)]
+/// MMU off): CPU 0's translation and system control settings, its stack, where to go. One
+/// cache line of 64 bytes, so that one clean covers it.
+#[repr(C, align(64))]
 struct SecondaryBoot {
     mair: u64,
     tcr: u64,
@@ -230,6 +233,9 @@ core::arch::global_asm!(
     "ldp x1, x2, [x0, #16]",
     "msr ttbr0_el1, x1",
     "msr ttbr1_el1, x2",
+    // Nothing of the firmware's may linger in this CPU's TLB.
+    "tlbi vmalle1",
+    "dsb nsh",
     "ldp x1, x2, [x0, #32]",
     "ldp x3, x4, [x0, #48]",
     "isb",
@@ -311,6 +317,29 @@ pub fn wait_for_kick(seen: u64) {
     lock();
 }
 
+/// A run's phase opens (closes) at the `n`-th PHASE call: one per copy of its workload.
+/// Called by CPU 0 holding the lock, before the run's tasks start.
+pub fn expect_at_phase(n: usize) {
+    shared().expected.store(n as u32, Ordering::Relaxed);
+}
+
+fn s_expected() -> u32 {
+    shared().expected.load(Ordering::Relaxed)
+}
+
+/// Runs this CPU's tasks and lets the kernel lock go until `done` holds (checked with it
+/// held): CPU 0's init, waiting for the tasks it started before the phase.
+pub fn wait_until(done: impl Fn() -> bool) {
+    while !done() {
+        super::task::schedule();
+        unlock();
+        for _ in 0..64 {
+            pause();
+        }
+        lock();
+    }
+}
+
 /// CPUs running the scenario.
 pub fn cpus() -> usize {
     if smp() {
@@ -333,7 +362,7 @@ pub fn phase_together(run: u32, begin: bool, act: impl FnOnce() -> u64) -> u64 {
     }
     let count = a.count.load(Ordering::Relaxed) + 1;
     a.count.store(count, Ordering::Relaxed);
-    if count as usize == cpus() {
+    if count == s_expected() {
         let r = act();
         a.done.store(run, Ordering::Release);
         return r;

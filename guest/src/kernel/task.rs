@@ -381,6 +381,17 @@ pub fn wake_up(chan: u64) {
     }
 }
 
+/// Tasks sleeping on a wait channel.
+pub fn blocked_tasks() -> usize {
+    // SAFETY: a scan that calls nothing.
+    let s = unsafe { SCHED.get() };
+    s.tasks
+        .iter()
+        // SAFETY: queued tasks are live.
+        .filter(|&&t| !t.is_null() && matches!(unsafe { (*t).state }, State::Blocked(_)))
+        .count()
+}
+
 /// True when a task other than init is queued.
 pub fn others_alive() -> bool {
     // SAFETY: a scan that calls nothing.

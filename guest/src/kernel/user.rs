@@ -340,6 +340,8 @@ pub fn entry(p: Program) -> u64 {
         Program::Uaccess => &raw const mtex_user_uaccess,
         Program::Kbuf => &raw const mtex_user_kbuf,
     };
-    // Both addresses are PC-relative (the same alias), so the offset is exact.
-    super::layout::USER_CODE_VA + (sym as u64 - &raw const __user_text_start as u64)
+    // Taken PC-relative the addresses are the upper-half aliases, but a table of them (a
+    // `match` the compiler turns into one) holds the link addresses: compare physical ones.
+    let pa = |a: u64| super::layout::pa_of(a);
+    super::layout::USER_CODE_VA + (pa(sym as u64) - pa(&raw const __user_text_start as u64))
 }

@@ -514,8 +514,8 @@ fn on_cpus(cpus: u32, opts: &str) -> Report {
 /// each CPU's kernel: one checked read per futex-hash iteration (the futex word, through
 /// uaccess). (Without TCMA1 each CPU's kernel figures also hold its part in the PHASE calls'
 /// rendezvous, which depends on the order the CPUs arrive in.) memcached's pairs each talk
-/// across two CPUs — each CPU runs one pair's server and the next pair's client — and each
-/// CPU's user programs still make exactly the accesses one CPU's pair makes. The phase is their sum, and
+/// across two CPUs — pair k's server on CPU 2k, its client on CPU 2k + 1 — and each pair's
+/// two CPUs make exactly the user accesses one CPU's pair makes. The phase is their sum, and
 /// every CPU's policy writes are in the trap log under its CPU.
 #[test]
 fn on_four_cpus_each_cpu_counts_what_one_cpu_counts_alone() {
@@ -539,21 +539,28 @@ fn on_four_cpus_each_cpu_counts_what_one_cpu_counts_alone() {
             _ => (a.architectural.rd_u, a.architectural.wr_u),
         };
         assert_eq!((a.architectural.rd_u, a.architectural.wr_u), (rd_u, wr_u));
+        if q.workload == Workload::Memcached {
+            for k in 0..CPUS / 2 {
+                let user = |cpu: u32| {
+                    let c = p.cpus.iter().find(|c| c.cpu == cpu).expect("a share");
+                    (c.checked.rd_u, c.checked.wr_u)
+                };
+                let (server, client) = (user(2 * k), user(2 * k + 1));
+                assert_eq!(
+                    (server.0 + client.0, server.1 + client.1),
+                    (rd_u, wr_u),
+                    "{name}, pair {k}"
+                );
+            }
+            continue;
+        }
         for c in &p.cpus {
             let at = format!("{name}, CPU {}", c.cpu);
-            // A memcached server may still be on its way back to its next read when its
-            // client, on another CPU, closes the phase (on one CPU it always got there
-            // first): that part has no access of its own, only instructions.
-            if q.workload != Workload::Memcached {
-                assert_eq!(c.instructions[0], a.instructions_el0, "{at}");
-            }
+            assert_eq!(c.instructions[0], a.instructions_el0, "{at}");
             assert_eq!((c.checked.rd_u, c.checked.wr_u), (rd_u, wr_u), "{at}");
             assert_eq!(c.tag_check_faults, 0, "{at}");
             // TCMA1 and no KASAN: every kernel pointer is match-all.
-            if q.policy.tcma1_set()
-                && q.policy.kasan == mtex_abi::scenario::Tcf::None
-                && q.workload != Workload::Memcached
-            {
+            if q.policy.tcma1_set() && q.policy.kasan == mtex_abi::scenario::Tcf::None {
                 let kernel = match q.workload {
                     Workload::FutexHash => n,
                     _ => 0,
