@@ -303,6 +303,22 @@ fn real_main() -> Result<ExitCode> {
                     &images::workspace_root().join("scripts/scenarios/default.toml"),
                 )?,
             };
+            // A per-PC profile follows one CPU: the kernel on several would have every phase
+            // refused.
+            if profile || stacks {
+                for r in &plan.runs {
+                    if let Ok(s) = mtex_abi::scenario::Scenario::parse(&r.cmdline)
+                        && s.cpus > 1
+                        && r.cmdline.contains("mtex.guest=kernel")
+                    {
+                        anyhow::bail!(
+                            "--profile/--stacks with the kernel on {} CPUs (mtex.cpus): a per-PC \
+                             profile follows one CPU; profile the kernel on one CPU",
+                            s.cpus
+                        );
+                    }
+                }
+            }
             let mut json = mtex::json_out::JsonOut::open(json.as_deref())?;
             let images = images::build()?;
             let loader = uefi.then(images::build_loader).transpose()?;

@@ -46,8 +46,21 @@ pub fn cmdline(guest: &str, opts: &[String]) -> Result<String> {
     if guest == "kernel" {
         Scenario::parse(&line).map_err(|e| option_error(&line, e, Scenario::parse))?;
     }
-    HypOptions::parse(&line).map_err(|e| option_error(&line, e, HypOptions::parse))?;
+    let hyp = HypOptions::parse(&line).map_err(|e| option_error(&line, e, HypOptions::parse))?;
     GuestOptions::parse(&line).map_err(|e| option_error(&line, e, GuestOptions::parse))?;
+    // A phase on several CPUs is counted on each, but the per-PC table follows one CPU: the
+    // hypervisor would refuse every phase.
+    if let Ok(s) = Scenario::parse(&line)
+        && guest == "kernel"
+        && s.cpus > 1
+        && (hyp.profile || hyp.stacks)
+    {
+        bail!(
+            "--opt cpus={}: a per-PC profile (--profile, --stacks) follows one CPU; profile the \
+             kernel on one CPU",
+            s.cpus
+        );
+    }
     Ok(line)
 }
 
@@ -133,6 +146,17 @@ mod tests {
     fn bad_options_are_rejected_naming_the_field() {
         let e = cmdline("controls", &["watchdog_ms=soon".into()]).unwrap_err();
         assert!(e.to_string().contains("mtex.watchdog_ms"), "{e}");
+        let smp = [
+            "cpus=2",
+            "hz=0",
+            "trace=only",
+            "workloads=getpid",
+            "profile=1",
+        ]
+        .map(String::from);
+        let e = cmdline("kernel", &smp).unwrap_err();
+        assert!(e.to_string().contains("follows one CPU"), "{e}");
+        assert!(cmdline("kernel", &smp[..4]).is_ok());
         let e = cmdline("nonsense", &[]).unwrap_err();
         assert!(e.to_string().contains("mtex.guest"), "{e}");
         let e = cmdline("kernel", &["policies=kasan".into()]).unwrap_err();
