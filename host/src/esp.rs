@@ -75,6 +75,68 @@ pub fn write(
     Ok(())
 }
 
+/// An ESP for install mode: the loader installs the hypervisor under the firmware and
+/// starts `kernel` (a Linux Image, whose EFI stub runs as an EFI application) with
+/// `initrd` and `kernel_args`; the firmware goes on booting it at EL1, under the
+/// hypervisor.
+///
+/// ```text
+/// EFI/BOOT/BOOTAA64.EFI      the loader
+/// EFI/BOOT/mtex.cfg          mode = install, kernel = Image, kernel_args = initrd=… …
+/// EFI/BOOT/mtex-hyp.bin      the hypervisor
+/// EFI/BOOT/mtex-options.txt  the hypervisor's mtex.* options
+/// EFI/BOOT/Image             the kernel
+/// EFI/BOOT/initrd.img        its initramfs
+/// ```
+pub struct Install<'a> {
+    pub hyp_image: &'a Path,
+    pub loader: &'a Path,
+    pub options: &'a str,
+    pub kernel: &'a Path,
+    pub initrd: &'a Path,
+    /// The kernel's command line, without `initrd=` (added here).
+    pub kernel_args: &'a str,
+    pub on_error: OnError,
+}
+
+/// Writes an install-mode tree under `root`.
+pub fn write_install(root: &Path, i: &Install) -> Result<()> {
+    let dir = boot_dir(root);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (from, name) in [
+        (i.loader, "BOOTAA64.EFI"),
+        (i.hyp_image, "mtex-hyp.bin"),
+        (i.kernel, "Image"),
+        (i.initrd, "initrd.img"),
+    ] {
+        std::fs::copy(from, dir.join(name)).with_context(|| {
+            format!("copying {} to {}", from.display(), dir.join(name).display())
+        })?;
+    }
+    let write = |name: &str, text: String| {
+        std::fs::write(dir.join(name), text)
+            .with_context(|| format!("writing {}", dir.join(name).display()))
+    };
+    write("mtex-options.txt", format!("{}\n", i.options))?;
+    write(
+        "mtex.cfg",
+        format!(
+            "# mtex UEFI loader configuration (written by `mtex esp`). Paths are relative to\n\
+             # this directory.\n\
+             # install: the hypervisor goes under the firmware, which then starts the kernel.\n\
+             mode = install\n\
+             hyp = mtex-hyp.bin\n\
+             options = mtex-options.txt\n\
+             kernel = Image\n\
+             kernel_args = initrd=\\EFI\\BOOT\\initrd.img {}\n\
+             on_error = {}\n",
+            i.kernel_args,
+            i.on_error.as_str()
+        ),
+    )?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

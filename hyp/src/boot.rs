@@ -7,7 +7,7 @@
 //! it is until `guest_boot::load` copies it into guest RAM.
 
 use alloc::string::String;
-use mtex_platform::boot_info::BOOT_INFO_MAGIC;
+use mtex_platform::boot_info::{BOOT_INFO_MAGIC, BootMode};
 use mtex_platform::guest_vm::{self, GuestRam};
 use mtex_platform::{BootInfo, BootPath, Console, Machine, Region};
 
@@ -31,6 +31,8 @@ pub struct Boot {
     pub staging: [Region; 2],
     /// Linux mode: the staged guest is a distribution kernel's bundle.
     pub linux: Option<LinuxGuest>,
+    /// Install mode: the firmware goes on at EL1 as the guest.
+    pub firmware: Option<FirmwareGuest>,
     /// RAM for the secondary CPUs' heap, sized for the machine's CPUs; None for one CPU,
     /// when RAM has no room, or on the loader's path (a CPU_ON the static heap cannot hold
     /// is then refused, and its record says so).
@@ -43,6 +45,13 @@ pub struct LinuxGuest {
     /// The UART passed through to Linux (not the report console), and its SPI.
     pub uart: Region,
     pub uart_spi: u32,
+}
+
+/// Install mode: the firmware resumed at EL1, over all its memory.
+pub struct FirmwareGuest {
+    pub resume: mtex_platform::firmware_el1::Resume,
+    /// Every write-back range of the firmware's memory map: Normal memory in stage 2.
+    pub ram: alloc::vec::Vec<Region>,
 }
 
 /// Guest RAM Linux mode accepts: at least 128 MiB, at most 3 GiB (the window at
@@ -114,17 +123,15 @@ fn from_loader(at: u64, info: &BootInfo) -> Result<Boot, BootError> {
     info.machine
         .validate()
         .map_err(|e| fail(console, e.describe()))?;
+    let cmdline = loader_options(info).map_err(|why| fail(console, why))?;
+    if info.boot_mode() == Some(BootMode::Install) {
+        return installed(at, info, path, cmdline).map_err(|why| fail(console, why));
+    }
     let ram = info.guest_ram;
     if ram.size != guest_vm::RAM_SIZE || !ram.base.is_multiple_of(guest_vm::RAM_ALIGN) {
         return Err(fail(
             console,
             "boot information: guest RAM of the wrong size or alignment",
-        ));
-    }
-    if info.cmdline.size > CMDLINE_MAX {
-        return Err(fail(
-            console,
-            "boot information: options longer than 64 KiB",
         ));
     }
     if staged_bundle(info.guest_image).is_some() {
@@ -133,16 +140,10 @@ fn from_loader(at: u64, info: &BootInfo) -> Result<Boot, BootError> {
             "Linux mode boots through qemu -kernel only (not through the UEFI loader yet)",
         ));
     }
-    // SAFETY: the loader staged the options in memory it allocated; read with the MMU off.
-    let bytes = unsafe {
-        core::slice::from_raw_parts(info.cmdline.base as *const u8, info.cmdline.size as usize)
-    };
-    let cmdline =
-        core::str::from_utf8(bytes).map_err(|_| fail(console, "the options file is not UTF-8"))?;
     Ok(Boot {
         path,
         machine: info.machine,
-        cmdline: String::from(cmdline),
+        cmdline,
         guest_image: info.guest_image,
         guest_ram: GuestRam::at(ram.base),
         staging: [
@@ -150,6 +151,58 @@ fn from_loader(at: u64, info: &BootInfo) -> Result<Boot, BootError> {
             info.guest_image,
         ],
         linux: None,
+        firmware: None,
+        cpu_heap: None,
+    })
+}
+
+/// The run's options as the loader staged them.
+fn loader_options(info: &BootInfo) -> Result<String, &'static str> {
+    if info.cmdline.size > CMDLINE_MAX {
+        return Err("boot information: options longer than 64 KiB");
+    }
+    // SAFETY: the loader staged the options in memory it allocated; read with the MMU off.
+    let bytes = unsafe {
+        core::slice::from_raw_parts(info.cmdline.base as *const u8, info.cmdline.size as usize)
+    };
+    let text = core::str::from_utf8(bytes).map_err(|_| "the options file is not UTF-8")?;
+    Ok(String::from(text))
+}
+
+/// Install mode: the guest is the firmware, at its own addresses. Guest RAM is the span of
+/// the firmware's write-back ranges, one to one, less the hypervisor; the span must be one
+/// range (the tracer reads guest memory through it), which QEMU's virt board and any machine
+/// with one bank of RAM below its devices give.
+fn installed(
+    at: u64,
+    info: &BootInfo,
+    path: BootPath,
+    cmdline: String,
+) -> Result<Boot, &'static str> {
+    let ram = info.firmware_ram();
+    let [only] = ram else {
+        return Err(
+            "install mode needs the firmware's RAM as one range (this machine has several)",
+        );
+    };
+    if !only.contains(&crate::hyp_region()) {
+        return Err("install mode: the hypervisor is not inside the firmware's RAM");
+    }
+    Ok(Boot {
+        path,
+        machine: info.machine,
+        cmdline,
+        guest_image: Region::new(0, 0),
+        guest_ram: GuestRam::identity(*only, crate::hyp_region()),
+        staging: [
+            Region::new(at, core::mem::size_of::<BootInfo>() as u64),
+            info.cmdline,
+        ],
+        linux: None,
+        firmware: Some(FirmwareGuest {
+            resume: info.resume,
+            ram: ram.to_vec(),
+        }),
         cpu_heap: None,
     })
 }
@@ -226,6 +279,7 @@ fn from_device_tree(at: u64) -> Result<Boot, BootError> {
         guest_ram: GuestRam::sized(base, ram_size),
         staging: [tree_region, image],
         linux,
+        firmware: None,
         cpu_heap,
     })
 }

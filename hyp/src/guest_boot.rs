@@ -69,11 +69,57 @@ pub fn enter(entry: u64, dtb: u64) -> ! {
     SCTLR_EL1.set(mtex_abi::program::SCTLR_EL1_AT_ENTRY);
     // Known starting values, so every trapped write's "old" value is predictable.
     TCR_EL1.set(mtex_abi::program::TCR_EL1_AT_ENTRY);
-    // Guest owns the EL1 physical timer and counter.
-    CNTHCTL_EL2.set(0b11);
     // The guest's virtual counter starts at 0, whatever time firmware took before it: the
     // guest's clock, and so where its ticks fall, is the same on every boot path.
     CNTVOFF_EL2.set(CNTPCT_EL0.get());
+    el2_for_el1();
+    // On the heap: `enter_guest` copies it to the top of the stack, where it must not be.
+    let ctx = alloc::boxed::Box::leak(alloc::boxed::Box::new(GuestContext::boot(entry, dtb)));
+    // SAFETY: stage 2, traps and EL1 state are set up above and in hyp_main; nothing on the
+    // EL2 stack is needed any more; the context is not on it.
+    unsafe { crate::entry::enter_guest(ctx, crate::entry::boot_stack_top()) }
+}
+
+/// Install mode: returns to the firmware at EL1 where the loader left it, with the EL1
+/// controls the loader converted from the firmware's EL2 ones (`mtex_platform::
+/// firmware_el1`), on the stack it was on, interrupts masked (the loader unmasks them).
+/// The virtual counter's offset is left as the firmware had it: its clock runs on unbroken.
+pub fn resume(r: &mtex_platform::firmware_el1::Resume) -> ! {
+    MAIR_EL1.set(r.mair_el1);
+    TCR_EL1.set(r.tcr_el1);
+    TTBR0_EL1.set(r.ttbr0_el1);
+    VBAR_EL1.set(r.vbar_el1);
+    CPACR_EL1.set(r.cpacr_el1);
+    if r.spsel == 1 {
+        SP_EL1.set(r.sp);
+    } else {
+        SP_EL0.set(r.sp);
+        SP_EL1.set(r.sp_el1);
+    }
+    // The firmware reached the GIC's CPU interface through system registers at EL2
+    // (ICC_SRE_EL2.SRE); at EL1 that takes ICC_SRE_EL1.SRE too (set before EL1's MMU and
+    // the rest, which it does not affect).
+    // SAFETY: only selects the system-register interface for EL1, which the firmware and
+    // Linux both use; the GIC's state is untouched.
+    unsafe {
+        core::arch::asm!("mrs {t}, icc_sre_el1", "orr {t}, {t}, #1", "msr icc_sre_el1, {t}", "isb", t = out(reg) _)
+    };
+    SCTLR_EL1.set(r.sctlr_el1);
+    el2_for_el1();
+    let mut ctx = GuestContext::boot(r.pc, 0);
+    if r.spsel == 0 {
+        ctx.spsr = 0x3c4; // D, A, I, F masked; M = EL1t
+    }
+    let ctx = alloc::boxed::Box::leak(alloc::boxed::Box::new(ctx));
+    // SAFETY: stage 2 over the firmware's memory, the traps and the EL1 state are set; the
+    // context is on the heap, not the EL2 stack.
+    unsafe { crate::entry::enter_guest(ctx, crate::entry::boot_stack_top()) }
+}
+
+/// The EL2 controls every way into EL1 shares: timers, FP, the IDs EL1 reads.
+fn el2_for_el1() {
+    // Guest owns the EL1 physical timer and counter.
+    CNTHCTL_EL2.set(0b11);
     // CPTR_EL2 (non-VHE): RES1 bits only; FP/SIMD, SVE, SME, trace and AMU not trapped.
     // TZ (bit 8) and TSM (bit 12) are trap controls only with FEAT_SVE / FEAT_SME and RES1
     // without them (QEMU's max CPU has both, AmpereOne neither): write 1 where RES1.
@@ -86,9 +132,4 @@ pub fn enter(entry: u64, dtb: u64) -> ! {
     // SAFETY: VPIDR_EL2 only sets what the guest reads as MIDR_EL1 (no aarch64-cpu accessor).
     unsafe { core::arch::asm!("msr vpidr_el2, {}", in(reg) MIDR_EL1.get()) };
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-    // On the heap: `enter_guest` copies it to the top of the stack, where it must not be.
-    let ctx = alloc::boxed::Box::leak(alloc::boxed::Box::new(GuestContext::boot(entry, dtb)));
-    // SAFETY: stage 2, traps and EL1 state are set up above and in hyp_main; nothing on the
-    // EL2 stack is needed any more; the context is not on it.
-    unsafe { crate::entry::enter_guest(ctx, crate::entry::boot_stack_top()) }
 }

@@ -145,22 +145,38 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         unsafe { heap::add(r) };
         log::info!("heap: {:#x}+{:#x} for the secondary CPUs", r.base, r.size);
     }
-    // Linux mode passes its UART and the GIC through; the built-in guest sees RAM only.
+    // Linux mode passes its UART and the GIC through; the built-in guest sees RAM only;
+    // installed under the firmware, the guest sees everything but the hypervisor and the
+    // doorbell page.
     let passed = match &boot.linux {
         Some(l) => alloc::vec![l.uart, gic, gicr],
         None => alloc::vec![],
     };
-    mmu::enable_stage2(boot.guest_ram, &passed, errata);
-    let loaded = match &boot.linux {
-        Some(l) => linux_boot::load(&boot, l),
-        None => guest_boot::load(&boot),
+    let loaded = match (&boot.firmware, &boot.linux) {
+        (Some(f), _) => {
+            let doorbell = mtex_platform::Region::new(
+                mtex_abi::doorbell::DOORBELL_IPA,
+                mtex_abi::doorbell::DOORBELL_SIZE,
+            );
+            mmu::enable_stage2_identity(&f.ram, &[hyp_region(), doorbell], errata);
+            Ok((f.resume.pc, 0))
+        }
+        (None, Some(l)) => {
+            mmu::enable_stage2(boot.guest_ram, &passed, errata);
+            linux_boot::load(&boot, l)
+        }
+        (None, None) => {
+            mmu::enable_stage2(boot.guest_ram, &passed, errata);
+            guest_boot::load(&boot)
+        }
     };
     let (entry, guest_dtb) = match loaded {
         Ok(v) => v,
         Err(why) => report::fail_boot(&mut reporter, why),
     };
 
-    let linux = boot.linux.is_some();
+    // Installed under the firmware, the guest owns the machine as Linux mode's does.
+    let linux = boot.linux.is_some() || boot.firmware.is_some();
     let trap_mode = traps::configure_traps(opts.traps, errata, linux);
     debug::init();
     let pmu = pmu::Pmu::init(opts.pmu_events.as_slice());
@@ -238,7 +254,10 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         hyp.tracer_config.irqs_to_guest = true;
     }
     global::HYP.init(hyp);
-    guest_boot::enter(entry, guest_dtb)
+    match &boot.firmware {
+        Some(f) => guest_boot::resume(&f.resume),
+        None => guest_boot::enter(entry, guest_dtb),
+    }
 }
 
 #[panic_handler]

@@ -154,7 +154,54 @@ pub fn enable_stage2(guest: GuestRam, devices: &[Region], errata: Errata) {
         + VTCR_EL2::IRGN0::NormalWBRAWA
         + VTCR_EL2::SL0::Granule4KBLevel1
         + VTCR_EL2::T0SZ.val(S2_T0SZ);
-    VTCR_EL2.set(errata.vtcr(vtcr.value));
+    activate_stage2(map, errata.vtcr(vtcr.value));
+}
+
+/// Install mode's device space: Device-nGnRE as [`S2_DEVICE`], but executable, because
+/// firmware runs code from its flash: edk2 calls the copy of its live page-table update
+/// routine (ArmReplaceLiveTranslationEntry) that stays in the execute-in-place image, since
+/// that routine turns the MMU off for a moment. What is executable is the firmware's own
+/// stage 1 to decide.
+const S2_DEVICE_EXEC: Stage2Attributes = Stage2Attributes::VALID
+    .union(Stage2Attributes::MEMATTR_DEVICE_nGnRE)
+    .union(Stage2Attributes::S2AP_ACCESS_RW)
+    .union(Stage2Attributes::ACCESS_FLAG);
+
+/// Install mode's stage 2: the firmware's whole physical address space, one to one — its
+/// write-back ranges (`ram`) as Normal memory, everything else up to the CPU's physical
+/// address size as Device memory (the console, the GIC, PCIe, flash: whatever the firmware
+/// and the OS it boots drive) — except `holes` (the hypervisor, the doorbell page), which
+/// fault to EL2. A level-0 root: servers' devices lie far above 39 bits.
+pub fn enable_stage2_identity(ram: &[Region], holes: &[Region], errata: Errata) {
+    let pa_bits = [32u64, 36, 40, 42, 44, 48][phys_size_field() as usize];
+    let mut map = Mapping::new(IdTranslation::new(), 0, Stage2);
+    let id = |map: &mut Mapping<IdTranslation<Stage2Attributes>, Stage2>,
+              r: MemoryRegion,
+              a: Stage2Attributes| {
+        map.map_range(&r, PhysicalAddress(r.start().0), a, Constraints::empty())
+            .expect("map the firmware's address space");
+    };
+    id(&mut map, MemoryRegion::new(0, 1 << pa_bits), S2_DEVICE_EXEC);
+    for r in ram {
+        id(&mut map, pages(*r), S2_RAM);
+    }
+    for h in holes {
+        id(&mut map, pages(*h), Stage2Attributes::empty());
+    }
+    let vtcr = VTCR_EL2::RES1.val(1)
+        + VTCR_EL2::PS.val(phys_size_field())
+        + VTCR_EL2::TG0::Granule4KB
+        + VTCR_EL2::SH0::Inner
+        + VTCR_EL2::ORGN0::NormalWBRAWA
+        + VTCR_EL2::IRGN0::NormalWBRAWA
+        + VTCR_EL2::SL0::Granule4KBLevel0
+        + VTCR_EL2::T0SZ.val(64 - pa_bits);
+    activate_stage2(map, errata.vtcr(vtcr.value));
+}
+
+/// Sets VTCR_EL2, makes `map` the guest's stage 2 for good, and copies its root per CPU.
+fn activate_stage2(map: Mapping<IdTranslation<Stage2Attributes>, Stage2>, vtcr: u64) {
+    VTCR_EL2.set(vtcr);
     barrier::isb(barrier::SY);
     let map = Box::leak(Box::new(map));
     // SAFETY: stage 2 only affects the guest, which has not run yet; the map is leaked.

@@ -6,6 +6,9 @@
 //! | `guest` | `mtex-guest.bin` | the guest program, staged for the hypervisor |
 //! | `options` | `mtex-options.txt` | the run's `mtex.*` command line (one line) |
 //! | `on_error` | `return` | `return`: an error status to the firmware; `shutdown`: power off (automated runs) |
+//! | `mode` | `run` | `run`: boot the guest program; `install`: install the hypervisor under the firmware and go back to it |
+//! | `kernel` | none | install mode: an EFI application (a Linux kernel's EFI stub) to start once installed, instead of returning |
+//! | `kernel_args` | empty | install mode: its command line (`initrd=\path` loads an initramfs the standard way) |
 //!
 //! Paths are relative to the loader's directory (`/` or `\` separate components); one that
 //! starts with a separator is taken from the root of the loader's volume. A missing
@@ -28,6 +31,16 @@ pub enum OnError {
     Shutdown,
 }
 
+/// What the loader does with the hypervisor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Boot the guest program under it; the firmware is left behind.
+    #[default]
+    Run,
+    /// Install it under the firmware, which goes on at EL1 (its boot manager, or `kernel`).
+    Install,
+}
+
 /// The loader's configuration, paths as written (relative, not yet joined).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -37,6 +50,11 @@ pub struct Config {
     /// Whether `options` was set in the file: only then must the file exist.
     pub options_explicit: bool,
     pub on_error: OnError,
+    pub mode: Mode,
+    /// Install mode: the EFI application to start, instead of returning to the firmware.
+    pub kernel: Option<String>,
+    /// Install mode: the kernel's command line.
+    pub kernel_args: String,
 }
 
 impl Default for Config {
@@ -47,6 +65,9 @@ impl Default for Config {
             options: String::from("mtex-options.txt"),
             options_explicit: false,
             on_error: OnError::Return,
+            mode: Mode::Run,
+            kernel: None,
+            kernel_args: String::new(),
         }
     }
 }
@@ -69,6 +90,10 @@ pub enum Problem {
         key: &'static str,
         first: usize,
     },
+    /// `kernel` or `kernel_args` without `mode = install` (the line of the key).
+    NeedsInstall {
+        key: &'static str,
+    },
 }
 
 /// The first problem found, with the line it is on (1-based).
@@ -89,12 +114,17 @@ impl fmt::Display for ConfigError {
             Problem::NoEquals => write!(f, "expected `key = value`"),
             Problem::UnknownKey(k) => write!(
                 f,
-                "unknown key `{k}` (known: hyp, guest, options, on_error)"
+                "unknown key `{k}` (known: hyp, guest, options, on_error, mode, kernel, \
+                 kernel_args)"
             ),
             Problem::BadValue { key, value } => match *key {
                 "on_error" => write!(
                     f,
                     "bad value for key `on_error`: `{value}` (expected `return` or `shutdown`)"
+                ),
+                "mode" => write!(
+                    f,
+                    "bad value for key `mode`: `{value}` (expected `run` or `install`)"
                 ),
                 _ => write!(
                     f,
@@ -104,11 +134,22 @@ impl fmt::Display for ConfigError {
             Problem::Repeated { key, first } => {
                 write!(f, "key `{key}` given again (first on line {first})")
             }
+            Problem::NeedsInstall { key } => {
+                write!(f, "key `{key}` needs `mode = install`")
+            }
         }
     }
 }
 
-const KEYS: [&str; 4] = ["hyp", "guest", "options", "on_error"];
+const KEYS: [&str; 7] = [
+    "hyp",
+    "guest",
+    "options",
+    "on_error",
+    "mode",
+    "kernel",
+    "kernel_args",
+];
 
 /// Parses the file's bytes. Every line is read even after a problem, so that the error
 /// carries the file's `on_error`.
@@ -138,6 +179,13 @@ pub fn parse(bytes: &[u8]) -> Result<Config, ConfigError> {
         }
         if let Err(problem) = apply(&mut config, &mut seen, line, content) {
             first_error.get_or_insert((line, problem));
+        }
+    }
+    if config.mode != Mode::Install {
+        for (i, key) in KEYS.iter().enumerate() {
+            if matches!(*key, "kernel" | "kernel_args") && seen[i] != 0 {
+                first_error.get_or_insert((seen[i], Problem::NeedsInstall { key }));
+            }
         }
     }
     match first_error {
@@ -182,11 +230,21 @@ fn apply(
                 _ => return Err(bad()),
             }
         }
+        "mode" => {
+            config.mode = match value {
+                "run" => Mode::Run,
+                "install" => Mode::Install,
+                _ => return Err(bad()),
+            }
+        }
+        // Free text: the kernel's own command line.
+        "kernel_args" => config.kernel_args = String::from(value),
         _ => {
             let path = normalize_path(value).ok_or_else(bad)?;
             match key {
                 "hyp" => config.hyp = path,
                 "guest" => config.guest = path,
+                "kernel" => config.kernel = Some(path),
                 _ => {
                     config.options = path;
                     config.options_explicit = true;
@@ -291,7 +349,8 @@ mod tests {
         assert_eq!(e.on_error, OnError::Shutdown);
         assert_eq!(
             e.to_string(),
-            "line 2: unknown key `foo` (known: hyp, guest, options, on_error)"
+            "line 2: unknown key `foo` (known: hyp, guest, options, on_error, mode, kernel, \
+             kernel_args)"
         );
 
         let e = parse(b"\non_error = halt\n").unwrap_err();
@@ -317,6 +376,36 @@ mod tests {
         assert_eq!(e.to_string(), "line 1: expected `key = value`");
         let e = parse(b"hyp = a\nguest = \xff\n").unwrap_err();
         assert_eq!((e.line, e.problem), (2, Problem::NotUtf8));
+    }
+
+    #[test]
+    fn install_mode_takes_a_kernel_and_its_command_line() {
+        let c = parse(
+            b"mode = install\nkernel = /EFI/linux/Image\n\
+              kernel_args = initrd=\\EFI\\linux\\initrd.img console=ttyAMA0\n",
+        )
+        .unwrap();
+        assert_eq!(c.mode, Mode::Install);
+        assert_eq!(c.kernel.as_deref(), Some("\\EFI\\linux\\Image"));
+        assert_eq!(
+            c.kernel_args,
+            "initrd=\\EFI\\linux\\initrd.img console=ttyAMA0"
+        );
+        assert_eq!(parse(b"mode = install\n").unwrap().kernel, None);
+
+        let e = parse(b"kernel = Image\non_error = shutdown\n").unwrap_err();
+        assert_eq!(e.to_string(), "line 1: key `kernel` needs `mode = install`");
+        assert_eq!(e.on_error, OnError::Shutdown);
+        let e = parse(b"mode = run\nkernel_args = quiet\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 2: key `kernel_args` needs `mode = install`"
+        );
+        let e = parse(b"mode = hypervisor\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 1: bad value for key `mode`: `hypervisor` (expected `run` or `install`)"
+        );
     }
 
     #[test]

@@ -3,6 +3,9 @@
 
 use core::arch::asm;
 
+use mtex_platform::BootInfo;
+use mtex_platform::firmware_el1::Resume;
+
 use aarch64_cpu::registers::{CurrentEL, DAIF, Readable, SCTLR_EL2, Writeable};
 use mtex_platform::Region;
 use uefi::boot::{self, MemoryType};
@@ -113,3 +116,129 @@ fn clean_invalidate_to_poc(r: Region, line: u64) {
         addr += line;
     }
 }
+
+/// The firmware's EL2 controls, read for install mode (`Resume::from_el2`).
+pub fn el2_controls() -> mtex_platform::firmware_el1::El2Controls {
+    use aarch64_cpu::registers::{CPTR_EL2, MAIR_EL2, TCR_EL2, TTBR0_EL2, VBAR_EL2};
+    mtex_platform::firmware_el1::El2Controls {
+        sctlr_el2: SCTLR_EL2.get(),
+        tcr_el2: TCR_EL2.get(),
+        ttbr0_el2: TTBR0_EL2.get(),
+        mair_el2: MAIR_EL2.get(),
+        vbar_el2: VBAR_EL2.get(),
+        cptr_el2: CPTR_EL2.get(),
+    }
+}
+
+/// Install mode: enters the hypervisor at EL2 as [`exit_and_enter`] does, but with boot
+/// services still running; the hypervisor comes back to this call's return, at EL1, on the
+/// firmware's own translation tables and stack (the assembly below stores where in the
+/// BootInfo's `resume`). Returns with interrupts as they were.
+///
+/// # Safety
+/// As for [`exit_and_enter`], except that boot services stay up: `h` describes memory the
+/// loader allocated, the hypervisor image copied to `h.entry`, and `h.boot_info` a BootInfo
+/// in install mode whose `resume` holds the converted EL1 controls.
+pub unsafe fn install_and_return(h: &Handover) {
+    let masked = DAIF.get();
+    DAIF.write(DAIF::D::Masked + DAIF::A::Masked + DAIF::I::Masked + DAIF::F::Masked);
+    let line = dcache_line();
+    for r in &h.clean {
+        clean_invalidate_to_poc(*r, line);
+    }
+    let mut sctlr = SCTLR_EL2.extract();
+    sctlr.modify(SCTLR_EL2::M::Disable + SCTLR_EL2::C::NonCacheable + SCTLR_EL2::I::NonCacheable);
+    // SAFETY: per the caller's contract; `mtex_install` saves every callee-saved register
+    // and returns as a C function (at EL1), and the cache argument of `exit_and_enter`
+    // holds for what it hands over. What it writes after the clean (its stack frame, the
+    // resume fields) is read back with caches on, except the resume fields, which it cleans
+    // itself.
+    unsafe { mtex_install(h.boot_info, h.entry, sctlr.get()) };
+    DAIF.set(masked);
+}
+
+unsafe extern "C" {
+    /// x0 = the BootInfo, x1 = the hypervisor's entry, x2 = SCTLR_EL2 with the MMU and caches
+    /// off. Returns at EL1.
+    fn mtex_install(boot_info: u64, entry: u64, sctlr_off: u64);
+}
+
+// Why this is assembly: the stack pointer, PSTATE.SP and the return address must be taken
+// as the hypervisor will find them, after the last call frame is pushed, and the jump may
+// touch no memory once the MMU is off. The frame saves what AAPCS64 says a callee keeps
+// (x19-x29, x30, d8-d15); the hypervisor preserves no general register, so all of them
+// are restored from it at the resume label.
+core::arch::global_asm!(
+    ".global mtex_install",
+    "mtex_install:",
+    "sub sp, sp, #176",
+    "stp x19, x20, [sp, #0]",
+    "stp x21, x22, [sp, #16]",
+    "stp x23, x24, [sp, #32]",
+    "stp x25, x26, [sp, #48]",
+    "stp x27, x28, [sp, #64]",
+    "stp x29, x30, [sp, #80]",
+    "stp d8, d9, [sp, #96]",
+    "stp d10, d11, [sp, #112]",
+    "stp d12, d13, [sp, #128]",
+    "stp d14, d15, [sp, #144]",
+    // Where EL1 resumes, with which stacks: x11 = &boot_info.resume.
+    "mov x11, #{resume}",
+    "add x11, x0, x11",
+    "adr x9, 1f",
+    "str x9, [x11, #{pc}]",
+    "mov x9, sp",
+    "str x9, [x11, #{sp}]",
+    "mrs x10, spsel",
+    "str x10, [x11, #{spsel}]",
+    // On SP_EL0, read SP_EL2 (the exception stack) by switching to it for one instruction.
+    "cbnz x10, 2f",
+    "msr spsel, #1",
+    "mov x9, sp",
+    "msr spsel, #0",
+    "2: str x9, [x11, #{sp_el1}]",
+    // Each field to the point of coherency (a line holds at least 16 bytes, so four
+    // operations cover them whatever the line size).
+    "add x9, x11, #{pc}",
+    "dc civac, x9",
+    "add x9, x11, #{sp}",
+    "dc civac, x9",
+    "add x9, x11, #{sp_el1}",
+    "dc civac, x9",
+    "add x9, x11, #{spsel}",
+    "dc civac, x9",
+    "dsb sy",
+    "ic iallu",
+    "dsb sy",
+    "isb",
+    "msr sctlr_el2, x2",
+    "isb",
+    // x1..x3 = 0 at the hypervisor's entry, as for an arm64 Image.
+    "mov x16, x1",
+    "mov x1, #0",
+    "mov x2, #0",
+    "mov x3, #0",
+    "br x16",
+    // EL1, MMU and caches on with the firmware's tables, on the stack stored above.
+    "1: ldp x19, x20, [sp, #0]",
+    "ldp x21, x22, [sp, #16]",
+    "ldp x23, x24, [sp, #32]",
+    "ldp x25, x26, [sp, #48]",
+    "ldp x27, x28, [sp, #64]",
+    "ldp x29, x30, [sp, #80]",
+    "ldp d8, d9, [sp, #96]",
+    "ldp d10, d11, [sp, #112]",
+    "ldp d12, d13, [sp, #128]",
+    "ldp d14, d15, [sp, #144]",
+    "add sp, sp, #176",
+    "ret",
+    resume = const RESUME,
+    pc = const core::mem::offset_of!(Resume, pc),
+    sp = const core::mem::offset_of!(Resume, sp),
+    sp_el1 = const core::mem::offset_of!(Resume, sp_el1),
+    spsel = const core::mem::offset_of!(Resume, spsel),
+);
+
+const RESUME: usize = core::mem::offset_of!(BootInfo, resume);
+// `mov` takes the offset as one 16-bit immediate; the fields are 8-byte aligned for `str`.
+const _: () = assert!(RESUME < 1 << 16 && RESUME.is_multiple_of(8));

@@ -19,13 +19,13 @@
 extern crate alloc;
 
 use alloc::string::String;
-use core::convert::Infallible;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use mtex_loader::config::{self, Config, OnError};
+use mtex_loader::config::{self, Config, Mode, OnError};
 use mtex_loader::summary;
 use mtex_platform::arm64_image as image;
-use mtex_platform::{BootInfo, Region, guest_vm};
+use mtex_platform::{BootInfo, BootPath, Machine, Region, guest_vm};
+use uefi::boot::MemoryType;
 use uefi::prelude::*;
 use uefi::runtime::{self, ResetType};
 
@@ -54,6 +54,7 @@ macro_rules! println {
 mod discover;
 mod files;
 mod handover;
+mod install;
 mod memory;
 
 use files::Volume;
@@ -67,7 +68,10 @@ static BOOT_SERVICES_EXITED: AtomicBool = AtomicBool::new(false);
 #[entry]
 fn main() -> Status {
     let mut on_error = OnError::Return;
-    let Err(failure) = run(&mut on_error);
+    let failure = match run(&mut on_error) {
+        Ok(status) => return status,
+        Err(f) => f,
+    };
     println!("{PREFIX}error: {}", failure.message);
     if on_error == OnError::Shutdown {
         runtime::reset(ResetType::SHUTDOWN, failure.status, None);
@@ -75,8 +79,9 @@ fn main() -> Status {
     failure.status
 }
 
-/// Loads everything and hands over; returns only on failure.
-fn run(on_error: &mut OnError) -> Result<Infallible, Failure> {
+/// Loads everything and hands over; returns on failure, or in install mode once the
+/// hypervisor is installed (the status for the firmware).
+fn run(on_error: &mut OnError) -> Result<Status, Failure> {
     let el = handover::current_el();
     // The configuration is read before the EL is checked: it says how to end.
     let opened = Volume::open().and_then(|mut volume| {
@@ -92,6 +97,9 @@ fn run(on_error: &mut OnError) -> Result<Infallible, Failure> {
         ));
     }
     let (mut volume, config) = opened?;
+    if config.mode == Mode::Install {
+        return install::run(&mut volume, &config);
+    }
 
     let handover = prepare(&mut volume, &config)?;
     println!("{PREFIX}firmware at EL2, booting the hypervisor");
@@ -122,8 +130,8 @@ fn read_config(volume: &mut Volume, on_error: &mut OnError) -> Result<Config, Fa
     }
 }
 
-/// Discovers the machine, loads the images and fills the BootInfo.
-fn prepare(volume: &mut Volume, config: &Config) -> Result<Handover, Failure> {
+/// Reads the machine from the firmware, prints one line for each part, and checks it.
+fn discover_machine() -> Result<(BootPath, Machine, memory::FirmwareMemory), Failure> {
     let firmware_memory = memory::FirmwareMemory::read()?;
     let (path, machine) = discover::machine(&firmware_memory)?;
     let mut lines = String::new();
@@ -133,8 +141,13 @@ fn prepare(volume: &mut Volume, config: &Config) -> Result<Handover, Failure> {
     if let Err(e) = machine.validate() {
         return Err(fail!(Status::UNSUPPORTED, "{}", e.describe()));
     }
+    Ok((path, machine, firmware_memory))
+}
 
-    let (hyp, entry) = load_hypervisor(volume, &config.hyp)?;
+/// Discovers the machine, loads the images and fills the BootInfo.
+fn prepare(volume: &mut Volume, config: &Config) -> Result<Handover, Failure> {
+    let (path, machine, _) = discover_machine()?;
+    let (hyp, entry) = load_hypervisor(volume, &config.hyp, MemoryType::LOADER_DATA)?;
     let guest_ram = memory::allocate("guest RAM", guest_vm::RAM_SIZE, guest_vm::RAM_ALIGN)?;
     let guest_image = stage_guest(volume, &config.guest)?;
     let cmdline = stage_options(volume, config)?;
@@ -163,15 +176,19 @@ fn prepare(volume: &mut Volume, config: &Config) -> Result<Handover, Failure> {
 }
 
 /// Reads the hypervisor's arm64 Image to `text_offset` above a 2 MiB boundary. Returns its
-/// whole reservation and its entry (first byte).
-fn load_hypervisor(volume: &mut Volume, rel: &str) -> Result<(Region, u64), Failure> {
+/// whole reservation (pages of type `ty`) and its entry (first byte).
+fn load_hypervisor(
+    volume: &mut Volume,
+    rel: &str,
+    ty: MemoryType,
+) -> Result<(Region, u64), Failure> {
     let mut file = volume.open_file(rel)?;
     let mut header = [0u8; image::HEADER_SIZE];
     let len = (file.size as usize).min(header.len());
     file.read_at(0, &mut header[..len])?;
     let h = image::parse(&header[..len], file.size)
         .map_err(|e| fail!(Status::LOAD_ERROR, "{}: {}", file.path, e.describe()))?;
-    let region = memory::allocate("hypervisor", h.reservation(), image::BASE_ALIGN)?;
+    let region = memory::allocate_as("hypervisor", h.reservation(), image::BASE_ALIGN, ty)?;
     let entry = region.base + h.text_offset;
     // SAFETY: `region` was just allocated for the hypervisor and nothing else refers to it.
     let dst = unsafe { memory::bytes_mut(region) };

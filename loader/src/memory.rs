@@ -19,22 +19,25 @@ const MAX_ADDRESS: u64 = (1 << 48) - 1;
 /// type LOADER_DATA: the firmware leaves them alone after ExitBootServices and lists them as
 /// in use in the memory map it hands on. Never freed: they are the hypervisor's.
 pub fn allocate(what: &str, size: u64, align: u64) -> Result<Region, Failure> {
+    allocate_as(what, size, align, MemoryType::LOADER_DATA)
+}
+
+/// [`allocate`] from pages of type `ty`. Install mode takes the hypervisor's memory as
+/// RESERVED: the OS the firmware boots next never uses it (Linux keeps reserved ranges out
+/// of its linear map), and the firmware itself never hands it out.
+pub fn allocate_as(what: &str, size: u64, align: u64, ty: MemoryType) -> Result<Region, Failure> {
     let align = align.max(PAGE);
     let size = size.max(1).next_multiple_of(PAGE);
     let pages = (size + align - PAGE) / PAGE;
-    let base = boot::allocate_pages(
-        AllocateType::MaxAddress(MAX_ADDRESS),
-        MemoryType::LOADER_DATA,
-        pages as usize,
-    )
-    .map_err(|e| {
-        fail!(
-            e.status(),
-            "cannot allocate {} KiB for the {what}: {}",
-            pages * PAGE / 1024,
-            e.status()
-        )
-    })?;
+    let base = boot::allocate_pages(AllocateType::MaxAddress(MAX_ADDRESS), ty, pages as usize)
+        .map_err(|e| {
+            fail!(
+                e.status(),
+                "cannot allocate {} KiB for the {what}: {}",
+                pages * PAGE / 1024,
+                e.status()
+            )
+        })?;
     let base = (base.as_ptr() as u64).next_multiple_of(align);
     Ok(Region::new(base, size))
 }
@@ -56,8 +59,9 @@ pub struct FirmwareMemory {
     /// RAM the hypervisor may use after ExitBootServices, merged.
     pub ram: Vec<Region>,
     /// Every write-back (RAM) range of the map, whatever it holds, merged: where UEFI
-    /// guarantees an identity mapping, and so where [`PhysMem::read`] may look.
-    mapped: Vec<Region>,
+    /// guarantees an identity mapping, and so where [`PhysMem::read`] may look; in install
+    /// mode, what stage 2 maps as Normal memory.
+    pub mapped: Vec<Region>,
 }
 
 impl FirmwareMemory {

@@ -7,17 +7,21 @@
 //!   invalidated to the point of coherency (DC CIVAC), and the instruction cache invalidated,
 //!   so that with caches off they read what the loader wrote;
 //! - the image loaded at a 2 MiB-aligned address with `image_size` bytes reserved for it
-//!   (arm64 Image header, as Linux's booting.rst); the hypervisor relocates itself.
+//!   (arm64 Image header, as Linux's booting.rst); the hypervisor relocates itself;
+//! - install mode ([`BootMode::Install`]): boot services still run, in memory the
+//!   hypervisor must not disturb; it returns to the firmware at EL1 at `resume.pc` with
+//!   `resume.sp` and the controls in [`BootInfo::resume`], interrupts masked.
 //!
 //! The layout is `#[repr(C)]` and checked by [`BootInfo::check`]: a loader and hypervisor
 //! from different builds refuse each other rather than misread fields.
 
-use crate::machine::{Machine, Region};
+use crate::firmware_el1::Resume;
+use crate::machine::{MAX_RAM_REGIONS, Machine, Region};
 
 /// "MTEXBOOT", little-endian.
 pub const BOOT_INFO_MAGIC: u64 = u64::from_le_bytes(*b"MTEXBOOT");
 /// Bumped on any change to [`BootInfo`] or [`Machine`].
-pub const BOOT_INFO_VERSION: u32 = 2;
+pub const BOOT_INFO_VERSION: u32 = 3;
 
 /// How the hypervisor was started and where its machine description came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +53,19 @@ impl BootPath {
     }
 }
 
+/// What the hypervisor boots once it is installed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum BootMode {
+    /// The built-in guest kernel, staged by the loader, in guest RAM of its own; the
+    /// firmware is gone (boot services exited).
+    Run = 0,
+    /// Install: the firmware itself goes on at EL1 under the hypervisor, from
+    /// [`BootInfo::resume`], over all its memory ([`BootInfo::firmware_ram`]); boot
+    /// services still run, and the OS the firmware boots next is the guest.
+    Install = 1,
+}
+
 /// What the loader hands over. Every region is physical and lies in memory the loader
 /// allocated from UEFI (so it outlives ExitBootServices).
 #[repr(C)]
@@ -60,7 +77,8 @@ pub struct BootInfo {
     pub size: u32,
     /// [`BootPath`] as `u32`.
     pub path: u32,
-    pub _reserved: u32,
+    /// [`BootMode`] as `u32`.
+    pub mode: u32,
     pub machine: Machine,
     /// Memory for the guest's RAM ([`crate::guest_vm::RAM_SIZE`] bytes, 2 MiB aligned).
     pub guest_ram: Region,
@@ -68,6 +86,14 @@ pub struct BootInfo {
     pub guest_image: Region,
     /// The run's options (the `mtex.*` command line), UTF-8, not NUL-terminated.
     pub cmdline: Region,
+    /// Install mode: where and how EL1 resumes the firmware.
+    pub resume: Resume,
+    /// Install mode: every write-back range of the firmware's memory map (whatever it holds:
+    /// runtime services, ACPI tables, RAM), merged — what stage 2 maps as Normal memory.
+    pub firmware_ram: [Region; MAX_RAM_REGIONS],
+    pub firmware_ram_count: u32,
+    /// Write-back ranges that did not fit `firmware_ram`: install mode refuses to go on.
+    pub firmware_ram_dropped: u32,
 }
 
 /// Why a boot-information structure was refused.
@@ -77,6 +103,7 @@ pub enum BootInfoError {
     Version,
     Size,
     Path,
+    Mode,
 }
 
 impl BootInfoError {
@@ -90,6 +117,7 @@ impl BootInfoError {
                 "boot information: size differs (loader and hypervisor from different builds)"
             }
             BootInfoError::Path => "boot information: unknown boot path",
+            BootInfoError::Mode => "boot information: unknown boot mode",
         }
     }
 }
@@ -101,11 +129,40 @@ impl BootInfo {
             version: BOOT_INFO_VERSION,
             size: core::mem::size_of::<BootInfo>() as u32,
             path: path as u32,
-            _reserved: 0,
+            mode: BootMode::Run as u32,
             machine,
             guest_ram: Region::default(),
             guest_image: Region::default(),
             cmdline: Region::default(),
+            resume: Resume::default(),
+            firmware_ram: [Region::new(0, 0); MAX_RAM_REGIONS],
+            firmware_ram_count: 0,
+            firmware_ram_dropped: 0,
+        }
+    }
+
+    /// The boot mode, None for a value no build knows.
+    pub fn boot_mode(&self) -> Option<BootMode> {
+        match self.mode {
+            0 => Some(BootMode::Run),
+            1 => Some(BootMode::Install),
+            _ => None,
+        }
+    }
+
+    /// Install mode's write-back ranges.
+    pub fn firmware_ram(&self) -> &[Region] {
+        &self.firmware_ram[..(self.firmware_ram_count as usize).min(MAX_RAM_REGIONS)]
+    }
+
+    /// Adds a write-back range, or counts it as dropped when the table is full.
+    pub fn push_firmware_ram(&mut self, r: Region) {
+        match self.firmware_ram.get_mut(self.firmware_ram_count as usize) {
+            Some(slot) => {
+                *slot = r;
+                self.firmware_ram_count += 1;
+            }
+            None => self.firmware_ram_dropped += 1,
         }
     }
 
@@ -120,6 +177,7 @@ impl BootInfo {
         if self.size as usize != core::mem::size_of::<BootInfo>() {
             return Err(BootInfoError::Size);
         }
+        self.boot_mode().ok_or(BootInfoError::Mode)?;
         BootPath::from_u32(self.path).ok_or(BootInfoError::Path)
     }
 }
@@ -145,5 +203,8 @@ mod tests {
         let mut p = b;
         p.path = 9;
         assert_eq!(p.check(), Err(BootInfoError::Path));
+        let mut m = b;
+        m.mode = 7;
+        assert_eq!(m.check(), Err(BootInfoError::Mode));
     }
 }

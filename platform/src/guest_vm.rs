@@ -45,12 +45,19 @@ pub struct GuestRam {
     pub ipa: crate::Region,
     /// Host physical address of its first byte.
     pub pa: u64,
+    /// Host memory inside the window that is not the guest's (install mode: the
+    /// hypervisor itself, which stage 2 leaves out); empty otherwise.
+    pub hole: crate::Region,
 }
 
 impl GuestRam {
     /// The standard window backed by host memory at `pa`.
     pub const fn at(pa: u64) -> Self {
-        GuestRam { ipa: ram(), pa }
+        GuestRam {
+            ipa: ram(),
+            pa,
+            hole: crate::Region::new(0, 0),
+        }
     }
 
     /// A window of `size` bytes at [`RAM_BASE`] backed by host memory at `pa` (Linux mode,
@@ -59,13 +66,30 @@ impl GuestRam {
         GuestRam {
             ipa: crate::Region::new(RAM_BASE, size),
             pa,
+            hole: crate::Region::new(0, 0),
+        }
+    }
+
+    /// Install mode: the firmware's own memory, `span` at its own addresses (stage 2 maps
+    /// it one to one), except `hole`.
+    pub const fn identity(span: crate::Region, hole: crate::Region) -> Self {
+        GuestRam {
+            ipa: span,
+            pa: span.base,
+            hole,
         }
     }
 
     /// The host address of guest address `ipa`, if `[ipa, ipa + len)` is guest RAM.
     pub fn pa_of(&self, ipa: u64, len: u64) -> Option<u64> {
         let end = ipa.checked_add(len)?;
-        (ipa >= self.ipa.base && end <= self.ipa.end()).then(|| ipa - self.ipa.base + self.pa)
+        if ipa < self.ipa.base || end > self.ipa.end() {
+            return None;
+        }
+        let pa = ipa - self.ipa.base + self.pa;
+        let in_hole =
+            self.hole.size != 0 && crate::Region::new(pa, len.max(1)).overlaps(&self.hole);
+        (!in_hole).then_some(pa)
     }
 
     /// The host memory behind guest RAM.
@@ -90,5 +114,19 @@ mod tests {
         assert_eq!(g.pa_of(RAM_BASE + RAM_SIZE - 0x800, 0x1000), None);
         assert_eq!(g.pa_of(RAM_BASE - 4, 4), None);
         assert_eq!(g.pa_of(u64::MAX - 2, 4), None);
+    }
+
+    #[test]
+    fn install_mode_is_one_to_one_except_the_hypervisor() {
+        let hyp = crate::Region::new(0x7000_0000, 0x100_0000);
+        let g = GuestRam::identity(crate::Region::new(0x4000_0000, 1 << 30), hyp);
+        assert_eq!(g.pa_of(0x4000_0000, 8), Some(0x4000_0000));
+        assert_eq!(g.pa_of(0x6fff_fff8, 8), Some(0x6fff_fff8));
+        assert_eq!(g.pa_of(0x6fff_fffc, 8), None, "straddles the hypervisor");
+        assert_eq!(g.pa_of(0x7000_0000, 4), None);
+        assert_eq!(g.pa_of(0x70ff_fffc, 4), None);
+        assert_eq!(g.pa_of(0x7100_0000, 4), Some(0x7100_0000));
+        assert_eq!(g.pa_of(0x3fff_fffc, 4), None);
+        assert_eq!(g.pa_of(0x8000_0000, 4), None);
     }
 }

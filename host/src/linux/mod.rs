@@ -264,7 +264,7 @@ pub fn work_dir() -> PathBuf {
 /// rather than reboot on panic (`-no-reboot` would otherwise end QEMU with no record).
 /// `kernel_words` are the words the kernel itself needs (KASAN's mode, for a kernel mtex
 /// built), before the user's.
-fn cmdline(args: &Args, kallsyms: bool, kernel_words: &[String]) -> String {
+pub fn cmdline(args: &Args, kallsyms: bool, kernel_words: &[String]) -> String {
     let mut words = vec![
         "console=ttyAMA0".to_string(),
         "rdinit=/init".into(),
@@ -285,6 +285,8 @@ pub struct Prepared {
     /// This run's own directory (several runs may go at once): the bundle, Linux's console.
     pub run_dir: PathBuf,
     pub bundle: PathBuf,
+    /// The initramfs alone (also inside the bundle), for a boot through firmware.
+    pub initrd: PathBuf,
     /// Kernel symbols: a real System.map found beside a kernel given by path, or those an
     /// earlier symbol boot of this Image read; None: a symbol boot reads them.
     pub kallsyms: Option<PathBuf>,
@@ -359,6 +361,8 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     bytes.extend_from_slice(&initrd);
     let bundle = run_dir.join("bundle.bin");
     std::fs::write(&bundle, &bytes)?;
+    let initrd_path = run_dir.join("initrd.img");
+    std::fs::write(&initrd_path, &initrd)?;
     let kallsyms = kallsyms_path(&kernel.sha256);
     let given = match given {
         Some(text) => {
@@ -375,6 +379,7 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
         kernel,
         run_dir,
         bundle,
+        initrd: initrd_path,
         workloads,
     })
 }

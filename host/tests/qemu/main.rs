@@ -8,6 +8,7 @@ mod builtin_guest;
 mod code_writes;
 mod equality;
 mod hostile;
+mod install;
 mod kernel;
 mod kernel_build;
 mod linux;

@@ -1,0 +1,93 @@
+//! Install mode on QEMU with Debian's edk2 and ACPI, as on a server: the loader installs the
+//! hypervisor under the firmware, the firmware goes on at EL1 and starts Debian's kernel
+//! (its EFI stub) with an initramfs, and Linux boots under the hypervisor, which traps its
+//! MTE control writes.
+
+use mtex::esp::{self, Install, OnError};
+use mtex::images;
+use mtex::qemu::{self, RunConfig, TempDir};
+use std::time::Duration;
+
+use super::linux::ONE_AT_A_TIME;
+
+fn linux_args() -> mtex::linux::Args {
+    mtex::linux::Args {
+        kernel: vec!["6.12".into()],
+        workload: None,
+        tcf0: vec!["sync".into()],
+        append: vec![],
+        ram_mib: 512,
+        cpus: 1,
+        json: None,
+        console: false,
+        out: std::env::temp_dir(),
+        timeout: 300,
+        no_icount: false,
+        oracle: false,
+        profile: false,
+        stacks: false,
+        verbose: false,
+        symbols: None,
+        scenario: None,
+        build_only: false,
+        quiet: false,
+    }
+}
+
+#[test]
+fn installed_under_edk2_the_firmware_boots_linux_whose_mte_writes_are_trapped() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let args = linux_args();
+    let p = mtex::linux::prepare(&args).expect("fetching and bundling");
+    let built = images::build().unwrap();
+    let loader = images::build_loader().unwrap();
+    let dir = TempDir::new("test-install-esp").unwrap();
+    esp::write_install(
+        dir.path(),
+        &Install {
+            hyp_image: &built.hyp_image,
+            loader: &loader,
+            options: "",
+            kernel: &p.kernel.image,
+            initrd: &p.initrd,
+            kernel_args: &mtex::linux::cmdline(&args, false, &[]),
+            on_error: OnError::Shutdown,
+        },
+    )
+    .unwrap();
+    let mut cfg = RunConfig {
+        timeout: Duration::from_secs(args.timeout),
+        watch_budget_ms: Some(args.timeout * 1000),
+        ..RunConfig::default()
+    }
+    .through_uefi(dir.path(), true);
+    cfg.memory_mib = 1024;
+    let console = qemu::run(&built, &cfg).unwrap();
+    // Kept for `mtex parse` when the test fails.
+    let _ = std::fs::write(
+        std::env::temp_dir().join("mtex-install-console.log"),
+        &console.bytes,
+    );
+    let text = &console.text;
+    let r = console.report();
+    assert!(r.succeeded(), "{}\n{text}", mtex::render::text(&r));
+    // The loader installed and came back at EL1, and the firmware started the kernel.
+    assert!(text.contains("the firmware at EL1"), "{text}");
+    // Linux found the machine through ACPI, as the firmware described it, and ran its init.
+    assert!(text.contains("ACPI: SPCR"), "{text}");
+    assert!(text.contains("Run /init as init process"), "{text}");
+    // Its MTE set-up was trapped: the write that turns on allocation-tag access at EL1
+    // (SCTLR_EL1.ATA, bit 43), from the kernel's own addresses (the top half), not the
+    // firmware's or the EFI stub's (identity-mapped, low).
+    let ata = r.writes.iter().find(|w| {
+        w.register == "SCTLR_EL1" && w.at.el == 1 && w.old >> 43 & 1 == 0 && w.new >> 43 & 1 == 1
+    });
+    let ata = ata.unwrap_or_else(|| panic!("no SCTLR_EL1.ATA write: {:#?}", r.writes));
+    assert!(ata.at.pc >= 0xffff_0000_0000_0000, "{ata:#?}");
+    assert!(
+        r.writes
+            .iter()
+            .any(|w| w.register == "TCR_EL1" && w.at.pc >= 0xffff_0000_0000_0000),
+        "no TCR_EL1 write by the kernel"
+    );
+}
