@@ -107,13 +107,8 @@ mod tests {
     /// inner-shareable write-back walks, PS = 40 bits, TBI clear (RES1 bits 31, 23 set).
     #[test]
     fn firmware_el2_controls_become_the_same_walk_at_el1() {
-        let tcr_el2 = (1 << 31)
-            | (1 << 23)
-            | (0b010 << 16)
-            | (0b11 << 12)
-            | (0b01 << 10)
-            | (0b01 << 8)
-            | 24;
+        let tcr_el2 =
+            (1 << 31) | (1 << 23) | (0b010 << 16) | (0b11 << 12) | (0b01 << 10) | (0b01 << 8) | 24;
         let tcr = tcr_el1(tcr_el2);
         assert_eq!(tcr & 0x3f, 24, "T0SZ");
         assert_eq!((tcr >> 8) & 0xff, 0b11_01_01, "SH0, ORGN0, IRGN0");

@@ -59,6 +59,11 @@ pub struct Args {
     /// (docs/linux.md#cpus)
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
     pub cpus: u32,
+    /// Boot as a server does: QEMU's edk2 with ACPI, the UEFI loader installing the
+    /// hypervisor under the firmware and starting the kernel's EFI stub with its initramfs
+    /// (docs/uefi.md#install-mode). Linux and the records share the firmware's one UART.
+    #[arg(long)]
+    pub uefi: bool,
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -454,6 +459,9 @@ pub fn boot(args: &Args, p: &Prepared, which: Boot) -> Result<Booted> {
     if args.stacks && which == Boot::Measured {
         line.push_str(" mtex.stacks=1");
     }
+    if args.uefi {
+        return boot_through_uefi(args, p, &images, &line, which == Boot::Measured);
+    }
     let cfg = qemu::RunConfig {
         cmdline: qemu::guest_time_for(&line, icount),
         icount,
@@ -480,6 +488,56 @@ pub fn boot(args: &Args, p: &Prepared, which: Boot) -> Result<Booted> {
     let linux = std::fs::read(&linux_console)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
+    Ok(Booted { console, linux })
+}
+
+/// Boots through edk2 with ACPI in install mode: the loader, the hypervisor, the kernel and
+/// its initramfs on an ESP of their own; the hypervisor's options are the command line's
+/// `mtex.*` words, which it reads from the ESP, as Linux does the rest. One UART carries
+/// the firmware's, Linux's and the hypervisor's output; the records are told apart.
+fn boot_through_uefi(
+    args: &Args,
+    p: &Prepared,
+    images: &images::Images,
+    line: &str,
+    measured: bool,
+) -> Result<Booted> {
+    let icount = !args.no_icount;
+    let esp_dir = p.run_dir.join("esp");
+    let _ = std::fs::remove_dir_all(&esp_dir);
+    let line = qemu::guest_time_for(line, icount);
+    crate::esp::write_install(
+        &esp_dir,
+        &crate::esp::Install {
+            hyp_image: &images.hyp_image,
+            loader: &images::build_loader()?,
+            options: &line,
+            kernel: &p.kernel.image,
+            initrd: &p.initrd,
+            kernel_args: &line,
+            on_error: crate::esp::OnError::Shutdown,
+        },
+    )?;
+    let mut cfg = qemu::RunConfig {
+        icount,
+        timeout: Duration::from_secs(args.timeout),
+        cpus: args.cpus,
+        watch_budget_ms: Some(args.timeout * 1000),
+        oracle: (args.oracle && measured)
+            .then(|| -> Result<_> {
+                Ok(crate::oracle_check::OracleRun {
+                    plugin: images::build_oracle()?,
+                    out: p.run_dir.join("oracle.txt"),
+                })
+            })
+            .transpose()?,
+        ..qemu::RunConfig::default()
+    }
+    .through_uefi(&esp_dir, true);
+    // Linux's RAM, plus the firmware's and the hypervisor's.
+    cfg.memory_mib = args.ram_mib as u32 + 128;
+    let console = qemu::run(images, &cfg)?;
+    let linux = console.text.clone();
     Ok(Booted { console, linux })
 }
 

@@ -151,6 +151,10 @@ pub struct LinuxReport {
     /// The CPUs the machine gave Linux (`--cpus`).
     #[serde(default = "one")]
     pub cpus: u32,
+    /// Booted by UEFI firmware with the hypervisor installed under it (`--uefi`), rather
+    /// than by the hypervisor itself.
+    #[serde(default)]
+    pub through_firmware: bool,
     /// Whether Linux ran the initramfs's /init, and the workload's exit status.
     pub reached_init: bool,
     pub workload_status: Option<i32>,
@@ -325,7 +329,16 @@ pub fn analyse(
         let a = u64::from_str_radix(f.next()?, 16).ok()?;
         (f.nth(1)? == "_text").then_some(a)
     });
-    let entry = r.boot.map_or(0, |b| b.guest_entry);
+    // Through firmware (install mode) the Image's physical address is the EFI stub's
+    // choice, unknown here: PCs with the MMU off stay physical and unnamed, rather than be
+    // named after the wrong function.
+    let through_firmware = r
+        .boot
+        .is_some_and(|b| b.boot_path != mtex_platform::BootPath::KernelDtb as u8);
+    let entry = match r.boot {
+        Some(b) if !through_firmware => b.guest_entry,
+        _ => u64::MAX,
+    };
     let hz = r.boot.map_or(1, |b| b.counter_hz.max(1)) as f64;
     let t0 = r.writes.iter().map(|w| w.ts).min().unwrap_or(0);
     let mut problems = r.problems.clone();
@@ -491,6 +504,7 @@ pub fn analyse(
         );
     }
     LinuxReport {
+        through_firmware,
         windows,
         unclosed_windows,
         icount,
@@ -841,16 +855,26 @@ pub fn cpus(n: u32) -> String {
     }
 }
 
+/// How Linux came to run under the hypervisor.
+pub fn how_booted(r: &LinuxReport) -> &'static str {
+    if r.through_firmware {
+        "booted by UEFI firmware (ACPI) with the hypervisor installed under it"
+    } else {
+        "under the hypervisor in Linux mode"
+    }
+}
+
 /// The report as text.
 pub fn render(r: &LinuxReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "mtex linux: {} {} ({}), {}, under the hypervisor in Linux mode",
+        "mtex linux: {} {} ({}), {}, {}",
         r.package,
         r.version,
         r.release,
-        cpus(r.cpus)
+        cpus(r.cpus),
+        how_booted(r)
     );
     let _ = writeln!(
         out,

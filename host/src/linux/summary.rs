@@ -34,12 +34,13 @@ fn windows(r: &LinuxReport, doc: &Results) -> summary::Group {
 fn preface(r: &LinuxReport) -> [String; 2] {
     [
         format!(
-            "mtex linux: {} {} ({}, Image sha256 {}), {}, under the hypervisor in Linux mode",
+            "mtex linux: {} {} ({}, Image sha256 {}), {}, {}",
             clean(&r.package),
             clean(&r.version),
             clean(&r.release),
             clean(&r.image_sha256[..r.image_sha256.len().min(16)]),
-            super::report::cpus(r.cpus)
+            super::report::cpus(r.cpus),
+            super::report::how_booted(r)
         ),
         format!(
             "  /init reached: {}; workload status: {}; ended: {}; TCR_EL1.TCMA1 {}",

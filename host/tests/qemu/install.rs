@@ -31,6 +31,7 @@ fn linux_args() -> mtex::linux::Args {
         scenario: None,
         build_only: false,
         quiet: false,
+        uefi: false,
     }
 }
 
@@ -90,4 +91,21 @@ fn installed_under_edk2_the_firmware_boots_linux_whose_mte_writes_are_trapped() 
             .any(|w| w.register == "TCR_EL1" && w.at.pc >= 0xffff_0000_0000_0000),
         "no TCR_EL1 write by the kernel"
     );
+}
+
+#[test]
+fn mtex_linux_through_uefi_counts_a_window_the_oracle_agrees_with() {
+    // `mtex linux --uefi`: the same report as the -kernel path, Linux booted by edk2 with
+    // ACPI, the hypervisor installed under the firmware; a futex-hash window checked by
+    // QEMU's own hooks.
+    let (status, doc, text) =
+        super::linux::linux(&["--uefi", "--oracle", "--workload", "futex-hash 20 1"]);
+    assert_eq!(status, 0, "{text}");
+    assert_eq!(doc["through_firmware"], true, "{text}");
+    assert!(text.contains("booted by UEFI firmware (ACPI)"), "{text}");
+    assert_eq!(doc["reached_init"], true);
+    let w = super::linux::window(&doc, 1);
+    super::linux::assert_oracle_agrees(w, &text);
+    // 20 waits on one futex: each a kernel entry from EL0 with checked kernel reads.
+    assert!(w["entries"]["sync_el0"].as_u64().unwrap_or(0) >= 20, "{w}");
 }

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 pub(super) static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// `mtex linux ARGS --json --verbose`: exit status, the report and the full text.
-fn linux(args: &[&str]) -> (i32, Value, String) {
+pub(super) fn linux(args: &[&str]) -> (i32, Value, String) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let json = std::env::temp_dir().join(format!("mtex-linux-{}.json", std::process::id()));
     let results = std::env::temp_dir().join(format!("mtex-linux-results-{}", std::process::id()));
@@ -287,6 +287,7 @@ fn linux_mode_without_a_uart_for_linux_is_refused_at_boot() {
         scenario: None,
         build_only: false,
         quiet: false,
+        uefi: false,
     };
     let p = mtex::linux::prepare(&args).expect("fetching and bundling");
     let images = mtex::images::Images {
@@ -309,7 +310,7 @@ fn linux_mode_without_a_uart_for_linux_is_refused_at_boot() {
     );
 }
 
-fn window(doc: &Value, id: u64) -> &Value {
+pub(super) fn window(doc: &Value, id: u64) -> &Value {
     doc["windows"]
         .as_array()
         .expect("windows")
@@ -334,7 +335,7 @@ fn n(v: &Value, key: &str) -> u64 {
 
 /// The oracle checked window `w` (a run with `--oracle`) and each of its six figures equals
 /// the trace's. (Any difference is also a problem of the run: exit status 1.)
-fn assert_oracle_agrees(w: &Value, text: &str) {
+pub(super) fn assert_oracle_agrees(w: &Value, text: &str) {
     let o = &w["oracle"];
     assert!(o["inexact"].is_null(), "{o}\n{text}");
     let figures = o["figures"]
