@@ -70,7 +70,13 @@ pub fn run(volume: &mut Volume, config: &Config) -> Result<Status, Failure> {
         handover::current_el()
     );
     match kernel {
-        None => Ok(Status::SUCCESS),
+        None => {
+            // UEFI 2.10 §3.1.1: a boot option that returns EFI_SUCCESS may stop the boot
+            // manager at its menu; any other status sends it on to the next option in
+            // BootOrder, which is the point here (BootNext = mtex, then the usual OS).
+            println!("{PREFIX}back to the boot manager, for its next boot option");
+            Ok(Status::ABORTED)
+        }
         Some(k) => start_kernel(k),
     }
 }

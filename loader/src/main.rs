@@ -238,6 +238,18 @@ fn stage_options(volume: &mut Volume, config: &Config) -> Result<Region, Failure
             .map_err(|why| fail!(Status::INVALID_PARAMETER, "{path}: {why}"))?,
         None => "",
     };
+    // Checked as the hypervisor will check them, so that a mistake is reported here, before
+    // anything is handed over (in install mode, with the machine as it was).
+    if let Err(e) = mtex_abi::options::HypOptions::parse(line) {
+        let why = mtex_abi::options::describe(e);
+        return Err(fail!(Status::INVALID_PARAMETER, "{path}: {why}"));
+    }
+    if let Some(key) = mtex_abi::options::unknown_key(line) {
+        return Err(fail!(
+            Status::INVALID_PARAMETER,
+            "{path}: unknown option mtex.{key}"
+        ));
+    }
     let staging = memory::allocate("options", line.len() as u64, 0)?;
     // SAFETY: `staging` was just allocated and nothing else refers to it.
     let dst = unsafe { memory::bytes_mut(staging) };

@@ -109,3 +109,85 @@ fn mtex_linux_through_uefi_counts_a_window_the_oracle_agrees_with() {
     // 20 waits on one futex: each a kernel entry from EL0 with checked kernel reads.
     assert!(w["entries"]["sync_el0"].as_u64().unwrap_or(0) >= 20, "{w}");
 }
+
+/// An install-mode ESP with no kernel: the loader goes back to the firmware, whose next boot
+/// option is its shell; `startup.nsh` says it ran and powers off (ResetSystem: PSCI
+/// SYSTEM_OFF, through the hypervisor if it is there).
+fn returning_esp(cfg: &str, options: &str) -> TempDir {
+    let dir = TempDir::new("test-install-return").unwrap();
+    let boot = esp::boot_dir(dir.path());
+    std::fs::create_dir_all(&boot).unwrap();
+    let built = images::build().unwrap();
+    std::fs::copy(images::build_loader().unwrap(), boot.join("BOOTAA64.EFI")).unwrap();
+    std::fs::copy(&built.hyp_image, boot.join("mtex-hyp.bin")).unwrap();
+    std::fs::write(boot.join("mtex.cfg"), cfg).unwrap();
+    std::fs::write(boot.join("mtex-options.txt"), options).unwrap();
+    std::fs::write(
+        dir.path().join("startup.nsh"),
+        "echo mtex-startup-ran\r\nreset -s\r\n",
+    )
+    .unwrap();
+    dir
+}
+
+fn run_returning(dir: &TempDir) -> (mtex::report::Report, String) {
+    let mut cfg = RunConfig::default().through_uefi(dir.path(), true);
+    cfg.memory_mib = 1024;
+    // The shell's 5 s countdown is a busy loop: under -icount it takes 5e9 instructions.
+    cfg.icount = false;
+    cfg.timeout = Duration::from_secs(120);
+    let console = qemu::run(&images::build().unwrap(), &cfg).unwrap();
+    assert!(!console.timed_out, "{}", console.text);
+    (console.report(), console.text)
+}
+
+#[test]
+fn installed_with_no_kernel_the_firmware_boots_its_next_option_under_the_hypervisor() {
+    let dir = returning_esp("mode = install\non_error = shutdown\n", "");
+    let (r, text) = run_returning(&dir);
+    let after = |what: &str, then: &str| {
+        let at = text
+            .find(what)
+            .unwrap_or_else(|| panic!("no {what:?}:\n{text}"));
+        assert!(text[at..].contains(then), "no {then:?} after {what:?}:\n{text}");
+    };
+    after("the firmware at EL1", "back to the boot manager");
+    // The boot manager went on to its next option (a success would have stopped it at its
+    // menu), and that ran under the hypervisor: the shell's power-off is the run's end.
+    after("back to the boot manager", "failed to start");
+    after("failed to start", "mtex-startup-ran");
+    assert!(r.succeeded(), "{}\n{text}", mtex::render::text(&r));
+    let exit = r.summary.map(|s| mtex::report::describe_exit(&s.exit));
+    assert!(
+        exit.as_deref().is_some_and(|e| e.contains("SYSTEM_OFF")),
+        "{exit:?}"
+    );
+}
+
+#[test]
+fn a_failed_install_is_named_and_the_machine_boots_as_it_would_have() {
+    // Each mistake is found before anything is handed over: the loader says what, returns
+    // the error, and the firmware goes on with no hypervisor (no record is ever sent).
+    for (cfg, options, said) in [
+        (
+            "mode = install\nkernel = missing.efi\n",
+            "",
+            "cannot load the kernel \\EFI\\BOOT\\missing.efi: NOT_FOUND",
+        ),
+        (
+            "mode = install\n",
+            "mtex.bogus=1",
+            "mtex-options.txt: unknown option mtex.bogus",
+        ),
+        ("mode = installed\n", "", "bad value for key `mode`"),
+    ] {
+        let dir = returning_esp(cfg, options);
+        let (r, text) = run_returning(&dir);
+        let at = text
+            .find(said)
+            .unwrap_or_else(|| panic!("no {said:?}:\n{text}"));
+        assert!(!text.contains("installing the hypervisor"), "{text}");
+        assert!(text[at..].contains("mtex-startup-ran"), "{text}");
+        assert!(r.boot.is_none(), "a record was sent:\n{text}");
+    }
+}
