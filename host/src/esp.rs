@@ -75,40 +75,45 @@ pub fn write(
     Ok(())
 }
 
-/// An ESP for install mode: the loader installs the hypervisor under the firmware and
-/// starts `kernel` (a Linux Image, whose EFI stub runs as an EFI application) with
-/// `initrd` and `kernel_args`; the firmware goes on booting it at EL1, under the
+/// An ESP for install mode: the loader installs the hypervisor under the firmware, then
+/// starts `kernel` if there is one (a Linux Image, whose EFI stub runs as an EFI
+/// application, with its initramfs and command line), or else goes back to the firmware's
+/// boot manager, which boots its next option (the machine's own OS) at EL1, under the
 /// hypervisor.
 ///
 /// ```text
 /// EFI/BOOT/BOOTAA64.EFI      the loader
-/// EFI/BOOT/mtex.cfg          mode = install, kernel = Image, kernel_args = initrd=… …
+/// EFI/BOOT/mtex.cfg          mode = install [, kernel = Image, kernel_args = initrd=… …]
 /// EFI/BOOT/mtex-hyp.bin      the hypervisor
 /// EFI/BOOT/mtex-options.txt  the hypervisor's mtex.* options
-/// EFI/BOOT/Image             the kernel
+/// EFI/BOOT/Image             the kernel, if one is given
 /// EFI/BOOT/initrd.img        its initramfs
 /// ```
 pub struct Install<'a> {
     pub hyp_image: &'a Path,
     pub loader: &'a Path,
     pub options: &'a str,
-    pub kernel: &'a Path,
+    pub kernel: Option<Kernel<'a>>,
+    pub on_error: OnError,
+}
+
+/// The kernel an install-mode ESP starts.
+pub struct Kernel<'a> {
+    pub image: &'a Path,
     pub initrd: &'a Path,
     /// The kernel's command line, without `initrd=` (added here).
-    pub kernel_args: &'a str,
-    pub on_error: OnError,
+    pub args: &'a str,
 }
 
 /// Writes an install-mode tree under `root`.
 pub fn write_install(root: &Path, i: &Install) -> Result<()> {
     let dir = boot_dir(root);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    for (from, name) in [
-        (i.loader, "BOOTAA64.EFI"),
-        (i.hyp_image, "mtex-hyp.bin"),
-        (i.kernel, "Image"),
-        (i.initrd, "initrd.img"),
-    ] {
+    let mut files = vec![(i.loader, "BOOTAA64.EFI"), (i.hyp_image, "mtex-hyp.bin")];
+    if let Some(k) = &i.kernel {
+        files.extend([(k.image, "Image"), (k.initrd, "initrd.img")]);
+    }
+    for (from, name) in files {
         std::fs::copy(from, dir.join(name)).with_context(|| {
             format!("copying {} to {}", from.display(), dir.join(name).display())
         })?;
@@ -118,19 +123,28 @@ pub fn write_install(root: &Path, i: &Install) -> Result<()> {
             .with_context(|| format!("writing {}", dir.join(name).display()))
     };
     write("mtex-options.txt", format!("{}\n", i.options))?;
+    let kernel = match &i.kernel {
+        Some(k) => format!(
+            "# The kernel to start once installed, and its command line.\n\
+             kernel = Image\n\
+             kernel_args = initrd=\\EFI\\BOOT\\initrd.img {}\n",
+            k.args
+        ),
+        None => "# No kernel: back to the boot manager, which boots its next option.\n".into(),
+    };
     write(
         "mtex.cfg",
         format!(
             "# mtex UEFI loader configuration (written by `mtex esp`). Paths are relative to\n\
              # this directory.\n\
-             # install: the hypervisor goes under the firmware, which then starts the kernel.\n\
+             # install: the hypervisor goes under the firmware, which goes on at EL1.\n\
              mode = install\n\
              hyp = mtex-hyp.bin\n\
              options = mtex-options.txt\n\
-             kernel = Image\n\
-             kernel_args = initrd=\\EFI\\BOOT\\initrd.img {}\n\
+             {kernel}\
+             # return: hand an error back to the firmware (before anything is installed);\n\
+             # shutdown: power off.\n\
              on_error = {}\n",
-            i.kernel_args,
             i.on_error.as_str()
         ),
     )?;

@@ -136,6 +136,12 @@ enum Cmd {
         /// What the loader does on an error: return to the firmware, or power off.
         #[arg(long, value_enum, default_value = "return")]
         on_error: esp::OnError,
+        /// Install mode: the loader installs the hypervisor under the firmware and goes back
+        /// to its boot manager, which boots its next option (the machine's own OS) at EL1
+        /// under the hypervisor (docs/uefi.md#install-mode). --guest does not apply; --opt
+        /// gives the hypervisor's options.
+        #[arg(long)]
+        install: bool,
     },
     /// Compare two results (directories or report.json files): per counter A, B, delta, %.
     Compare(mtex::compare::Args),
@@ -468,11 +474,30 @@ fn real_main() -> Result<ExitCode> {
             guest,
             opts,
             on_error,
+            install,
         } => {
             let line = qemu::cmdline(&guest, &opts)?;
             let images = images::build()?;
             let loader = images::build_loader()?;
-            esp::write(&dir, &images, &loader, &line, on_error)?;
+            if install {
+                // The hypervisor's own options only: no guest program runs. They are checked
+                // as for `spin`, a program with no options of its own, and its name dropped.
+                let options = qemu::cmdline("spin", &opts)?
+                    .split_whitespace()
+                    .filter(|w| !w.starts_with("mtex.guest="))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let i = esp::Install {
+                    hyp_image: &images.hyp_image,
+                    loader: &loader,
+                    options: &options,
+                    kernel: None,
+                    on_error,
+                };
+                esp::write_install(&dir, &i)?;
+            } else {
+                esp::write(&dir, &images, &loader, &line, on_error)?;
+            }
             println!(
                 "mtex: wrote {} (copy its contents to the root of a FAT-formatted ESP or USB stick)",
                 esp::boot_dir(&dir).display()

@@ -512,9 +512,11 @@ fn boot_through_uefi(
             hyp_image: &images.hyp_image,
             loader: &images::build_loader()?,
             options: &line,
-            kernel: &p.kernel.image,
-            initrd: &p.initrd,
-            kernel_args: &line,
+            kernel: Some(crate::esp::Kernel {
+                image: &p.kernel.image,
+                initrd: &p.initrd,
+                args: &line,
+            }),
             on_error: crate::esp::OnError::Shutdown,
         },
     )?;

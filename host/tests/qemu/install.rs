@@ -3,7 +3,7 @@
 //! (its EFI stub) with an initramfs, and Linux boots under the hypervisor, which traps its
 //! MTE control writes.
 
-use mtex::esp::{self, Install, OnError};
+use mtex::esp::{self, Install, Kernel, OnError};
 use mtex::images;
 use mtex::qemu::{self, RunConfig, TempDir};
 use std::time::Duration;
@@ -49,9 +49,11 @@ fn installed_under_edk2_the_firmware_boots_linux_whose_mte_writes_are_trapped() 
             hyp_image: &built.hyp_image,
             loader: &loader,
             options: "",
-            kernel: &p.kernel.image,
-            initrd: &p.initrd,
-            kernel_args: &mtex::linux::cmdline(&args, false, &[]),
+            kernel: Some(Kernel {
+                image: &p.kernel.image,
+                initrd: &p.initrd,
+                args: &mtex::linux::cmdline(&args, false, &[]),
+            }),
             on_error: OnError::Shutdown,
         },
     )
@@ -113,15 +115,23 @@ fn mtex_linux_through_uefi_counts_a_window_the_oracle_agrees_with() {
 /// An install-mode ESP with no kernel: the loader goes back to the firmware, whose next boot
 /// option is its shell; `startup.nsh` says it ran and powers off (ResetSystem: PSCI
 /// SYSTEM_OFF, through the hypervisor if it is there).
-fn returning_esp(cfg: &str, options: &str) -> TempDir {
+fn returning_esp(cfg: Option<&str>, options: &str) -> TempDir {
     let dir = TempDir::new("test-install-return").unwrap();
-    let boot = esp::boot_dir(dir.path());
-    std::fs::create_dir_all(&boot).unwrap();
-    let built = images::build().unwrap();
-    std::fs::copy(images::build_loader().unwrap(), boot.join("BOOTAA64.EFI")).unwrap();
-    std::fs::copy(&built.hyp_image, boot.join("mtex-hyp.bin")).unwrap();
-    std::fs::write(boot.join("mtex.cfg"), cfg).unwrap();
-    std::fs::write(boot.join("mtex-options.txt"), options).unwrap();
+    esp::write_install(
+        dir.path(),
+        &Install {
+            hyp_image: &images::build().unwrap().hyp_image,
+            loader: &images::build_loader().unwrap(),
+            options,
+            kernel: None,
+            on_error: OnError::Shutdown,
+        },
+    )
+    .unwrap();
+    // The test's own configuration in place of the one `mtex esp --install` writes.
+    if let Some(cfg) = cfg {
+        std::fs::write(esp::boot_dir(dir.path()).join("mtex.cfg"), cfg).unwrap();
+    }
     std::fs::write(
         dir.path().join("startup.nsh"),
         "echo mtex-startup-ran\r\nreset -s\r\n",
@@ -143,13 +153,16 @@ fn run_returning(dir: &TempDir) -> (mtex::report::Report, String) {
 
 #[test]
 fn installed_with_no_kernel_the_firmware_boots_its_next_option_under_the_hypervisor() {
-    let dir = returning_esp("mode = install\non_error = shutdown\n", "");
+    let dir = returning_esp(None, "");
     let (r, text) = run_returning(&dir);
     let after = |what: &str, then: &str| {
         let at = text
             .find(what)
             .unwrap_or_else(|| panic!("no {what:?}:\n{text}"));
-        assert!(text[at..].contains(then), "no {then:?} after {what:?}:\n{text}");
+        assert!(
+            text[at..].contains(then),
+            "no {then:?} after {what:?}:\n{text}"
+        );
     };
     after("the firmware at EL1", "back to the boot manager");
     // The boot manager went on to its next option (a success would have stopped it at its
@@ -181,7 +194,7 @@ fn a_failed_install_is_named_and_the_machine_boots_as_it_would_have() {
         ),
         ("mode = installed\n", "", "bad value for key `mode`"),
     ] {
-        let dir = returning_esp(cfg, options);
+        let dir = returning_esp(Some(cfg), options);
         let (r, text) = run_returning(&dir);
         let at = text
             .find(said)
