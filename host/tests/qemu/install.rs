@@ -204,3 +204,33 @@ fn a_failed_install_is_named_and_the_machine_boots_as_it_would_have() {
         assert!(r.boot.is_none(), "a record was sent:\n{text}");
     }
 }
+
+#[test]
+fn through_uefi_linux_starts_its_second_cpu_from_acpi_and_a_window_counts_both() {
+    // The CPUs come from ACPI's MADT and Linux starts them through the firmware's PSCI
+    // conduit (FADT: SMC), which the hypervisor traps: CPU 1 runs under it and a window opened
+    // with both CPUs on counts each.
+    let (status, doc, text) = super::linux::linux(&[
+        "--uefi",
+        "--cpus",
+        "2",
+        "--workload",
+        "mtex-work --tcf0 sync --window 1 futex-hash 10 2",
+    ]);
+    assert_eq!(status, 0, "{text}");
+    let calls = doc["power_calls"].as_array().unwrap();
+    assert!(
+        calls.iter().any(
+            |c| c["succeeded"] == true && c["call"].as_str().unwrap().contains("CPU_ON of 0x1")
+        ),
+        "{calls:?}"
+    );
+    let w = super::linux::window(&doc, 1);
+    let cpus: Vec<u64> = w["cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cpu"].as_u64().unwrap())
+        .collect();
+    assert_eq!(cpus, [0, 1], "{w}");
+}
