@@ -11,6 +11,7 @@ use aarch64_paging::paging::{Constraints, El2, MemoryRegion, Stage2};
 use alloc::boxed::Box;
 use mtex_platform::guest_vm::GuestRam;
 use mtex_platform::{Errata, Region};
+use tock_registers::fields::FieldValue;
 use tock_registers::interfaces::{Readable, Writeable};
 
 /// EL2 stage 1: a level-0 root and 48-bit addresses (T0SZ = 16), because servers put
@@ -142,19 +143,23 @@ pub fn enable_stage2(guest: GuestRam, devices: &[Region], errata: Errata) {
     // The UART is not mapped for the guest: it carries the report stream, and a guest that
     // owned it could disable it (stopping EL2's output), loop it back or forge frames. The
     // guest's console is the CONSOLE_WRITE hypercall.
-    // VTCR_EL2: RES1 bit 31, 4 KiB granule, inner-shareable write-back walks, start level 1.
-    // HA and HD stay 0: mtex does not use hardware Access-flag updates, and AmpereOne
-    // forbids them (erratum AC03_CPU_38) — `Errata::vtcr` enforces that on every CPU it
-    // applies to, should a later change set them.
-    let vtcr = VTCR_EL2::RES1.val(1)
+    activate_stage2(map, vtcr(VTCR_EL2::SL0::Granule4KBLevel1, S2_T0SZ, errata));
+}
+
+/// VTCR_EL2: RES1 bit 31, 4 KiB granule, inner-shareable write-back walks, the root level
+/// `sl0` and `t0sz`. HA and HD stay 0: mtex does not use hardware Access-flag updates, and
+/// AmpereOne forbids them (erratum AC03_CPU_38) — `Errata::vtcr` enforces that on every CPU
+/// it applies to, should a later change set them.
+fn vtcr(sl0: FieldValue<u64, VTCR_EL2::Register>, t0sz: u64, errata: Errata) -> u64 {
+    let v = VTCR_EL2::RES1.val(1)
         + VTCR_EL2::PS.val(phys_size_field())
         + VTCR_EL2::TG0::Granule4KB
         + VTCR_EL2::SH0::Inner
         + VTCR_EL2::ORGN0::NormalWBRAWA
         + VTCR_EL2::IRGN0::NormalWBRAWA
-        + VTCR_EL2::SL0::Granule4KBLevel1
-        + VTCR_EL2::T0SZ.val(S2_T0SZ);
-    activate_stage2(map, errata.vtcr(vtcr.value));
+        + sl0
+        + VTCR_EL2::T0SZ.val(t0sz);
+    errata.vtcr(v.value)
 }
 
 /// Install mode's device space: Device-nGnRE as [`S2_DEVICE`], but executable, because
@@ -188,15 +193,8 @@ pub fn enable_stage2_identity(ram: &[Region], holes: &[Region], errata: Errata) 
     for h in holes {
         id(&mut map, pages(*h), Stage2Attributes::empty());
     }
-    let vtcr = VTCR_EL2::RES1.val(1)
-        + VTCR_EL2::PS.val(phys_size_field())
-        + VTCR_EL2::TG0::Granule4KB
-        + VTCR_EL2::SH0::Inner
-        + VTCR_EL2::ORGN0::NormalWBRAWA
-        + VTCR_EL2::IRGN0::NormalWBRAWA
-        + VTCR_EL2::SL0::Granule4KBLevel0
-        + VTCR_EL2::T0SZ.val(64 - pa_bits);
-    activate_stage2(map, errata.vtcr(vtcr.value));
+    let vtcr = vtcr(VTCR_EL2::SL0::Granule4KBLevel0, 64 - pa_bits, errata);
+    activate_stage2(map, vtcr);
 }
 
 /// Sets VTCR_EL2, makes `map` the guest's stage 2 for good, and copies its root per CPU.

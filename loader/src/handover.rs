@@ -40,14 +40,7 @@ pub unsafe fn exit_and_enter(h: Handover) -> ! {
     // is never dropped, as this function does not return.
     let map = unsafe { boot::exit_boot_services(Some(MemoryType::LOADER_DATA)) };
     core::mem::forget(map);
-    DAIF.write(DAIF::D::Masked + DAIF::A::Masked + DAIF::I::Masked + DAIF::F::Masked);
-
-    let line = dcache_line();
-    for r in &h.clean {
-        clean_invalidate_to_poc(*r, line);
-    }
-    let mut sctlr = SCTLR_EL2.extract();
-    sctlr.modify(SCTLR_EL2::M::Disable + SCTLR_EL2::C::NonCacheable + SCTLR_EL2::I::NonCacheable);
+    let sctlr = mask_and_clean(&h);
 
     // Why memory is right for the hypervisor once the caches are off (Arm ARM, DDI 0487: the
     // DC CIVAC, IC IALLU and DSB descriptions; SCTLR_EL2.M, .C and .I); QEMU models no
@@ -89,7 +82,7 @@ pub unsafe fn exit_and_enter(h: Handover) -> ! {
             "msr sctlr_el2, {sctlr}",
             "isb",
             "br {entry}",
-            sctlr = in(reg) sctlr.get(),
+            sctlr = in(reg) sctlr,
             entry = in(reg) h.entry,
             in("x0") h.boot_info,
             in("x1") 0u64,
@@ -98,6 +91,20 @@ pub unsafe fn exit_and_enter(h: Handover) -> ! {
             options(noreturn, nostack),
         )
     }
+}
+
+/// Masks interrupts and cleans what is handed over to the point of coherency; returns
+/// SCTLR_EL2 with the MMU and caches off, for the jump to write (the argument for why that
+/// is enough is at `exit_and_enter`'s jump).
+fn mask_and_clean(h: &Handover) -> u64 {
+    DAIF.write(DAIF::D::Masked + DAIF::A::Masked + DAIF::I::Masked + DAIF::F::Masked);
+    let line = dcache_line();
+    for r in &h.clean {
+        clean_invalidate_to_poc(*r, line);
+    }
+    let mut sctlr = SCTLR_EL2.extract();
+    sctlr.modify(SCTLR_EL2::M::Disable + SCTLR_EL2::C::NonCacheable + SCTLR_EL2::I::NonCacheable);
+    sctlr.get()
 }
 
 /// The smallest data cache line in bytes: CTR_EL0.DminLine is log2 of its words.
@@ -141,19 +148,13 @@ pub fn el2_controls() -> mtex_platform::firmware_el1::El2Controls {
 /// in install mode whose `resume` holds the converted EL1 controls.
 pub unsafe fn install_and_return(h: &Handover) {
     let masked = DAIF.get();
-    DAIF.write(DAIF::D::Masked + DAIF::A::Masked + DAIF::I::Masked + DAIF::F::Masked);
-    let line = dcache_line();
-    for r in &h.clean {
-        clean_invalidate_to_poc(*r, line);
-    }
-    let mut sctlr = SCTLR_EL2.extract();
-    sctlr.modify(SCTLR_EL2::M::Disable + SCTLR_EL2::C::NonCacheable + SCTLR_EL2::I::NonCacheable);
+    let sctlr = mask_and_clean(h);
     // SAFETY: per the caller's contract; `mtex_install` saves every callee-saved register
     // and returns as a C function (at EL1), and the cache argument of `exit_and_enter`
     // holds for what it hands over. What it writes after the clean (its stack frame, the
     // resume fields) is read back with caches on, except the resume fields, which it cleans
     // itself.
-    unsafe { mtex_install(h.boot_info, h.entry, sctlr.get()) };
+    unsafe { mtex_install(h.boot_info, h.entry, sctlr) };
     DAIF.set(masked);
 }
 

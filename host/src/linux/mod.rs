@@ -474,14 +474,7 @@ pub fn boot(args: &Args, p: &Prepared, which: Boot) -> Result<Booted> {
         // was) and holds the run to the time limit.
         watch_budget_ms: Some(args.timeout * 1000),
         second_serial: Some(linux_console.clone()),
-        oracle: (args.oracle && which == Boot::Measured)
-            .then(|| -> Result<_> {
-                Ok(crate::oracle_check::OracleRun {
-                    plugin: images::build_oracle()?,
-                    out: p.run_dir.join("oracle.txt"),
-                })
-            })
-            .transpose()?,
+        oracle: oracle_run(args, p, which == Boot::Measured)?,
         ..qemu::RunConfig::default()
     };
     let console = qemu::run(&images, &cfg)?;
@@ -489,6 +482,22 @@ pub fn boot(args: &Args, p: &Prepared, which: Boot) -> Result<Booted> {
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
     Ok(Booted { console, linux })
+}
+
+/// The oracle for the measured boot of a run with `--oracle`.
+fn oracle_run(
+    args: &Args,
+    p: &Prepared,
+    measured: bool,
+) -> Result<Option<crate::oracle_check::OracleRun>> {
+    (args.oracle && measured)
+        .then(|| -> Result<_> {
+            Ok(crate::oracle_check::OracleRun {
+                plugin: images::build_oracle()?,
+                out: p.run_dir.join("oracle.txt"),
+            })
+        })
+        .transpose()
 }
 
 /// Boots through edk2 with ACPI in install mode: the loader, the hypervisor, the kernel and
@@ -525,14 +534,7 @@ fn boot_through_uefi(
         timeout: Duration::from_secs(args.timeout),
         cpus: args.cpus,
         watch_budget_ms: Some(args.timeout * 1000),
-        oracle: (args.oracle && measured)
-            .then(|| -> Result<_> {
-                Ok(crate::oracle_check::OracleRun {
-                    plugin: images::build_oracle()?,
-                    out: p.run_dir.join("oracle.txt"),
-                })
-            })
-            .transpose()?,
+        oracle: oracle_run(args, p, measured)?,
         ..qemu::RunConfig::default()
     }
     .through_uefi(&esp_dir, true);

@@ -10,35 +10,13 @@ use std::time::Duration;
 
 use super::linux::ONE_AT_A_TIME;
 
-fn linux_args() -> mtex::linux::Args {
-    mtex::linux::Args {
-        kernel: vec!["6.12".into()],
-        workload: None,
-        tcf0: vec!["sync".into()],
-        append: vec![],
-        ram_mib: 512,
-        cpus: 1,
-        json: None,
-        console: false,
-        out: std::env::temp_dir(),
-        timeout: 300,
-        no_icount: false,
-        oracle: false,
-        profile: false,
-        stacks: false,
-        verbose: false,
-        symbols: None,
-        scenario: None,
-        build_only: false,
-        quiet: false,
-        uefi: false,
-    }
-}
-
 #[test]
 fn installed_under_edk2_the_firmware_boots_linux_whose_mte_writes_are_trapped() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let args = linux_args();
+    let args = mtex::linux::Args {
+        timeout: 300,
+        ..super::linux::linux_args()
+    };
     let p = mtex::linux::prepare(&args).expect("fetching and bundling");
     let built = images::build().unwrap();
     let loader = images::build_loader().unwrap();

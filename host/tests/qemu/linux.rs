@@ -267,28 +267,7 @@ fn a_failing_workload_is_a_problem_and_exit_status_1() {
 #[test]
 fn linux_mode_without_a_uart_for_linux_is_refused_at_boot() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let args = mtex::linux::Args {
-        kernel: vec!["6.12".into()],
-        workload: None,
-        tcf0: vec!["sync".into()],
-        append: vec![],
-        ram_mib: 512,
-        cpus: 1,
-        json: None,
-        console: false,
-        out: std::env::temp_dir(),
-        timeout: 120,
-        no_icount: false,
-        oracle: false,
-        profile: false,
-        stacks: false,
-        verbose: false,
-        symbols: None,
-        scenario: None,
-        build_only: false,
-        quiet: false,
-        uefi: false,
-    };
+    let args = linux_args();
     let p = mtex::linux::prepare(&args).expect("fetching and bundling");
     let images = mtex::images::Images {
         guest_image: p.bundle.clone(),
@@ -1179,4 +1158,30 @@ fn a_kernel_by_path_with_its_system_map_reports_as_by_release() {
     assert_eq!(a.runs[0].phases, b.runs[0].phases, "{text}");
     assert_eq!(a.runs[0].writes, b.runs[0].writes, "{text}");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `mtex linux`'s defaults, for a test that calls its functions.
+pub(super) fn linux_args() -> mtex::linux::Args {
+    mtex::linux::Args {
+        kernel: vec!["6.12".into()],
+        workload: None,
+        tcf0: vec!["sync".into()],
+        append: vec![],
+        ram_mib: 512,
+        cpus: 1,
+        json: None,
+        console: false,
+        out: std::env::temp_dir(),
+        timeout: 120,
+        no_icount: false,
+        oracle: false,
+        profile: false,
+        stacks: false,
+        verbose: false,
+        symbols: None,
+        scenario: None,
+        build_only: false,
+        quiet: false,
+        uefi: false,
+    }
 }
