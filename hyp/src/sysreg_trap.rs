@@ -13,7 +13,9 @@
 //! - ID registers (HCR_EL2.TID3): the real values less what the hypervisor hides
 //!   (`id_regs.rs`).
 //!
-//! Anything else ends the run as an unhandled exit. Every emulated instruction is counted: it
+//! Which access is which, and the control write itself, are decided in `mtex_vm::sysreg`
+//! (host-tested against a fake register file); this file is the CPU's side. Anything else
+//! ends the run as an unhandled exit. Every emulated instruction is counted: it
 //! completed for the guest (QEMU's PMU counts it as executed; on silicon a trapped instruction
 //! is not architecturally executed, so the PMU does not).
 
@@ -22,29 +24,23 @@ use crate::state::Hyp;
 use aarch64_cpu::registers::*;
 use mtex_abi::Record;
 use mtex_abi::report::DebugWrite;
-use mtex_arch::{DebugReg, Esr, PmuReg, SysReg};
+use mtex_arch::{Esr, SysReg};
+use mtex_vm::sysreg::{self, El1Registers, Trapped};
 use tock_registers::interfaces::{Readable, Writeable};
 
 pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
-    let iss = esr.sysreg_iss();
-    let Some(reg) = SysReg::from_iss(esr.iss()).filter(|_| !iss.is_read) else {
+    let Trapped::ControlWrite(reg) = sysreg::classify(esr.iss(), hyp.pmu.is_some()) else {
         return other(hyp, ctx, esr);
     };
     let v = hyp.vcpu();
     v.counters.emulated += 1;
-    let new = ctx.reg(iss.rt);
-    let old = read(reg);
-    write(reg, new);
-    // The predicate uses what the register holds, not what was written (RES0 bits).
-    match reg {
-        SysReg::SctlrEl1 => v.controls.sctlr_el1 = read(reg),
-        SysReg::TcrEl1 => v.controls.tcr_el1 = read(reg),
-        _ => {}
+    let w = sysreg::write_control(&mut ThisCpu, reg, ctx.reg(esr.sysreg_iss().rt));
+    match w.mte_control() {
+        Some((SysReg::SctlrEl1, held)) => v.controls.sctlr_el1 = held,
+        Some((_, held)) => v.controls.tcr_el1 = held,
+        None => {}
     }
-    if matches!(
-        reg,
-        SysReg::SctlrEl1 | SysReg::TcrEl1 | SysReg::Ttbr0El1 | SysReg::Ttbr1El1 | SysReg::MairEl1
-    ) {
+    if w.retranslates() {
         v.tracer.note_translation_change();
     }
     v.counters.sysreg_writes += 1;
@@ -52,45 +48,51 @@ pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     hyp.report.sysreg_write(crate::fast_step::RawWrite::new(
         esr.0 | crate::fast_step::RAW_COUNTED,
         CNTPCT_EL0.get(),
-        new,
-        old,
+        w.written,
+        w.old,
         ctx.elr,
         ctx.spsr,
     ));
     ctx.skip_instruction();
 }
 
-/// The EL1 register's current value. From EL2 with HCR_EL2.E2H=0 these accesses reach the
-/// EL1 registers themselves. No ISB is needed: the ERET back to the guest synchronises.
-fn read(reg: SysReg) -> u64 {
-    match reg {
-        SysReg::SctlrEl1 => SCTLR_EL1.get(),
-        SysReg::Ttbr0El1 => TTBR0_EL1.get(),
-        SysReg::Ttbr1El1 => TTBR1_EL1.get(),
-        SysReg::TcrEl1 => TCR_EL1.get(),
-        SysReg::Afsr0El1 => AFSR0_EL1.get(),
-        SysReg::Afsr1El1 => AFSR1_EL1.get(),
-        SysReg::EsrEl1 => ESR_EL1.get(),
-        SysReg::FarEl1 => FAR_EL1.get(),
-        SysReg::MairEl1 => MAIR_EL1.get(),
-        SysReg::AmairEl1 => AMAIR_EL1.get(),
-        SysReg::ContextidrEl1 => CONTEXTIDR_EL1.get(),
-    }
-}
+/// This CPU's EL1 registers: from EL2 with HCR_EL2.E2H=0 these accesses reach the EL1
+/// registers themselves. No ISB is needed: the ERET back to the guest synchronises.
+struct ThisCpu;
 
-fn write(reg: SysReg, value: u64) {
-    match reg {
-        SysReg::SctlrEl1 => SCTLR_EL1.set(value),
-        SysReg::Ttbr0El1 => TTBR0_EL1.set(value),
-        SysReg::Ttbr1El1 => TTBR1_EL1.set(value),
-        SysReg::TcrEl1 => TCR_EL1.set(value),
-        SysReg::Afsr0El1 => AFSR0_EL1.set(value),
-        SysReg::Afsr1El1 => AFSR1_EL1.set(value),
-        SysReg::EsrEl1 => ESR_EL1.set(value),
-        SysReg::FarEl1 => FAR_EL1.set(value),
-        SysReg::MairEl1 => MAIR_EL1.set(value),
-        SysReg::AmairEl1 => AMAIR_EL1.set(value),
-        SysReg::ContextidrEl1 => CONTEXTIDR_EL1.set(value),
+impl El1Registers for ThisCpu {
+    #[inline(always)]
+    fn read(&self, reg: SysReg) -> u64 {
+        match reg {
+            SysReg::SctlrEl1 => SCTLR_EL1.get(),
+            SysReg::Ttbr0El1 => TTBR0_EL1.get(),
+            SysReg::Ttbr1El1 => TTBR1_EL1.get(),
+            SysReg::TcrEl1 => TCR_EL1.get(),
+            SysReg::Afsr0El1 => AFSR0_EL1.get(),
+            SysReg::Afsr1El1 => AFSR1_EL1.get(),
+            SysReg::EsrEl1 => ESR_EL1.get(),
+            SysReg::FarEl1 => FAR_EL1.get(),
+            SysReg::MairEl1 => MAIR_EL1.get(),
+            SysReg::AmairEl1 => AMAIR_EL1.get(),
+            SysReg::ContextidrEl1 => CONTEXTIDR_EL1.get(),
+        }
+    }
+
+    #[inline(always)]
+    fn write(&mut self, reg: SysReg, value: u64) {
+        match reg {
+            SysReg::SctlrEl1 => SCTLR_EL1.set(value),
+            SysReg::Ttbr0El1 => TTBR0_EL1.set(value),
+            SysReg::Ttbr1El1 => TTBR1_EL1.set(value),
+            SysReg::TcrEl1 => TCR_EL1.set(value),
+            SysReg::Afsr0El1 => AFSR0_EL1.set(value),
+            SysReg::Afsr1El1 => AFSR1_EL1.set(value),
+            SysReg::EsrEl1 => ESR_EL1.set(value),
+            SysReg::FarEl1 => FAR_EL1.set(value),
+            SysReg::MairEl1 => MAIR_EL1.set(value),
+            SysReg::AmairEl1 => AMAIR_EL1.set(value),
+            SysReg::ContextidrEl1 => CONTEXTIDR_EL1.set(value),
+        }
     }
 }
 
@@ -100,29 +102,30 @@ fn write(reg: SysReg, value: u64) {
 fn other(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     let iss = esr.sysreg_iss();
     let write = (!iss.is_read).then(|| ctx.reg(iss.rt));
-    let read = if let (Some(reg), Some(pmu)) = (PmuReg::from_iss(iss), hyp.pmu) {
-        let v = hyp.vcpu();
-        v.counters.guest_pmu_accesses += 1;
-        pmu.guest_access(&mut v.guest_pmu, reg, write)
-    } else if let Some(reg) = DebugReg::from_iss(iss) {
-        hyp.vcpu().counters.guest_debug_accesses += 1;
-        if let Some(value) = write {
-            hyp.vcpu().guest_debug.write(reg, value);
-            hyp.report.send(&Record::DebugWrite(DebugWrite {
-                iss: esr.iss() & mtex_arch::sysreg::ISS_REGISTER_MASK,
-                value,
-                at: ctx.state(),
-                phase: hyp.phase_id(),
-            }));
+    let read = match (sysreg::classify(esr.iss(), hyp.pmu.is_some()), hyp.pmu) {
+        (Trapped::Pmu(reg), Some(pmu)) => {
+            let v = hyp.vcpu();
+            v.counters.guest_pmu_accesses += 1;
+            pmu.guest_access(&mut v.guest_pmu, reg, write)
         }
-        hyp.vcpu().guest_debug.read(reg)
-    } else if mtex_arch::id_regs::is_group3(iss) && iss.is_read {
-        crate::id_regs::guest_read(iss.crm, iss.op2)
-    } else {
-        crate::exits::unhandled(hyp, ctx)
+        (Trapped::Debug(reg), _) => {
+            hyp.vcpu().counters.guest_debug_accesses += 1;
+            if let Some(value) = write {
+                hyp.vcpu().guest_debug.write(reg, value);
+                hyp.report.send(&Record::DebugWrite(DebugWrite {
+                    iss: esr.iss() & mtex_arch::sysreg::ISS_REGISTER_MASK,
+                    value,
+                    at: ctx.state(),
+                    phase: hyp.phase_id(),
+                }));
+            }
+            hyp.vcpu().guest_debug.read(reg)
+        }
+        (Trapped::IdRead, _) => crate::id_regs::guest_read(iss.crm, iss.op2),
+        _ => crate::exits::unhandled(hyp, ctx),
     };
-    if iss.is_read && iss.rt != 31 {
-        ctx.x[iss.rt as usize] = read;
+    if iss.is_read {
+        sysreg::complete_read(&mut ctx.x, iss.rt, read);
     }
     hyp.vcpu().counters.emulated += 1;
     ctx.skip_instruction();

@@ -1,7 +1,8 @@
 //! The hypervisor's decisions about its virtual machine, kept apart from the code that needs
 //! the CPU so that they build and are tested on the host: what a PSCI call from the guest
 //! does to its CPUs ([`power`]), whether a PHASE_BEGIN may open a phase and what each pass of
-//! a run is for ([`phase`]), who counts a window that every CPU counts ([`window`]). The
+//! a run is for ([`phase`]), who counts a window that every CPU counts ([`window`]), which
+//! emulation a trapped MSR or MRS takes and what a control write leaves ([`sysreg`]). The
 //! hypervisor applies a decision (starts a physical CPU, answers the guest); it does not make
 //! it.
 #![cfg_attr(not(test), no_std)]
@@ -11,4 +12,5 @@ extern crate alloc;
 pub mod heap;
 pub mod phase;
 pub mod power;
+pub mod sysreg;
 pub mod window;
