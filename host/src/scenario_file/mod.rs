@@ -12,6 +12,8 @@
 //! workloads = ["getpid", "futex-hash:iters=64"] # default: all seven
 //! tcf0 = "sync"                    # user tasks' mode: none, sync, async, asymm
 //! hz = 250                         # the kernel's tick, 0 to 100000
+//! cpus = 1                         # CPUs the kernel runs on, 1 to 8 (more than 1: hz = 0,
+//!                                  # backend = "trace")
 //! repeat = 1                       # 1 to 100
 //! backend = "both"                 # both (default): each run untraced for the PMU, then
 //!                                  # traced; trace: traced only; pmu: untraced only
@@ -78,6 +80,7 @@ struct RunRaw {
     workloads: Option<Vec<Spanned<String>>>,
     tcf0: Option<Spanned<String>>,
     hz: Option<Spanned<u32>>,
+    cpus: Option<Spanned<u32>>,
     repeat: Option<Spanned<u32>>,
     backend: Option<Spanned<String>>,
     pmu_events: Option<Spanned<Vec<String>>>,

@@ -107,6 +107,20 @@ pub(super) fn run_spec(
         })?;
         cmdline.push(format!("mtex.hz={}", h.get_ref()));
     }
+    if let Some(n) = &raw.cpus {
+        Scenario::parse(&format!(
+            "mtex.cpus={} mtex.hz=0 mtex.trace=only mtex.workloads=getpid",
+            n.get_ref()
+        ))
+        .map_err(|e| {
+            cx.at(
+                n.span(),
+                &at("cpus"),
+                format!("{}: {}", n.get_ref(), e.problem),
+            )
+        })?;
+        cmdline.push(format!("mtex.cpus={}", n.get_ref()));
+    }
     let repeat = match &raw.repeat {
         Some(n) if !(1..=100).contains(n.get_ref()) => {
             return Err(cx.at(
@@ -171,7 +185,14 @@ pub(super) fn run_spec(
     cmdline.push(format!("mtex.watchdog_ms={watchdog}"));
     let cmdline = cmdline.join(" ");
     // The whole line through the guest's own parser: what it accepts is what boots.
-    let scenario = Scenario::parse(&cmdline).map_err(|e| cx.at(r.span(), &at(e.key), e.problem))?;
+    // Its problems name options; here they are said in the file's own keys.
+    let scenario = Scenario::parse(&cmdline).map_err(|e| {
+        let problem = e
+            .problem
+            .replace("mtex.hz=0", "hz = 0")
+            .replace("mtex.trace=only", "backend = \"trace\"");
+        cx.at(r.span(), &at(e.key), problem)
+    })?;
     Ok(RunSpec {
         name,
         cmdline,

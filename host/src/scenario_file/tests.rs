@@ -75,6 +75,31 @@ fn backends_and_pmu_events_become_options() {
 }
 
 #[test]
+fn cpus_runs_the_kernel_on_several_cpus_with_what_that_needs() {
+    let text = "version = 1\n[[run]]\ncpus = 4\nhz = 0\nbackend = \"trace\"\nworkloads = [\"futex-hash\"]\n";
+    let r = parse("s.toml", "s", text).unwrap().runs.remove(0);
+    assert!(r.cmdline.contains("mtex.cpus=4"), "{}", r.cmdline);
+    // The QEMU machine takes its CPUs from the same line.
+    assert_eq!(Scenario::parse(&r.cmdline).unwrap().cpus, 4);
+    for (text, want) in [
+        ("cpus = 9\n", "s.toml:3: run[0].cpus: 9: expected 1 to 8"),
+        ("cpus = 0\n", "run[0].cpus: 0: expected 1 to 8"),
+        (
+            "cpus = 2\nbackend = \"trace\"\n",
+            "run[0].cpus: several CPUs run without the timer tick: add hz = 0",
+        ),
+        ("cpus = 2\nhz = 0\n", "add backend = \"trace\""),
+        (
+            "cpus = 2\nhz = 0\nbackend = \"trace\"\nworkloads = [\"thread-create\"]\n",
+            "on several CPUs the workloads are",
+        ),
+    ] {
+        let e = err(&format!("version = 1\n[[run]]\n{text}"));
+        assert!(e.contains(want), "{text:?}: {e:?} lacks {want:?}");
+    }
+}
+
+#[test]
 fn every_error_names_file_line_and_field() {
     let cases: &[(&str, &str)] = &[
         // unknown key

@@ -214,3 +214,49 @@ fn a_failed_run_is_reported_and_the_next_one_still_runs() {
     assert_eq!(doc.runs[1].phases.len(), 1);
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+#[test]
+fn a_scenario_runs_the_kernel_on_the_cpus_its_run_table_names() {
+    let tmp = std::env::temp_dir().join(format!("mtex-scenario-cpus-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let file = tmp.join("two-cpus.toml");
+    const ITERS: u64 = 16;
+    std::fs::write(
+        &file,
+        format!(
+            "version = 1\n\
+             [[run]]\npolicies = [\"tcma1\"]\nworkloads = [\"futex-hash:iters={ITERS}\"]\n\
+             cpus = 2\nhz = 0\nbackend = \"trace\"\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .arg("run")
+        .arg(&file)
+        .arg("--out")
+        .arg(tmp.join("results"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let doc = Results::from_json(
+        &std::fs::read_to_string(tmp.join("results/two-cpus-1/report.json")).unwrap(),
+    )
+    .unwrap();
+    let p = &doc.runs[0].phases[0];
+    // One futex-hash task on each CPU: each makes two checked user reads and one write per
+    // iteration, and the phase is their sum.
+    let cpus: Vec<u32> = p.cpus.iter().map(|c| c.cpu).collect();
+    assert_eq!(cpus, [0, 1], "{stdout}");
+    for c in &p.cpus {
+        let user = |counter: &str| c.counters[counter];
+        let got = (
+            user("mem_access_checked_rd:u"),
+            user("mem_access_checked_wr:u"),
+        );
+        assert_eq!(got, (2 * ITERS, ITERS), "CPU {}", c.cpu);
+    }
+    assert_eq!(p.counters["mem_access_checked_rd:u"], 2 * 2 * ITERS);
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
