@@ -2,6 +2,7 @@
 
 use core::mem::{offset_of, size_of};
 use mtex_abi::report::GuestState;
+use mtex_arch::el2_bits::spsr;
 
 /// General-purpose registers, ELR_EL2 and SPSR_EL2 of the interrupted guest. The layout is
 /// shared with the assembly in `entry.rs`, hence `repr(C)` and the asserts below.
@@ -24,9 +25,6 @@ const _: () = assert!(CONTEXT_SIZE.is_multiple_of(16));
 const _: () = assert!(offset_of!(GuestContext, x) == 0);
 const _: () = assert!(offset_of!(GuestContext, elr) == ELR_OFFSET);
 const _: () = assert!(offset_of!(GuestContext, spsr) == SPSR_OFFSET);
-
-/// SPSR_EL2.TCO: the guest's PSTATE.TCO (Arm ARM C5.2.19).
-pub const SPSR_TCO: u64 = 1 << 25;
 
 impl GuestContext {
     /// A context that starts the guest at `entry` in EL1h with DAIF masked and x0 = `x0`.
@@ -53,7 +51,7 @@ impl GuestContext {
         GuestState {
             pc: self.elr,
             el: ((self.spsr >> 2) & 3) as u8,
-            tco: self.spsr & SPSR_TCO != 0,
+            tco: self.spsr & spsr::TCO != 0,
         }
     }
 

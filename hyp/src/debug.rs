@@ -7,11 +7,8 @@
 //! single-stepping, and a traced phase starts from debug state the hypervisor set.
 
 use aarch64_cpu::registers::{MDCR_EL2, MDSCR_EL1, OSLAR_EL1};
+use mtex_arch::el2_bits::{dbgbcr, osdlr, oslsr};
 use tock_registers::interfaces::{ReadWriteable, Writeable};
-
-/// OSLSR_EL1.OSLK and OSDLR_EL1.DLK.
-const OSLK: u64 = 1 << 1;
-const DLK: u64 = 1;
 
 /// Clears the OS locks (the OS Lock is set at reset and blocks debug exceptions), starts with
 /// no debug events enabled, and traps the guest's debug-register accesses.
@@ -32,19 +29,16 @@ pub fn unlock_for_step() -> bool {
     unsafe {
         core::arch::asm!("mrs {}, oslsr_el1", "mrs {}, osdlr_el1", out(reg) oslsr, out(reg) osdlr)
     };
-    let locked = oslsr & OSLK != 0 || osdlr & DLK != 0;
+    let locked = oslsr & oslsr::OSLK != 0 || osdlr & osdlr::DLK != 0;
     if locked {
         init();
     }
     locked
 }
 
-/// MDCR_EL2.TDE: debug exceptions from EL1/EL0 go to EL2.
-pub const MDCR_TDE: u64 = 1 << 8;
-/// MDSCR_EL1.MDE: breakpoint exceptions enabled.
-pub const MDSCR_MDE: u64 = 1 << 15;
 /// DBGBCR<n>_EL1: enabled, all byte lanes, EL1 and EL0 (PMC = 0b11), address match.
-pub const BCR_ENABLED: u64 = (0b1111 << 5) | (0b11 << 1) | 1;
+pub const BCR_ENABLED: u64 = dbgbcr::BAS_ALL | dbgbcr::PMC_EL1_EL0 | dbgbcr::E;
+const _: () = assert!(BCR_ENABLED == (0b1111 << 5) | (0b11 << 1) | 1);
 /// Breakpoints [`set_breakpoint`] reaches (the architecture's minimum is 2, QEMU has 6).
 pub const BREAKPOINTS_USED: usize = 6;
 

@@ -12,13 +12,14 @@ use mtex_abi::doorbell::{self, Access, Command, DOORBELL_IPA, DOORBELL_SIZE};
 use mtex_abi::hypercall as hc;
 use mtex_abi::report::{DoorbellRefused, PhaseName};
 use mtex_arch::Esr;
+use mtex_arch::el2_bits::hpfar;
 use tock_registers::interfaces::Readable;
 
 /// The faulting IPA: HPFAR_EL2.FIPA (IPA[47:12] in bits 43:4) and the page offset from
 /// FAR_EL2, the faulting VA, whose low 12 bits are the IPA's (4 KiB pages at both stages).
 fn fault_ipa() -> u64 {
     use aarch64_cpu::registers::FAR_EL2;
-    ((HPFAR_EL2.get() >> 4) << 12) | (FAR_EL2.get() & 0xfff)
+    hpfar::ipa_page(HPFAR_EL2.get()) | (FAR_EL2.get() & 0xfff)
 }
 
 /// The exit is a data abort on the doorbell page in Linux mode (not a stage-1 table walk

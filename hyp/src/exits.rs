@@ -7,6 +7,7 @@ use crate::state::Hyp;
 use aarch64_cpu::registers::{ESR_EL2, FAR_EL2, HPFAR_EL2};
 use core::sync::atomic::Ordering;
 use mtex_abi::report::ExitReason;
+use mtex_arch::el2_bits::{hpfar, spsr};
 use mtex_arch::{Esr, ExceptionClass};
 use tock_registers::interfaces::Readable;
 
@@ -30,7 +31,7 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         count_exit(hyp, ctx, step);
         // An interrupt taken before the stepped instruction ran (SPSR_EL2.SS still set)
         // leaves it pending; anything else means it completed, trapped or faulted.
-        let not_yet_run = kind != SYNC && ctx.spsr & (1 << 21) != 0;
+        let not_yet_run = kind != SYNC && ctx.spsr & spsr::SS != 0;
         let v = hyp.vcpu();
         if v.tracer.active() && !not_yet_run {
             // A step exit taken from the active-pending state (ISS.ISV = 0) is the first
@@ -157,8 +158,7 @@ pub fn unhandled(hyp: &mut Hyp, ctx: &GuestContext) -> ! {
     hyp.finish(ExitReason::UnhandledGuestExit {
         esr: ESR_EL2.get(),
         far: FAR_EL2.get(),
-        // HPFAR_EL2.FIPA holds IPA[47:12] in bits 43:4.
-        hpfar: (HPFAR_EL2.get() >> 4) << 12,
+        hpfar: hpfar::ipa_page(HPFAR_EL2.get()),
         at: ctx.state(),
     })
 }

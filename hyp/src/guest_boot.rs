@@ -5,6 +5,7 @@
 use crate::boot::Boot;
 use crate::context::GuestContext;
 use aarch64_cpu::registers::*;
+use mtex_arch::el2_bits::cptr;
 use mtex_platform::{arm64_image, guest_vm};
 use tock_registers::interfaces::{Readable, Writeable};
 
@@ -121,13 +122,14 @@ fn el2_for_el1() {
     // Guest owns the EL1 physical timer and counter.
     CNTHCTL_EL2.set(0b11);
     // CPTR_EL2 (non-VHE): RES1 bits only; FP/SIMD, SVE, SME, trace and AMU not trapped.
-    // TZ (bit 8) and TSM (bit 12) are trap controls only with FEAT_SVE / FEAT_SME and RES1
-    // without them (QEMU's max CPU has both, AmpereOne neither): write 1 where RES1.
-    const TZ: u64 = 1 << 8;
-    const TSM: u64 = 1 << 12;
+    // TZ and TSM are trap controls only with FEAT_SVE / FEAT_SME and RES1 without them
+    // (QEMU's max CPU has both, AmpereOne neither): write 1 where RES1.
+    const _: () = assert!(cptr::RES1 == 0x22ff && cptr::TZ == 1 << 8 && cptr::TSM == 1 << 12);
     let has_sve = (ID_AA64PFR0_EL1.get() >> 32) & 0xf != 0;
     let has_sme = (ID_AA64PFR1_EL1.get() >> 24) & 0xf != 0;
-    CPTR_EL2.set(0x22ff | if has_sve { 0 } else { TZ } | if has_sme { 0 } else { TSM });
+    let tz = if has_sve { 0 } else { cptr::TZ };
+    let tsm = if has_sme { 0 } else { cptr::TSM };
+    CPTR_EL2.set(cptr::RES1 | tz | tsm);
     VMPIDR_EL2.set(MPIDR_EL1.get());
     // SAFETY: VPIDR_EL2 only sets what the guest reads as MIDR_EL1 (no aarch64-cpu accessor).
     unsafe { core::arch::asm!("msr vpidr_el2, {}", in(reg) MIDR_EL1.get()) };

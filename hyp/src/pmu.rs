@@ -20,14 +20,12 @@
 use aarch64_cpu::registers::{ID_AA64DFR0_EL1, MDCR_EL2};
 use mtex_abi::pmu_plan::{Counted, PmuPlan};
 use mtex_abi::report::{PMU_COUNTS, PmuCount, PmuValue, pmu_event};
+use mtex_arch::el2_bits::pmevtyper::{EVT_MASK, NSH, P, U};
 use mtex_arch::pmu_regs::{GuestPmu, PmuReg, pmcr};
 use tock_registers::interfaces::{ReadWriteable, Readable};
 
-/// PMEVTYPER<n>_EL0 filter bits: P (don't count EL1), U (don't count EL0), NSH (count EL2).
-/// NSK/NSU stay 0: in Non-secure state with EL3 an EL is then filtered by P/U alone.
-const P: u64 = 1 << 31;
-const U: u64 = 1 << 30;
-const NSH: u64 = 1 << 27;
+// PMEVTYPER<n>_EL0 filter bits: P (don't count EL1), U (don't count EL0), NSH (count EL2).
+// NSK/NSU stay 0: in Non-secure state with EL3 an EL is then filtered by P/U alone.
 const INST_RETIRED: u64 = pmu_event::INST_RETIRED as u64;
 /// The fixed counters' event types: EL2, EL1, EL0 instructions.
 const FIXED: [u64; 3] = [
@@ -37,7 +35,8 @@ const FIXED: [u64; 3] = [
 ];
 /// The fields of PMEVTYPER a check compares (filters and event number; the rest may read
 /// as zero).
-const TYPE_FIELDS: u64 = P | U | NSH | 0xffff;
+const TYPE_FIELDS: u64 = P | U | NSH | EVT_MASK;
+const _: () = assert!(TYPE_FIELDS == (1 << 31) | (1 << 30) | (1 << 27) | 0xffff);
 /// Most slots used: a pass's counts share one record with the unsupported events.
 const MAX_SLOTS: u64 = 8;
 /// ID_AA64DFR0_EL1.PMUVer value of FEAT_PMUv3p5 (64-bit event counters through HLP).

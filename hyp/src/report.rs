@@ -291,7 +291,7 @@ fn sysreg_write_of(raw: &RawWrite, phase: u32) -> SysregWrite {
         at: GuestState {
             pc: raw.pc,
             el: ((raw.spsr >> 2) & 3) as u8,
-            tco: raw.spsr & crate::context::SPSR_TCO != 0,
+            tco: raw.spsr & mtex_arch::el2_bits::spsr::TCO != 0,
         },
         ts: raw.ts,
         phase,

@@ -10,10 +10,10 @@
 //! writes elsewhere at run time is not.
 
 use crate::context::GuestContext;
-use crate::context::SPSR_TCO;
-use crate::debug::{BCR_ENABLED, BREAKPOINTS_USED, MDCR_TDE, MDSCR_MDE, set_breakpoint};
+use crate::debug::{BCR_ENABLED, BREAKPOINTS_USED, set_breakpoint};
 use aarch64_cpu::registers::{MDCR_EL2, MDSCR_EL1, SCTLR_EL1, TCR_EL1, TTBR0_EL1, TTBR1_EL1};
 use mtex_abi::report::{TCO_WATCH_SITES, TcoSite, TcoWatch};
+use mtex_arch::el2_bits::{mdcr, mdscr, spsr};
 use mtex_arch::stage1::WalkError;
 use mtex_platform::guest_vm::GuestRam;
 use mtex_trace::decode::{self, Insn};
@@ -211,8 +211,8 @@ impl Watcher {
             set_breakpoint(i, va, if i < n { BCR_ENABLED } else { 0 });
         }
         self.saved_mdscr = MDSCR_EL1.get();
-        MDSCR_EL1.set(self.saved_mdscr | MDSCR_MDE);
-        MDCR_EL2.set(MDCR_EL2.get() | MDCR_TDE);
+        MDSCR_EL1.set(self.saved_mdscr | mdscr::MDE);
+        MDCR_EL2.set(MDCR_EL2.get() | mdcr::TDE);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         self.armed = true;
     }
@@ -234,7 +234,7 @@ impl Watcher {
             (Some(Insn::MsrTcoImm(v)), Some(_)) => v,
             (Some(Insn::MsrTcoReg(rt)), Some(_)) => {
                 let x = if rt == 31 { 0 } else { ctx.x[rt as usize] };
-                x & SPSR_TCO != 0
+                x & spsr::TCO != 0
             }
             _ => {
                 self.record.lost = true;
@@ -250,9 +250,9 @@ impl Watcher {
             self.record.writes_el1 += 1;
         }
         if value {
-            ctx.spsr |= SPSR_TCO;
+            ctx.spsr |= spsr::TCO;
         } else {
-            ctx.spsr &= !SPSR_TCO;
+            ctx.spsr &= !spsr::TCO;
         }
         ctx.skip_instruction();
     }
@@ -262,7 +262,7 @@ impl Watcher {
         for i in 0..Self::per_pass() {
             set_breakpoint(i, 0, 0);
         }
-        MDCR_EL2.set(MDCR_EL2.get() & !MDCR_TDE);
+        MDCR_EL2.set(MDCR_EL2.get() & !mdcr::TDE);
         MDSCR_EL1.set(self.saved_mdscr);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         self.armed = false;

@@ -15,6 +15,7 @@ use crate::context::GuestContext;
 use crate::fast_step::{FastStep, fast};
 use aarch64_cpu::registers::*;
 use mtex_abi::report::{StepEngine, TcoSite};
+use mtex_arch::el2_bits::{mdcr, mdscr, spsr};
 use mtex_arch::esr::ExceptionClass;
 use mtex_platform::guest_vm::GuestRam;
 use mtex_trace::EXCLUSIVE_RETRIES;
@@ -37,13 +38,6 @@ use cpu::guest_sp;
 pub(crate) use cpu::translate;
 pub use cpu::{block_granules, breakpoints};
 
-/// SPSR_EL2.SS: software step active for the instruction ERET returns to.
-const SPSR_SS: u64 = 1 << 21;
-/// SPSR_EL2.UAO: LDTR/STTR at EL1 are privileged.
-const SPSR_UAO: u64 = 1 << 23;
-use crate::debug::MDCR_TDE;
-/// MDSCR_EL1.SS: software step enable.
-const MDSCR_SS: u64 = 1 << 0;
 /// Stage-1 MAIR attribute of Tagged Normal memory.
 const ATTR_TAGGED: u8 = 0xf0;
 /// ESR_ELx DFSC of a synchronous Tag Check Fault.
@@ -358,8 +352,8 @@ impl Tracer {
         self.forget_code();
         self.clear_breakpoints();
         self.saved_mdscr = MDSCR_EL1.get();
-        MDSCR_EL1.set(self.saved_mdscr | MDSCR_SS);
-        MDCR_EL2.set(MDCR_EL2.get() | MDCR_TDE);
+        MDSCR_EL1.set(self.saved_mdscr | mdscr::SS);
+        MDCR_EL2.set(MDCR_EL2.get() | mdcr::TDE);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         // SAFETY: called from a hypercall handler, with the hypervisor state borrowed.
         let f = unsafe { fast() };
@@ -389,12 +383,12 @@ impl Tracer {
         unsafe { fast() }.pending_inert = 0;
         crate::oracle_mark::close(self.phase, this_cpu());
         let counts = self.finish_counts();
-        ctx.spsr &= !SPSR_SS;
+        ctx.spsr &= !spsr::SS;
         if self.run_armed {
             self.disarm_run();
         }
         self.clear_breakpoints();
-        MDCR_EL2.set(MDCR_EL2.get() & !MDCR_TDE);
+        MDCR_EL2.set(MDCR_EL2.get() & !mdcr::TDE);
         MDSCR_EL1.set(self.saved_mdscr);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         self.active = false;
@@ -553,7 +547,7 @@ impl Tracer {
         self.tally.retire(p);
         let value = match p.effect {
             Effect::TcoImm(v) => v,
-            Effect::TcoReg(t) => ctx.reg(t) & crate::context::SPSR_TCO != 0,
+            Effect::TcoReg(t) => ctx.reg(t) & spsr::TCO != 0,
             _ => return true,
         };
         let pc = p.pc;
@@ -657,7 +651,7 @@ impl Tracer {
         self.note_exclusive(ctx, st.pc, word, &insn);
         let (pending, pages) = judge(
             (st.pc, st.el),
-            (st.tco, ctx.spsr & SPSR_UAO != 0),
+            (st.tco, ctx.spsr & spsr::UAO != 0),
             insn,
             controls,
             (&ctx.x, sp),
@@ -700,7 +694,7 @@ impl Tracer {
             f.pending_pc = st.pc;
         }
         self.armed = true;
-        ctx.spsr |= SPSR_SS;
+        ctx.spsr |= spsr::SS;
     }
 }
 

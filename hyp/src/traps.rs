@@ -8,6 +8,7 @@
 use aarch64_cpu::registers::*;
 use mtex_abi::options::TrapChoice;
 use mtex_abi::report::TrapMode;
+use mtex_arch::el2_bits::hfgwtr;
 use mtex_platform::Errata;
 use tock_registers::interfaces::{Readable, Writeable};
 
@@ -25,7 +26,7 @@ pub fn configure_traps(choice: TrapChoice, errata: Errata, linux: bool) -> TrapM
         TrapMode::Tvm
     };
     if has_fgt() {
-        // No read or instruction traps; write traps only for SCTLR_EL1 (29) and TCR_EL1 (32)
+        // No read or instruction traps; write traps only for SCTLR_EL1 and TCR_EL1
         // in fine-grained mode. The negative-polarity bits (nXXX, 50..63) stay 0, so writes
         // to those newer registers would trap and end the run as unhandled exits: the guest
         // does not use them.
@@ -34,7 +35,7 @@ pub fn configure_traps(choice: TrapChoice, errata: Errata, linux: bool) -> TrapM
         HDFGRTR_EL2.set(0);
         HDFGWTR_EL2.set(0);
         HFGWTR_EL2.set(match mode {
-            TrapMode::FineGrained => (1 << 29) | (1 << 32),
+            TrapMode::FineGrained => hfgwtr::SCTLR_EL1 | hfgwtr::TCR_EL1,
             TrapMode::Tvm => 0,
         });
     }

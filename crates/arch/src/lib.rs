@@ -4,6 +4,7 @@
 #![no_std]
 
 pub mod debug_regs;
+pub mod el2_bits;
 pub mod esr;
 pub mod features;
 pub mod fields;

@@ -72,7 +72,8 @@ static RUN: KCell<Run> = KCell::new(Run {
 });
 
 /// GCR_EL1.Exclude of a task that has not set a tag mask: every tag excluded (IRG gives 0).
-const GCR_EXCLUDE_ALL: u64 = 0xffff;
+const GCR_EXCLUDE_ALL: u64 = mtex_arch::mte_bits::gcr::EXCLUDE_MASK;
+const _: () = assert!(GCR_EXCLUDE_ALL == 0xffff);
 
 /// Page faults handled (user pages mapped at first touch).
 pub static FAULTS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);

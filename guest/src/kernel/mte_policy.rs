@@ -11,7 +11,7 @@ use core::arch::asm;
 use mtex_abi::program as p;
 use mtex_abi::scenario::{Policy, Tcf, TcoPolicy};
 
-use mtex_arch::mte_bits::{sctlr, tfsr};
+use mtex_arch::mte_bits::{gcr, sctlr, tfsr};
 
 /// SCTLR_EL1.TCF0, the user bits a task carries (Linux's thread.sctlr_user).
 const SCTLR_TCF0_MASK: u64 = sctlr::TCF0_MASK << sctlr::TCF0_SHIFT;
@@ -168,7 +168,7 @@ pub fn exit_to_user_mode() {
 pub fn set_tagged_addr_ctrl(t: &mut Task, tcf0: Tcf, include: u64) {
     let old = t.sctlr_user;
     t.sctlr_user = sctlr_user(tcf0);
-    t.gcr_user_excl = !include & 0xffff;
+    t.gcr_user_excl = !include & gcr::EXCLUDE_MASK;
     update_sctlr_user(old, t.sctlr_user);
     if super::policy().kasan == Tcf::None {
         // SAFETY: GCR_EL1 only steers IRG.

@@ -6,11 +6,13 @@
 use crate::hvc;
 use crate::hvc::phase_asm;
 use mtex_abi::program::HOSTILE_N;
+use mtex_arch::el2_bits::{dbgbcr, mdscr};
 
 /// DBGBCR<n>_EL1: enabled, all byte lanes, EL1 and EL0 (PMC = 0b11), address match.
-const BCR_ENABLED: u64 = (0b1111 << 5) | (0b11 << 1) | 1;
-/// MDSCR_EL1.MDE (bit 15) and KDE (bit 13).
-const MDSCR_MDE_KDE: u64 = (1 << 15) | (1 << 13);
+const BCR_ENABLED: u64 = dbgbcr::BAS_ALL | dbgbcr::PMC_EL1_EL0 | dbgbcr::E;
+/// MDSCR_EL1.MDE and KDE.
+const MDSCR_MDE_KDE: u64 = mdscr::MDE | mdscr::KDE;
+const _: () = assert!(BCR_ENABLED == 0x1e7 && MDSCR_MDE_KDE == (1 << 15) | (1 << 13));
 
 pub fn run(tagged: u64) -> u64 {
     // Phase 1: both OS locks set, then HOSTILE_N tagged loads under trace. The body writes

@@ -6,7 +6,7 @@
 
 use super::*;
 
-use crate::debug::{BCR_ENABLED, MDSCR_MDE, set_breakpoint};
+use crate::debug::{BCR_ENABLED, set_breakpoint};
 
 /// Shortest run worth making: a run whose nearest exit is the next instruction saves no
 /// exit over a step (measured on the kernel matrix: allowing them from non-inert starts
@@ -188,7 +188,7 @@ impl Tracer {
         if core::mem::take(&mut self.irqs_at_el2) {
             route_irqs_to_el2(false);
         }
-        MDSCR_EL1.set(self.saved_mdscr | MDSCR_SS);
+        MDSCR_EL1.set(self.saved_mdscr | mdscr::SS);
     }
 
     /// Programs breakpoint `n` unless it already holds `addr` (0: disabled).
@@ -294,17 +294,17 @@ impl Tracer {
         // handlers untraced. While the guest can take one (PSTATE.I clear), physical
         // interrupts come to EL2 instead: the run stops where it was (counted up to there,
         // `retire_run`) and the guest takes the interrupt stepped.
-        if self.irqs_to_guest && ctx.spsr & SPSR_I == 0 {
+        if self.irqs_to_guest && ctx.spsr & spsr::I == 0 {
             route_irqs_to_el2(true);
             self.irqs_at_el2 = true;
         }
         // Stepping off (with MDSCR_EL1.SS set the guest would step at once), breakpoints on.
-        MDSCR_EL1.set((self.saved_mdscr & !MDSCR_SS) | MDSCR_MDE);
-        ctx.spsr &= !SPSR_SS;
+        MDSCR_EL1.set((self.saved_mdscr & !mdscr::SS) | mdscr::MDE);
+        ctx.spsr &= !spsr::SS;
         c.pending_inert = 0;
         self.run_armed = true;
         self.run_el = el;
-        self.pending_tco = ctx.spsr & crate::context::SPSR_TCO != 0;
+        self.pending_tco = ctx.spsr & spsr::TCO != 0;
         self.tally.counts_mut().runs += 1;
         true
     }
@@ -328,7 +328,7 @@ impl Tracer {
         };
         let (p, pages) = judge(
             (pc, el),
-            (spsr & crate::context::SPSR_TCO != 0, spsr & SPSR_UAO != 0),
+            (spsr & spsr::TCO != 0, spsr & spsr::UAO != 0),
             insn,
             controls,
             (&ctx.x, sp),
@@ -397,10 +397,7 @@ impl Tracer {
         if plan.n_predicted == 0 {
             return;
         }
-        let (tco_now, uao) = (
-            ctx.spsr & crate::context::SPSR_TCO != 0,
-            ctx.spsr & SPSR_UAO != 0,
-        );
+        let (tco_now, uao) = (ctx.spsr & spsr::TCO != 0, ctx.spsr & spsr::UAO != 0);
         let mut stores = [None; 2 * mtex_trace::run::MAX_PREDICTED];
         let mut n_stores = 0;
         for (k, pc, word, tco) in plan.predicted() {
@@ -507,9 +504,6 @@ fn access_faulted(tally: &mut Tally, p: &Pending) {
         }
     }
 }
-
-/// PSTATE.I in SPSR_EL2: the guest's IRQs masked.
-const SPSR_I: u64 = 1 << 7;
 
 /// Sets or clears HCR_EL2.IMO (Linux mode, around a run). With ICH_HCR_EL2.En clear and no
 /// list register in use, no virtual interrupt is signalled meanwhile; runs stop before every
