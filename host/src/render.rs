@@ -171,7 +171,7 @@ pub fn text(r: &Report) -> String {
             );
         }
         None => {
-            let _ = writeln!(out, "\nEnd: no summary record");
+            let _ = writeln!(out, "\nEnd: {}", r.end());
         }
     }
     for n in &r.notes {

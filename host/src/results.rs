@@ -399,9 +399,7 @@ pub fn run(name: &str, repeat: u32, r: &Report) -> Run {
         name: name.to_string(),
         repeat,
         success: r.succeeded(),
-        end: r.summary.map_or("no summary record".to_string(), |s| {
-            crate::report::describe_exit(&s.exit)
-        }),
+        end: r.end(),
         boot: r.boot.map(|b| Boot {
             path: mtex_platform::BootPath::from_u32(b.boot_path.into())
                 .map_or("unknown", |p| p.name())

@@ -1,6 +1,6 @@
 //! Linux mode's doorbell (`mtex_abi::doorbell`): a store from Linux's user space to the
 //! unmapped doorbell page opens or closes a trace window, a traced phase like the built-in
-//! guest's. The store itself is skipped (a stage-2 abort returns to the faulting
+//! guest's, or takes a snapshot of the records that 64-bit loads then read back. The store itself is skipped (a stage-2 abort returns to the faulting
 //! instruction); a refused one leaves a record and changes nothing.
 
 use crate::context::GuestContext;
@@ -102,6 +102,15 @@ pub fn ring(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
         }
         Ok(Command::Close(_)) => {
             let _ = close_phase(hyp, ctx);
+        }
+        Ok(Command::TakeResults) => {
+            hyp.report.take_results();
+        }
+        Ok(Command::ReadResults(reg)) => {
+            let value = hyp.report.read_results(reg);
+            if iss.register() != 31 {
+                ctx.x[iss.register() as usize] = value;
+            }
         }
         Err(why) => hyp.report.send(&Record::DoorbellRefused(DoorbellRefused {
             offset,

@@ -177,6 +177,10 @@ extern "C" fn hyp_main(x0: u64) -> ! {
 
     // Installed under the firmware, the guest owns the machine as Linux mode's does.
     let linux = boot.linux.is_some() || boot.firmware.is_some();
+    if linux {
+        // The guest can read the records back through the doorbell (`mtex-work results`).
+        reporter.keep_results();
+    }
     let trap_mode = traps::configure_traps(opts.traps, errata, linux);
     debug::init();
     let pmu = pmu::Pmu::init(opts.pmu_events.as_slice());

@@ -13,10 +13,12 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, Ordering};
 use mtex_abi::frame;
 use mtex_abi::report::{
-    CONSOLE_LINE_BYTES, ConsoleText, ExitReason, GuestState, Message, Summary, SysregWrite,
+    CONSOLE_LINE_BYTES, ConsoleText, ExitReason, GuestState, Message, ResultsTaken, Summary,
+    SysregWrite,
 };
 use mtex_abi::{Record, ShortStr};
 use mtex_arch::{Esr, SysReg};
+use mtex_vm::results::ResultsRing;
 use safe_mmio::UniqueMmioPointer;
 use tock_registers::interfaces::Readable;
 
@@ -48,13 +50,26 @@ fn console_uart() -> Uart<'static> {
     }
 }
 
-fn send_on(uart: &mut Uart<'static>, record: &Record) {
+/// Where records go: the console UART, and in Linux modes a copy into the results ring the
+/// guest can read back (`mtex_vm::results`).
+struct Out {
+    uart: Uart<'static>,
+    ring: Option<ResultsRing<&'static mut [u8]>>,
+}
+
+/// Bytes of the results ring: some twenty thousand records.
+const RESULTS_BYTES: usize = 2 << 20;
+
+fn send_on(out: &mut Out, record: &Record) {
     let seq = NEXT_SEQ.load(Ordering::Relaxed);
     NEXT_SEQ.store(seq + 1, Ordering::Relaxed);
     let mut buf = [0u8; frame::MAX_TEXT];
     // Every record fits a frame (a host test encodes the largest of each kind).
     let line = frame::encode(seq, record, &mut buf).expect("record larger than a frame");
-    write_bounded(uart, line.as_bytes());
+    if let Some(ring) = &mut out.ring {
+        ring.append(line.as_bytes(), matches!(record, Record::ResultsTaken(_)));
+    }
+    write_bounded(&mut out.uart, line.as_bytes());
 }
 
 /// Set when the UART stopped taking bytes: nothing more is sent (the host then finds the
@@ -89,7 +104,7 @@ fn write_bounded(uart: &mut Uart<'static>, bytes: &[u8]) {
 }
 
 pub struct Reporter {
-    uart: Uart<'static>,
+    out: Out,
     /// The CPU whose records went out last (`Record::OnCpu` marks a change).
     cpu: u32,
     /// Writes the trap fast path handled, counted as they were framed (each one an exit, an
@@ -113,7 +128,7 @@ impl Reporter {
         // SAFETY: at boot, before the guest runs: nothing else uses the shared state.
         unsafe { crate::fast_step::fast() }.init_trap_ring();
         Self {
-            uart,
+            out: Out { uart, ring: None },
             cpu: 0,
             fast_writes: 0,
             fast_writes_with_tco: 0,
@@ -129,10 +144,42 @@ impl Reporter {
         self.pmu = pmu;
     }
 
+    /// Keeps a copy of every record from now on for the guest to read back (Linux modes,
+    /// before the first record).
+    pub fn keep_results(&mut self) {
+        let buf = alloc::vec![0u8; RESULTS_BYTES].leak();
+        self.out.ring = Some(ResultsRing::new(buf));
+    }
+
+    /// The guest takes a snapshot of the records: it ends with a `ResultsTaken` record.
+    /// False without a results ring.
+    pub fn take_results(&mut self) -> bool {
+        if self.out.ring.is_none() {
+            return false;
+        }
+        // What is queued goes first, so that the record counts everything before it.
+        self.flush();
+        let records = NEXT_SEQ.load(Ordering::Relaxed);
+        let lost = self.out.ring.as_ref().map_or(0, ResultsRing::lost);
+        send_on(
+            &mut self.out,
+            &Record::ResultsTaken(ResultsTaken { records, lost }),
+        );
+        self.out.ring.as_mut().is_some_and(|r| {
+            r.take();
+            true
+        })
+    }
+
+    /// A 64-bit load of one of the snapshot's registers (all ones without a results ring).
+    pub fn read_results(&mut self, reg: u64) -> u64 {
+        self.out.ring.as_mut().map_or(u64::MAX, |r| r.read(reg))
+    }
+
     /// Sends `record` after everything queued before it.
     pub fn send(&mut self, record: &Record) {
         self.flush();
-        send_on(&mut self.uart, record);
+        send_on(&mut self.out, record);
     }
 
     /// Marks the records that follow as CPU `cpu`'s, if the last ones were another's.
@@ -140,7 +187,7 @@ impl Reporter {
         if cpu != self.cpu {
             self.cpu = cpu;
             send_on(
-                &mut self.uart,
+                &mut self.out,
                 &Record::OnCpu(mtex_abi::report::OnCpu { cpu }),
             );
         }
@@ -189,7 +236,7 @@ impl Reporter {
                 fast += 1;
                 fast_tco += w.at.tco as u64;
             }
-            send_on(&mut self.uart, &Record::SysregWrite(w));
+            send_on(&mut self.out, &Record::SysregWrite(w));
         }
         f.ring_clear();
         self.fast_writes += fast;
@@ -202,8 +249,8 @@ impl Reporter {
     }
 
     fn send_log(&mut self) {
-        let uart = &mut self.uart;
-        crate::logger::drain(|line| send_on(uart, &Record::Console(line)));
+        let out = &mut self.out;
+        crate::logger::drain(|line| send_on(out, &Record::Console(line)));
     }
 
     /// Takes guest console bytes; each completed line becomes a Console record.
@@ -250,7 +297,7 @@ impl Reporter {
             let raw = f.ring_entry(i);
             fast += (raw.esr & RAW_COUNTED == 0) as u64;
             send_on(
-                &mut self.uart,
+                &mut self.out,
                 &Record::SysregWrite(sysreg_write_of(&raw, f.ring_phase)),
             );
         }
@@ -275,7 +322,7 @@ impl Reporter {
             uncounted += unsafe { self.drain_other(block) };
         }
         RUN_EXITS.fetch_add(uncounted, Ordering::Relaxed);
-        finish_on(&mut self.uart, exit)
+        finish_on(&mut self.out, exit)
     }
 }
 
@@ -300,7 +347,7 @@ fn sysreg_write_of(raw: &RawWrite, phase: u32) -> SysregWrite {
 
 /// Sends the Summary and powers off. Exits the fast path handled and no flush counted yet
 /// (only when the run ends with the state still borrowed: `die`) are counted here.
-fn finish_on(uart: &mut Uart<'static>, exit: ExitReason) -> ! {
+fn finish_on(out: &mut Out, exit: ExitReason) -> ! {
     // SAFETY: on the way to power-off; nothing that holds the shared state runs again.
     let f = unsafe { crate::fast_step::fast() };
     let uncounted = (0..f.ring_len())
@@ -312,7 +359,7 @@ fn finish_on(uart: &mut Uart<'static>, exit: ExitReason) -> ! {
         ts: aarch64_cpu::registers::CNTPCT_EL0.get(),
         exits: RUN_EXITS.load(Ordering::Relaxed) + uncounted,
     };
-    send_on(uart, &Record::Summary(summary));
+    send_on(out, &Record::Summary(summary));
     crate::psci::system_off()
 }
 
@@ -321,7 +368,13 @@ pub fn die(exit: ExitReason) -> ! {
     // SAFETY: this path powers off and never returns to a handler that may hold the state.
     match unsafe { crate::global::HYP.take_for_shutdown() } {
         Some(hyp) => hyp.finish(exit),
-        None => finish_on(&mut console_uart(), exit),
+        None => finish_on(
+            &mut Out {
+                uart: console_uart(),
+                ring: None,
+            },
+            exit,
+        ),
     }
 }
 

@@ -2,7 +2,9 @@
 //! per command. Outside mtex's Linux mode the page is nothing (no device there): the stores
 //! fault or vanish, so `--window` is for runs under mtex only.
 
-use mtex_abi::doorbell::{CLOSE, DOORBELL_IPA, DOORBELL_SIZE, OPEN};
+use mtex_abi::doorbell::{
+    CLOSE, DOORBELL_IPA, DOORBELL_SIZE, OPEN, RESULTS, RESULTS_LEN, RESULTS_LOST, RESULTS_NEXT,
+};
 use std::io::Error;
 
 pub struct Doorbell {
@@ -43,6 +45,33 @@ impl Doorbell {
         // SAFETY: a volatile store inside the mapped page; the hypervisor traps and decodes
         // it (a single STR from a general register, so the syndrome is valid).
         unsafe { self.page.add((offset / 8) as usize).write_volatile(value) };
+    }
+
+    /// One 64-bit load at `offset` (a multiple of 8 inside the page).
+    pub fn load(&self, offset: u64) -> u64 {
+        assert!(offset.is_multiple_of(8) && offset < DOORBELL_SIZE);
+        // SAFETY: a volatile load inside the mapped page; the hypervisor traps and answers
+        // it (a single LDR to a general register, so the syndrome is valid).
+        unsafe { self.page.add((offset / 8) as usize).read_volatile() }
+    }
+
+    /// A snapshot of the hypervisor's records: their bytes as framed, and the bytes of
+    /// records its ring could not keep. None when nothing answers as the ring does (not
+    /// under mtex's Linux mode).
+    pub fn results(&self) -> Option<(Vec<u8>, u64)> {
+        self.store(RESULTS, 1);
+        let len = self.load(RESULTS_LEN);
+        let lost = self.load(RESULTS_LOST);
+        // The ring is a few MiB; all ones is a refused load.
+        if len > 1 << 30 {
+            return None;
+        }
+        let mut bytes = Vec::with_capacity(len as usize + 8);
+        while (bytes.len() as u64) < len {
+            bytes.extend_from_slice(&self.load(RESULTS_NEXT).to_le_bytes());
+        }
+        bytes.truncate(len as usize);
+        Some((bytes, lost))
     }
 
     pub fn open(&self, id: u32) {

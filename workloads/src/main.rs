@@ -25,6 +25,9 @@
 //!                       with --window, a window around it (its own TCF0: exec resets it)
 //! ```
 //!
+//! `mtex-work results FILE` (under mtex's Linux mode) writes the hypervisor's records so far
+//! to FILE (`-`: standard output), read back through the doorbell, for `mtex parse FILE`.
+//!
 //! `--window ID` (under mtex's Linux mode) opens trace window ID through the doorbell just
 //! before the workload and closes it just after; `--leave-open` skips the close.
 //! `--open-on CPU` and `--close-on CPU` move the program to that CPU (its affinity) before
@@ -41,7 +44,7 @@ use std::process::ExitCode;
 fn usage(why: &str) -> ExitCode {
     eprintln!("mtex-work: {why}");
     eprintln!(
-        "usage: mtex-work [--tcf0 none|sync|async|asymm] [--untagged] WORKLOAD [N] [THREADS]"
+        "usage: mtex-work [--tcf0 none|sync|async|asymm] [--untagged] WORKLOAD [N] [THREADS]\n       mtex-work results FILE"
     );
     ExitCode::from(2)
 }
@@ -64,7 +67,47 @@ fn move_to(cpu: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `mtex-work results FILE`.
+fn results(path: &str) -> ExitCode {
+    let d = match doorbell::Doorbell::map() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("mtex-work: results: mapping the doorbell through /dev/mem: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let Some((bytes, lost)) = d.results() else {
+        eprintln!("mtex-work: results: no records to read (not under mtex's Linux mode)");
+        return ExitCode::FAILURE;
+    };
+    let written = if path == "-" {
+        std::io::Write::write_all(&mut std::io::stdout(), &bytes)
+    } else {
+        std::fs::write(path, &bytes)
+    };
+    if let Err(e) = written {
+        eprintln!("mtex-work: results: writing {path}: {e}");
+        return ExitCode::FAILURE;
+    }
+    eprintln!(
+        "mtex-work: results: {} bytes to {path}{}",
+        bytes.len(),
+        match lost {
+            0 => String::new(),
+            n => format!(" ({n} bytes of records did not fit the hypervisor's ring)"),
+        }
+    );
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    if all.first().map(String::as_str) == Some("results") {
+        return match all.as_slice() {
+            [_, path] => results(path),
+            _ => usage("results takes one FILE (- for standard output)"),
+        };
+    }
     let mut args = std::env::args().skip(1).peekable();
     let mut tcf0 = Tcf0::None;
     let mut tagged = true;

@@ -10,6 +10,16 @@
 //! another size, another offset, an id of 0 or above 32 bits, an OPEN while a window is open
 //! and a CLOSE of another id are refused with a record (and nothing else happens): a
 //! workload's mistake is visible, never a silently wrong window.
+//!
+//! The records themselves can be read back the same way, for a machine whose only UART is
+//! its console (`mtex-work results FILE`): the hypervisor keeps a copy of every record it
+//! sends, byte for byte as framed, in a ring of its own memory. A store to `RESULTS` takes a
+//! snapshot (the hypervisor first sends a `ResultsTaken` record, so the snapshot ends with
+//! it); 64-bit loads then read it: `RESULTS_LEN` its length in bytes, `RESULTS_LOST` the
+//! bytes of records that did not fit the ring, and `RESULTS_NEXT` its next eight bytes
+//! (little-endian; zeros past the end). Each load is one exit, so reading is slow (about a
+//! microsecond per eight bytes on silicon) but needs no mapping of the hypervisor's memory,
+//! whose cache attributes the guest could not match.
 
 /// The doorbell page's guest physical address: a hole in QEMU virt's memory map (between
 /// the virtio-mmio transports and the platform bus) that Linux mode's device tree leaves out.
@@ -20,12 +30,22 @@ pub const DOORBELL_SIZE: u64 = 0x1000;
 pub const OPEN: u64 = 0x0;
 /// Offset of the CLOSE register.
 pub const CLOSE: u64 = 0x8;
+/// Offset of the RESULTS register: a store takes a snapshot of the records.
+pub const RESULTS: u64 = 0x10;
+/// Offsets of the snapshot's registers, each read by a 64-bit load.
+pub const RESULTS_LEN: u64 = 0x18;
+pub const RESULTS_LOST: u64 = 0x20;
+pub const RESULTS_NEXT: u64 = 0x28;
 
 /// A decoded doorbell access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Command {
     Open(u32),
     Close(u32),
+    /// Take a snapshot of the records (`RESULTS`).
+    TakeResults,
+    /// A 64-bit load of one of the snapshot's registers (its offset).
+    ReadResults(u64),
 }
 
 /// Why a doorbell access was refused.
@@ -52,9 +72,14 @@ pub enum Refusal {
 impl Refusal {
     pub const fn describe(self) -> &'static str {
         match self {
-            Refusal::Read => "a load from the doorbell (only stores are commands)",
+            Refusal::Read => {
+                "a load from the doorbell other than a 64-bit load of RESULTS_LEN (0x18), \
+                 RESULTS_LOST (0x20) or RESULTS_NEXT (0x28)"
+            }
             Refusal::NotOneStore => "not one 64-bit store from a general register",
-            Refusal::Offset => "an offset that is neither OPEN (0x0) nor CLOSE (0x8)",
+            Refusal::Offset => {
+                "a store to an offset that is none of OPEN (0x0), CLOSE (0x8) and RESULTS (0x10)"
+            }
             Refusal::BadId => "a window id of 0 or wider than 32 bits",
             Refusal::AlreadyOpen => "OPEN while a window is open",
             Refusal::NotOpen => "CLOSE of a window that is not the open one",
@@ -83,10 +108,18 @@ pub struct Access {
 /// Decodes an access to the doorbell given the window open now, if any.
 pub fn decode(a: Access, open: Option<u32>) -> Result<Command, Refusal> {
     if !a.write {
-        return Err(Refusal::Read);
+        return match a.offset {
+            RESULTS_LEN | RESULTS_LOST | RESULTS_NEXT if a.valid && a.size == 8 => {
+                Ok(Command::ReadResults(a.offset))
+            }
+            _ => Err(Refusal::Read),
+        };
     }
     if !a.valid || a.size != 8 {
         return Err(Refusal::NotOneStore);
+    }
+    if a.offset == RESULTS {
+        return Ok(Command::TakeResults);
     }
     if a.value == 0 || a.value > u32::MAX as u64 {
         return Err(Refusal::BadId);
@@ -128,7 +161,8 @@ mod tests {
         assert_eq!(decode(store(CLOSE, 7), None), Err(Refusal::NotOpen));
         assert_eq!(decode(store(OPEN, 0), None), Err(Refusal::BadId));
         assert_eq!(decode(store(OPEN, 1 << 32), None), Err(Refusal::BadId));
-        assert_eq!(decode(store(0x10, 7), None), Err(Refusal::Offset));
+        assert_eq!(decode(store(0x30, 7), None), Err(Refusal::Offset));
+        assert_eq!(decode(store(RESULTS_LEN, 7), None), Err(Refusal::Offset));
         let read = Access {
             write: false,
             ..store(OPEN, 7)
@@ -144,5 +178,27 @@ mod tests {
             ..store(OPEN, 7)
         };
         assert_eq!(decode(pair, None), Err(Refusal::NotOneStore));
+    }
+
+    #[test]
+    fn the_results_are_taken_by_a_store_and_read_by_64_bit_loads() {
+        // Whatever is stored, and with a window open or not.
+        assert_eq!(decode(store(RESULTS, 0), None), Ok(Command::TakeResults));
+        assert_eq!(decode(store(RESULTS, 9), Some(3)), Ok(Command::TakeResults));
+        let load = |offset, size, valid| Access {
+            valid,
+            write: false,
+            size,
+            value: 0,
+            offset,
+        };
+        for r in [RESULTS_LEN, RESULTS_LOST, RESULTS_NEXT] {
+            assert_eq!(decode(load(r, 8, true), None), Ok(Command::ReadResults(r)));
+            // A narrower load, or one whose register is unknown, would read part of a word.
+            assert_eq!(decode(load(r, 4, true), None), Err(Refusal::Read));
+            assert_eq!(decode(load(r, 8, false), None), Err(Refusal::Read));
+        }
+        assert_eq!(decode(load(RESULTS, 8, true), None), Err(Refusal::Read));
+        assert_eq!(decode(load(OPEN, 8, true), None), Err(Refusal::Read));
     }
 }

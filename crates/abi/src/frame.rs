@@ -455,6 +455,9 @@ mod tests {
                 }
             )),
             any::<u32>().prop_map(|cpu| Record::OnCpu(crate::report::OnCpu { cpu })),
+            (any::<u32>(), any::<u64>()).prop_map(|(records, lost)| Record::ResultsTaken(
+                crate::report::ResultsTaken { records, lost }
+            )),
             (any::<u32>(), any::<[u64; 4]>()).prop_map(|(id, v)| Record::TraceMore(
                 crate::report::TraceMore {
                     id,

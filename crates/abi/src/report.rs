@@ -88,6 +88,19 @@ pub enum Record {
     /// among them are that CPU's. Sent only when the sender changes, so a run on one CPU
     /// never has one (the records before the first are CPU 0's).
     OnCpu(OnCpu),
+    /// The guest took a snapshot of the records (the doorbell's RESULTS): the snapshot ends
+    /// with this record. A stream that ends here without a Summary is such a snapshot.
+    ResultsTaken(ResultsTaken),
+}
+
+/// A snapshot of the records taken by the guest.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResultsTaken {
+    /// Records before this one (as a Summary counts them).
+    pub records: u32,
+    /// Bytes of the records before this one that did not fit the hypervisor's results ring
+    /// (they went to the UART only): the snapshot lacks them.
+    pub lost: u64,
 }
 
 /// Which CPU the records that follow come from.

@@ -2,7 +2,8 @@
 //! the CPU so that they build and are tested on the host: what a PSCI call from the guest
 //! does to its CPUs ([`power`]), whether a PHASE_BEGIN may open a phase and what each pass of
 //! a run is for ([`phase`]), who counts a window that every CPU counts ([`window`]), which
-//! emulation a trapped MSR or MRS takes and what a control write leaves ([`sysreg`]). The
+//! emulation a trapped MSR or MRS takes and what a control write leaves ([`sysreg`]), what the
+//! guest reads back of the records ([`results`]). The
 //! hypervisor applies a decision (starts a physical CPU, answers the guest); it does not make
 //! it.
 #![cfg_attr(not(test), no_std)]
@@ -12,5 +13,6 @@ extern crate alloc;
 pub mod heap;
 pub mod phase;
 pub mod power;
+pub mod results;
 pub mod sysreg;
 pub mod window;

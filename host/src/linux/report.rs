@@ -8,7 +8,6 @@ use super::fetch::Kernel;
 use crate::profile::PhaseProfile;
 use crate::profile::functions::by_function;
 use crate::qemu::Console;
-use crate::report::describe_exit;
 use crate::symbols::Symbols;
 use comfy_table::Table;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
@@ -381,9 +380,7 @@ pub fn analyse(
     if symbols.is_empty() {
         notes.push("no kernel symbols (the symbol boot did not give them): PCs only".into());
     }
-    let exit = r
-        .summary
-        .map_or_else(|| "no summary record".into(), |s| describe_exit(&s.exit));
+    let exit = r.end();
     if let Some(s) = &r.summary
         && !s.exit.is_success()
         && !problems.iter().any(|p| p.contains(&exit))

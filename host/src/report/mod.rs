@@ -188,6 +188,11 @@ pub struct Report {
     pub writes: Vec<Write>,
     pub console: Vec<String>,
     pub unknown_calls: Vec<UnknownCall>,
+    /// Snapshots of the records the guest took (`mtex-work results`), by sequence number.
+    pub results_taken: Vec<(u32, mtex_abi::report::ResultsTaken)>,
+    /// The stream is such a snapshot, whole: it ends with the snapshot's own record, after
+    /// every record it counts, and has no Summary because the run went on.
+    pub is_results_snapshot: bool,
     /// The guest's PSCI CPU_ON and CPU_OFF calls, with their answers.
     pub power_calls: Vec<mtex_abi::report::PowerCall>,
     /// The guest's debug-register writes, kept in its shadow (never reaching the hardware).
@@ -208,7 +213,20 @@ impl Report {
     /// True when the guest ended the run on purpose, said it succeeded, and every record
     /// arrived intact.
     pub fn succeeded(&self) -> bool {
-        self.problems.is_empty() && self.summary.is_some_and(|s| s.exit.is_success())
+        self.problems.is_empty()
+            && (self.summary.is_some_and(|s| s.exit.is_success()) || self.is_results_snapshot)
+    }
+
+    /// How the run ended, in words: its Summary's exit, or that the guest took these records
+    /// while it went on.
+    pub fn end(&self) -> String {
+        match self.summary {
+            Some(s) => describe_exit(&s.exit),
+            None if self.is_results_snapshot => {
+                "results taken by the guest (the run went on after them)".to_string()
+            }
+            None => "no summary record".to_string(),
+        }
     }
 
     /// The phase with this name.

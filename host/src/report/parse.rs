@@ -98,9 +98,31 @@ pub fn parse_bytes(bytes: &[u8]) -> Report {
             ))
         }
         (Some(_), _) => {}
+        // The guest's snapshot of the records (`mtex-work results`): whole if it ends with
+        // the snapshot's own record, after every record it counts.
+        (None, _)
+            if r.results_taken.last().is_some_and(|&(seq, t)| {
+                u64::from(seq) + 1 == next_seq && u64::from(t.records) == u64::from(seq)
+            }) =>
+        {
+            let (seq, _) = r.results_taken[r.results_taken.len() - 1];
+            r.is_results_snapshot = true;
+            r.notes.push(format!(
+                "results taken by the guest after record {}: the run went on after this snapshot",
+                seq.saturating_sub(1)
+            ));
+        }
         (None, _) => r
             .problems
             .push("no summary record: the run did not finish (report truncated)".to_string()),
+    }
+    for &(seq, t) in &r.results_taken {
+        if t.lost > 0 {
+            r.problems.push(format!(
+                "record {seq}: {} bytes of records before it did not fit the hypervisor's results ring (they went to the UART only)",
+                t.lost
+            ));
+        }
     }
     not_utf8(&mut r, bytes, &spans);
     fold_runs(&mut r);
@@ -175,6 +197,7 @@ fn collect_other(r: &mut Report, bytes: &[u8]) {
 fn apply(r: &mut Report, seq: u32, record: Record, cpu: &mut u32) {
     match record {
         Record::OnCpu(o) => *cpu = o.cpu,
+        Record::ResultsTaken(t) => r.results_taken.push((seq, t)),
         Record::Boot(b) => r.boot = Some(b),
         Record::PhaseBegin(p) => r.phases.push(Phase {
             id: p.id,

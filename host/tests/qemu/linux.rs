@@ -736,7 +736,7 @@ fn doorbell_mistakes_and_a_killed_window_end_with_clear_records() {
     // is killed inside it (SIGKILL): it stays open to the end of the run, not measured.
     let (status, doc, text) = linux(&[
         "--workload",
-        "mtex-work doorbell 8 5; mtex-work doorbell 16 1; mtex-work doorbell 0 0; \
+        "mtex-work doorbell 8 5; mtex-work doorbell 48 1; mtex-work doorbell 0 0; \
          mtex-work --window 4 die; true",
     ]);
     assert_eq!(status, 1, "{text}");
@@ -748,7 +748,7 @@ fn doorbell_mistakes_and_a_killed_window_end_with_clear_records() {
         .collect();
     for (value, offset, why) in [
         ("0x5", "0x8", "CLOSE of a window that is not the open one"),
-        ("0x1", "0x10", "neither OPEN"),
+        ("0x1", "0x30", "none of OPEN"),
         ("0x0", "0x0", "a window id of 0"),
     ] {
         assert!(

@@ -16,6 +16,7 @@ mod oracle;
 mod pmu;
 mod probe;
 mod profile;
+mod results;
 mod scenario;
 mod snippet;
 mod stacks;

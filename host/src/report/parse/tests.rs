@@ -295,3 +295,92 @@ fn boot_record_is_kept() {
     assert_eq!(r.boot, Some(boot));
     assert!(r.succeeded());
 }
+
+#[test]
+fn a_snapshot_the_guest_took_ends_without_a_summary_and_says_so() {
+    use mtex_abi::report::ResultsTaken;
+    let snapshot = |records: Vec<Record>, taken: ResultsTaken| -> String {
+        records
+            .into_iter()
+            .chain([Record::ResultsTaken(taken)])
+            .enumerate()
+            .map(|(i, r)| frame(i as u32, r))
+            .collect()
+    };
+    let phase = vec![
+        begin(1, "window 1"),
+        traced(1, TraceCounts::default()),
+        end(1, mtex_abi::report::PhaseStats::default()),
+    ];
+    let n = phase.len() as u32;
+    let whole = parse(&snapshot(
+        phase.clone(),
+        ResultsTaken {
+            records: n,
+            lost: 0,
+        },
+    ));
+    assert!(whole.problems.is_empty(), "{:?}", whole.problems);
+    assert!(
+        whole
+            .notes
+            .iter()
+            .any(|n| n.contains("results taken by the guest")),
+        "{:?}",
+        whole.notes
+    );
+    assert_eq!(whole.phases.len(), 1);
+    assert!(whole.is_results_snapshot && whole.succeeded());
+    // Records the ring could not hold are missing from the snapshot: a problem.
+    let lost = parse(&snapshot(
+        phase.clone(),
+        ResultsTaken {
+            records: n,
+            lost: 300,
+        },
+    ));
+    assert!(
+        lost.problems
+            .iter()
+            .any(|p| p.contains("300 bytes of records")),
+        "{:?}",
+        lost.problems
+    );
+    // A snapshot record that does not end the stream, or miscounts it, is no end.
+    let mut cut: Vec<Record> = phase.clone();
+    cut.push(Record::ResultsTaken(ResultsTaken {
+        records: n,
+        lost: 0,
+    }));
+    cut.push(phase[0]);
+    let cut: String = cut
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| frame(i as u32, r))
+        .collect();
+    assert!(
+        parse(&cut)
+            .problems
+            .iter()
+            .any(|p| p.contains("no summary record"))
+    );
+    let miscounted = parse(&snapshot(
+        phase,
+        ResultsTaken {
+            records: n + 1,
+            lost: 0,
+        },
+    ));
+    assert!(
+        miscounted
+            .problems
+            .iter()
+            .any(|p| p.contains("no summary record"))
+    );
+    // In a whole run it is only a mark.
+    let run = parse(&stream(vec![Record::ResultsTaken(ResultsTaken {
+        records: 0,
+        lost: 0,
+    })]));
+    assert!(run.problems.is_empty(), "{:?}", run.problems);
+}
