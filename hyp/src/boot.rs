@@ -52,6 +52,8 @@ pub struct FirmwareGuest {
     pub resume: mtex_platform::firmware_el1::Resume,
     /// Every write-back range of the firmware's memory map: Normal memory in stage 2.
     pub ram: alloc::vec::Vec<Region>,
+    /// The doorbell page the loader reserved: left out of stage 2.
+    pub doorbell: Region,
 }
 
 /// Guest RAM Linux mode accepts: at least 128 MiB, at most 3 GiB (the window at
@@ -188,6 +190,14 @@ fn installed(
     if !only.contains(&crate::hyp_region()) {
         return Err("install mode: the hypervisor is not inside the firmware's RAM");
     }
+    let d = info.doorbell;
+    if d.size != mtex_abi::doorbell::DOORBELL_SIZE
+        || !d.base.is_multiple_of(d.size)
+        || !only.contains(&d)
+        || d.overlaps(&crate::hyp_region())
+    {
+        return Err("install mode: no doorbell page (one page of the firmware's RAM, apart)");
+    }
     Ok(Boot {
         path,
         machine: info.machine,
@@ -202,6 +212,7 @@ fn installed(
         firmware: Some(FirmwareGuest {
             resume: info.resume,
             ram: ram.to_vec(),
+            doorbell: d,
         }),
         cpu_heap: None,
     })

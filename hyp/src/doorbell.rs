@@ -8,7 +8,7 @@ use crate::hypercall::{Opening, close_phase, open_phase};
 use crate::state::Hyp;
 use aarch64_cpu::registers::HPFAR_EL2;
 use mtex_abi::Record;
-use mtex_abi::doorbell::{self, Access, Command, DOORBELL_IPA, DOORBELL_SIZE};
+use mtex_abi::doorbell::{self, Access, Command, DOORBELL_SIZE};
 use mtex_abi::hypercall as hc;
 use mtex_abi::report::{DoorbellRefused, PhaseName};
 use mtex_arch::Esr;
@@ -27,7 +27,7 @@ fn fault_ipa() -> u64 {
 pub fn is_doorbell(hyp: &Hyp, esr: Esr) -> bool {
     hyp.linux
         && !esr.data_abort_iss().stage1_walk()
-        && (DOORBELL_IPA..DOORBELL_IPA + DOORBELL_SIZE).contains(&fault_ipa())
+        && (hyp.doorbell_ipa..hyp.doorbell_ipa + DOORBELL_SIZE).contains(&fault_ipa())
 }
 
 /// Handles the access.
@@ -35,7 +35,7 @@ pub fn is_doorbell(hyp: &Hyp, esr: Esr) -> bool {
 #[inline(never)]
 pub fn ring(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     let iss = esr.data_abort_iss();
-    let offset = fault_ipa() - DOORBELL_IPA;
+    let offset = fault_ipa() - hyp.doorbell_ipa;
     let value = ctx.reg(iss.register());
     let open = hyp.phase.as_ref().map(|p| p.id);
     let access = Access {

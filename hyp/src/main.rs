@@ -154,11 +154,7 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     };
     let loaded = match (&boot.firmware, &boot.linux) {
         (Some(f), _) => {
-            let doorbell = mtex_platform::Region::new(
-                mtex_abi::doorbell::DOORBELL_IPA,
-                mtex_abi::doorbell::DOORBELL_SIZE,
-            );
-            mmu::enable_stage2_identity(&f.ram, &[hyp_region(), doorbell], errata);
+            mmu::enable_stage2_identity(&f.ram, &[hyp_region(), f.doorbell], errata);
             Ok((f.resume.pc, 0))
         }
         (None, Some(l)) => {
@@ -253,6 +249,9 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         (mtex_platform::guest_vm::IMAGE_ADDR, boot.guest_image.size),
     );
     hyp.linux = linux;
+    if let Some(f) = &boot.firmware {
+        hyp.doorbell_ipa = f.doorbell.base;
+    }
     if linux {
         hyp.vcpu().tracer.set_irqs_to_guest();
         hyp.tracer_config.irqs_to_guest = true;

@@ -191,6 +191,9 @@ pub struct Hyp {
     pub run_tco_passes: u8,
     /// Linux mode: the doorbell page opens and closes trace windows.
     pub linux: bool,
+    /// Where the doorbell page is (Linux modes): `DOORBELL_IPA`, or installed under the
+    /// firmware the page the loader reserved.
+    pub doorbell_ipa: u64,
     /// While a phase opened with PHASE_GUARDED is open: the only code that may make calls.
     pub call_guard: Option<crate::hypercall::CallGuard>,
     /// The machine's CPUs (MPIDR_EL1 values), which are the guest's, and their power states
@@ -250,6 +253,7 @@ impl Hyp {
             tco: crate::tco_watch::Watcher::new(false, guest_ram, (0, 0)),
             run_tco_passes: 0,
             linux: false,
+            doorbell_ipa: mtex_abi::doorbell::DOORBELL_IPA,
             machine_cpus: alloc::vec::Vec::new(),
             cpu_homes: alloc::vec::Vec::new(),
             boot_cpu: 0,

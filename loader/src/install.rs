@@ -22,13 +22,58 @@ use crate::files::Volume;
 use crate::handover::{self, Handover};
 use crate::{Failure, memory};
 
+/// The doorbell's vendor GUID, as UEFI takes it.
+const DOORBELL_VENDOR: uefi::Guid = uefi::Guid::parse_or_panic(mtex_abi::doorbell::EFI_VENDOR);
+
+/// Sets the volatile EFI variable that tells Linux's user space (through efivarfs) where the
+/// doorbell is. Volatile: the next boot has none.
+fn publish_doorbell(at: u64) -> Result<(), Failure> {
+    use uefi::runtime::{self, VariableAttributes, VariableVendor};
+    let name = mtex_abi::doorbell::EFI_VARIABLE;
+    let wide = CString16::try_from(name)
+        .map_err(|_| fail!(Status::INVALID_PARAMETER, "EFI variable name {name}"))?;
+    runtime::set_variable(
+        &wide,
+        &VariableVendor(DOORBELL_VENDOR),
+        VariableAttributes::BOOTSERVICE_ACCESS | VariableAttributes::RUNTIME_ACCESS,
+        &at.to_le_bytes(),
+    )
+    .map_err(|e| {
+        fail!(
+            e.status(),
+            "setting the EFI variable {name}: {:?}",
+            e.status()
+        )
+    })?;
+    println!("{PREFIX}doorbell at {at:#x} (EFI variable {name})");
+    Ok(())
+}
+
 /// Installs the hypervisor and returns to the firmware, or starts the configured kernel.
 pub fn run(volume: &mut Volume, config: &Config) -> Result<Status, Failure> {
     let (path, machine, firmware_memory) = crate::discover_machine()?;
     let (hyp, entry) = crate::load_hypervisor(volume, &config.hyp, MemoryType::RESERVED)?;
     let cmdline = crate::stage_options(volume, config)?;
+    // The doorbell: a page of memory no one else will use, left out of stage 2. Linux's user
+    // space finds its address in a volatile EFI variable, and in the command line of a
+    // kernel started here (`mtex.doorbell=`, Linux ignores the word).
+    let doorbell = memory::allocate_as(
+        "doorbell",
+        mtex_abi::doorbell::DOORBELL_SIZE,
+        mtex_abi::doorbell::DOORBELL_SIZE,
+        MemoryType::RESERVED,
+    )?;
+    publish_doorbell(doorbell.base)?;
     let kernel = match &config.kernel {
-        Some(rel) => Some(load_kernel(volume, rel, &config.kernel_args)?),
+        Some(rel) => {
+            let args = alloc::format!(
+                "{} {}={:#x}",
+                config.kernel_args,
+                mtex_abi::doorbell::CMDLINE_WORD,
+                doorbell.base
+            );
+            Some(load_kernel(volume, rel, args.trim_start())?)
+        }
         None => None,
     };
 
@@ -45,6 +90,7 @@ pub fn run(volume: &mut Volume, config: &Config) -> Result<Status, Failure> {
             info.firmware_ram.len()
         ));
     }
+    info.doorbell = doorbell;
     let el2 = handover::el2_controls();
     info.resume = Resume::from_el2(&el2);
     println!(

@@ -21,7 +21,7 @@ use crate::machine::{MAX_RAM_REGIONS, Machine, Region};
 /// "MTEXBOOT", little-endian.
 pub const BOOT_INFO_MAGIC: u64 = u64::from_le_bytes(*b"MTEXBOOT");
 /// Bumped on any change to [`BootInfo`] or [`Machine`].
-pub const BOOT_INFO_VERSION: u32 = 3;
+pub const BOOT_INFO_VERSION: u32 = 4;
 
 /// How the hypervisor was started and where its machine description came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +94,10 @@ pub struct BootInfo {
     pub firmware_ram_count: u32,
     /// Write-back ranges that did not fit `firmware_ram`: install mode refuses to go on.
     pub firmware_ram_dropped: u32,
+    /// Install mode: the doorbell page, one page of memory the loader reserved (so that the
+    /// OS never uses it, and no device is there), which stage 2 leaves unmapped. Its address
+    /// reaches Linux's user space through the EFI variable `mtex_abi::doorbell::EFI_VARIABLE`.
+    pub doorbell: Region,
 }
 
 /// Why a boot-information structure was refused.
@@ -138,6 +142,7 @@ impl BootInfo {
             firmware_ram: [Region::new(0, 0); MAX_RAM_REGIONS],
             firmware_ram_count: 0,
             firmware_ram_dropped: 0,
+            doorbell: Region::new(0, 0),
         }
     }
 

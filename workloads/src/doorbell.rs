@@ -1,9 +1,13 @@
 //! The doorbell (`mtex_abi::doorbell`): the page mapped from /dev/mem, and one 64-bit store
 //! per command. Outside mtex's Linux mode the page is nothing (no device there): the stores
 //! fault or vanish, so `--window` is for runs under mtex only.
+//!
+//! Where it is: installed under a server's firmware, the EFI variable the loader set (through
+//! efivarfs); otherwise mtex's fixed address.
 
 use mtex_abi::doorbell::{
-    CLOSE, DOORBELL_IPA, DOORBELL_SIZE, OPEN, RESULTS, RESULTS_LEN, RESULTS_LOST, RESULTS_NEXT,
+    CLOSE, CMDLINE_WORD, DOORBELL_IPA, DOORBELL_SIZE, EFIVARS_PATH, OPEN, RESULTS, RESULTS_LEN,
+    RESULTS_LOST, RESULTS_NEXT,
 };
 use std::io::Error;
 
@@ -12,8 +16,38 @@ pub struct Doorbell {
 }
 
 impl Doorbell {
+    /// The doorbell's address: from the kernel's command line (`mtex.doorbell=`, a kernel
+    /// the loader started), or the EFI variable the loader set (four bytes of attributes,
+    /// then eight of address), else the fixed one.
+    pub fn address() -> Result<u64, Error> {
+        let page = |a: u64| {
+            a.is_multiple_of(DOORBELL_SIZE)
+                .then_some(a)
+                .ok_or_else(|| Error::other(format!("doorbell address {a:#x}: not a page")))
+        };
+        let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+        let word = format!("{CMDLINE_WORD}=");
+        if let Some(v) = cmdline
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(&word))
+        {
+            let hex = v.strip_prefix("0x").unwrap_or(v);
+            return u64::from_str_radix(hex, 16)
+                .map_err(|_| Error::other(format!("{word}{v}: not a hexadecimal address")))
+                .and_then(page);
+        }
+        match std::fs::read(EFIVARS_PATH) {
+            Ok(v) => match <[u8; 8]>::try_from(v.get(4..).unwrap_or_default()) {
+                Ok(a) => page(u64::from_le_bytes(a)),
+                _ => Err(Error::other(format!("{EFIVARS_PATH}: not an address"))),
+            },
+            Err(_) => Ok(DOORBELL_IPA),
+        }
+    }
+
     /// Maps the doorbell page (needs root: /dev/mem).
     pub fn map() -> Result<Self, Error> {
+        let at = Self::address()?;
         // SAFETY: open with a NUL-terminated path.
         let fd = unsafe { libc::open(c"/dev/mem".as_ptr(), libc::O_RDWR | libc::O_SYNC) };
         if fd < 0 {
@@ -28,7 +62,7 @@ impl Doorbell {
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 fd,
-                DOORBELL_IPA as libc::off_t,
+                at as libc::off_t,
             )
         };
         // SAFETY: closing the descriptor opened above.

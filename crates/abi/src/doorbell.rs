@@ -21,9 +21,23 @@
 //! microsecond per eight bytes on silicon) but needs no mapping of the hypervisor's memory,
 //! whose cache attributes the guest could not match.
 
-/// The doorbell page's guest physical address: a hole in QEMU virt's memory map (between
-/// the virtio-mmio transports and the platform bus) that Linux mode's device tree leaves out.
+/// The doorbell page's guest physical address when mtex boots Linux itself: a hole in QEMU
+/// virt's memory map (between the virtio-mmio transports and the platform bus) that Linux
+/// mode's device tree leaves out. Installed under a server's firmware, the doorbell is
+/// instead a page of memory the loader reserved, wherever the firmware gave it, and its
+/// address is the EFI variable [`EFI_VARIABLE`] (volatile: gone at the next boot), which
+/// Linux shows at [`EFIVARS_PATH`].
 pub const DOORBELL_IPA: u64 = 0x0b00_0000;
+/// The kernel command-line word that gives the doorbell's address (`mtex.doorbell=0x…`) to
+/// a kernel the loader starts itself.
+pub const CMDLINE_WORD: &str = "mtex.doorbell";
+/// The EFI variable holding the doorbell's address (8 bytes, little-endian) in install mode.
+pub const EFI_VARIABLE: &str = "MtexDoorbell";
+/// Its vendor GUID.
+pub const EFI_VENDOR: &str = "b2f0a9c4-6d74-4578-9d0b-6f6f72626c6c";
+/// Where Linux's efivarfs shows it: four bytes of attributes, then the address.
+pub const EFIVARS_PATH: &str =
+    "/sys/firmware/efi/efivars/MtexDoorbell-b2f0a9c4-6d74-4578-9d0b-6f6f72626c6c";
 /// Its size: one page.
 pub const DOORBELL_SIZE: u64 = 0x1000;
 /// Offset of the OPEN register.
@@ -137,6 +151,14 @@ pub fn decode(a: Access, open: Option<u32>) -> Result<Command, Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_efivars_path_is_the_variable_and_its_vendor() {
+        assert_eq!(
+            EFIVARS_PATH,
+            std::format!("/sys/firmware/efi/efivars/{EFI_VARIABLE}-{EFI_VENDOR}")
+        );
+    }
 
     fn store(offset: u64, value: u64) -> Access {
         Access {

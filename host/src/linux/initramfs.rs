@@ -71,6 +71,8 @@ pub fn init_script(workload: &str) -> String {
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
+# Booted by UEFI: the EFI variables, where the doorbell's address is (mtex-work reads it).
+[ -d /sys/firmware/efi/efivars ] && mount -t efivarfs efivarfs /sys/firmware/efi/efivars 2>/dev/null
 echo "mtex-linux: init"
 if grep -qw mtex_kallsyms /proc/cmdline; then
   echo "mtex-linux: kallsyms-begin"

@@ -57,6 +57,19 @@ fn installed_under_edk2_the_firmware_boots_linux_whose_mte_writes_are_trapped() 
     // Linux found the machine through ACPI, as the firmware described it, and ran its init.
     assert!(text.contains("ACPI: SPCR"), "{text}");
     assert!(text.contains("Run /init as init process"), "{text}");
+    // The doorbell is a page the loader reserved, wherever the firmware gave it, and Linux
+    // was told where: its command line carries the address the loader printed.
+    let doorbell = text
+        .split("doorbell at ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .expect("the loader names the doorbell");
+    assert_ne!(doorbell, "0xb000000", "{text}");
+    assert!(
+        text.lines().any(|l| l.contains("Kernel command line:")
+            && l.contains(&format!("mtex.doorbell={doorbell}"))),
+        "{text}"
+    );
     // Its MTE set-up was trapped: the write that turns on allocation-tag access at EL1
     // (SCTLR_EL1.ATA, bit 43), from the kernel's own addresses (the top half), not the
     // firmware's or the EFI stub's (identity-mapped, low).
