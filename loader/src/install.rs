@@ -63,7 +63,6 @@ pub fn run(volume: &mut Volume, config: &Config) -> Result<Status, Failure> {
         mtex_abi::doorbell::DOORBELL_SIZE,
         MemoryType::RESERVED,
     )?;
-    publish_doorbell(doorbell.base)?;
     let kernel = match &config.kernel {
         Some(rel) => {
             let args = alloc::format!(
@@ -76,6 +75,8 @@ pub fn run(volume: &mut Volume, config: &Config) -> Result<Status, Failure> {
         }
         None => None,
     };
+    // Last of what can fail, so that a failed install leaves no variable behind.
+    publish_doorbell(doorbell.base)?;
 
     let mut info = BootInfo::new(path, machine);
     info.mode = BootMode::Install as u32;
