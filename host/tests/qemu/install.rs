@@ -132,7 +132,13 @@ fn returning_esp(cfg: Option<&str>, options: &str) -> TempDir {
 }
 
 fn run_returning(dir: &TempDir) -> (mtex::report::Report, String) {
+    run_returning_at(dir, true)
+}
+
+/// As `run_returning`, with the firmware at EL2 (`virtualization`) or at EL1.
+fn run_returning_at(dir: &TempDir, virtualization: bool) -> (mtex::report::Report, String) {
     let mut cfg = RunConfig::default().through_uefi(dir.path(), true);
+    cfg.virtualization = virtualization;
     cfg.memory_mib = 1024;
     // The shell's 5 s countdown is a busy loop: under -icount it takes 5e9 instructions.
     cfg.icount = false;
@@ -181,21 +187,25 @@ fn installed_with_no_kernel_the_firmware_boots_its_next_option_under_the_hypervi
 fn a_failed_install_is_named_and_the_machine_boots_as_it_would_have() {
     // Each mistake is found before anything is handed over: the loader says what, returns
     // the error, and the firmware goes on with no hypervisor (no record is ever sent).
-    for (cfg, options, said) in [
+    for (cfg, options, said, el2) in [
         (
             "mode = install\nkernel = missing.efi\n",
             "",
             "cannot load the kernel \\EFI\\BOOT\\missing.efi: NOT_FOUND",
+            true,
         ),
         (
             "mode = install\n",
             "mtex.bogus=1",
             "mtex-options.txt: unknown option mtex.bogus",
+            true,
         ),
-        ("mode = installed\n", "", "bad value for key `mode`"),
+        ("mode = installed\n", "", "bad value for key `mode`", true),
+        // Firmware that runs UEFI applications at EL1 has no EL2 to give.
+        ("mode = install\n", "", "started at EL1", false),
     ] {
         let dir = returning_esp(Some(cfg), options);
-        let (r, text) = run_returning(&dir);
+        let (r, text) = run_returning_at(&dir, el2);
         let at = text
             .find(said)
             .unwrap_or_else(|| panic!("no {said:?}:\n{text}"));
