@@ -9,7 +9,9 @@
 //! hypervisors use instead of hardware-linked (HW = 1) list registers.
 
 use crate::state::Hyp;
+use aarch64_cpu::registers::CNTV_CTL_EL0;
 use mtex_platform::guest_vm;
+use tock_registers::interfaces::ReadWriteable;
 
 /// ICH_LR<n>_EL2 fields: State (63:62) pending = 0b01, Group (60), Priority (55:48),
 /// vINTID (31:0).
@@ -18,8 +20,6 @@ const LR_ACTIVE: u64 = 2 << 62;
 const LR_STATE_MASK: u64 = 3 << 62;
 const LR_GROUP1: u64 = 1 << 60;
 const LR_PRIORITY: u64 = 0xa0 << 48;
-/// CNTV_CTL_EL0.IMASK.
-const CNTV_IMASK: u64 = 1 << 1;
 
 /// Enables the virtual CPU interface (ICH_HCR_EL2.En), so list registers are delivered.
 pub fn init() {
@@ -30,14 +30,14 @@ pub fn init() {
 /// The guest's virtual timer fired: mask it at the source and make it pending in LR0, as the
 /// INTID of the guest's machine (the host's may differ).
 pub fn forward(hyp: &mut Hyp) {
-    // SAFETY: with E2H = 0, CNTV_CTL_EL0 at EL2 is the guest's virtual timer control; only
-    // its interrupt mask changes. LR0 holds only the timer's interrupt: free, it becomes
-    // pending; still active (the guest re-armed the timer before its EOI and it fired
-    // again), pending and active, so the tick is not lost; already pending, it stays so.
+    // With E2H = 0, CNTV_CTL_EL0 at EL2 is the guest's virtual timer control; only its
+    // interrupt mask changes.
+    CNTV_CTL_EL0.modify(CNTV_CTL_EL0::IMASK::SET);
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    // SAFETY: LR0 holds only the timer's interrupt: free, it becomes pending; still active
+    // (the guest re-armed the timer before its EOI and it fired again), pending and active,
+    // so the tick is not lost; already pending, it stays so.
     unsafe {
-        let ctl: u64;
-        core::arch::asm!("mrs {}, cntv_ctl_el0", out(reg) ctl);
-        core::arch::asm!("msr cntv_ctl_el0, {}", "isb", in(reg) ctl | CNTV_IMASK);
         let lr: u64;
         core::arch::asm!("mrs {}, ich_lr0_el2", out(reg) lr);
         let state = match lr & LR_STATE_MASK {
