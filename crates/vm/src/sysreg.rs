@@ -35,13 +35,22 @@ pub enum Trapped {
 
 /// Which emulation a trapped access with syndrome `iss` takes. `pmu`: the hypervisor owns the
 /// PMU (its backend is on), so the guest's PMU accesses are emulated.
+#[inline]
 pub fn classify(iss: u32, pmu: bool) -> Trapped {
-    let s = SysRegIss::from_iss(iss);
-    if !s.is_read
+    // The control writes are the hot case (every trapped SCTLR_EL1/TCR_EL1 write on the full
+    // path): decided from the direction bit and the register alone.
+    if iss & 1 == 0
         && let Some(reg) = SysReg::from_iss(iss)
     {
         return Trapped::ControlWrite(reg);
     }
+    classify_other(iss, pmu)
+}
+
+/// The accesses that are not control writes.
+#[inline(never)]
+fn classify_other(iss: u32, pmu: bool) -> Trapped {
+    let s = SysRegIss::from_iss(iss);
     if pmu && let Some(reg) = PmuReg::from_iss(s) {
         return Trapped::Pmu(reg);
     }
@@ -70,6 +79,7 @@ pub struct ControlWrite {
 impl ControlWrite {
     /// Whether guest virtual addresses may now translate differently, so that the tracer's
     /// cached translations of guest code are stale.
+    #[inline]
     pub fn retranslates(&self) -> bool {
         matches!(
             self.reg,
@@ -82,6 +92,7 @@ impl ControlWrite {
     }
 
     /// The predicate's new SCTLR_EL1 or TCR_EL1, if this wrote one of them.
+    #[inline]
     pub fn mte_control(&self) -> Option<(SysReg, u64)> {
         matches!(self.reg, SysReg::SctlrEl1 | SysReg::TcrEl1).then_some((self.reg, self.held))
     }
@@ -100,11 +111,13 @@ pub fn write_control(regs: &mut impl El1Registers, reg: SysReg, value: u64) -> C
 }
 
 /// Register `rt` as the MSR's source operand reads it: 31 is XZR.
+#[inline]
 pub fn operand(x: &[u64; 31], rt: u8) -> u64 {
     x.get(rt as usize).copied().unwrap_or(0)
 }
 
 /// Completes an MRS for the guest: `value` goes to Xt, and to nowhere when Xt is XZR.
+#[inline]
 pub fn complete_read(x: &mut [u64; 31], rt: u8, value: u64) {
     if let Some(r) = x.get_mut(rt as usize) {
         *r = value;
