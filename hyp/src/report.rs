@@ -152,10 +152,10 @@ impl Reporter {
     }
 
     /// The guest takes a snapshot of the records: it ends with a `ResultsTaken` record.
-    /// False without a results ring.
-    pub fn take_results(&mut self) -> bool {
+    /// Nothing without a results ring.
+    pub fn take_results(&mut self) {
         if self.out.ring.is_none() {
-            return false;
+            return;
         }
         // What is queued goes first, so that the record counts everything before it.
         self.flush();
@@ -165,10 +165,9 @@ impl Reporter {
             &mut self.out,
             &Record::ResultsTaken(ResultsTaken { records, lost }),
         );
-        self.out.ring.as_mut().is_some_and(|r| {
+        if let Some(r) = &mut self.out.ring {
             r.take();
-            true
-        })
+        }
     }
 
     /// A 64-bit load of one of the snapshot's registers (all ones without a results ring).

@@ -29,8 +29,9 @@ use mtex_vm::sysreg::{self, El1Registers, Trapped};
 use tock_registers::interfaces::{Readable, Writeable};
 
 pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
-    let Trapped::ControlWrite(reg) = sysreg::classify(esr.iss(), hyp.pmu.is_some()) else {
-        return other(hyp, ctx, esr);
+    let reg = match sysreg::classify(esr.iss(), hyp.pmu.is_some()) {
+        Trapped::ControlWrite(reg) => reg,
+        trapped => return other(hyp, ctx, esr, trapped),
     };
     let v = hyp.vcpu();
     v.counters.emulated += 1;
@@ -99,10 +100,10 @@ impl El1Registers for ThisCpu {
 /// A trapped access to a PMU, debug or ID register.
 #[cold]
 #[inline(never)]
-fn other(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
+fn other(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr, trapped: Trapped) {
     let iss = esr.sysreg_iss();
     let write = (!iss.is_read).then(|| ctx.reg(iss.rt));
-    let read = match (sysreg::classify(esr.iss(), hyp.pmu.is_some()), hyp.pmu) {
+    let read = match (trapped, hyp.pmu) {
         (Trapped::Pmu(reg), Some(pmu)) => {
             let v = hyp.vcpu();
             v.counters.guest_pmu_accesses += 1;
