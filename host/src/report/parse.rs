@@ -326,7 +326,10 @@ fn apply(r: &mut Report, seq: u32, record: Record, cpu: &mut u32) {
         Record::PowerCall(c) => r.power_calls.push(c),
         Record::CpuTrace(c) => match r.phases.iter_mut().rev().find(|p| p.id == c.id) {
             Some(p) if p.trace.is_none() && !p.cpus.iter().any(|o| o.cpu == c.cpu) => {
-                p.cpus.push(c)
+                // The CPUs' shares arrive in the order they end; every output lists them by
+                // CPU number.
+                let at = p.cpus.partition_point(|o| o.cpu < c.cpu);
+                p.cpus.insert(at, c)
             }
             _ => r.problems.push(format!(
                 "record {seq}: CPU {}'s share of phase {}, which was not open or had it already",

@@ -342,6 +342,14 @@ fn a_phase_whose_cpus_shares_do_not_add_up_is_a_problem() {
         "{:?}",
         whole.problems
     );
+    // Shares arrive in the order the CPUs end; the report lists them by CPU.
+    let late = phase(
+        vec![share(2, 0, 0), share(1, 12, 0), share(0, 30, 10)],
+        42,
+        10,
+    );
+    let order: Vec<u32> = late.phases[0].cpus.iter().map(|c| c.cpu).collect();
+    assert_eq!(order, [0, 1, 2]);
     let short = phase(vec![share(0, 30, 10), share(1, 12, 0)], 42, 11);
     assert!(
         short
