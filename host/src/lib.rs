@@ -21,6 +21,7 @@ pub mod qemu;
 pub mod render;
 pub mod report;
 pub mod results;
+pub mod sample;
 pub mod scenario_file;
 pub mod scenario_run;
 pub mod snippet;
