@@ -8,7 +8,12 @@
 use crate::results::Results;
 
 /// The header row.
-pub const HEADER: &str = "run,repeat,phase_index,phase,policy,workload,counter,value";
+///
+/// `kind` says what `value` is: `exact`, a count of every event; or `estimate`, a sampled
+/// phase's estimate (rounded to a whole count), with its 95% confidence interval in
+/// `ci_low`/`ci_high` (empty when it is unbounded, or for an exact count).
+pub const HEADER: &str =
+    "run,repeat,phase_index,phase,policy,workload,counter,value,kind,ci_low,ci_high";
 
 /// One field, quoted when it must be (a comma, a quote, CR or LF; RFC 4180 §2.6), with its
 /// quotes doubled (§2.7). A leading or trailing space is quoted too, as some readers trim it.
@@ -45,7 +50,20 @@ pub fn render(doc: &Results) -> String {
                 out.push_str(&field(counter));
                 out.push(',');
                 out.push_str(&value.to_string());
-                out.push('\n');
+                out.push_str(",exact,,\n");
+            }
+            for (counter, e) in &p.estimates {
+                let est = e.estimate();
+                let bounds = if est.half_width.is_finite() {
+                    format!("{:.0},{:.0}", est.low().floor(), est.high().ceil())
+                } else {
+                    ",".to_string()
+                };
+                out.push_str(&format!(
+                    "{prefix},{},{:.0},estimate,{bounds}\n",
+                    field(counter),
+                    est.value.round()
+                ));
             }
         }
     }

@@ -59,7 +59,7 @@ enum Cmd {
         guest: Option<String>,
         /// More `mtex.<key>=<value>` options for --guest (e.g. --opt policies=entry-tco,tcma1
         /// --opt workloads=futex-hash:iters=64; keys: policies, workloads, tcf0, hz,
-        /// watchdog_ms, traps, runs, step, guest_time, bench_n).
+        /// watchdog_ms, traps, runs, step, guest_time, bench_n, sample, sample_seed).
         #[arg(long = "opt", value_name = "KEY=VALUE")]
         opts: Vec<String>,
         /// Also write report.json (schema mtex-report v1) to this file (checked for writing
@@ -229,6 +229,14 @@ enum KernelCmd {
 
 #[derive(Subcommand)]
 enum BenchCmd {
+    /// Sampled phases: how often their 95% intervals hold the exact count, per counter, over
+    /// seeded runs of several workloads each traced whole as well, and what sampling costs.
+    Sample {
+        /// Sampled runs per workload, each with its own seed.
+        #[arg(long, default_value_t = 25,
+            value_parser = mtex::input::number_in(1u64, 10_000))]
+        seeds: u64,
+    },
     /// EL2 instructions per trapped SCTLR_EL1 write.
     Traps {
         /// Trapped writes per batch, at least 1.
@@ -532,6 +540,13 @@ fn real_main() -> Result<ExitCode> {
                 }
                 Some(BenchCmd::Trace { n }) => {
                     print_bench_trace(&bench::trace(&boots, n)?);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(BenchCmd::Sample { seeds }) => {
+                    print!(
+                        "{}",
+                        mtex::bench_sample::render(&mtex::bench_sample::coverage(&boots, seeds)?)
+                    );
                     Ok(ExitCode::SUCCESS)
                 }
                 Some(BenchCmd::Profile) => {

@@ -383,8 +383,10 @@ fn phase_block(out: &mut Lines, doc: &Results, run: &Run, p: &PhaseOut) {
     if p.partial {
         out.push("   (partial: the run ended inside this phase; its counts go up to there)");
     }
-    if !p.traced {
-        out.push("   (not traced: the hypervisor's own counters only)");
+    match &p.sampled {
+        Some(s) => sampled_lines(out, s, &p.estimates),
+        None if !p.traced => out.push("   (not traced: the hypervisor's own counters only)"),
+        None => {}
     }
     out.blank();
     let mut listed = BTreeSet::new();
@@ -486,6 +488,70 @@ fn phase_block(out: &mut Lines, doc: &Results, run: &Run, p: &PhaseOut) {
     }
     for l in by_function {
         out.push(&l);
+    }
+}
+
+/// A sampled phase's estimates, in the counters' table order, each with its interval; then
+/// (in the block below) its exact counters, the PMU's and the hypervisor's own.
+fn sampled_lines(
+    out: &mut Lines,
+    s: &crate::results::SampledOut,
+    estimates: &std::collections::BTreeMap<String, crate::results::EstimateOut>,
+) {
+    if s.whole {
+        out.push(&format!(
+            "   (sampled whole: {} units of {} instructions back to back; every instruction traced)",
+            thousands(s.units as u64),
+            thousands(s.unit_instructions as u64)
+        ));
+    } else {
+        out.push(&format!(
+            "   (sampled: {} units of {} instructions, random gaps of 0-{} µs, seed {}; \
+             estimates with their 95% confidence intervals)",
+            thousands(s.units as u64),
+            thousands(s.unit_instructions as u64),
+            thousands(2 * s.gap_us as u64),
+            s.seed
+        ));
+    }
+    out.blank();
+    let mut zero = 0;
+    for c in mtex_abi::counters::all() {
+        let Some(e) = estimates.get(c.name) else {
+            continue;
+        };
+        if e.value == 0.0 && e.half_width == Some(0.0) {
+            zero += 1;
+            continue;
+        }
+        let est = e.estimate();
+        if est.exact {
+            out.push(&counter_line(
+                est.value.round() as u64,
+                c.name,
+                "exact: every instruction traced",
+            ));
+            continue;
+        }
+        let shown = est.to_string();
+        // `62,541 ± 0.8% (95% CI, 312 units)`: the figure in the value column, the rest as
+        // the note.
+        let (value, note) = shown.split_once(' ').unwrap_or((shown.as_str(), ""));
+        let mut l = format!(
+            "{:>VALUE_COLUMNS$}      {:<NAME_COLUMNS$}",
+            value,
+            clean(c.name)
+        );
+        l.push_str("  #  ");
+        l.push_str(note);
+        out.push(&l);
+    }
+    if zero > 0 {
+        out.push(&format!(
+            "{:VALUE_COLUMNS$}      ({zero} other estimate{} 0 in every unit)",
+            "",
+            if zero == 1 { " is" } else { "s are" }
+        ));
     }
 }
 

@@ -375,6 +375,8 @@ mod tests {
             stacks: Vec::new(),
             profile: None,
             cpus: Vec::new(),
+            sampled: None,
+            estimates: Default::default(),
         }
     }
 

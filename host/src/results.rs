@@ -136,6 +136,65 @@ pub struct PhaseOut {
     /// names (`mtex_abi::counters::of_cpu_share`); the phase's counters are their sum.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpus: Vec<CpuShareOut>,
+    /// A sampled phase (`mtex.sample`): how it was sampled. Its trace counters are not in
+    /// `counters` (nothing exact is claimed for them) but in `estimates`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<SampledOut>,
+    /// A sampled phase's trace counters: counter name → its estimate and interval.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub estimates: BTreeMap<String, EstimateOut>,
+}
+
+/// How a sampled phase was sampled.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampledOut {
+    /// Units traced, of `unit_instructions` each, after gaps of 0 to 2 × `gap_us` µs.
+    pub units: u32,
+    pub unit_instructions: u32,
+    pub gap_us: u32,
+    pub seed: u64,
+    /// Traced whole (gap 0): the estimates are the exact counts.
+    pub whole: bool,
+}
+
+/// A counter estimated from a sampled phase's units (`crate::report::sampled`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EstimateOut {
+    pub value: f64,
+    /// Half the confidence interval's width, in counts; absent when it is unbounded (a
+    /// single unit).
+    pub half_width: Option<f64>,
+    /// The interval's confidence level (0.95).
+    pub level: f64,
+    pub units: usize,
+    /// Share of the EL's instructions the units traced.
+    pub sampled: f64,
+    /// Every instruction was traced: `value` is the exact count.
+    pub exact: bool,
+}
+
+impl EstimateOut {
+    pub fn of(e: &crate::sample::Estimate) -> Self {
+        Self {
+            value: e.value,
+            half_width: e.half_width.is_finite().then_some(e.half_width),
+            level: e.level,
+            units: e.units,
+            sampled: e.sampled,
+            exact: e.exact,
+        }
+    }
+
+    pub fn estimate(&self) -> crate::sample::Estimate {
+        crate::sample::Estimate {
+            value: self.value,
+            half_width: self.half_width.unwrap_or(f64::INFINITY),
+            level: self.level,
+            units: self.units,
+            sampled: self.sampled,
+            exact: self.exact,
+        }
+    }
 }
 
 /// One CPU's share of a phase counted on several CPUs.
@@ -310,7 +369,7 @@ pub fn untraced_counters(u: &crate::report::Untraced) -> UntracedOut {
     }
 }
 
-fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
+fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine], emulator: bool) -> PhaseOut {
     let pp = p.params;
     let profile = crate::profile::of_phase(p).cloned();
     let untraced = p.untraced.as_ref().map(untraced_counters);
@@ -369,6 +428,17 @@ fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine]) -> PhaseOut {
             shares.sort_by_key(|s| s.cpu);
             shares
         },
+        sampled: p.sampled.as_ref().and_then(|s| s.how).map(|h| SampledOut {
+            units: h.units,
+            unit_instructions: h.unit_instructions,
+            gap_us: h.gap_us,
+            seed: h.seed,
+            whole: h.whole,
+        }),
+        estimates: crate::report::sampled::estimates(p, emulator)
+            .into_iter()
+            .map(|(c, e)| (c.name.to_string(), EstimateOut::of(&e)))
+            .collect(),
     }
 }
 
@@ -416,7 +486,11 @@ pub fn run(name: &str, repeat: u32, r: &Report) -> Run {
             counter_hz: b.counter_hz,
             emulator: b.is_emulator(),
         }),
-        phases: r.phases.iter().map(|p| phase_out(p, &r.engines)).collect(),
+        phases: r
+            .phases
+            .iter()
+            .map(|p| phase_out(p, &r.engines, r.boot.is_none_or(|b| b.is_emulator())))
+            .collect(),
         writes: r.writes.iter().map(write_out).collect(),
         console: r.console.clone(),
         problems: r.problems.clone(),

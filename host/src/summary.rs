@@ -280,6 +280,84 @@ pub fn table_lines(groups: &[Group], label_header: &str) -> Vec<String> {
     out
 }
 
+/// The checked accesses the sampled table shows, as estimates.
+pub const SAMPLED_COLUMNS: &[(&str, &str)] = &[
+    ("rd:k", "mem_access_checked_rd:k"),
+    ("wr:k", "mem_access_checked_wr:k"),
+    ("rd:u", "mem_access_checked_rd:u"),
+    ("wr:u", "mem_access_checked_wr:u"),
+];
+
+/// The sampled phases of each run's first repeat, one line each: every headline checked
+/// count as an estimate with its interval, never in the exact tables.
+pub fn sampled_lines(doc: &Results) -> Vec<String> {
+    let mut rows = Vec::new();
+    for run in doc.runs.iter().filter(|r| r.repeat == 0) {
+        for p in run.phases.iter().filter(|p| p.sampled.is_some()) {
+            let cells: Vec<String> = SAMPLED_COLUMNS
+                .iter()
+                .map(|(_, name)| match p.estimates.get(*name) {
+                    Some(e) => {
+                        let e = e.estimate();
+                        if e.exact {
+                            thousands(e.value.round() as u64)
+                        } else if e.half_width.is_finite() {
+                            format!(
+                                "{} ±{}",
+                                thousands(e.value.round() as u64),
+                                crate::sample::percent(e.relative())
+                            )
+                        } else {
+                            format!("{} ±∞", thousands(e.value.round() as u64))
+                        }
+                    }
+                    None => "-".to_string(),
+                })
+                .collect();
+            let units = p.sampled.as_ref().map_or(0, |s| s.units);
+            let label = match workload_label(p) {
+                Some(w) => format!("{} {}", row_label(p), w),
+                None => row_label(p),
+            };
+            rows.push((label, cells, units));
+        }
+    }
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![
+        " Sampled phases: estimates, ± the 95% confidence interval (checked accesses)".to_string(),
+    ];
+    let widths: Vec<usize> = (0..SAMPLED_COLUMNS.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r.1[i].chars().count())
+                .chain([SAMPLED_COLUMNS[i].0.len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut header = String::from("   ");
+    for ((h, _), w) in SAMPLED_COLUMNS.iter().zip(&widths) {
+        header.push_str(&format!("{h:>w$}  "));
+    }
+    header.push_str("units  phase");
+    out.push(header);
+    for (label, cells, units) in rows {
+        let mut l = String::from("   ");
+        for (c, w) in cells.iter().zip(&widths) {
+            l.push_str(&format!("{c:>w$}  "));
+        }
+        l.push_str(&format!(
+            "{:>5}  {}",
+            thousands(units as u64),
+            clean(&label)
+        ));
+        out.push(l);
+    }
+    out
+}
+
 /// What the full report has that the summary leaves out, in words (`56 per-phase counter
 /// blocks, 20 trapped writes, 112 lines of guest console`), or None when nothing is.
 pub fn left_out(doc: &Results) -> Option<String> {
@@ -325,10 +403,18 @@ pub fn render(doc: &Results, rest: Option<&str>, verdict: bool) -> String {
             .map_or(String::new(), |s| format!(" of scenario {}", clean(s)))
     ));
     let groups = tables(doc);
-    if groups.is_empty() {
+    let sampled = sampled_lines(doc);
+    if groups.is_empty() && sampled.is_empty() {
         out.blank();
         out.push(" No traced phase: no table of counts.");
-    } else {
+    }
+    if !sampled.is_empty() {
+        out.blank();
+        for l in sampled {
+            out.push(&l);
+        }
+    }
+    if !groups.is_empty() {
         out.blank();
         for l in table_lines(&groups, "policy") {
             out.push(&l);
@@ -429,6 +515,8 @@ mod tests {
             stacks: Vec::new(),
             profile: None,
             cpus: Vec::new(),
+            sampled: None,
+            estimates: Default::default(),
         }
     }
 

@@ -307,8 +307,8 @@ fn rust_prose(src: &str) -> Vec<(usize, String)> {
 }
 
 /// Words that make a line's "seed" a random-number generator's: RGSR_EL1's seed of IRG,
-/// RNDR, Linux's generator.
-const GENERATOR_WORDS: [&str; 5] = ["rgsr", "irg", "rndr", "random", "generator"];
+/// RNDR, Linux's generator, a sampled phase's schedule.
+const GENERATOR_WORDS: [&str; 6] = ["rgsr", "irg", "rndr", "random", "generator", "sampl"];
 
 /// What is wrong with a line of product text, if anything: "issue" followed by a number
 /// (with or without `#`) or "seed(s)" for the Linux patch threads mtex was built from. QEMU's

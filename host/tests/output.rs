@@ -156,7 +156,9 @@ fn csv_of_the_kernel_scenario() {
         .map(|p| p.counters.len())
         .sum();
     assert_eq!(rows.len(), n + 1);
-    assert!(csv.contains("run,0,2,futex-hash,entry-tco,futex-hash,mem_access_checked_rd:k,1272\n"));
+    assert!(csv.contains(
+        "run,0,2,futex-hash,entry-tco,futex-hash,mem_access_checked_rd:k,1272,exact,,\n"
+    ));
     insta::assert_snapshot!("csv_kernel", csv);
 }
 
@@ -542,6 +544,8 @@ fn phase() -> impl Strategy<Value = PhaseOut> {
                             counters: counters.clone(),
                         })
                         .collect(),
+                    sampled: None,
+                    estimates: Default::default(),
                 }
             },
         )
@@ -699,6 +703,9 @@ proptest! {
                         p.workload.clone().unwrap_or_default(),
                         c.clone(),
                         v.to_string(),
+                        "exact".to_string(),
+                        String::new(),
+                        String::new(),
                     ]);
                 }
             }

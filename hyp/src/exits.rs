@@ -52,6 +52,8 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
             IRQ => crate::watchdog::irq_exit(hyp, ctx),
             _ => unhandled(hyp, ctx),
         }
+        // A sampled phase's unit that has retired its instructions ends here.
+        crate::sample::at_exit(hyp, ctx);
         // Read under the lock: once it is let go, another CPU may start this one again.
         // SAFETY: this CPU's exit, holding the state; no other reference to its block.
         let power_off = core::mem::take(&mut unsafe { crate::fast_step::fast() }.power_off);

@@ -219,7 +219,8 @@ pub fn open_phase(hyp: &mut Hyp, ctx: &GuestContext, o: Opening) {
         ctx.elr,
         guest_clock()
     );
-    if traced && !hyp.start_trace(id) {
+    // A sampled phase traces units of itself instead (`mtex.sample`).
+    if traced && !crate::sample::open(hyp, id) && !hyp.start_trace(id) {
         log::warn!("an OS lock was set at the start of traced phase {id}; cleared");
     }
 }
@@ -241,6 +242,8 @@ fn phase_end(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
 /// Closes the open phase: its figures first (so its EL2 count excludes the framing of its own
 /// records), then its records. Returns the passes its run still wants.
 pub fn close_phase(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
+    hyp.phase.as_ref()?;
+    crate::sample::close(hyp, ctx);
     let (id, stats, pmu, more, watch) = hyp.end_phase()?;
     hyp.call_guard = None;
     if let Some(l) = &mut hyp.last_run {

@@ -30,6 +30,7 @@ mod pmu;
 mod profile_table;
 mod psci;
 mod report;
+mod sample;
 mod smp;
 mod stage2_roots;
 mod state;
@@ -249,6 +250,11 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         (mtex_platform::guest_vm::IMAGE_ADDR, boot.guest_image.size),
     );
     hyp.linux = linux;
+    // The sampling timer is the watchdog's, which Linux modes do not arm.
+    hyp.sampler = opts
+        .sample
+        .filter(|_| !linux)
+        .map(mtex_vm::sample::Sampler::new);
     if let Some(f) = &boot.firmware {
         hyp.doorbell_ipa = f.doorbell.base;
     }

@@ -211,6 +211,8 @@ pub struct Hyp {
     pub guest_ram: GuestRam,
     /// A window that every CPU counts, from its open until the last CPU has left it.
     pub window: Option<crate::window::AllCpus>,
+    /// `mtex.sample`: traced phases are sampled (`crate::sample`), on one CPU.
+    pub sampler: Option<mtex_vm::sample::Sampler>,
 }
 
 /// A TCO watch pass's record and its sites.
@@ -261,6 +263,7 @@ impl Hyp {
             cpus: mtex_vm::power::Cpus::new(&[0], 0),
             guest_ram,
             window: None,
+            sampler: None,
         };
         // SAFETY: boot, before the guest (and so any exit path) runs.
         unsafe { crate::fast_step::fast() }.vcpu = hyp.vcpus[0].0;
@@ -472,7 +475,9 @@ impl Hyp {
         let has_state = !unsafe { crate::fast_step::fast() }.vcpu.is_null();
         // A window that every CPU counts has only this CPU's share here: none is sent as
         // the window's (the host shows a window that never ended).
-        if has_state
+        if has_state && crate::sample::unit_cut_short(self) {
+            // A sampled phase's unit: sent as what it is, never as the phase's counts.
+        } else if has_state
             && self.window.is_none()
             && let (v, report) = self.vcpu_and_report()
             && let Some((id, counts)) = v.tracer.partial()

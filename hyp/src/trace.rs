@@ -129,6 +129,9 @@ pub struct Tracer {
     opener_ttbr0: u64,
     /// How the pending instruction moves between functions (with stacks only).
     pending_flow: Flow,
+    /// In a sampled phase's unit: its size in instructions. The unit ends after exactly
+    /// that many (`mtex_vm::sample`): runs only where one fits, no step fast path.
+    unit: Option<u64>,
 }
 
 impl Tracer {
@@ -182,7 +185,21 @@ impl Tracer {
             stacks_fresh: false,
             opener_ttbr0: 0,
             pending_flow: Flow::Other,
+            unit: None,
         }
+    }
+
+    /// Traces the next `start` as a sampled unit of `size` instructions (None: a phase).
+    pub fn set_unit(&mut self, size: Option<u64>) {
+        self.unit = size;
+    }
+
+    /// Instructions retired since `start`, at EL0 and EL1.
+    pub fn retired(&mut self) -> u64 {
+        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
+        let f = unsafe { fast() };
+        let c = self.tally.counts_mut();
+        c.instructions_el0 + c.instructions_el1 + f.inert_el0 + f.inert_el1
     }
 
     /// The run plans' tables, once (about 450 KiB of heap): at boot for the boot CPU, so that
@@ -348,8 +365,15 @@ impl Tracer {
         assert!(self.make_tables(), "run tables made at set-up");
         let was_locked = crate::debug::unlock_for_step();
         // Between phases the guest ran untraced: whatever it did to its code or its mappings
-        // (IC, TLBI) went unseen, so nothing cached about its code is trusted.
-        self.forget_code();
+        // (IC, TLBI) went unseen, so nothing cached about its code is trusted. Between a
+        // sampled phase's units the plans are kept but each is checked word by word against
+        // the code before its next use, as after a traced store to its page: planning anew
+        // at every unit would cost more than the unit.
+        if self.unit.is_some() {
+            self.recheck_code();
+        } else {
+            self.forget_code();
+        }
         self.clear_breakpoints();
         self.saved_mdscr = MDSCR_EL1.get();
         MDSCR_EL1.set(self.saved_mdscr | mdscr::SS);
@@ -669,8 +693,16 @@ impl Tracer {
             self.note_unchecked_store(ctx, &insn, sp);
         }
         self.pending_tco = st.tco;
+        let run_fits = match self.unit {
+            Some(unit) => {
+                let done = self.retired();
+                mtex_vm::sample::run_fits(unit, done, mtex_trace::run::is_exclusive_root_of(&insn))
+            }
+            None => true,
+        };
         if let Some(w) = word
             && self.runs_enabled
+            && run_fits
             && !self.virq_pending
             && !core::mem::take(&mut self.irq_stopped_run)
             && mtex_trace::run::may_start_run(w, &insn)
@@ -681,6 +713,8 @@ impl Tracer {
             return;
         }
         if self.fast_enabled
+            // A unit ends at its size: the fast path would retire inert instructions past it.
+            && self.unit.is_none()
             // With the profile kept, every instruction is retired with its PC: the asm fast
             // path, which retires inert ones by number, stands aside.
             && !self.tally.profiling()

@@ -1,5 +1,6 @@
 //! The watchdog: the EL2 physical timer (CNTHP) fires through the GIC when the guest has used
-//! its budget, which ends the run with a Watchdog record. The guest cannot mask it: physical
+//! its budget, which ends the run with a Watchdog record; it also begins a sampled phase's
+//! units (`crate::sample`), whichever is due first. The guest cannot mask it: physical
 //! IRQs go to EL2 (HCR_EL2.IMO) whatever the guest's PSTATE.I.
 
 use crate::context::GuestContext;
@@ -9,7 +10,7 @@ use arm_gic::IntId;
 use arm_gic::InterruptGroup;
 use arm_gic::gicv3::{GicCpuInterface, GicRedistributorIterator, GicV3};
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use mtex_abi::report::ExitReason;
 use mtex_platform::Gic;
 use safe_mmio::UniqueMmioPointer;
@@ -73,15 +74,45 @@ pub fn arm(ms: u64, gic_frames: Gic, hyp_timer: u32, vtimer: u32) {
     GicCpuInterface::set_priority_mask(0xff);
 
     let deadline = CNTPCT_EL0.get() + ms.saturating_mul(counter_hz()) / 1000;
-    // SAFETY: CNTHP_CVAL_EL2 only sets when the EL2 timer fires (aarch64-cpu has no accessor).
-    unsafe { core::arch::asm!("msr cnthp_cval_el2, {}", in(reg) deadline) };
+    WATCHDOG_AT.store(deadline, Ordering::Relaxed);
+    set_timer();
     CNTHP_CTL_EL2.write(CNTHP_CTL_EL2::ENABLE::SET + CNTHP_CTL_EL2::IMASK::CLEAR);
+}
+
+/// When the watchdog fires, and when a sampled phase's next unit begins (`u64::MAX`: none),
+/// in counter ticks. The EL2 timer fires at the earlier: the one timer serves both.
+static WATCHDOG_AT: AtomicU64 = AtomicU64::new(u64::MAX);
+static SAMPLE_AT: AtomicU64 = AtomicU64::new(u64::MAX);
+
+fn set_timer() {
+    let at = WATCHDOG_AT
+        .load(Ordering::Relaxed)
+        .min(SAMPLE_AT.load(Ordering::Relaxed));
+    // SAFETY: CNTHP_CVAL_EL2 only sets when the EL2 timer fires (aarch64-cpu has no accessor).
+    unsafe { core::arch::asm!("msr cnthp_cval_el2, {}", "isb", in(reg) at) };
+}
+
+/// The next sampled unit begins `ticks` of the counter from now (None: no unit is due).
+pub fn sample_in(ticks: Option<u64>) {
+    let at = ticks.map_or(u64::MAX, |t| CNTPCT_EL0.get().saturating_add(t));
+    SAMPLE_AT.store(at, Ordering::Relaxed);
+    set_timer();
 }
 
 /// A physical IRQ while the guest ran: the watchdog, or the guest's timer to forward.
 #[inline(never)]
 pub fn irq_exit(hyp: &mut Hyp, ctx: &mut GuestContext) {
     match GicCpuInterface::get_and_acknowledge_interrupt(InterruptGroup::Group1) {
+        Some(id)
+            if id == IntId::ppi(HYP_TIMER_INTID.load(Ordering::Relaxed) - 16)
+                && CNTPCT_EL0.get() < WATCHDOG_AT.load(Ordering::Relaxed) =>
+        {
+            // Not the watchdog's time: a sampled unit's. The timer goes back to the
+            // watchdog (its line drops) before the interrupt ends.
+            sample_in(None);
+            GicCpuInterface::end_interrupt(id, InterruptGroup::Group1);
+            crate::sample::trigger(hyp, ctx);
+        }
         Some(id) if id == IntId::ppi(HYP_TIMER_INTID.load(Ordering::Relaxed) - 16) => {
             hyp.finish(ExitReason::Watchdog {
                 budget_ms: hyp.watchdog_ms,

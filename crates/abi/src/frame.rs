@@ -458,6 +458,49 @@ mod tests {
             (any::<u32>(), any::<u64>()).prop_map(|(records, lost)| Record::ResultsTaken(
                 crate::report::ResultsTaken { records, lost }
             )),
+            (any::<u32>(), any::<u64>(), any::<[u16; 6]>()).prop_map(|(id, guest_clock, v)| {
+                let mut counts = mtex_trace::counts::TraceCounts {
+                    instructions_el0: v[0].into(),
+                    instructions_el1: v[1].into(),
+                    ..Default::default()
+                };
+                counts.architectural.rd_k = v[2].into();
+                counts.accesses.wr_u = v[3].into();
+                counts.if_tcma1.rd_u = v[4].into();
+                counts.tco_writes = v[5].into();
+                Record::SampleUnit(crate::report::SampleUnit {
+                    id,
+                    lead: v[5] & 1 == 1,
+                    guest_clock,
+                    counts,
+                })
+            }),
+            (
+                any::<[u32; 5]>(),
+                any::<u64>(),
+                any::<bool>(),
+                any::<[u64; 7]>()
+            )
+                .prop_map(|(n, seed, whole, e)| Record::PhaseSampled(
+                    crate::report::PhaseSampled {
+                        id: n[0],
+                        units: n[1],
+                        unit_instructions: n[2],
+                        gap_us: n[3],
+                        seed,
+                        whole,
+                        engine: crate::report::StepEngine {
+                            id: n[0],
+                            branches_el0: e[0],
+                            branches_el1: e[1],
+                            entries_in_runs: e[2],
+                            plans_made: e[3],
+                            plans_reused: e[4],
+                            stepped_starts: e[5],
+                        },
+                        late_triggers: n[4],
+                    }
+                )),
             (any::<u32>(), any::<[u64; 4]>()).prop_map(|(id, v)| Record::TraceMore(
                 crate::report::TraceMore {
                     id,

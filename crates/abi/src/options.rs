@@ -125,6 +125,54 @@ pub struct HypOptions {
     /// runs, no fast path), and the stacks' nodes are sent with the profile. Implies
     /// `mtex.profile=1`. `0` (default) does not.
     pub stacks: bool,
+    /// `mtex.sample=UNIT:GAP_US` (`mtex.sample_seed=N` seeds its random generator): traced phases are sampled
+    /// instead of traced whole ([`SampleOptions`]).
+    pub sample: Option<SampleOptions>,
+}
+
+/// How a sampled phase is sampled: it runs at full speed, and units of consecutive
+/// instructions are traced exactly, `unit` long on average (each drawn uniformly from half to
+/// one and a half times it: `mtex_vm::sample`), each begun after a gap of counter time drawn uniformly
+/// from 0 to twice `gap_us` microseconds (a random schedule: a fixed period would alias with
+/// the guest's own periodic work), from a generator seeded with `seed`. `gap_us` 0 traces
+/// the phase whole, unit after unit from its begin (the estimate is then the exact count).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleOptions {
+    pub unit: u32,
+    pub gap_us: u32,
+    pub seed: u64,
+}
+
+impl SampleOptions {
+    /// The largest unit and gap.
+    pub const MAX: u32 = 100_000_000;
+
+    /// `mtex.sample`, and `mtex.sample_seed` (the random generator's); None without `mtex.sample`.
+    pub fn parse(cmdline: &str) -> Result<Option<Self>, OptionError> {
+        let seed = parse_u64(cmdline, "sample_seed", 1)?; // the random generator's
+        let Some(v) = value(cmdline, "sample") else {
+            return Ok(None);
+        };
+        let problem = "expected UNIT:GAP_US, instructions per unit (1-100000000) and the mean \
+                       gap between units in microseconds (0-100000000)";
+        let (unit, gap) = v.split_once(':').ok_or(OptionError {
+            key: "sample",
+            problem,
+        })?;
+        let (Ok(unit), Ok(gap_us)) = (unit.parse::<u32>(), gap.parse::<u32>()) else {
+            return Err(OptionError {
+                key: "sample",
+                problem,
+            });
+        };
+        if unit == 0 || unit > Self::MAX || gap_us > Self::MAX {
+            return Err(OptionError {
+                key: "sample",
+                problem,
+            });
+        }
+        Ok(Some(Self { unit, gap_us, seed }))
+    }
 }
 
 /// A short list of PMU event numbers (`0x4025,0x11`, hex with `0x` or decimal).
@@ -277,7 +325,15 @@ impl HypOptions {
                 problem: "must be a power of two from 2 to 262144",
             });
         }
+        let sample = SampleOptions::parse(cmdline)?;
+        if sample.is_some() && (profile || stacks) {
+            return Err(OptionError {
+                key: "sample",
+                problem: "a sampled phase keeps no per-PC profile or call stacks",
+            });
+        }
         Ok(Self {
+            sample,
             profile,
             stacks,
             profile_slots: profile_slots as u32,
@@ -611,6 +667,8 @@ pub const KNOWN_KEYS: &[&str] = &[
     "profile",
     "profile_slots",
     "stacks",
+    "sample",
+    "sample_seed", // the random generator's
 ];
 
 /// The key of the first `mtex.` word of `cmdline` that is not in [`KNOWN_KEYS`] (the text
@@ -666,6 +724,43 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn a_sample_schedule_parses_and_a_bad_one_is_named() {
+        let h = HypOptions::parse("mtex.sample=1000:250 mtex.sample_seed=7").unwrap(); // random
+        assert_eq!(
+            h.sample,
+            Some(SampleOptions {
+                unit: 1000,
+                gap_us: 250,
+                seed: 7
+            })
+        );
+        assert_eq!(HypOptions::parse("").unwrap().sample, None);
+        assert_eq!(
+            HypOptions::parse("mtex.sample=5:0").unwrap().sample,
+            Some(SampleOptions {
+                unit: 5,
+                gap_us: 0,
+                seed: 1
+            })
+        );
+        for bad in [
+            "mtex.sample=1000",
+            "mtex.sample=0:10",
+            "mtex.sample=10:-1",
+            "mtex.sample=100000001:1",
+            "mtex.sample=10:10 mtex.profile=1",
+        ] {
+            assert_eq!(HypOptions::parse(bad).unwrap_err().key, "sample", "{bad}");
+        }
+        assert_eq!(
+            HypOptions::parse("mtex.sample=1:1 mtex.sample_seed=x")
+                .unwrap_err()
+                .key,
+            "sample_seed"
+        );
     }
 
     #[test]

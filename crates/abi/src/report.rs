@@ -91,6 +91,45 @@ pub enum Record {
     /// The guest took a snapshot of the records (the doorbell's RESULTS): the snapshot ends
     /// with this record. A stream that ends here without a Summary is such a snapshot.
     ResultsTaken(ResultsTaken),
+    /// One traced unit of a sampled phase (`mtex.sample`): what the trace counted in it,
+    /// sent as the unit ends. After ResultsTaken so that older logs still decode.
+    SampleUnit(SampleUnit),
+    /// How a sampled phase was sampled (sent at its end, after its last SampleUnit and
+    /// before its PhasePmu): the schedule, the units, and what the step engine did in them.
+    PhaseSampled(PhaseSampled),
+}
+
+/// One unit of a sampled phase: consecutive instructions the step engine traced exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleUnit {
+    pub id: u32,
+    /// Not a unit but the lead stepped before one (`mtex_vm::sample`): not part of the
+    /// sample, its instructions only put right in the phase's totals as a unit's are.
+    pub lead: bool,
+    /// The guest's clock when the unit began (`PhaseClock`'s), so units can be placed in
+    /// the phase.
+    pub guest_clock: u64,
+    pub counts: mtex_trace::counts::TraceCounts,
+}
+
+/// How a sampled phase was sampled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseSampled {
+    pub id: u32,
+    /// Units traced (as many SampleUnit records came before this one).
+    pub units: u32,
+    /// The schedule (`crate::options::SampleOptions`).
+    pub unit_instructions: u32,
+    pub gap_us: u32,
+    pub seed: u64,
+    /// Every instruction of the phase was traced: the units began at the phase's begin and
+    /// each where the last ended (gap 0), so their sum is the phase's exact count.
+    pub whole: bool,
+    /// The step engine's work summed over the units (its `id` is the phase's).
+    pub engine: StepEngine,
+    /// Units that began while another was still being traced (the timer fired late): none
+    /// is begun twice, they are counted here.
+    pub late_triggers: u32,
 }
 
 /// A snapshot of the records taken by the guest.

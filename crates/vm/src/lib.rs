@@ -3,7 +3,7 @@
 //! does to its CPUs ([`power`]), whether a PHASE_BEGIN may open a phase and what each pass of
 //! a run is for ([`phase`]), who counts a window that every CPU counts ([`window`]), which
 //! emulation a trapped MSR or MRS takes and what a control write leaves ([`sysreg`]), what the
-//! guest reads back of the records ([`results`]). The
+//! guest reads back of the records ([`results`]), when a sampled phase traces ([`sample`]). The
 //! hypervisor applies a decision (starts a physical CPU, answers the guest); it does not make
 //! it.
 #![cfg_attr(not(test), no_std)]
@@ -14,5 +14,6 @@ pub mod heap;
 pub mod phase;
 pub mod power;
 pub mod results;
+pub mod sample;
 pub mod sysreg;
 pub mod window;

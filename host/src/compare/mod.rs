@@ -65,6 +65,9 @@ pub enum Test {
     Welch { t: f64, df: f64, p: f64 },
     /// No test: fewer than two samples on a side (or a spread past f64's range).
     Untested,
+    /// A sampled phase's estimate on a side: a change only where the two 95% intervals are
+    /// disjoint (an exact count is an interval of one point); an overlap is never one.
+    Intervals,
 }
 
 /// The change from A to B.
@@ -131,6 +134,7 @@ pub struct Summary {
     pub exact: usize,
     pub welch: usize,
     pub untested: usize,
+    pub intervals: usize,
 }
 
 /// A side's phases gathered by (run, phase name, occurrence): the samples of each counter
@@ -145,6 +149,8 @@ struct Gathered<'a> {
     /// The phase in each repeat, in order.
     all: Vec<&'a PhaseOut>,
     counters: BTreeMap<&'a str, Vec<u64>>,
+    /// A sampled phase's estimates (its first repeat's: each is a whole run's).
+    estimates: BTreeMap<&'a str, crate::results::EstimateOut>,
 }
 
 fn gather<'a>(doc: &'a Results, sel: &Select, keep_run_name: bool) -> Side<'a> {
@@ -178,11 +184,15 @@ fn gather<'a>(doc: &'a Results, sel: &Select, keep_run_name: bool) -> Side<'a> {
                     first: p,
                     all: Vec::new(),
                     counters: BTreeMap::new(),
+                    estimates: BTreeMap::new(),
                 }
             });
             g.all.push(p);
             for (c, &v) in &p.counters {
                 g.counters.entry(c).or_default().push(v);
+            }
+            for (c, &e) in &p.estimates {
+                g.estimates.entry(c).or_insert(e);
             }
         }
     }
@@ -217,14 +227,29 @@ pub fn compare(a: &Results, sa: &Select, b: &Results, sb: &Select) -> Comparison
             continue;
         };
         let mut names: Vec<&str> = pa.counters.keys().copied().collect();
-        names.extend(pb.counters.keys().filter(|k| !pa.counters.contains_key(*k)));
+        names.extend(pa.estimates.keys().copied());
+        names.extend(pb.counters.keys().copied());
+        names.extend(pb.estimates.keys().copied());
         names.sort_unstable();
+        names.dedup();
         let rows = names
             .into_iter()
             .map(|name| {
-                let sa = pa.counters.get(name).and_then(|s| stats(s));
-                let sb = pb.counters.get(name).and_then(|s| stats(s));
-                let (test, verdict) = judge(&sa, &sb);
+                let (ea, eb) = (pa.estimates.get(name), pb.estimates.get(name));
+                let (sa, sb, (test, verdict)) = if ea.is_some() || eb.is_some() {
+                    let side = |e: Option<&crate::results::EstimateOut>, g: &Gathered| {
+                        e.map(significance::estimate_stats)
+                            .or_else(|| g.counters.get(name).and_then(|s| stats(s)))
+                    };
+                    let (sa, sb) = (side(ea, pa), side(eb, pb));
+                    let judged = significance::judge_intervals(&sa, &sb);
+                    (sa, sb, judged)
+                } else {
+                    let sa = pa.counters.get(name).and_then(|s| stats(s));
+                    let sb = pb.counters.get(name).and_then(|s| stats(s));
+                    let judged = judge(&sa, &sb);
+                    (sa, sb, judged)
+                };
                 // Only what describes the guest is judged; how the instrument worked
                 // (`mtex_abi::counters::Describes`) is shown apart.
                 let verdict = if mtex_abi::counters::describes_guest(name) {
@@ -283,6 +308,7 @@ impl Comparison {
                     Test::Exact => s.exact += 1,
                     Test::Welch { .. } => s.welch += 1,
                     Test::Untested => s.untested += 1,
+                    Test::Intervals => s.intervals += 1,
                 }
             }
         }

@@ -130,6 +130,20 @@ fn spread(a: &Stats, b: &Stats, test: &Test) -> String {
         }
         Test::Untested if a.n < 2 || b.n < 2 => format!("{n}: untested (a single run on a side)"),
         Test::Untested => format!("{n}: untested (figures past f64's range)"),
+        Test::Intervals => {
+            let ci = |s: &Stats| {
+                s.ci95.map_or("unbounded".into(), |(lo, hi)| {
+                    format!("{} to {}", thousands_f64(lo, 0), thousands_f64(hi, 0))
+                })
+            };
+            format!(
+                "95% intervals {} / {} (sampled; units {} / {}): a change only where they are disjoint",
+                ci(a),
+                ci(b),
+                a.n,
+                b.n
+            )
+        }
     }
 }
 
@@ -276,8 +290,9 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
             let repeats =
                 r.a.as_ref().is_some_and(|s| s.n > 1) || r.b.as_ref().is_some_and(|s| s.n > 1);
             let worth = r.verdict != Verdict::Instrument
-                && (r.verdict != Verdict::Unchanged || matches!(r.test, Test::Welch { .. }));
-            if repeats
+                && (r.verdict != Verdict::Unchanged
+                    || matches!(r.test, Test::Welch { .. } | Test::Intervals));
+            if (repeats || matches!(r.test, Test::Intervals))
                 && worth
                 && let (Some(a), Some(b)) = (&r.a, &r.b)
             {
@@ -318,6 +333,12 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
             how.push(format!(
                 "{} from single runs, untested (repeat the runs to test them)",
                 s.untested
+            ));
+        }
+        if s.intervals > 0 {
+            how.push(format!(
+                "{} between sampled estimates whose 95% intervals are disjoint",
+                s.intervals
             ));
         }
         out.push(&format!("  marks: {}", how.join("; ")));
@@ -362,6 +383,7 @@ pub fn render_csv(c: &Comparison) -> String {
                 Test::Exact => ("exact", String::new()),
                 Test::Welch { p, .. } => ("welch", p.to_string()),
                 Test::Untested => ("untested", String::new()),
+                Test::Intervals => ("intervals", String::new()),
             };
             let mark = match r.verdict {
                 Verdict::Improvement => "I",

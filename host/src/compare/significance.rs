@@ -87,7 +87,7 @@ pub(super) fn judge(a: &Option<Stats>, b: &Option<Stats>) -> (Test, Verdict) {
     // by, so its difference is marked all the same, and the summary counts such marks apart.
     let significant = match test {
         Test::Welch { p, .. } => p < ALPHA,
-        Test::Exact | Test::Untested => true,
+        Test::Exact | Test::Untested | Test::Intervals => true,
     };
     let verdict = match order {
         std::cmp::Ordering::Less if significant => Verdict::Improvement,
@@ -97,9 +97,86 @@ pub(super) fn judge(a: &Option<Stats>, b: &Option<Stats>) -> (Test, Verdict) {
     (test, verdict)
 }
 
+/// A sampled phase's estimate as a side's figures: its value, its interval (none when
+/// unbounded), its units as `n`; exact only when it was traced whole.
+pub(super) fn estimate_stats(e: &crate::results::EstimateOut) -> Stats {
+    let est = e.estimate();
+    Stats {
+        n: e.units,
+        mean: e.value,
+        sd: 0.0,
+        ci95: est.half_width.is_finite().then(|| (est.low(), est.high())),
+        exact: e.exact.then_some(e.value.round() as u64),
+    }
+}
+
+/// A side's interval: an estimate's, an exact count's single point, a repeated count's 95%
+/// interval; None when it has none (unbounded).
+fn interval(s: &Stats) -> Option<(f64, f64)> {
+    match (s.exact, s.ci95) {
+        (Some(v), _) => Some((v as f64, v as f64)),
+        (None, Some(ci)) => Some(ci),
+        (None, None) => None,
+    }
+}
+
+/// The change from A to B where a side is an estimate: marked only where the intervals are
+/// disjoint.
+pub(super) fn judge_intervals(a: &Option<Stats>, b: &Option<Stats>) -> (Test, Verdict) {
+    let (a, b) = match (a, b) {
+        (Some(a), Some(b)) => (a, b),
+        (Some(_), None) => return (Test::Intervals, Verdict::OnlyA),
+        _ => return (Test::Intervals, Verdict::OnlyB),
+    };
+    let verdict = match (interval(a), interval(b)) {
+        (Some((_, a_high)), Some((b_low, _))) if b_low > a_high => Verdict::Regression,
+        (Some((a_low, _)), Some((_, b_high))) if b_high < a_low => Verdict::Improvement,
+        _ => Verdict::Unchanged,
+    };
+    (Test::Intervals, verdict)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn est(value: f64, half: Option<f64>, units: usize) -> Option<Stats> {
+        Some(estimate_stats(&crate::results::EstimateOut {
+            value,
+            half_width: half,
+            level: 0.95,
+            units,
+            sampled: 0.01,
+            exact: false,
+        }))
+    }
+
+    #[test]
+    fn estimates_differ_only_where_their_intervals_are_disjoint() {
+        let a = est(1000.0, Some(10.0), 300);
+        // Overlapping by one count: never a change.
+        assert_eq!(
+            judge_intervals(&a, &est(1019.0, Some(10.0), 300)),
+            (Test::Intervals, Verdict::Unchanged)
+        );
+        assert_eq!(
+            judge_intervals(&a, &est(1021.0, Some(10.0), 300)).1,
+            Verdict::Regression
+        );
+        assert_eq!(
+            judge_intervals(&a, &est(979.0, Some(10.0), 300)).1,
+            Verdict::Improvement
+        );
+        // An unbounded interval overlaps everything.
+        assert_eq!(
+            judge_intervals(&a, &est(5000.0, None, 10)).1,
+            Verdict::Unchanged
+        );
+        // An exact count is a point: inside the interval, no change; outside, one.
+        assert_eq!(judge_intervals(&a, &stats(&[1005])).1, Verdict::Unchanged);
+        assert_eq!(judge_intervals(&a, &stats(&[1011])).1, Verdict::Regression);
+        assert_eq!(judge_intervals(&a, &None).1, Verdict::OnlyA);
+    }
 
     fn close(x: f64, y: f64, eps: f64) -> bool {
         (x - y).abs() <= eps

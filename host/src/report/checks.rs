@@ -64,6 +64,10 @@ pub(super) fn check_figures(r: &mut Report) {
             untraced_problems(&name, u, &mut problems, &mut r.notes);
         }
         problems.extend(shares_add_up(&name, p));
+        problems.extend(super::sampled::problems(
+            p,
+            r.boot.is_none_or(|b| b.is_emulator()),
+        ));
         // The traced phase's own MTE counts (silicon beside the model): withheld is a problem.
         let withheld: Vec<String> = p
             .pmu_record

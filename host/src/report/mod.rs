@@ -16,6 +16,7 @@ use serde::Serialize;
 mod checks;
 mod describe;
 mod parse;
+pub mod sampled;
 #[cfg(test)]
 mod test_stream;
 
@@ -83,6 +84,24 @@ pub struct Phase {
     pub cpus: Vec<mtex_abi::report::CpuTrace>,
     /// The oracle's check of each CPU's share, by CPU (`crate::oracle_check`).
     pub cpu_oracle: Vec<(u32, crate::oracle_check::Check)>,
+    /// A sampled phase (`mtex.sample`): its units and how it was sampled. Its `trace` is
+    /// None: only estimates are made of it (`crate::report::sampled`).
+    pub sampled: Option<Sampled>,
+}
+
+/// A sampled phase's units, as traced, and the record of its schedule (None until its end).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Sampled {
+    /// Every stretch traced, in order: the units, and the leads stepped before them.
+    pub stretches: Vec<mtex_abi::report::SampleUnit>,
+    pub how: Option<mtex_abi::report::PhaseSampled>,
+}
+
+impl Sampled {
+    /// The units: the sample.
+    pub fn units(&self) -> impl Iterator<Item = &mtex_abi::report::SampleUnit> {
+        self.stretches.iter().filter(|u| !u.lead)
+    }
 }
 
 /// A run's untraced passes: what the PMU backend counted at full speed.

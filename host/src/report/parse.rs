@@ -324,6 +324,32 @@ fn apply(r: &mut Report, seq: u32, record: Record, cpu: &mut u32) {
         Record::Console(t) => r.console.push(t.as_str().to_string()),
         Record::UnknownCall(c) => r.unknown_calls.push(c),
         Record::PowerCall(c) => r.power_calls.push(c),
+        Record::SampleUnit(u) => match r.phases.iter_mut().rev().find(|p| p.id == u.id) {
+            Some(p) if p.end.is_none() && p.trace.is_none() => {
+                p.sampled.get_or_insert_default().stretches.push(u)
+            }
+            _ => r.problems.push(format!(
+                "record {seq}: a sampled unit of phase {}, which was not open or was traced",
+                u.id
+            )),
+        },
+        Record::PhaseSampled(h) => match r.phases.iter_mut().rev().find(|p| p.id == h.id) {
+            Some(p) if p.end.is_none() && p.sampled.as_ref().is_none_or(|s| s.how.is_none()) => {
+                let s = p.sampled.get_or_insert_default();
+                let units = s.units().count();
+                if units != h.units as usize {
+                    r.problems.push(format!(
+                        "phase {} ({}): {units} sampled units sent, its record says {}",
+                        p.id, p.name, h.units
+                    ));
+                }
+                s.how = Some(h);
+            }
+            _ => r.problems.push(format!(
+                "record {seq}: how phase {} was sampled, which was not open or had said it",
+                h.id
+            )),
+        },
         Record::CpuTrace(c) => match r.phases.iter_mut().rev().find(|p| p.id == c.id) {
             Some(p) if p.trace.is_none() && !p.cpus.iter().any(|o| o.cpu == c.cpu) => {
                 // The CPUs' shares arrive in the order they end; every output lists them by

@@ -53,6 +53,11 @@ const ALLOWED: &[(&str, &str)] = &[
     ("breakpoint_runs", "true or false"),
     ("trace", "true or false"),
     ("watchdog_ms", "a whole number, 1 to 3600000"),
+    (
+        "sample",
+        "a string UNIT:GAP_US, instructions per unit and the mean gap in µs",
+    ),
+    ("sample_seed", "a whole number"),
     ("counter", "a string: a counter name of report.json"),
     ("workload", "a string"),
     ("from", "a string: a policy"),

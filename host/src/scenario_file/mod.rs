@@ -22,6 +22,8 @@
 //! breakpoint_runs = true           # mtex.runs: run between breakpoints (default)
 //! trace = true                     # false: as backend = "pmu"
 //! watchdog_ms = 600000
+//! sample = "1000:250"              # traced phases sampled: units of 1000 instructions,
+//! sample_seed = 1                  #   random gaps of 0-500 µs (docs/sampling.md)
 //!
 //! [[expect]]                       # judged after all runs; a failure exits 1
 //! counter = "mem_access_checked_rd:k"
@@ -88,6 +90,8 @@ struct RunRaw {
     breakpoint_runs: Option<bool>,
     trace: Option<bool>,
     watchdog_ms: Option<Spanned<u64>>,
+    sample: Option<Spanned<String>>,
+    sample_seed: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -170,6 +170,34 @@ pub(super) fn run_spec(
     if raw.trace == Some(false) {
         cmdline.push("mtex.trace=0".to_string());
     }
+    if let Some(sample) = &raw.sample {
+        let mut option = format!("mtex.sample={}", sample.get_ref());
+        if let Some(seed) = &raw.sample_seed {
+            option.push_str(&format!(" mtex.sample_seed={}", seed.get_ref()));
+        }
+        mtex_abi::options::SampleOptions::parse(&option)
+            .map_err(|e| cx.at(sample.span(), &at("sample"), e.problem))?;
+        // Only traced phases are sampled, and only on one CPU (the EL2 timer is one CPU's).
+        let why = if raw.cpus.as_ref().is_some_and(|n| *n.get_ref() > 1) {
+            Some("sampling runs on one CPU: leave cpus at 1")
+        } else if raw.trace == Some(false)
+            || raw.backend.as_ref().is_some_and(|b| b.get_ref() == "pmu")
+        {
+            Some("sampling samples traced phases: this run has none (backend = \"pmu\")")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(cx.at(sample.span(), &at("sample"), why));
+        }
+        cmdline.push(option);
+    } else if let Some(seed) = &raw.sample_seed {
+        return Err(cx.at(
+            seed.span(),
+            &at("sample_seed"),
+            "a seed for the random schedule of `sample`, which this run does not set",
+        ));
+    }
     let watchdog = raw.watchdog_ms.as_ref().map_or(600_000, |w| *w.get_ref());
     if !(1..=3_600_000).contains(&watchdog) {
         let span = raw.watchdog_ms.as_ref().map_or(r.span(), |w| w.span());

@@ -100,6 +100,46 @@ fn cpus_runs_the_kernel_on_several_cpus_with_what_that_needs() {
 }
 
 #[test]
+fn sample_samples_the_traced_phases_and_its_mistakes_are_named() {
+    let text = "version = 1\n[[run]]\nsample = \"1000:250\"\nsample_seed = 7\n";
+    let r = parse("s.toml", "s", text).unwrap().runs.remove(0);
+    assert!(
+        r.cmdline
+            .contains("mtex.sample=1000:250 mtex.sample_seed=7"),
+        "{}",
+        r.cmdline
+    );
+    // The hypervisor reads the same line.
+    let h = mtex_abi::options::HypOptions::parse(&r.cmdline).unwrap();
+    assert_eq!(
+        h.sample.map(|s| (s.unit, s.gap_us, s.seed)),
+        Some((1000, 250, 7))
+    );
+    for (text, want) in [
+        (
+            "sample = \"1000\"\n",
+            "s.toml:3: run[0].sample: expected UNIT:GAP_US",
+        ),
+        ("sample = \"0:5\"\n", "run[0].sample: expected UNIT:GAP_US"),
+        (
+            "sample = \"100:5\"\ncpus = 2\nhz = 0\nbackend = \"trace\"\n",
+            "run[0].sample: sampling runs on one CPU",
+        ),
+        (
+            "sample = \"100:5\"\nbackend = \"pmu\"\n",
+            "this run has none",
+        ),
+        (
+            "sample_seed = 3\n",
+            "run[0].sample_seed: a seed for the random schedule",
+        ),
+    ] {
+        let e = err(&format!("version = 1\n[[run]]\n{text}"));
+        assert!(e.contains(want), "{text:?}: {e:?} lacks {want:?}");
+    }
+}
+
+#[test]
 fn every_error_names_file_line_and_field() {
     let cases: &[(&str, &str)] = &[
         // unknown key

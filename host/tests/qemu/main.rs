@@ -17,6 +17,7 @@ mod pmu;
 mod probe;
 mod profile;
 mod results;
+mod sample;
 mod scenario;
 mod snippet;
 mod stacks;

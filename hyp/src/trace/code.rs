@@ -48,6 +48,14 @@ impl Tracer {
         }
     }
 
+    /// Trusts nothing cached about guest code until it is read again: the code page's
+    /// translation is dropped, and every plan is checked word by word before its next use.
+    pub(super) fn recheck_code(&mut self) {
+        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
+        unsafe { fast() }.pa_page = 0;
+        self.code_gen += 1;
+    }
+
     /// Drops everything cached about guest code: the code page's translation and the run
     /// plans.
     #[cold]

@@ -1,0 +1,347 @@
+//! When a sampled phase traces. The phase runs at full speed, its instructions counted by the
+//! PMU; units of consecutive instructions are traced exactly by the step engine, each begun
+//! when the EL2 timer fires after a random gap of counter time.
+//!
+//! - **Random gaps, not a period.** Each gap is drawn uniformly from 0 to twice the mean: a
+//!   fixed period would alias with the guest's own periodic work (a timer tick, a loop whose
+//!   iterations take as long), and sample the same place in it every time.
+//! - **A unit begins wherever the timer finds the guest**: at any instruction, at EL0 or EL1,
+//!   with interrupts masked or not (the EL2 timer's interrupt goes to EL2 whatever the
+//!   guest's PSTATE). The counts need no warm-up: whether an instruction's access is
+//!   tag-checked is decided by the registers and the page tables at that instruction, which
+//!   the engine reads when it decodes it, so a unit's first instruction is judged as exactly
+//!   as any other.
+//! - **Random lengths too**: a unit's length is drawn uniformly from half to one and a half
+//!   times the size asked for. Where a unit may begin is up to the CPU (QEMU takes an
+//!   interrupt only where a block of translated code begins: after a branch), so in a loop
+//!   units would all begin at the same few places; a fixed length would then always cover the
+//!   same part of the loop's last iteration, and over-count it. Measured on futex-hash with
+//!   units of 1000: two of the four headline intervals missed the exact count with fixed
+//!   lengths.
+//! - **And a random start**: for the same reason, a unit begins only after the engine has
+//!   stepped, uncounted, a random number of instructions (up to [`MAX_LEAD`]) from where the
+//!   timer found the guest, so that it does not begin where blocks of code begin (after a
+//!   branch, at an exception vector: a unit begun there would never count the entry that led
+//!   to it).
+//! - **A unit ends after exactly its instructions**: the engine's breakpoint runs (up to
+//!   [`mtex_trace::run::MAX_VISITED`] instructions) are taken only while the unit has room for
+//!   a whole one, and the step fast path, which retires inert instructions without asking, is
+//!   off in units. An exclusive sequence is never split: a run carries it whole, and may end
+//!   a unit a few instructions late.
+//! - A gap of 0 traces the phase whole: the first unit begins with the phase, each next one
+//!   where the last ended, and the units' sum is the phase's exact count.
+
+use mtex_abi::options::SampleOptions;
+use mtex_abi::report::StepEngine;
+
+/// A sampled phase's schedule and what its units have done so far.
+#[derive(Clone, Debug)]
+pub struct Sampler {
+    pub options: SampleOptions,
+    rng: fastrand::Rng,
+    /// The open sampled phase, 0 when none.
+    pub phase: u32,
+    /// Units begun in the phase.
+    pub units: u32,
+    /// A unit is being traced.
+    pub in_unit: bool,
+    /// The timer fired for a unit while one was still being traced.
+    pub late_triggers: u32,
+    /// The step engine's work, summed over the phase's units.
+    pub engine: StepEngine,
+    /// The guest's clock when the unit being traced began.
+    pub unit_clock: u64,
+    /// The length of the unit being traced, in instructions.
+    pub unit_len: u64,
+    /// Instructions still to step, uncounted, before the unit being traced counts (its
+    /// lead); 0 once it counts.
+    pub lead: u64,
+}
+
+/// The most instructions stepped, uncounted, before a unit begins counting.
+pub const MAX_LEAD: u64 = 64;
+
+/// What to do at the phase's begin or at a unit's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Begin a unit now (the phase is traced whole).
+    UnitNow,
+    /// Arm the timer this many counter ticks from now.
+    TimerIn(u64),
+}
+
+impl Sampler {
+    pub fn new(options: SampleOptions) -> Self {
+        Self {
+            options,
+            rng: fastrand::Rng::with_seed(options.seed),
+            phase: 0,
+            units: 0,
+            in_unit: false,
+            late_triggers: 0,
+            engine: StepEngine::default(),
+            unit_clock: 0,
+            unit_len: 0,
+            lead: 0,
+        }
+    }
+
+    /// The whole phase is traced (gap 0).
+    pub fn whole(&self) -> bool {
+        self.options.gap_us == 0
+    }
+
+    /// The next gap in counter ticks (at `hz`), or a unit at once when gaps are 0.
+    fn next(&mut self, hz: u64) -> Next {
+        if self.whole() {
+            return Next::UnitNow;
+        }
+        // Uniform over the ticks of the counter in [0, 2·gap] microseconds.
+        let most = (2 * self.options.gap_us as u64).saturating_mul(hz) / 1_000_000;
+        Next::TimerIn(self.rng.u64(0..=most))
+    }
+
+    /// Phase `id` opens sampled; the generator goes on from the last phase's draws (each
+    /// phase of a run gets other gaps, the run as a whole repeats with its random generator's seed).
+    pub fn begin(&mut self, id: u32, hz: u64) -> Next {
+        self.phase = id;
+        self.units = 0;
+        self.in_unit = false;
+        self.late_triggers = 0;
+        self.engine = StepEngine {
+            id,
+            ..StepEngine::default()
+        };
+        self.next(hz)
+    }
+
+    /// The timer fired: whether a unit begins (not while one is traced, nor outside a phase).
+    pub fn trigger(&mut self) -> bool {
+        if self.phase == 0 {
+            return false;
+        }
+        if self.in_unit {
+            self.late_triggers += 1;
+            return false;
+        }
+        self.in_unit = true;
+        self.units += 1;
+        let size = self.options.unit as u64;
+        (self.unit_len, self.lead) = if self.whole() {
+            (size, 0)
+        } else {
+            (
+                self.rng.u64(size.div_ceil(2)..=size + size / 2),
+                self.rng.u64(0..=MAX_LEAD),
+            )
+        };
+        true
+    }
+
+    /// The unit ends here: what its engine did is added; what comes next.
+    pub fn end_unit(&mut self, engine: StepEngine, hz: u64) -> Next {
+        self.in_unit = false;
+        self.add_engine(engine);
+        self.next(hz)
+    }
+
+    /// The phase ended in a unit's lead: the unit never counted, and is not one.
+    pub fn abandon_lead(&mut self, engine: StepEngine) {
+        self.in_unit = false;
+        self.lead = 0;
+        self.units -= 1;
+        self.add_engine(engine);
+    }
+
+    /// What the engine did in a stretch it traced (a unit or a lead).
+    pub fn add_engine(&mut self, engine: StepEngine) {
+        let e = &mut self.engine;
+        e.branches_el0 += engine.branches_el0;
+        e.branches_el1 += engine.branches_el1;
+        e.entries_in_runs += engine.entries_in_runs;
+        e.plans_made += engine.plans_made;
+        e.plans_reused += engine.plans_reused;
+        e.stepped_starts += engine.stepped_starts;
+    }
+
+    /// The phase ends (after its last unit ended): the record of how it was sampled.
+    pub fn end(&mut self) -> mtex_abi::report::PhaseSampled {
+        let r = mtex_abi::report::PhaseSampled {
+            id: self.phase,
+            units: self.units,
+            unit_instructions: self.options.unit,
+            gap_us: self.options.gap_us,
+            seed: self.options.seed,
+            whole: self.whole(),
+            engine: self.engine,
+            late_triggers: self.late_triggers,
+        };
+        self.phase = 0;
+        r
+    }
+
+    /// Whether the unit being traced, having retired `done` instructions, is over.
+    pub fn unit_over(&self, done: u64) -> bool {
+        self.lead == 0 && done >= self.unit_len
+    }
+
+    /// Whether the unit's lead, having stepped `done` instructions, is over: the unit
+    /// counts from here (its counts so far are dropped).
+    pub fn lead_over(&mut self, done: u64) -> bool {
+        let over = self.lead != 0 && done >= self.lead;
+        if over {
+            self.lead = 0;
+        }
+        over
+    }
+
+    /// What the engine is to trace now, in instructions: the lead, or the unit.
+    pub fn stretch(&self) -> u64 {
+        if self.lead != 0 {
+            self.lead
+        } else {
+            self.unit_len
+        }
+    }
+}
+
+/// Whether a breakpoint run of up to `MAX_VISITED` instructions fits in what is left of a
+/// unit of `unit` instructions that has retired `done`; an exclusive sequence is carried
+/// whatever is left.
+pub fn run_fits(unit: u64, done: u64, exclusive: bool) -> bool {
+    exclusive || done + mtex_trace::run::MAX_VISITED as u64 <= unit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HZ: u64 = 1_000_000_000;
+
+    fn sampler(unit: u32, gap_us: u32, seed: u64) -> Sampler {
+        Sampler::new(SampleOptions { unit, gap_us, seed })
+    }
+
+    #[test]
+    fn gaps_are_uniform_up_to_twice_the_mean_and_repeat_with_the_seed() {
+        let draw = |seed| {
+            let mut s = sampler(100, 50, seed);
+            let mut gaps = alloc::vec::Vec::new();
+            let Next::TimerIn(first) = s.begin(1, HZ) else {
+                panic!("a gap")
+            };
+            gaps.push(first);
+            for _ in 0..2000 {
+                assert!(s.trigger());
+                match s.end_unit(StepEngine::default(), HZ) {
+                    Next::TimerIn(t) => gaps.push(t),
+                    Next::UnitNow => panic!("a gap"),
+                }
+            }
+            gaps
+        };
+        let a = draw(3);
+        assert_eq!(a, draw(3), "same seed, same random schedule");
+        assert_ne!(a, draw(4));
+        assert!(a.iter().all(|&g| g <= 100_000), "at most 2·50 µs at 1 GHz");
+        let mean = a.iter().sum::<u64>() as f64 / a.len() as f64;
+        assert!((mean - 50_000.0).abs() < 2_500.0, "mean {mean}");
+        // Not a period: the gaps spread over their range.
+        let distinct: std::collections::BTreeSet<_> = a.iter().collect();
+        assert!(distinct.len() > 1000);
+    }
+
+    #[test]
+    fn gap_zero_traces_unit_after_unit_from_the_begin() {
+        let mut s = sampler(10, 0, 1);
+        assert_eq!(s.begin(5, HZ), Next::UnitNow);
+        assert!(s.trigger());
+        assert_eq!(s.end_unit(StepEngine::default(), HZ), Next::UnitNow);
+        assert!(s.trigger());
+        let r = s.end();
+        assert!(r.whole);
+        assert_eq!((r.id, r.units), (5, 2));
+    }
+
+    #[test]
+    fn a_late_trigger_begins_no_second_unit_and_none_begins_outside_a_phase() {
+        let mut s = sampler(10, 5, 1);
+        assert!(!s.trigger(), "no phase");
+        s.begin(2, HZ);
+        assert!(s.trigger());
+        assert!(!s.trigger());
+        let branches = StepEngine {
+            branches_el1: 3,
+            ..StepEngine::default()
+        };
+        s.end_unit(branches, HZ);
+        assert!(s.trigger());
+        s.end_unit(branches, HZ);
+        let r = s.end();
+        assert_eq!((r.units, r.late_triggers, r.whole), (2, 1, false));
+        assert_eq!(r.engine.branches_el1, 6);
+        assert_eq!(r.engine.id, 2);
+        assert!(!s.trigger(), "the phase ended");
+    }
+
+    #[test]
+    fn unit_lengths_spread_around_the_size_and_are_the_size_tracing_whole() {
+        let mut s = sampler(100, 5, 9);
+        s.begin(1, HZ);
+        let mut lens = alloc::vec::Vec::new();
+        for _ in 0..1000 {
+            assert!(s.trigger());
+            s.lead = 0;
+            lens.push(s.unit_len);
+            assert!(!s.unit_over(s.unit_len - 1));
+            assert!(s.unit_over(s.unit_len));
+            s.end_unit(StepEngine::default(), HZ);
+        }
+        assert!(lens.iter().all(|l| (50..=150).contains(l)));
+        let mut t = sampler(100, 5, 9);
+        t.begin(1, HZ);
+        let mut leads = std::collections::BTreeSet::new();
+        for _ in 0..1000 {
+            t.trigger();
+            let lead = t.lead;
+            leads.insert(lead);
+            assert!(lead <= MAX_LEAD);
+            assert_eq!(
+                t.stretch(),
+                lead.max(if lead == 0 { t.unit_len } else { 0 })
+            );
+            assert!(!t.unit_over(1000) || lead == 0, "no unit ends in its lead");
+            if lead > 0 {
+                assert!(!t.lead_over(lead - 1));
+                assert!(t.lead_over(lead));
+            }
+            assert_eq!(t.stretch(), t.unit_len);
+            t.end_unit(StepEngine::default(), HZ);
+        }
+        assert!(leads.len() > 50, "leads spread: {}", leads.len());
+        let mean = lens.iter().sum::<u64>() as f64 / lens.len() as f64;
+        assert!((mean - 100.0).abs() < 3.0, "mean {mean}");
+        let distinct: std::collections::BTreeSet<_> = lens.iter().collect();
+        assert!(distinct.len() > 90);
+        let mut whole = sampler(100, 0, 9);
+        whole.begin(1, HZ);
+        assert!(whole.trigger());
+        assert_eq!((whole.unit_len, whole.lead), (100, 0));
+    }
+
+    #[test]
+    fn a_unit_ends_at_its_size_and_runs_fit_in_what_is_left() {
+        let mut s = sampler(100, 0, 1);
+        s.begin(1, HZ);
+        s.trigger();
+        assert!(!s.unit_over(99));
+        assert!(s.unit_over(100));
+        let max = mtex_trace::run::MAX_VISITED as u64;
+        assert!(run_fits(100, 100 - max, false));
+        assert!(!run_fits(100, 100 - max + 1, false));
+        assert!(
+            run_fits(100, 99, true),
+            "an exclusive sequence is carried whole"
+        );
+    }
+}

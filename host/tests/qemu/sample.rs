@@ -1,0 +1,118 @@
+//! Sampled phases (`mtex.sample`): the estimates against the exact counts of the same work,
+//! known from the workload's arithmetic and from tracing it whole. Without the kernel's tick
+//! (`mtex.hz=0`) the work is the same instructions in every run, traced or not.
+
+use mtex::qemu::{self, RunConfig};
+use mtex::report::{self, Phase, Report};
+use mtex::sample::Estimate;
+use std::time::Duration;
+
+use mtex::images::built as images;
+
+const ITERS: u64 = 4096;
+
+fn run(opts: &str) -> Report {
+    let cmdline = format!(
+        "mtex.guest=kernel mtex.watchdog_ms=600000 mtex.hz=0 mtex.trace=only \
+         mtex.policies=entry-tco mtex.workloads=futex-hash:iters={ITERS} {opts}"
+    );
+    let cfg = RunConfig {
+        cmdline,
+        timeout: Duration::from_secs(300),
+        ..RunConfig::default()
+    };
+    let console = qemu::run(images(), &cfg).expect("running QEMU");
+    assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
+    let r = report::parse(&console.text);
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!(r.phases.len(), 1);
+    r
+}
+
+fn estimates(p: &Phase) -> Vec<(&'static str, Estimate)> {
+    report::sampled::estimates(p, true)
+        .into_iter()
+        .map(|(c, e)| (c.name, e))
+        .collect()
+}
+
+fn get(es: &[(&'static str, Estimate)], name: &str) -> Estimate {
+    es.iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("no estimate of {name}"))
+        .1
+}
+
+#[test]
+fn a_sampled_phase_s_intervals_hold_the_exact_counts() {
+    let exact = run("");
+    let t = exact.phases[0].trace.expect("traced whole");
+    // futex-hash's user loop: two checked reads and one checked write per iteration.
+    assert_eq!(
+        (t.architectural.rd_u, t.architectural.wr_u),
+        (2 * ITERS, ITERS)
+    );
+
+    let sampled = run("mtex.sample=500:5 mtex.sample_seed=3");
+    let p = &sampled.phases[0];
+    assert!(
+        p.trace.is_none(),
+        "nothing exact is claimed for a sampled phase"
+    );
+    let how = p
+        .sampled
+        .as_ref()
+        .and_then(|s| s.how)
+        .expect("its schedule");
+    assert!(!how.whole);
+    assert!(how.units >= 100, "{} units", how.units);
+    let es = estimates(p);
+    // The instructions are the PMU's exact totals, whatever the units saw.
+    let n = get(&es, "instructions:k");
+    assert_eq!(n.value, t.instructions_el1 as f64, "EL1 instructions");
+    assert_eq!(
+        get(&es, "instructions:u").value,
+        t.instructions_el0 as f64,
+        "EL0 instructions"
+    );
+    for (name, want) in [
+        ("mem_access_checked_rd:u", t.architectural.rd_u),
+        ("mem_access_checked_wr:u", t.architectural.wr_u),
+        ("mem_access_checked_rd:k", t.architectural.rd_k),
+        ("mem_access_checked_wr:k", t.architectural.wr_k),
+        ("mem_access_rd:k", t.accesses.rd_k),
+    ] {
+        let e = get(&es, name);
+        assert!(!e.exact && e.half_width > 0.0, "{name}: {e}");
+        // Three half-widths of a 95% interval: a miss is a broken estimator, not chance.
+        assert!(
+            (e.value - want as f64).abs() <= 3.0 * e.half_width,
+            "{name}: {e} against the exact {want}"
+        );
+    }
+}
+
+#[test]
+fn a_phase_sampled_whole_is_its_exact_count() {
+    let exact = run("");
+    let t = exact.phases[0].trace.expect("traced whole");
+    let whole = run("mtex.sample=700:0");
+    let p = &whole.phases[0];
+    let how = p
+        .sampled
+        .as_ref()
+        .and_then(|s| s.how)
+        .expect("its schedule");
+    assert!(how.whole);
+    // Units of 700 back to back from the phase's begin: as many as its instructions need.
+    let all = t.instructions_el0 + t.instructions_el1;
+    assert_eq!(how.units as u64, all.div_ceil(700), "{all} instructions");
+    let es = estimates(p);
+    assert!(!es.is_empty());
+    for (c, v) in mtex_abi::counters::of_trace(&t) {
+        let e = get(&es, c.name);
+        assert!(e.exact, "{}: {e}", c.name);
+        assert_eq!(e.value, v as f64, "{}", c.name);
+    }
+}

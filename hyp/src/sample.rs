@@ -1,0 +1,174 @@
+//! Sampled phases (`mtex.sample`): the schedule is `mtex_vm::sample`'s; here the EL2 timer
+//! begins each unit, the step engine traces it, and its counts go out as a SampleUnit record
+//! when it has retired its instructions. A sampled phase sends no PhaseTrace: nothing exact
+//! is claimed for what the units did not trace.
+
+use crate::context::GuestContext;
+use crate::state::Hyp;
+use mtex_abi::Record;
+use mtex_abi::report::{SampleUnit, StepEngine};
+use mtex_vm::sample::Next;
+
+/// Whether phase `id`, opened traced, is sampled instead: it then starts (its first unit at
+/// once, or the timer for it).
+pub fn open(hyp: &mut Hyp, id: u32) -> bool {
+    // One CPU: the timer and the units are this CPU's.
+    if hyp.cpus.on() > 1 || hyp.window.is_some() {
+        return false;
+    }
+    let Some(s) = &mut hyp.sampler else {
+        return false;
+    };
+    let next = s.begin(id, crate::watchdog::counter_hz());
+    act(hyp, next);
+    true
+}
+
+/// The open phase is sampled.
+pub fn sampling(hyp: &Hyp) -> bool {
+    hyp.sampler.as_ref().is_some_and(|s| s.phase != 0)
+}
+
+fn act(hyp: &mut Hyp, next: Next) {
+    match next {
+        Next::UnitNow => {
+            if hyp.sampler.as_mut().is_some_and(|s| s.trigger()) {
+                begin_unit(hyp);
+            }
+        }
+        Next::TimerIn(ticks) => crate::watchdog::sample_in(Some(ticks)),
+    }
+}
+
+/// The EL2 timer fired for a unit.
+pub fn trigger(hyp: &mut Hyp, _ctx: &mut GuestContext) {
+    if hyp.sampler.as_mut().is_some_and(|s| s.trigger()) {
+        begin_unit(hyp);
+    }
+}
+
+fn begin_unit(hyp: &mut Hyp) {
+    let Some(s) = &mut hyp.sampler else { return };
+    let (id, stretch) = (s.phase, s.stretch());
+    s.unit_clock = crate::hypercall::guest_clock();
+    hyp.vcpu().tracer.set_unit(Some(stretch));
+    if !hyp.start_trace_here(id, false) {
+        log::warn!("an OS lock was set at the start of a unit of sampled phase {id}; cleared");
+    }
+}
+
+/// At an exit, after the step engine retired what ran: a unit that has retired its
+/// instructions ends here, and the next is scheduled (or, tracing whole, begins).
+pub fn at_exit(hyp: &mut Hyp, ctx: &mut GuestContext) {
+    let Some(s) = &hyp.sampler else { return };
+    if !s.in_unit {
+        return;
+    }
+    let v = hyp.vcpu();
+    if !v.tracer.active() {
+        return;
+    }
+    let done = v.tracer.retired();
+    if hyp.sampler.as_mut().is_some_and(|s| s.lead_over(done)) {
+        // The lead is stepped: the unit counts from this instruction on. The lead's counts
+        // go out as a lead's, for the phase's totals only.
+        send_stretch(hyp, ctx, true);
+        begin_unit(hyp);
+    } else if hyp.sampler.as_ref().is_some_and(|s| s.unit_over(done)) {
+        let next = end_unit(hyp, ctx);
+        act(hyp, next);
+    }
+}
+
+/// Stops tracing the stretch being traced (a unit, or with `lead` a unit's lead) and sends
+/// its record; what the engine did in it goes to the phase's.
+fn send_stretch(hyp: &mut Hyp, ctx: &mut GuestContext, lead: bool) {
+    let (counts, _sites) = hyp.stop_trace(ctx);
+    let v = hyp.vcpu();
+    v.tracer.set_unit(None);
+    let engine = v.tracer.engine();
+    let Some(s) = &mut hyp.sampler else { return };
+    let record = SampleUnit {
+        id: s.phase,
+        lead,
+        guest_clock: s.unit_clock,
+        counts,
+    };
+    if lead {
+        s.add_engine(engine);
+    } else {
+        s.in_unit = false;
+        s.add_engine(engine);
+    }
+    hyp.report.send(&Record::SampleUnit(record));
+}
+
+/// Ends the unit being traced (or, in its lead, abandons it): its record goes out.
+fn end_unit(hyp: &mut Hyp, ctx: &mut GuestContext) -> Next {
+    let in_lead = hyp.sampler.as_ref().is_some_and(|s| s.lead != 0);
+    if in_lead {
+        let (counts, _sites) = hyp.stop_trace(ctx);
+        let v = hyp.vcpu();
+        v.tracer.set_unit(None);
+        let engine = v.tracer.engine();
+        if let Some(s) = &mut hyp.sampler {
+            let record = SampleUnit {
+                id: s.phase,
+                lead: true,
+                guest_clock: s.unit_clock,
+                counts,
+            };
+            s.abandon_lead(StepEngine::default());
+            s.add_engine(engine);
+            hyp.report.send(&Record::SampleUnit(record));
+        }
+        return Next::TimerIn(0);
+    }
+    send_stretch(hyp, ctx, false);
+    let hz = crate::watchdog::counter_hz();
+    match &mut hyp.sampler {
+        Some(s) => s.end_unit(StepEngine::default(), hz),
+        None => Next::TimerIn(0),
+    }
+}
+
+/// The sampled phase closes: a unit still traced ends here, and the record of how the phase
+/// was sampled goes out (before its PhasePmu and PhaseEnd).
+pub fn close(hyp: &mut Hyp, ctx: &mut GuestContext) {
+    if !sampling(hyp) {
+        return;
+    }
+    crate::watchdog::sample_in(None);
+    if hyp.sampler.as_ref().is_some_and(|s| s.in_unit) {
+        end_unit(hyp, ctx);
+    }
+    if let Some(s) = &mut hyp.sampler {
+        let record = s.end();
+        hyp.report.send(&Record::PhaseSampled(record));
+    }
+}
+
+/// The run ends inside a sampled phase: a unit being traced goes out as the unit it is, cut
+/// short (true), never as the phase's counts.
+pub fn unit_cut_short(hyp: &mut Hyp) -> bool {
+    if !sampling(hyp) {
+        return false;
+    }
+    let Some((id, guest_clock, lead)) = hyp
+        .sampler
+        .as_ref()
+        .map(|s| (s.phase, s.unit_clock, s.lead != 0))
+    else {
+        return false;
+    };
+    let (v, report) = hyp.vcpu_and_report();
+    if let Some((_, counts)) = v.tracer.partial() {
+        report.send(&Record::SampleUnit(SampleUnit {
+            id,
+            lead,
+            guest_clock,
+            counts,
+        }));
+    }
+    true
+}
