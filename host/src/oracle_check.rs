@@ -162,16 +162,44 @@ pub fn apply(r: &mut Report, text: &str) {
         .into_iter()
         .map(|a| format!("oracle: {a}"))
         .collect();
-    let groups = group_by_window(&seen);
+    let mut groups = group_by_window(&seen);
     let engines = r.engines.clone();
-    let traced: Vec<_> = r.phases.iter_mut().filter(|p| p.trace.is_some()).collect();
-    if groups.len() != traced.len() {
+    // A sampled phase's stretches (its units and their leads) are a window each to the
+    // oracle, in order: checked together against the stretches' sum.
+    let mut at = 0;
+    let mut whole = Vec::new();
+    for p in r.phases.iter() {
+        if p.trace.is_some() {
+            whole.push(groups.get(at).cloned());
+            at += 1;
+        } else if let Some(s) = p.sampled.as_ref().filter(|s| !s.stretches.is_empty()) {
+            let n = s.stretches.len();
+            let mine: Vec<OracleWindow> =
+                groups.iter().skip(at).take(n).flatten().copied().collect();
+            whole.push((!mine.is_empty()).then_some(mine));
+            at += n;
+        }
+    }
+    let sampled_ids: Vec<u32> = r
+        .phases
+        .iter()
+        .filter(|p| {
+            p.trace.is_none() && p.sampled.as_ref().is_some_and(|s| !s.stretches.is_empty())
+        })
+        .map(|p| p.id)
+        .collect();
+    if groups.len() != at {
         problems.push(format!(
-            "oracle: it saw {} traced phase(s), the trace {}",
-            groups.len(),
-            traced.len()
+            "oracle: it saw {} traced window(s), the trace {at}",
+            groups.len()
         ));
     }
+    groups = whole.into_iter().flatten().collect();
+    let traced: Vec<_> = r
+        .phases
+        .iter_mut()
+        .filter(|p| p.trace.is_some() || sampled_ids.contains(&p.id))
+        .collect();
     for (p, group) in traced.into_iter().zip(&groups) {
         let name = format!("phase {} ({})", p.id, p.name);
         if group[0].id != p.id as u64 {
@@ -179,6 +207,36 @@ pub fn apply(r: &mut Report, text: &str) {
                 "oracle: window {} where the trace has {name}",
                 group[0].id
             ));
+            continue;
+        }
+        if group.iter().any(|w| w.id != p.id as u64) {
+            problems.push(format!("oracle: another window among those of {name}"));
+            continue;
+        }
+        if let Some(s) = &p.sampled
+            && p.trace.is_none()
+        {
+            let Some(how) = s.how else { continue };
+            let Some(t) = crate::report::sampled::traced_sum(p) else {
+                continue;
+            };
+            let c = check(
+                &TraceSide {
+                    instructions: [t.instructions_el0, t.instructions_el1],
+                    abandoned: [t.abandoned_el0, t.abandoned_el1],
+                    hyp_branches: [how.engine.branches_el0, how.engine.branches_el1],
+                    accesses: t.accesses,
+                    tag_check_faults: t.tag_check_faults,
+                    unknown_mem: t.unknown_mem,
+                },
+                &sum_windows(group),
+            );
+            for d in c.problems() {
+                problems.push(format!(
+                    "{name}: over its sampled units and their leads, the oracle disagrees: {d}"
+                ));
+            }
+            p.oracle = Some(c);
             continue;
         }
         let Some(t) = &p.trace else { continue };

@@ -32,14 +32,14 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         // An interrupt taken before the stepped instruction ran (SPSR_EL2.SS still set)
         // leaves it pending; anything else means it completed, trapped or faulted.
         let not_yet_run = kind != SYNC && ctx.spsr & spsr::SS != 0;
+        // A step exit taken from the active-pending state (ISS.ISV = 0) is the first
+        // instruction of an exception handler at EL1: evidence of an exception entry that
+        // the guest cannot forge (it can point VBAR_EL1 and ELR_EL1 anywhere).
+        let exception_entry = step
+            && esr.ec() == ExceptionClass::SoftwareStepLower
+            && !esr.step_completed_an_instruction();
         let v = hyp.vcpu();
         if v.tracer.active() && !not_yet_run {
-            // A step exit taken from the active-pending state (ISS.ISV = 0) is the first
-            // instruction of an exception handler at EL1: evidence of an exception entry
-            // that the guest cannot forge (it can point VBAR_EL1 and ELR_EL1 anywhere).
-            let exception_entry = step
-                && esr.ec() == ExceptionClass::SoftwareStepLower
-                && !esr.step_completed_an_instruction();
             let stage2_abort = kind == SYNC && esr.ec() == ExceptionClass::DataAbortLower;
             v.tracer
                 .retire(ctx, exception_entry, stage2_abort, &v.controls);
@@ -53,7 +53,7 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
             _ => unhandled(hyp, ctx),
         }
         // A sampled phase's unit that has retired its instructions ends here.
-        crate::sample::at_exit(hyp, ctx);
+        crate::sample::at_exit(hyp, ctx, exception_entry);
         // Read under the lock: once it is let go, another CPU may start this one again.
         // SAFETY: this CPU's exit, holding the state; no other reference to its block.
         let power_off = core::mem::take(&mut unsafe { crate::fast_step::fast() }.power_off);

@@ -58,10 +58,14 @@ fn begin_unit(hyp: &mut Hyp) {
 }
 
 /// At an exit, after the step engine retired what ran: a unit that has retired its
-/// instructions ends here, and the next is scheduled (or, tracing whole, begins).
-pub fn at_exit(hyp: &mut Hyp, ctx: &mut GuestContext) {
+/// instructions ends here, and the next is scheduled (or, tracing whole, begins). Not at the
+/// step exit taken at an exception handler's first instruction (`exception_entry`): QEMU has
+/// begun that instruction once already there, only to raise the step (its step stub), and
+/// an emulator's count of the stretches would find the two halves in two stretches. The
+/// stretch ends at the next exit instead, an instruction later.
+pub fn at_exit(hyp: &mut Hyp, ctx: &mut GuestContext, exception_entry: bool) {
     let Some(s) = &hyp.sampler else { return };
-    if !s.in_unit {
+    if !s.in_unit || exception_entry {
         return;
     }
     let v = hyp.vcpu();

@@ -80,3 +80,23 @@ fn the_oracle_agrees_with_the_kernel_on_four_cpus_per_cpu_and_in_total() {
     assert!(!text.contains("oracle: "), "{text}");
     assert!(!text.contains("the oracle saw it on"), "{text}");
 }
+
+#[test]
+fn the_oracle_agrees_with_every_sampled_unit_and_lead() {
+    // Each unit and each lead is a window to the oracle; over a sampled phase they must add
+    // up to what the trace counted in them, with the kernel's tick on.
+    let (code, text) = run_with_oracle(&[
+        "--guest",
+        "kernel",
+        "--opt",
+        "policies=entry-tco,tcma1",
+        "--opt",
+        "workloads=futex-hash:iters=2048",
+        "--opt",
+        "sample=500:5",
+    ]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("Sampled phases"), "{text}");
+    assert!(!text.contains("the oracle disagrees"), "{text}");
+    assert!(!text.contains("oracle: "), "{text}");
+}
