@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_sample;
+pub mod check_exact;
 pub mod compare;
 pub mod csv_out;
 pub mod equality;

@@ -111,6 +111,11 @@ enum Cmd {
         /// QEMU 10.0 checks no tags on the accesses it hooks, so no tag-check fault happens.
         #[arg(long)]
         oracle: bool,
+        /// With sampled phases (--opt sample=UNIT:GAP_US, a scenario's sample key): run the
+        /// same again traced whole, and print each estimate beside the exact count, its error,
+        /// and whether its 95% interval holds it (docs/sampling.md). Needs -icount.
+        #[arg(long, conflicts_with = "no_icount")]
+        check_exact: bool,
         /// Also count every traced phase by PC, and report where its checks are: the
         /// functions that make them, a folded-stacks file and a flame graph per counter
         /// (docs/profile.md). Costs the trace about a sixth more EL2 time.
@@ -299,6 +304,7 @@ fn real_main() -> Result<ExitCode> {
             acpi,
             memory,
             oracle,
+            check_exact,
             profile,
             stacks,
         } => {
@@ -332,6 +338,12 @@ fn real_main() -> Result<ExitCode> {
                         );
                     }
                 }
+            }
+            if check_exact && !plan.runs.iter().any(|r| r.cmdline.contains("mtex.sample=")) {
+                anyhow::bail!(
+                    "--check-exact checks sampled phases: give --opt sample=UNIT:GAP_US (or a \
+                     scenario whose runs set sample)"
+                );
             }
             let mut json = mtex::json_out::JsonOut::open(json.as_deref())?;
             let images = images::build()?;
@@ -407,6 +419,23 @@ fn real_main() -> Result<ExitCode> {
             let files = scenario_run::write_outputs(&doc, &dir)?;
             if let Some(json) = &mut json {
                 json.write(&doc)?;
+            }
+            if check_exact {
+                let mut whole = plan.clone();
+                for r in &mut whole.runs {
+                    r.cmdline = mtex::check_exact::whole(&r.cmdline);
+                }
+                let exact_dir = scenario_run::results_dir(&dir, "whole-trace")?;
+                eprintln!(
+                    "mtex: --check-exact: the same runs traced whole, in {}",
+                    exact_dir.display()
+                );
+                let (exact, _) = scenario_run::run(&whole, &images, &exact_dir, &configure)?;
+                scenario_run::write_outputs(&exact, &exact_dir)?;
+                println!();
+                for l in mtex::check_exact::lines(&doc, &exact) {
+                    println!("{l}");
+                }
             }
             eprintln!(
                 "mtex: results in {} ({} files: report.json, report.txt, report.csv, plots, logs)",

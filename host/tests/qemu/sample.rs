@@ -116,3 +116,43 @@ fn a_phase_sampled_whole_is_its_exact_count() {
         assert_eq!(e.value, v as f64, "{}", c.name);
     }
 }
+
+#[test]
+fn check_exact_puts_each_estimate_beside_the_whole_trace() {
+    let out_dir = std::env::temp_dir().join(format!("mtex-check-exact-{}", std::process::id()));
+    let run = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_mtex"))
+            .args(["run", "--guest", "kernel", "--opt", "hz=0"])
+            .args(["--opt", "policies=entry-tco"])
+            .args(["--opt", &format!("workloads=futex-hash:iters={ITERS}")])
+            .args(extra)
+            .arg("--check-exact")
+            .arg("--out")
+            .arg(&out_dir)
+            .output()
+            .expect("running mtex run")
+    };
+    // Nothing sampled: refused before anything boots.
+    let refused = run(&[]);
+    assert_ne!(refused.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--check-exact checks sampled phases")
+    );
+    let out = run(&["--opt", "sample=1000:5"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    // The workload's arithmetic is the exact column: two checked reads a loop at EL0.
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("mem_access_checked_rd:u"))
+        .unwrap_or_else(|| panic!("no rd:u line:\n{text}"));
+    let exact = format!("{}", 2 * ITERS);
+    let exact = format!(
+        "{},{}",
+        &exact[..exact.len() - 3],
+        &exact[exact.len() - 3..]
+    );
+    assert!(line.contains(&exact), "{line}");
+    assert!(text.contains("intervals hold the exact count"), "{text}");
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
