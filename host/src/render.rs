@@ -77,6 +77,19 @@ pub fn text(r: &Report) -> String {
     if !traces.is_empty() {
         let _ = write!(out, "\n{traces}");
     }
+    // Sampled phases have estimates, not counts: none is in the tables above.
+    for p in &r.phases {
+        if let Some(s) = p.sampled.as_ref().filter(|_| p.trace.is_none()) {
+            let _ = writeln!(
+                out,
+                "\nphase {} ({}) was sampled: {} units; its estimates, with their 95% \
+                 intervals, are in the summary and the full report",
+                p.id,
+                p.name,
+                s.units().count()
+            );
+        }
+    }
     let shares = cpu_shares(&r.phases);
     if !shares.is_empty() {
         let _ = write!(out, "\nPhases counted on several CPUs, by CPU\n{shares}");

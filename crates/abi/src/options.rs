@@ -404,6 +404,9 @@ pub enum GuestProgram {
     HostileExclusive,
     /// Points a live code page's entry at another page under trace (TLBI).
     HostileRemap,
+    /// Behaves differently traced: an exclusive store no run carries fails when stepped,
+    /// and only a successful one is followed by a tagged load (for sampled phases).
+    HostileSample,
     /// A YIELD spin (must meet the watchdog).
     HostileYield,
     /// An exception loop at EL1 that retires nothing (only the host limit ends it).
@@ -427,7 +430,7 @@ pub enum GuestProgram {
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 29] = [
+    pub const ALL: [(&'static str, GuestProgram); 30] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -450,6 +453,7 @@ impl GuestProgram {
         ("hostile-tco-patch", Self::HostileTcoPatch),
         ("hostile-exclusive", Self::HostileExclusive),
         ("hostile-remap", Self::HostileRemap),
+        ("hostile-sample", Self::HostileSample),
         ("hostile-yield", Self::HostileYield),
         ("hostile-abort-loop", Self::HostileAbortLoop),
         ("hostile-smp", Self::HostileSmp),

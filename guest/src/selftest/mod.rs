@@ -11,6 +11,7 @@ mod exclusive;
 mod frames;
 mod patch;
 pub mod remap;
+mod sample;
 mod smp;
 mod spin;
 mod stack_patch;
@@ -45,6 +46,7 @@ pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
         GuestProgram::HostileStackPatch => stack_patch::run(ptr.tagged),
         GuestProgram::HostileTcoPatch => tco_patch::run(),
         GuestProgram::HostileExclusive => exclusive::run(ptr.tagged),
+        GuestProgram::HostileSample => sample::run(ptr.tagged),
         GuestProgram::HostileRemap => remap::run(ptr.tagged),
         GuestProgram::HostileAbortLoop => spin::abort_loop(),
         GuestProgram::HostileSmp => smp::run(ptr.tagged),

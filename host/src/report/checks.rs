@@ -68,6 +68,7 @@ pub(super) fn check_figures(r: &mut Report) {
             p,
             r.boot.is_none_or(|b| b.is_emulator()),
         ));
+        r.notes.extend(super::sampled::notes(p));
         // The traced phase's own MTE counts (silicon beside the model): withheld is a problem.
         let withheld: Vec<String> = p
             .pmu_record

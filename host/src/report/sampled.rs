@@ -95,6 +95,27 @@ pub fn estimates(p: &Phase, emulator: bool) -> Vec<(&'static Counter, Estimate)>
         .collect()
 }
 
+/// What a reader of a sampled phase's estimates should know of their basis: store-exclusives
+/// that failed in its units (stepping clears the exclusive monitor) mean the guest may have
+/// acted otherwise traced than untraced, and the estimates are of how it ran traced.
+pub fn notes(p: &Phase) -> Vec<String> {
+    let failed: u64 = p
+        .sampled
+        .iter()
+        .flat_map(|s| s.units())
+        .map(|u| u.counts.failed_store_exclusives)
+        .sum();
+    if failed == 0 {
+        return Vec::new();
+    }
+    vec![format!(
+        "phase {} ({}): {failed} store-exclusives failed in its sampled units (stepping \
+         clears the exclusive monitor): a guest that acts on their failure runs otherwise \
+         traced than untraced, and the estimates are of how it ran traced",
+        p.id, p.name
+    )]
+}
+
 /// What keeps a sampled phase's figures from being made, or makes them doubtful.
 pub fn problems(p: &Phase, emulator: bool) -> Vec<String> {
     let Some(s) = p.sampled.as_ref() else {

@@ -156,3 +156,43 @@ fn check_exact_puts_each_estimate_beside_the_whole_trace() {
     assert!(text.contains("intervals hold the exact count"), "{text}");
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+#[test]
+fn a_guest_that_acts_otherwise_traced_gets_estimates_of_its_traced_behaviour_said_so() {
+    // hostile-sample makes a second tagged load only when an exclusive store succeeds, as it
+    // does untraced and not stepped: its units see fewer loads than its untraced run makes.
+    let cfg = RunConfig {
+        cmdline: "mtex.guest=hostile-sample mtex.sample=50:1".into(),
+        timeout: Duration::from_secs(300),
+        ..RunConfig::default()
+    };
+    let console = qemu::run(images(), &cfg).expect("running QEMU");
+    let r = report::parse(&console.text);
+    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    let p = &r.phases[0];
+    assert!(p.trace.is_none(), "nothing exact is claimed");
+    let units = p.sampled.as_ref().map_or(0, |s| s.units().count());
+    assert!(units >= 30, "{units} units");
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("store-exclusives failed in its sampled units")),
+        "{:?}",
+        r.notes
+    );
+    // Every estimate of what ran (EL1: no instruction ran at EL0, an exact 0) is an estimate,
+    // and none is among the exact counters.
+    let doc = mtex::results::Results::single(&r);
+    let out = &doc.runs[0].phases[0];
+    let kernel: Vec<_> = out
+        .estimates
+        .iter()
+        .filter(|(n, _)| n.ends_with(":k"))
+        .collect();
+    assert!(!kernel.is_empty());
+    assert!(kernel.iter().all(|(_, e)| !e.exact), "{kernel:?}");
+    assert!(!out.counters.contains_key("mem_access_checked_rd:k"));
+    let text = mtex::render::text(&r);
+    assert!(text.contains("was sampled: "), "{text}");
+}
