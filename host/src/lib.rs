@@ -17,6 +17,7 @@ pub mod linux;
 pub mod oracle_check;
 pub mod perf_text;
 pub mod plots;
+pub mod precision;
 pub mod probe;
 pub mod profile;
 pub mod qemu;

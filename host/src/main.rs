@@ -116,6 +116,11 @@ enum Cmd {
         /// and whether its 95% interval holds it (docs/sampling.md). Needs -icount.
         #[arg(long, conflicts_with = "no_icount")]
         check_exact: bool,
+        /// With sampled phases: the precision asked of each one's estimate of the kernel's
+        /// checked reads (1%, 0.5): says whether it was reached and, where not, how many
+        /// units (and what gap) would reach it. The units stay spread over the whole phase.
+        #[arg(long, value_parser = mtex::precision::parse)]
+        precision: Option<f64>,
         /// Also count every traced phase by PC, and report where its checks are: the
         /// functions that make them, a folded-stacks file and a flame graph per counter
         /// (docs/profile.md). Costs the trace about a sixth more EL2 time.
@@ -305,6 +310,7 @@ fn real_main() -> Result<ExitCode> {
             memory,
             oracle,
             check_exact,
+            precision,
             profile,
             stacks,
         } => {
@@ -339,10 +345,12 @@ fn real_main() -> Result<ExitCode> {
                     }
                 }
             }
-            if check_exact && !plan.runs.iter().any(|r| r.cmdline.contains("mtex.sample=")) {
+            if (check_exact || precision.is_some())
+                && !plan.runs.iter().any(|r| r.cmdline.contains("mtex.sample="))
+            {
                 anyhow::bail!(
-                    "--check-exact checks sampled phases: give --opt sample=UNIT:GAP_US (or a \
-                     scenario whose runs set sample)"
+                    "--check-exact and --precision are about sampled phases: give --opt \
+                     sample=UNIT:GAP_US (or a scenario whose runs set sample)"
                 );
             }
             let mut json = mtex::json_out::JsonOut::open(json.as_deref())?;
@@ -419,6 +427,15 @@ fn real_main() -> Result<ExitCode> {
             let files = scenario_run::write_outputs(&doc, &dir)?;
             if let Some(json) = &mut json {
                 json.write(&doc)?;
+            }
+            if let Some(target) = precision {
+                let lines = mtex::precision::lines(&doc, target);
+                if !lines.is_empty() {
+                    println!();
+                }
+                for l in lines {
+                    println!("{l}");
+                }
             }
             if check_exact {
                 let mut whole = plan.clone();
