@@ -72,6 +72,15 @@ pub fn page_with(
         let _ = writeln!(h, "<p>{}</p>", text(l));
     }
     summary_tables(&mut h, groups, label_header);
+    // Sampled phases: estimates with their intervals, never in the exact tables.
+    let sampled = summary::sampled_lines(doc);
+    if !sampled.is_empty() {
+        let _ = writeln!(
+            h,
+            "<pre class=\"sampled\">{}</pre>",
+            text(&sampled.join("\n"))
+        );
+    }
     expectations_and_problems(&mut h, doc);
     plots(&mut h, doc)?;
     flame_graphs(&mut h, doc);
