@@ -98,12 +98,10 @@ fn send_stretch(hyp: &mut Hyp, ctx: &mut GuestContext, lead: bool) {
         guest_clock: s.unit_clock,
         counts,
     };
-    if lead {
-        s.add_engine(engine);
-    } else {
+    if !lead {
         s.in_unit = false;
-        s.add_engine(engine);
     }
+    s.add_engine(engine);
     hyp.report.send(&Record::SampleUnit(record));
 }
 
@@ -111,20 +109,9 @@ fn send_stretch(hyp: &mut Hyp, ctx: &mut GuestContext, lead: bool) {
 fn end_unit(hyp: &mut Hyp, ctx: &mut GuestContext) -> Next {
     let in_lead = hyp.sampler.as_ref().is_some_and(|s| s.lead != 0);
     if in_lead {
-        let (counts, _sites) = hyp.stop_trace(ctx);
-        let v = hyp.vcpu();
-        v.tracer.set_unit(None);
-        let engine = v.tracer.engine();
+        send_stretch(hyp, ctx, true);
         if let Some(s) = &mut hyp.sampler {
-            let record = SampleUnit {
-                id: s.phase,
-                lead: true,
-                guest_clock: s.unit_clock,
-                counts,
-            };
-            s.abandon_lead(StepEngine::default());
-            s.add_engine(engine);
-            hyp.report.send(&Record::SampleUnit(record));
+            s.abandon_lead();
         }
         return Next::TimerIn(0);
     }

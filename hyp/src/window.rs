@@ -136,13 +136,7 @@ fn leave(hyp: &mut Hyp, ctx: &mut GuestContext, me: usize) {
     let exits = now.since(&at_join);
     w.total.add(&counts);
     w.exits.add(&exits);
-    let e = &mut w.engine;
-    e.branches_el0 += engine.branches_el0;
-    e.branches_el1 += engine.branches_el1;
-    e.entries_in_runs += engine.entries_in_runs;
-    e.plans_made += engine.plans_made;
-    e.plans_reused += engine.plans_reused;
-    e.stepped_starts += engine.stepped_starts;
+    w.engine.add(&engine);
     let share = CpuTrace {
         id: w.members.id,
         cpu: me as u32,

@@ -450,6 +450,18 @@ pub struct StepEngine {
     pub stepped_starts: u64,
 }
 
+impl StepEngine {
+    /// Adds what the engine did in another stretch of the same phase (`id` stays).
+    pub fn add(&mut self, o: &StepEngine) {
+        self.branches_el0 += o.branches_el0;
+        self.branches_el1 += o.branches_el1;
+        self.entries_in_runs += o.entries_in_runs;
+        self.plans_made += o.plans_made;
+        self.plans_reused += o.plans_reused;
+        self.stepped_starts += o.stepped_starts;
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PhaseTrace {
     pub id: u32,

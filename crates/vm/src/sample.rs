@@ -146,22 +146,15 @@ impl Sampler {
     }
 
     /// The phase ended in a unit's lead: the unit never counted, and is not one.
-    pub fn abandon_lead(&mut self, engine: StepEngine) {
+    pub fn abandon_lead(&mut self) {
         self.in_unit = false;
         self.lead = 0;
         self.units -= 1;
-        self.add_engine(engine);
     }
 
     /// What the engine did in a stretch it traced (a unit or a lead).
     pub fn add_engine(&mut self, engine: StepEngine) {
-        let e = &mut self.engine;
-        e.branches_el0 += engine.branches_el0;
-        e.branches_el1 += engine.branches_el1;
-        e.entries_in_runs += engine.entries_in_runs;
-        e.plans_made += engine.plans_made;
-        e.plans_reused += engine.plans_reused;
-        e.stepped_starts += engine.stepped_starts;
+        self.engine.add(&engine);
     }
 
     /// The phase ends (after its last unit ended): the record of how it was sampled.
