@@ -42,6 +42,8 @@ impl<'a> Boots<'a> {
             cmdline: cmdline.to_string(),
             icount,
             timeout: Duration::from_secs(600),
+            // The kernel's scenario on several CPUs (`mtex.cpus`) needs them.
+            cpus: mtex_abi::scenario::Scenario::parse(cmdline).map_or(1, |s| s.cpus),
             ..RunConfig::default()
         };
         let console = qemu::run(self.images, &cfg)?;
@@ -80,7 +82,7 @@ impl<'a> Boots<'a> {
     }
 
     /// A run that must have succeeded.
-    fn ok(&self, cmdline: &str, icount: bool) -> Result<Arc<Booted>> {
+    pub(crate) fn ok(&self, cmdline: &str, icount: bool) -> Result<Arc<Booted>> {
         let b = self.get(cmdline, icount)?;
         if !b.report.succeeded() {
             bail!(

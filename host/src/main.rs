@@ -247,6 +247,17 @@ enum BenchCmd {
             value_parser = mtex::input::number_in(1u64, 10_000))]
         seeds: u64,
     },
+    /// What tracing costs on one CPU and on several: EL2 instructions per traced guest
+    /// instruction, all CPUs' included, from the machine's clock under -icount shift=0.
+    Cpus {
+        /// The CPU count set beside one CPU, 2 to 8.
+        #[arg(long, default_value_t = 4, value_parser = mtex::input::number_in(2u32, 8))]
+        cpus: u32,
+        /// futex-hash iterations on each CPU, at least 1.
+        #[arg(long, default_value_t = 1024, allow_negative_numbers = true,
+            value_parser = mtex::input::number_in(1u64, 1_000_000))]
+        iters: u64,
+    },
     /// EL2 instructions per trapped SCTLR_EL1 write.
     Traps {
         /// Trapped writes per batch, at least 1.
@@ -593,6 +604,11 @@ fn real_main() -> Result<ExitCode> {
                         "{}",
                         mtex::bench_sample::render(&mtex::bench_sample::coverage(&boots, seeds)?)
                     );
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(BenchCmd::Cpus { cpus, iters }) => {
+                    let costs = mtex::bench_cpus::cost(&boots, &[1, cpus], iters)?;
+                    print!("{}", mtex::bench_cpus::render(&costs, iters));
                     Ok(ExitCode::SUCCESS)
                 }
                 Some(BenchCmd::Profile) => {
