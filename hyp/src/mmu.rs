@@ -23,9 +23,6 @@ const EL2_T0SZ: u64 = 16;
 const S2_ROOT_LEVEL: usize = 1;
 const S2_T0SZ: u64 = 25;
 
-/// MAIR_EL2: index 0 Device-nGnRE, index 1 Normal Write-Back (inner and outer).
-const MAIR: u64 = 0x04 | (0xff << 8);
-
 const EL2_DEVICE: El23Attributes = El23Attributes::VALID
     .union(El23Attributes::ATTRIBUTE_INDEX_0)
     .union(El23Attributes::ACCESSED)
@@ -52,7 +49,7 @@ const S2_DEVICE: Stage2Attributes = Stage2Attributes::VALID
 
 /// ID_AA64MMFR0_EL1.PARange capped at 48 bits, as a TCR_EL2.PS / VTCR_EL2.PS value.
 fn phys_size_field() -> u64 {
-    (ID_AA64MMFR0_EL1.get() & 0xf).min(5)
+    ID_AA64MMFR0_EL1.read(ID_AA64MMFR0_EL1::PARange).min(5)
 }
 
 /// Page-aligned cover of `r`.
@@ -75,7 +72,12 @@ pub fn enable_el2(normal: &[Region], devices: &[Region]) {
         map.map_range(&pages(*r), EL2_DEVICE)
             .expect("map a device at EL2");
     }
-    MAIR_EL2.set(MAIR);
+    // Index 0 Device-nGnRE, index 1 Normal Write-Back (inner and outer).
+    MAIR_EL2.write(
+        MAIR_EL2::Attr0_Device::nonGathering_nonReordering_EarlyWriteAck
+            + MAIR_EL2::Attr1_Normal_Inner::WriteBack_NonTransient_ReadWriteAlloc
+            + MAIR_EL2::Attr1_Normal_Outer::WriteBack_NonTransient_ReadWriteAlloc,
+    );
     // TCR_EL2 (non-VHE): RES1 bits 31 and 23, then the walk: 4 KiB granule, inner-shareable
     // write-back table walks.
     const TCR_RES1: u64 = (1 << 31) | (1 << 23);
