@@ -33,9 +33,10 @@ pub struct Boot {
     pub linux: Option<LinuxGuest>,
     /// Install mode: the firmware goes on at EL1 as the guest.
     pub firmware: Option<FirmwareGuest>,
-    /// RAM for the secondary CPUs' heap, sized for the machine's CPUs; None for one CPU,
-    /// when RAM has no room, or on the loader's path (a CPU_ON the static heap cannot hold
-    /// is then refused, and its record says so).
+    /// RAM for the secondary CPUs' heap, sized for the machine's CPUs (taken at boot from
+    /// RAM on the `-kernel` path, reserved by the loader on its path); None for one CPU or
+    /// when RAM has no room (a CPU_ON the static heap cannot hold is then refused, and its
+    /// record says so).
     pub cpu_heap: Option<Region>,
 }
 
@@ -142,20 +143,54 @@ fn from_loader(at: u64, info: &BootInfo) -> Result<Boot, BootError> {
             "Linux mode boots through qemu -kernel only (not through the UEFI loader yet)",
         ));
     }
+    let staged = Region::new(at, core::mem::size_of::<BootInfo>() as u64);
+    let cpu_heap = loader_cpu_heap(
+        info,
+        info.machine.ram(),
+        &[
+            crate::hyp_region(),
+            ram,
+            staged,
+            info.guest_image,
+            info.cmdline,
+        ],
+    )
+    .map_err(|why| fail(console, why))?;
     Ok(Boot {
         path,
         machine: info.machine,
         cmdline,
         guest_image: info.guest_image,
         guest_ram: GuestRam::at(ram.base),
-        staging: [
-            Region::new(at, core::mem::size_of::<BootInfo>() as u64),
-            info.guest_image,
-        ],
+        staging: [staged, info.guest_image],
         linux: None,
         firmware: None,
-        cpu_heap: None,
+        cpu_heap,
     })
+}
+
+/// The secondary CPUs' heap the loader reserved: None if it reserved none (one CPU); an
+/// error unless it lies, in whole 2 MiB blocks, inside one of `inside` and apart from
+/// everything in `avoid`.
+fn loader_cpu_heap(
+    info: &BootInfo,
+    inside: &[Region],
+    avoid: &[Region],
+) -> Result<Option<Region>, &'static str> {
+    let h = info.cpu_heap;
+    if h.size == 0 {
+        return Ok(None);
+    }
+    let granule = mtex_vm::heap::GRANULE as u64;
+    if !h.base.is_multiple_of(granule)
+        || !h.size.is_multiple_of(granule)
+        || h.base.checked_add(h.size).is_none()
+        || !inside.iter().any(|r| r.contains(&h))
+        || avoid.iter().any(|a| a.overlaps(&h))
+    {
+        return Err("boot information: the secondary CPUs' memory is not apart in RAM");
+    }
+    Ok(Some(h))
 }
 
 /// The run's options as the loader staged them.
@@ -171,10 +206,9 @@ fn loader_options(info: &BootInfo) -> Result<String, &'static str> {
     Ok(String::from(text))
 }
 
-/// Install mode: the guest is the firmware, at its own addresses. Guest RAM is the span of
-/// the firmware's write-back ranges, one to one, less the hypervisor; the span must be one
-/// range (the tracer reads guest memory through it), which QEMU's virt board and any machine
-/// with one bank of RAM below its devices give.
+/// Install mode: the guest is the firmware, at its own addresses. Guest RAM is the firmware's
+/// write-back ranges, one to one, less the hypervisor's memory (its image and its secondary
+/// CPUs' heap), in as many banks as the firmware's memory map has.
 fn installed(
     at: u64,
     info: &BootInfo,
@@ -182,39 +216,38 @@ fn installed(
     cmdline: String,
 ) -> Result<Boot, &'static str> {
     let ram = info.firmware_ram();
-    let [only] = ram else {
-        return Err(
-            "install mode needs the firmware's RAM as one range (this machine has several)",
-        );
-    };
-    if !only.contains(&crate::hyp_region()) {
+    let in_ram = |r: &Region| ram.iter().any(|b| b.contains(r));
+    if !in_ram(&crate::hyp_region()) {
         return Err("install mode: the hypervisor is not inside the firmware's RAM");
     }
     let d = info.doorbell;
     if d.size != mtex_abi::doorbell::DOORBELL_SIZE
         || !d.base.is_multiple_of(d.size)
-        || !only.contains(&d)
+        || !in_ram(&d)
         || d.overlaps(&crate::hyp_region())
     {
         return Err("install mode: no doorbell page (one page of the firmware's RAM, apart)");
     }
+    let staged = Region::new(at, core::mem::size_of::<BootInfo>() as u64);
+    let cpu_heap = loader_cpu_heap(info, ram, &[crate::hyp_region(), d, staged, info.cmdline])?;
+    let holes = [crate::hyp_region(), cpu_heap.unwrap_or_default()];
+    let guest_ram = GuestRam::identity(ram, &holes).ok_or(
+        "install mode: the firmware's memory map has more write-back ranges than mtex holds",
+    )?;
     Ok(Boot {
         path,
         machine: info.machine,
         cmdline,
         guest_image: Region::new(0, 0),
-        guest_ram: GuestRam::identity(*only, crate::hyp_region()),
-        staging: [
-            Region::new(at, core::mem::size_of::<BootInfo>() as u64),
-            info.cmdline,
-        ],
+        guest_ram,
+        staging: [staged, info.cmdline],
         linux: None,
         firmware: Some(FirmwareGuest {
             resume: info.resume,
             ram: ram.to_vec(),
             doorbell: d,
         }),
-        cpu_heap: None,
+        cpu_heap,
     })
 }
 

@@ -137,7 +137,8 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     let gicr = mtex_platform::Region::new(m.gic.gicr, m.gic.gicr_size);
     let uart = mtex_platform::Region::new(m.console.base, 0x1000);
     let [staged_a, staged_b] = boot.staging;
-    let mut normal = alloc::vec![hyp_region(), boot.guest_ram.host(), staged_a, staged_b];
+    let mut normal = alloc::vec![hyp_region(), staged_a, staged_b];
+    normal.extend(boot.guest_ram.host_ranges());
     normal.extend(boot.cpu_heap);
     mmu::enable_el2(&normal, &[uart, gic, gicr]);
     if let Some(r) = boot.cpu_heap {
@@ -146,6 +147,7 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         unsafe { heap::add(r) };
         log::info!("heap: {:#x}+{:#x} for the secondary CPUs", r.base, r.size);
     }
+    smp::check_heap(m.cpus().len(), boot.guest_ram.ipa.size, boot.cpu_heap);
     // Linux mode passes its UART and the GIC through; the built-in guest sees RAM only;
     // installed under the firmware, the guest sees everything but the hypervisor and the
     // doorbell page.
@@ -155,7 +157,8 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     };
     let loaded = match (&boot.firmware, &boot.linux) {
         (Some(f), _) => {
-            mmu::enable_stage2_identity(&f.ram, &[hyp_region(), f.doorbell], errata);
+            let heap = boot.cpu_heap.unwrap_or_default();
+            mmu::enable_stage2_identity(&f.ram, &[hyp_region(), heap, f.doorbell], errata);
             Ok((f.resume.pc, 0))
         }
         (None, Some(l)) => {

@@ -192,7 +192,7 @@ pub fn enable_stage2_identity(ram: &[Region], holes: &[Region], errata: Errata) 
     for r in ram {
         id(&mut map, pages(*r), S2_RAM);
     }
-    for h in holes {
+    for h in holes.iter().filter(|h| h.size != 0) {
         id(&mut map, pages(*h), Stage2Attributes::empty());
     }
     let vtcr = vtcr(VTCR_EL2::SL0::Granule4KBLevel0, 64 - pa_bits, errata);

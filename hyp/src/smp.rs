@@ -216,6 +216,30 @@ pub fn allocations(ram_size: u64) -> alloc::vec::Vec<mtex_vm::heap::Alloc> {
     a
 }
 
+/// Says at boot whether the heap taken for the secondary CPUs holds every one of a machine
+/// of `cpus` CPUs with `ram_size` bytes of guest RAM (the loader reserves a fixed amount per
+/// CPU; a machine that needs more gets a warning here and INTERNAL_FAILURE, with its record,
+/// at the CPU_ON that finds no room).
+pub fn check_heap(cpus: usize, ram_size: u64, heap: Option<mtex_platform::Region>) {
+    use mtex_vm::heap;
+    let per = heap::per_cpu(&allocations(ram_size));
+    let need = heap::for_secondaries(cpus, per).unwrap_or(usize::MAX) as u64;
+    let have = heap.map_or(0, |h| h.size);
+    if cpus > 1 {
+        log::info!(
+            "secondary CPUs: {per} bytes of EL2 state each, {need} bytes for {} CPUs",
+            cpus - 1
+        );
+    }
+    if have < need {
+        log::warn!(
+            "the secondary CPUs' heap has {have} bytes of the {need} that {} CPUs need: \
+             the static heap holds the first few",
+            cpus - 1
+        );
+    }
+}
+
 /// A new CPU's stack, block and boot record, or None without the memory for them (the
 /// guest's CPU_ON then fails, and says so, rather than the hypervisor).
 fn new_home(cpu: usize, vcpu: *mut crate::state::Vcpu) -> Option<CpuHome> {

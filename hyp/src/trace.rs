@@ -85,7 +85,10 @@ pub struct Tracer {
     /// inside runs are caught after the fact: `Plan::path` checks the words the run
     /// executed.)
     code_gen: u64,
-    /// One bit per page of guest RAM: plans were made from code in it.
+    /// One bit per page of guest RAM, by host page number modulo its bits: plans were made
+    /// from code in a page with that bit. RAM of at most as many pages as bits (every guest
+    /// but a large installed one) has a bit of its own per page; beyond that pages share
+    /// bits, and a store to one rechecks the plans of all (never misses one).
     plan_pages: alloc::boxed::Box<[u64]>,
     any_plan_page: bool,
     /// The breakpoints as last written: only changes are written (each write costs EL2
@@ -802,9 +805,12 @@ fn this_cpu() -> usize {
     unsafe { fast() }.cpu as usize
 }
 
-/// Words of the bitmap of guest pages that hold a plan's code.
+/// Words of the bitmap of guest pages that hold a plan's code: a bit per page of RAM, up to
+/// 4 GiB's worth (128 KiB per CPU), whatever the RAM of a server the hypervisor is installed
+/// on (`plan_pages`).
 fn plan_page_words(ram_size: u64) -> usize {
-    (ram_size >> 12).div_ceil(64) as usize
+    const MAX_WORDS: u64 = (4 << 30 >> 12) / 64;
+    (ram_size >> 12).div_ceil(64).min(MAX_WORDS) as usize
 }
 
 /// `n` copies of `v` in a boxed slice, or None without the memory (where `vec!` would end

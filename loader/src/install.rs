@@ -53,6 +53,7 @@ fn publish_doorbell(at: u64) -> Result<(), Failure> {
 pub fn run(volume: &mut Volume, config: &Config) -> Result<Status, Failure> {
     let (path, machine, firmware_memory) = crate::discover_machine()?;
     let (hyp, entry) = crate::load_hypervisor(volume, &config.hyp, MemoryType::RESERVED)?;
+    let cpu_heap = crate::reserve_cpu_heap(&machine, MemoryType::RESERVED)?;
     let cmdline = crate::stage_options(volume, config)?;
     // The doorbell: a page of memory no one else will use, left out of stage 2. Linux's user
     // space finds its address in a volatile EFI variable, and in the command line of a
@@ -92,6 +93,7 @@ pub fn run(volume: &mut Volume, config: &Config) -> Result<Status, Failure> {
         ));
     }
     info.doorbell = doorbell;
+    info.cpu_heap = cpu_heap;
     let el2 = handover::el2_controls();
     info.resume = Resume::from_el2(&el2);
     println!(

@@ -151,9 +151,11 @@ fn prepare(volume: &mut Volume, config: &Config) -> Result<Handover, Failure> {
     let guest_ram = memory::allocate("guest RAM", guest_vm::RAM_SIZE, guest_vm::RAM_ALIGN)?;
     let guest_image = stage_guest(volume, &config.guest)?;
     let cmdline = stage_options(volume, config)?;
+    let cpu_heap = reserve_cpu_heap(&machine, MemoryType::LOADER_DATA)?;
 
     let info = memory::allocate("boot information", size_of::<BootInfo>() as u64, 0)?;
     let mut boot_info = BootInfo::new(path, machine);
+    boot_info.cpu_heap = cpu_heap;
     boot_info.guest_ram = guest_ram;
     boot_info.guest_image = guest_image;
     boot_info.cmdline = cmdline;
@@ -173,6 +175,23 @@ fn prepare(volume: &mut Volume, config: &Config) -> Result<Handover, Failure> {
         boot_info: info.base,
         clean: [hyp, info, guest_ram, guest_image, cmdline, own],
     })
+}
+
+/// Memory for the secondary CPUs' EL2 state, of type `ty` (`BootInfo::cpu_heap`): sized
+/// for every CPU the machine lists, as the hypervisor's own image holds only a few.
+fn reserve_cpu_heap(machine: &Machine, ty: MemoryType) -> Result<Region, Failure> {
+    let size = mtex_platform::boot_info::cpu_heap_size(machine.cpus().len());
+    if size == 0 {
+        return Ok(Region::new(0, 0));
+    }
+    let r = memory::allocate_as("secondary CPUs' EL2 memory", size, 2 << 20, ty)?;
+    println!(
+        "{PREFIX}{} MiB at {:#x} for the EL2 state of {} secondary CPUs",
+        r.size >> 20,
+        r.base,
+        machine.cpus().len() - 1
+    );
+    Ok(r)
 }
 
 /// Reads the hypervisor's arm64 Image to `text_offset` above a 2 MiB boundary. Returns its

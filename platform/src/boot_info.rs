@@ -21,7 +21,7 @@ use crate::machine::{MAX_RAM_REGIONS, Machine, Region};
 /// "MTEXBOOT", little-endian.
 pub const BOOT_INFO_MAGIC: u64 = u64::from_le_bytes(*b"MTEXBOOT");
 /// Bumped on any change to [`BootInfo`] or [`Machine`].
-pub const BOOT_INFO_VERSION: u32 = 4;
+pub const BOOT_INFO_VERSION: u32 = 5;
 
 /// How the hypervisor was started and where its machine description came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +98,20 @@ pub struct BootInfo {
     /// OS never uses it, and no device is there), which stage 2 leaves unmapped. Its address
     /// reaches Linux's user space through the EFI variable `mtex_abi::doorbell::EFI_VARIABLE`.
     pub doorbell: Region,
+    /// Memory the loader reserved for the secondary CPUs' EL2 state (stacks, blocks, run
+    /// tables), [`CPU_HEAP_PER_CPU`] bytes for each CPU but the boot CPU; empty for one CPU.
+    /// Never the guest's: install mode's stage 2 leaves it out.
+    pub cpu_heap: Region,
+}
+
+/// What the loader reserves for each secondary CPU ([`BootInfo::cpu_heap`]). A CPU's EL2
+/// allocations take about 0.8 MiB with the largest run tables (4 GiB of guest RAM or more);
+/// the hypervisor says at boot if the machine needs more than it was given.
+pub const CPU_HEAP_PER_CPU: u64 = 3 << 19;
+
+/// [`BootInfo::cpu_heap`]'s size for a machine of `cpus` CPUs: whole 2 MiB blocks.
+pub fn cpu_heap_size(cpus: usize) -> u64 {
+    (cpus.saturating_sub(1) as u64 * CPU_HEAP_PER_CPU).next_multiple_of(2 << 20)
 }
 
 /// Why a boot-information structure was refused.
@@ -143,6 +157,7 @@ impl BootInfo {
             firmware_ram_count: 0,
             firmware_ram_dropped: 0,
             doorbell: Region::new(0, 0),
+            cpu_heap: Region::new(0, 0),
         }
     }
 

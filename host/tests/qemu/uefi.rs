@@ -205,3 +205,30 @@ fn what_qemu_says_when_it_cannot_start_is_a_problem_of_the_run() {
     // QEMU's own message, naming what it could not open.
     assert!(p.contains(&missing.display().to_string()), "{p}");
 }
+
+/// Through the loader (ACPI's MADT names the CPUs), a machine with more CPUs than the
+/// hypervisor's static heap holds: the loader reserves the secondary CPUs' EL2 memory, and
+/// every CPU the guest starts comes up and goes off again.
+#[test]
+fn through_the_loader_every_cpu_of_a_64_cpu_machine_starts() {
+    const CPUS: u32 = 64;
+    let dir = esp("mtex.guest=every-cpu");
+    let mut cfg = uefi(dir.path(), true, 2048);
+    cfg.cpus = CPUS;
+    cfg.cmdline = "mtex.guest=every-cpu".into();
+    let (r, _) = run(&cfg);
+    let others = CPUS - 1;
+    for line in [
+        format!("every-cpu started {others} of {others}"),
+        format!("every-cpu off {others} of {others}"),
+    ] {
+        assert!(r.console.contains(&line), "{line}: {:#?}", r.console);
+    }
+    assert!(r.succeeded(), "{:?} {:#?}", r.problems, r.console);
+    assert_eq!(r.power_calls.len(), 2 * others as usize);
+    assert!(
+        r.power_calls.iter().all(|c| c.result == 0),
+        "{:?}",
+        r.power_calls
+    );
+}

@@ -383,11 +383,15 @@ impl Tracer {
         spare
     }
 
-    /// Bit index in `plan_pages` of host page `pa_page`, if it is guest RAM.
+    /// Word and bit in `plan_pages` of host page `pa_page` (a page of guest RAM): its page
+    /// number modulo the bitmap's bits, so that consecutive pages, as many as there are bits,
+    /// each have their own.
     fn page_bit(&self, pa_page: u64) -> Option<(usize, u64)> {
-        let n = pa_page.checked_sub(self.guest_ram.pa)? >> 12;
-        let word = (n / 64) as usize;
-        (word < self.plan_pages.len()).then_some((word, 1 << (n % 64)))
+        let bits = (self.plan_pages.len() as u64)
+            .checked_mul(64)
+            .filter(|&b| b != 0)?;
+        let n = (pa_page >> 12) % bits;
+        Some(((n / 64) as usize, 1 << (n % 64)))
     }
 
     /// Judges the armed plan's predicted accesses with the registers as they are now, which
