@@ -186,6 +186,12 @@ enum Cmd {
         /// Print the full report (--format full).
         #[arg(long, short, conflicts_with_all = ["format", "json"])]
         verbose: bool,
+        /// The kernel's symbols, to name its trapped writes and profiles by function: a dump of
+        /// /proc/kallsyms taken as root on the machine measured (its addresses are the running
+        /// kernel's, KASLR included), or a System.map for a kernel booted with nokaslr.
+        /// Without it, the guest kernel of this tree names them.
+        #[arg(long, value_name = "FILE")]
+        symbols: Option<PathBuf>,
     },
     /// Show a results directory (or its report.json) again in any form, without running
     /// anything: text, full, matrix, csv, json, html.
@@ -481,13 +487,18 @@ fn real_main() -> Result<ExitCode> {
             json,
             format,
             verbose,
+            symbols,
         } => {
+            let symbols = match &symbols {
+                Some(path) => mtex::symbols::Symbols::from_symbol_file(path)?,
+                // The log came from this tree's guest, when it has been built here.
+                None => mtex::symbols::Symbols::load(&images::guest_elf_path()),
+            };
             // Bytes, not text: one byte that is not UTF-8 must not cost the whole log.
             let bytes = mtex::input::read(&file, "console log", mtex::input::LOG_LIMIT)?;
             let r = report::parse_bytes(&bytes);
             let mut doc = Results::single(&r);
-            // The log came from this tree's guest, when it has been built here.
-            doc.symbolize(&mtex::symbols::Symbols::load(&images::guest_elf_path()));
+            doc.symbolize(&symbols);
             let form = match (json, verbose) {
                 (true, _) => Form::Json,
                 (_, true) => Form::Full,

@@ -74,6 +74,22 @@ impl Symbols {
         }
     }
 
+    /// A kernel's symbol file (`/proc/kallsyms` or `System.map`: `address type name` lines),
+    /// refused by name when it holds no text symbol (a kallsyms read without root shows every
+    /// address as zero).
+    pub fn from_symbol_file(path: &std::path::Path) -> Result<Self, crate::input::InputError> {
+        let bytes = crate::input::read(path, "symbol file", crate::input::DOCUMENT_LIMIT)?;
+        let s = Self::from_kallsyms(&String::from_utf8_lossy(&bytes));
+        if s.is_empty() {
+            return Err(crate::input::InputError(format!(
+                "{}: no text symbols: expected `address type name` lines, as /proc/kallsyms \
+                 (read as root, or every address is 0) or System.map",
+                path.display()
+            )));
+        }
+        Ok(s)
+    }
+
     /// These, with `program`'s for the EL0 PCs of the address space that opened the phase
     /// (a static program at fixed addresses: its ELF's symbols are where it runs).
     pub fn with_program(self, program: Symbols) -> Self {

@@ -768,3 +768,41 @@ fn a_linux_scenario_with_a_mistake_is_refused_with_its_line() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `parse --symbols` names a trapped write's PC from a kallsyms dump (or System.map), and a
+/// file with no symbols in it (a kallsyms read without root: every address 0) is refused by
+/// name before anything is parsed.
+#[test]
+fn parse_names_trapped_writes_from_a_symbol_file() {
+    let d = scratch("symbols");
+    let log = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/controls.log");
+    let log = log.to_str().unwrap();
+    let o = mtex(&["parse", "--json", log]);
+    let doc: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let pc = doc["runs"][0]["writes"][0]["pc"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let pc = u64::from_str_radix(pc.trim_start_matches("0x"), 16).unwrap();
+    let map = d.join("kallsyms");
+    std::fs::write(
+        &map,
+        format!(
+            "{:016x} T early_setup\n{:016x} t after_it\n",
+            pc - 0x1c0,
+            pc + 0x40
+        ),
+    )
+    .unwrap();
+    let o = mtex(&["parse", "--json", log, "--symbols", map.to_str().unwrap()]);
+    let doc: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(doc["runs"][0]["writes"][0]["symbol"], "early_setup+0x1c0");
+    let unread = d.join("kallsyms-as-user");
+    std::fs::write(&unread, "0000000000000000 T early_setup\n").unwrap();
+    let unread = unread.to_str().unwrap();
+    refused(
+        &["parse", log, "--symbols", unread],
+        &[unread, "no text symbols", "as root"],
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
