@@ -18,7 +18,7 @@ pub struct Doorbell {
 impl Doorbell {
     /// The doorbell's address: from the kernel's command line (`mtex.doorbell=`, a kernel
     /// the loader started), or the EFI variable the loader set (four bytes of attributes,
-    /// then eight of address), else the fixed one.
+    /// then eight of address), else, on a machine not booted by UEFI, the fixed one.
     pub fn address() -> Result<u64, Error> {
         let page = |a: u64| {
             a.is_multiple_of(DOORBELL_SIZE)
@@ -41,6 +41,15 @@ impl Doorbell {
                 Ok(a) => page(u64::from_le_bytes(a)),
                 _ => Err(Error::other(format!("{EFIVARS_PATH}: not an address"))),
             },
+            // Booted by UEFI firmware: the fixed address is not mtex's there (it may be a
+            // device, or nothing), so say where the address should have come from.
+            Err(e) if std::path::Path::new("/sys/firmware/efi").exists() => {
+                Err(Error::other(format!(
+                    "no doorbell address: neither the kernel command line ({CMDLINE_WORD}=) nor \
+                     {EFIVARS_PATH} ({e}) names it; is mtex installed, and efivarfs mounted \
+                     (mount -t efivarfs efivarfs /sys/firmware/efi/efivars)?"
+                )))
+            }
             Err(_) => Ok(DOORBELL_IPA),
         }
     }

@@ -71,8 +71,12 @@ pub fn init_script(workload: &str) -> String {
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
-# Booted by UEFI: the EFI variables, where the doorbell's address is (mtex-work reads it).
-[ -d /sys/firmware/efi/efivars ] && mount -t efivarfs efivarfs /sys/firmware/efi/efivars 2>/dev/null
+# Booted by UEFI: the EFI variables, where the doorbell's address is (mtex-work reads it);
+# efivarfs is a module in distribution kernels.
+if [ -d /sys/firmware/efi/efivars ]; then
+  [ -e /lib/efivarfs.ko.xz ] && insmod /lib/efivarfs.ko.xz
+  mount -t efivarfs efivarfs /sys/firmware/efi/efivars
+fi
 echo "mtex-linux: init"
 if grep -qw mtex_kallsyms /proc/cmdline; then
   echo "mtex-linux: kallsyms-begin"
@@ -101,6 +105,7 @@ pub fn build(
     let mut entries = vec![
         Entry::dir("bin"),
         Entry::dir("dev"),
+        Entry::dir("lib"),
         Entry::dir("proc"),
         Entry::dir("sys"),
         Entry::dir("tmp"),
@@ -109,7 +114,12 @@ pub fn build(
         Entry::file("init", 0o755, init_script(workload).into_bytes()),
     ];
     for (name, bytes) in programs {
-        entries.push(Entry::file(&format!("bin/{name}"), 0o755, bytes));
+        let path = if name.ends_with(".ko.xz") {
+            format!("lib/{name}")
+        } else {
+            format!("bin/{name}")
+        };
+        entries.push(Entry::file(&path, 0o755, bytes));
     }
     write(entries)
 }

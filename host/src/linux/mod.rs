@@ -354,7 +354,15 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     let workload = workload_line(args.workload.as_deref().unwrap_or(""), &args.tcf0);
     let workloads = images::build_workloads()?;
     let work = std::fs::read(&workloads)?;
-    let initrd = initramfs::build(busybox, &workload, vec![("mtex-work".into(), work)])?;
+    let mut programs = vec![("mtex-work".to_string(), work)];
+    let efivarfs = kernel.package.root.join(format!(
+        "lib/modules/{}/kernel/fs/efivarfs/efivarfs.ko.xz",
+        kernel.release
+    ));
+    if let Ok(m) = std::fs::read(&efivarfs) {
+        programs.push(("efivarfs.ko.xz".into(), m));
+    }
+    let initrd = initramfs::build(busybox, &workload, programs)?;
     let h = linux_bundle::Header::for_parts(
         image.len() as u64,
         initrd.len() as u64,

@@ -248,3 +248,88 @@ fn through_uefi_linux_starts_its_second_cpu_from_acpi_and_a_window_counts_both()
         .collect();
     assert_eq!(cpus, [0, 1], "{w}");
 }
+
+/// A server's usual way: the loader installs and returns, and the boot manager's next option
+/// (here the shell's startup.nsh, as a Boot#### entry would) starts Debian's kernel through
+/// its EFI stub with an initramfs. Linux runs under the hypervisor: its MTE set-up is
+/// trapped, its user space finds the doorbell through the EFI variable alone (the loader did
+/// not start this kernel, so no command-line word names it), opens a window, and reads the
+/// records back through the doorbell, whole, for `mtex parse`.
+#[test]
+fn installed_and_returned_the_next_boot_option_boots_linux_under_the_hypervisor() {
+    const BEGIN: &str = "mtex-results-begin";
+    const END: &str = "mtex-results-end";
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let args = mtex::linux::Args {
+        workload: Some(format!(
+            "mtex-work --tcf0 sync --window 1 getpid 100; mtex-work results /tmp/results; \
+             echo {BEGIN}; base64 /tmp/results; echo {END}"
+        )),
+        ..super::linux::linux_args()
+    };
+    let p = mtex::linux::prepare(&args).expect("fetching and bundling");
+    let dir = returning_esp(None, "");
+    let boot = esp::boot_dir(dir.path());
+    std::fs::copy(&p.kernel.image, boot.join("linux.efi")).unwrap();
+    std::fs::copy(&p.initrd, boot.join("initrd.img")).unwrap();
+    std::fs::write(
+        dir.path().join("startup.nsh"),
+        format!(
+            "fs0:\r\n\\EFI\\BOOT\\linux.efi initrd=\\EFI\\BOOT\\initrd.img {}\r\n",
+            mtex::linux::cmdline(&args, false, &[])
+        ),
+    )
+    .unwrap();
+    let (r, text) = run_returning(&dir);
+    let after = |what: &str, then: &str| {
+        let at = text
+            .find(what)
+            .unwrap_or_else(|| panic!("no {what:?}:\n{text}"));
+        assert!(
+            text[at..].contains(then),
+            "no {then:?} after {what:?}:\n{text}"
+        );
+    };
+    after("the firmware at EL1", "back to the boot manager");
+    after("back to the boot manager", "ACPI: SPCR");
+    after("ACPI: SPCR", "Run /init as init process");
+    assert!(
+        !text.contains("mtex.doorbell="),
+        "the kernel was told the doorbell:\n{text}"
+    );
+    assert!(r.succeeded(), "{}\n{text}", mtex::render::text(&r));
+    let ata = r.writes.iter().find(|w| {
+        w.register == "SCTLR_EL1" && w.at.el == 1 && w.old >> 43 & 1 == 0 && w.new >> 43 & 1 == 1
+    });
+    assert!(
+        ata.is_some_and(|w| w.at.pc >= 0xffff_0000_0000_0000),
+        "{:#?}",
+        r.writes
+    );
+    // The window was opened through the doorbell the EFI variable named, and counted.
+    let w = r.phases.first().expect("window 1");
+    assert_eq!(w.id, 1);
+    assert!(w.trace.is_some_and(|t| t.instructions_el0 > 0), "{w:?}");
+    // The records read back inside Linux: the same window, whole.
+    let b64: String = text
+        .lines()
+        .map(|l| l.trim_end_matches('\r'))
+        .skip_while(|l| *l != BEGIN)
+        .skip(1)
+        .take_while(|l| *l != END)
+        .flat_map(|l| [l, "\n"])
+        .collect();
+    let tmp = TempDir::new("test-install-results").unwrap();
+    let file = tmp.path().join("results.b64");
+    std::fs::write(&file, b64).unwrap();
+    let out = std::process::Command::new("base64")
+        .arg("-d")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "no results printed:\n{text}");
+    let taken = mtex::report::parse_bytes(&out.stdout);
+    assert!(taken.problems.is_empty(), "{:?}", taken.problems);
+    assert_eq!(taken.phases.len(), 1, "{:?}", taken.phases);
+    assert_eq!(taken.phases[0].trace, w.trace);
+}
