@@ -355,11 +355,16 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     let workloads = images::build_workloads()?;
     let work = std::fs::read(&workloads)?;
     let mut programs = vec![("mtex-work".to_string(), work)];
+    // Booted by UEFI, user space finds the doorbell in an EFI variable, and efivarfs is a
+    // module in distribution kernels. Only then: the same kernel booted by path (no modules
+    // beside it) and by release must boot the same initramfs.
     let efivarfs = kernel.package.root.join(format!(
         "lib/modules/{}/kernel/fs/efivarfs/efivarfs.ko.xz",
         kernel.release
     ));
-    if let Ok(m) = std::fs::read(&efivarfs) {
+    if args.uefi
+        && let Ok(m) = std::fs::read(&efivarfs)
+    {
         programs.push(("efivarfs.ko.xz".into(), m));
     }
     let initrd = initramfs::build(busybox, &workload, programs)?;

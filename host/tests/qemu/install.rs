@@ -15,6 +15,7 @@ fn installed_under_edk2_the_firmware_boots_linux_whose_mte_writes_are_trapped() 
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let args = mtex::linux::Args {
         timeout: 300,
+        uefi: true,
         ..super::linux::linux_args()
     };
     let p = mtex::linux::prepare(&args).expect("fetching and bundling");
@@ -265,6 +266,8 @@ fn installed_and_returned_the_next_boot_option_boots_linux_under_the_hypervisor(
             "mtex-work --tcf0 sync --window 1 getpid 100; mtex-work results /tmp/results; \
              echo {BEGIN}; base64 /tmp/results; echo {END}"
         )),
+        // A UEFI boot's initramfs: it loads efivarfs, where the doorbell's address is.
+        uefi: true,
         ..super::linux::linux_args()
     };
     let p = mtex::linux::prepare(&args).expect("fetching and bundling");
