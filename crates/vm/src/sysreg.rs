@@ -9,7 +9,7 @@
 //! unhandled exit rather than be guessed at.
 
 use mtex_arch::esr::SysRegIss;
-use mtex_arch::{DebugReg, PmuReg, SysReg, id_regs};
+use mtex_arch::{DebugReg, PmuReg, SgiReg, SysReg, id_regs};
 
 /// The EL1 registers a trapped write reaches. From EL2 with HCR_EL2.E2H = 0 the `*_EL1`
 /// accessors reach the guest's own registers; on the host a fake stands in.
@@ -29,6 +29,9 @@ pub enum Trapped {
     Debug(DebugReg),
     /// An ID register read: the real value less what the hypervisor hides.
     IdRead,
+    /// A write of an SGI register, trapped while HCR_EL2.FMO routes the sampling timer to
+    /// EL2 (Linux mode): the interrupt is sent for the guest, unchanged.
+    Sgi(SgiReg),
     /// Nothing the hypervisor emulates: the run ends with an unhandled-exit record.
     Unhandled,
 }
@@ -59,6 +62,9 @@ fn classify_other(iss: u32, pmu: bool) -> Trapped {
     }
     if s.is_read && id_regs::is_group3(s) {
         return Trapped::IdRead;
+    }
+    if let Some(reg) = SgiReg::from_iss(s) {
+        return Trapped::Sgi(reg);
     }
     Trapped::Unhandled
 }
@@ -216,6 +222,24 @@ mod tests {
         // Neither is a register the hypervisor never traps on purpose (TPIDR_EL1).
         assert_eq!(
             classify(iss(3, 0, 13, 0, 4, 0, false), true),
+            Trapped::Unhandled
+        );
+    }
+
+    /// Linux's IPIs (ICC_SGI1R_EL1 writes) trap while a sampled window routes FIQs to EL2:
+    /// they are sent on, never an unhandled exit; a read of the same encoding is nothing.
+    #[test]
+    fn sgi_writes_are_passed_on() {
+        assert_eq!(
+            classify(iss(3, 0, 12, 11, 5, 3, false), false),
+            Trapped::Sgi(mtex_arch::SgiReg::Sgi1r)
+        );
+        assert_eq!(
+            classify(iss(3, 0, 12, 11, 7, 3, false), false),
+            Trapped::Sgi(mtex_arch::SgiReg::Sgi0r)
+        );
+        assert_eq!(
+            classify(iss(3, 0, 12, 11, 5, 3, true), false),
             Trapped::Unhandled
         );
     }
