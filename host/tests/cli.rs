@@ -506,7 +506,16 @@ fn linux_options_are_refused_before_dpkg_apt_or_qemu() {
     std::fs::write(&file, "").unwrap();
     let under_file = file.join("results");
     let under_file = under_file.to_str().unwrap();
-    let cases: [(&[&str], &[&str]); 9] = [
+    let cases: [(&[&str], &[&str]); 12] = [
+        (&["--sample", "1000"], &["--sample 1000"]),
+        (
+            &["--sample", "1000:30", "--cpus", "2"],
+            &["--sample with --cpus 2", "use --cpus 1"],
+        ),
+        (
+            &["--sample", "1000:30", "--profile"],
+            &["--sample with --profile"],
+        ),
         (
             &["--kernel", "../../etc/passwd"],
             &[

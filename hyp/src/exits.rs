@@ -14,6 +14,7 @@ use tock_registers::interfaces::Readable;
 /// Vector kinds passed by `entry.rs` for exceptions from the guest (lower EL, AArch64).
 const SYNC: u64 = 0;
 const IRQ: u64 = 1;
+const FIQ: u64 = 2;
 
 /// Called by the vectors with the saved guest context; returning resumes the guest.
 pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
@@ -50,6 +51,8 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
             // and stays pending for it (never acknowledged here).
             IRQ if hyp.linux => hyp.vcpu().tracer.note_irq_exit(),
             IRQ => crate::watchdog::irq_exit(hyp, ctx),
+            // Linux mode: the timer of a sampled window's next unit (`fiq.rs`).
+            FIQ if hyp.linux => crate::fiq::exit(hyp, ctx),
             _ => unhandled(hyp, ctx),
         }
         // A sampled phase's unit that has retired its instructions ends here.

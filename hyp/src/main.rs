@@ -17,6 +17,7 @@ mod doorbell;
 mod entry;
 mod exits;
 mod fast_step;
+mod fiq;
 mod global;
 mod guest_boot;
 mod heap;
@@ -253,11 +254,12 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         (mtex_platform::guest_vm::IMAGE_ADDR, boot.guest_image.size),
     );
     hyp.linux = linux;
-    // The sampling timer is the watchdog's, which Linux modes do not arm.
-    hyp.sampler = opts
-        .sample
-        .filter(|_| !linux)
-        .map(mtex_vm::sample::Sampler::new);
+    // The sampling timer is the watchdog's; in Linux modes, an FIQ routed for each sampled
+    // window (`fiq.rs`).
+    hyp.sampler = opts.sample.map(mtex_vm::sample::Sampler::new);
+    if linux {
+        fiq::init(m.gic, m.hyp_timer_intid);
+    }
     if let Some(f) = &boot.firmware {
         hyp.doorbell_ipa = f.doorbell.base;
     }

@@ -8,12 +8,21 @@ use crate::state::Hyp;
 use mtex_abi::Record;
 use mtex_abi::report::{SampleUnit, StepEngine};
 use mtex_vm::sample::Next;
+use tock_registers::interfaces::Readable;
 
 /// Whether phase `id`, opened traced, is sampled instead: it then starts (its first unit at
 /// once, or the timer for it).
 pub fn open(hyp: &mut Hyp, id: u32) -> bool {
     // One CPU: the timer and the units are this CPU's.
     if hyp.cpus.on() > 1 || hyp.window.is_some() {
+        return false;
+    }
+    if hyp.sampler.is_none() {
+        return false;
+    }
+    // Linux mode: the timer reaches EL2 only as an FIQ routed for the window.
+    if hyp.linux && !crate::fiq::route(true) {
+        log::warn!("window {id}: the GIC keeps Group 0 for the secure side; traced whole");
         return false;
     }
     let Some(s) = &mut hyp.sampler else {
@@ -129,12 +138,20 @@ pub fn close(hyp: &mut Hyp, ctx: &mut GuestContext) {
     if !sampling(hyp) {
         return;
     }
+    let stopped = mtex_vm::sample::overdue(
+        crate::watchdog::sample_due(),
+        aarch64_cpu::registers::CNTPCT_EL0.get(),
+        crate::watchdog::counter_hz(),
+    );
     crate::watchdog::sample_in(None);
+    if hyp.linux {
+        crate::fiq::route(false);
+    }
     if hyp.sampler.as_ref().is_some_and(|s| s.in_unit) {
         end_unit(hyp, ctx);
     }
     if let Some(s) = &mut hyp.sampler {
-        let record = s.end();
+        let record = s.end(stopped);
         hyp.report.send(&Record::PhaseSampled(record));
     }
 }

@@ -12,6 +12,8 @@
 //!   writes are recorded.
 //! - ID registers (HCR_EL2.TID3): the real values less what the hypervisor hides
 //!   (`id_regs.rs`).
+//! - SGI register writes, which trap while a sampled Linux window routes FIQs to EL2
+//!   (`fiq.rs`): sent on unchanged.
 //!
 //! Which access is which, and the control write itself, are decided in `mtex_vm::sysreg`
 //! (host-tested against a fake register file); this file is the CPU's side. Anything else
@@ -97,6 +99,21 @@ impl El1Registers for ThisCpu {
     }
 }
 
+/// Sends the SGI a trapped write asked for, as the guest's MSR would have: the value is the
+/// guest's own (targets, INTID, routing mode), written from EL2 to the physical interface.
+fn send_sgi(reg: mtex_arch::SgiReg, value: u64) {
+    use mtex_arch::SgiReg;
+    // SAFETY: SGI generation registers only raise interrupts, which Linux (the guest that
+    // asked) takes; no memory is touched. The ISB makes the write take effect before ERET.
+    unsafe {
+        match reg {
+            SgiReg::Sgi1r => core::arch::asm!("msr icc_sgi1r_el1, {}", "isb", in(reg) value),
+            SgiReg::Asgi1r => core::arch::asm!("msr icc_asgi1r_el1, {}", "isb", in(reg) value),
+            SgiReg::Sgi0r => core::arch::asm!("msr icc_sgi0r_el1, {}", "isb", in(reg) value),
+        }
+    }
+}
+
 /// A trapped access to a PMU, debug or ID register.
 #[cold]
 #[inline(never)]
@@ -123,6 +140,11 @@ fn other(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr, trapped: Trapped) {
             hyp.vcpu().guest_debug.read(reg)
         }
         (Trapped::IdRead, _) => crate::id_regs::guest_read(iss.crm, iss.op2),
+        // Linux mode only: the built-in guest has no GIC of its own to send SGIs with.
+        (Trapped::Sgi(reg), _) if hyp.linux => {
+            send_sgi(reg, write.unwrap_or(0));
+            0
+        }
         _ => crate::exits::unhandled(hyp, ctx),
     };
     if iss.is_read {

@@ -92,6 +92,11 @@ fn set_timer() {
     unsafe { core::arch::asm!("msr cnthp_cval_el2, {}", "isb", in(reg) at) };
 }
 
+/// When the next sampled unit is due (`u64::MAX`: none is).
+pub fn sample_due() -> u64 {
+    SAMPLE_AT.load(Ordering::Relaxed)
+}
+
 /// The next sampled unit begins `ticks` of the counter from now (None: no unit is due).
 pub fn sample_in(ticks: Option<u64>) {
     let at = ticks.map_or(u64::MAX, |t| CNTPCT_EL0.get().saturating_add(t));

@@ -499,6 +499,7 @@ mod tests {
                             stepped_starts: e[5],
                         },
                         late_triggers: n[4],
+                        timer_stopped: whole,
                     }
                 )),
             (any::<u32>(), any::<[u64; 4]>()).prop_map(|(id, v)| Record::TraceMore(

@@ -130,6 +130,9 @@ pub struct PhaseSampled {
     /// Units that began while another was still being traced (the timer fired late): none
     /// is begun twice, they are counted here.
     pub late_triggers: u32,
+    /// The phase ended long after its next unit was due (`mtex_vm::sample::overdue`): the
+    /// timer stopped reaching EL2, so the units cover only part of the phase.
+    pub timer_stopped: bool,
 }
 
 /// A snapshot of the records taken by the guest.

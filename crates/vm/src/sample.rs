@@ -158,7 +158,8 @@ impl Sampler {
     }
 
     /// The phase ends (after its last unit ended): the record of how it was sampled.
-    pub fn end(&mut self) -> mtex_abi::report::PhaseSampled {
+    /// `timer_stopped`: [`overdue`] said so of the next unit's timer.
+    pub fn end(&mut self, timer_stopped: bool) -> mtex_abi::report::PhaseSampled {
         let r = mtex_abi::report::PhaseSampled {
             id: self.phase,
             units: self.units,
@@ -168,6 +169,7 @@ impl Sampler {
             whole: self.whole(),
             engine: self.engine,
             late_triggers: self.late_triggers,
+            timer_stopped,
         };
         self.phase = 0;
         r
@@ -203,6 +205,13 @@ impl Sampler {
 /// whatever is left.
 pub fn run_fits(unit: u64, done: u64, exclusive: bool) -> bool {
     exclusive || done + mtex_trace::run::MAX_VISITED as u64 <= unit
+}
+
+/// Whether a unit due at counter tick `due` (u64::MAX: none is) is overdue at `now` by more
+/// than a hundredth of a second: its timer stopped reaching EL2 (a guest that took the
+/// interrupt's routing for itself), which a late interrupt is not.
+pub fn overdue(due: u64, now: u64, hz: u64) -> bool {
+    due != u64::MAX && now.saturating_sub(due) > hz / 100
 }
 
 #[cfg(test)]
@@ -251,7 +260,7 @@ mod tests {
         assert!(s.trigger());
         assert_eq!(s.end_unit(StepEngine::default(), HZ), Next::UnitNow);
         assert!(s.trigger());
-        let r = s.end();
+        let r = s.end(false);
         assert!(r.whole);
         assert_eq!((r.id, r.units), (5, 2));
     }
@@ -270,7 +279,7 @@ mod tests {
         s.end_unit(branches, HZ);
         assert!(s.trigger());
         s.end_unit(branches, HZ);
-        let r = s.end();
+        let r = s.end(false);
         assert_eq!((r.units, r.late_triggers, r.whole), (2, 1, false));
         assert_eq!(r.engine.branches_el1, 6);
         assert_eq!(r.engine.id, 2);
@@ -336,5 +345,13 @@ mod tests {
             run_fits(100, 99, true),
             "an exclusive sequence is carried whole"
         );
+    }
+
+    #[test]
+    fn a_unit_is_overdue_only_well_past_its_time() {
+        assert!(!overdue(u64::MAX, 5 * HZ, HZ), "no unit due");
+        assert!(!overdue(HZ, HZ + HZ / 100, HZ), "a late interrupt");
+        assert!(overdue(HZ, HZ + HZ / 100 + 1, HZ));
+        assert!(!overdue(2 * HZ, HZ, HZ), "not yet due");
     }
 }

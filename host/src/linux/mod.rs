@@ -98,6 +98,14 @@ pub struct Args {
     /// every instruction of a window (no runs, no fast path): the trace costs more.
     #[arg(long)]
     pub stacks: bool,
+    /// Sample each window rather than trace it whole: units of about UNIT instructions
+    /// traced after random gaps of 0 to 2 × GAP_US microseconds, every figure an estimate
+    /// with its 95% confidence interval (docs/sampling.md). Needs --cpus 1.
+    #[arg(long, value_name = "UNIT:GAP_US")]
+    pub sample: Option<String>,
+    /// The sampling schedule's random generator's seed (default 1): another seed, other units.
+    #[arg(long, value_name = "N", requires = "sample")]
+    pub sample_seed: Option<u64>,
     /// Print the full report (each window in every view, every trapped write): report.txt.
     #[arg(long, short)]
     pub verbose: bool,
@@ -194,6 +202,20 @@ pub fn check_args(args: &Args) -> Result<()> {
             bail!("--append {w:?}: mtex sets {own} itself (Linux mode needs its own value)");
         }
     }
+    if let Some(sample) = &args.sample {
+        mtex_abi::options::SampleOptions::parse(&format!("mtex.sample={sample}"))
+            .map_err(|e| anyhow::anyhow!("--sample {sample}: {}", e.problem))?;
+        if args.cpus > 1 {
+            bail!(
+                "--sample with --cpus {}: a sampled window is one CPU's (its timer and units); \
+                 use --cpus 1",
+                args.cpus
+            );
+        }
+        if args.profile || args.stacks {
+            bail!("--sample with --profile or --stacks: a profile is of a window traced whole");
+        }
+    }
     let line = cmdline(args, true, &[]);
     if line.len() > CMDLINE_MAX {
         bail!(
@@ -280,6 +302,12 @@ pub fn cmdline(args: &Args, kallsyms: bool, kernel_words: &[String]) -> String {
         words.push("mtex_kallsyms".into());
     }
     words.extend(kernel_words.iter().cloned());
+    if let Some(sample) = &args.sample {
+        words.push(format!("mtex.sample={sample}"));
+        if let Some(seed) = args.sample_seed {
+            words.push(format!("mtex.sample_seed={seed}"));
+        }
+    }
     words.extend(args.append.iter().cloned());
     words.join(" ")
 }

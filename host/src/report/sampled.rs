@@ -64,6 +64,10 @@ pub fn estimates(p: &Phase, emulator: bool) -> Vec<(&'static Counter, Estimate)>
     let (Some(s), Some([n0, n1])) = (p.sampled.as_ref(), population(p, emulator)) else {
         return Vec::new();
     };
+    // Units from part of the phase only: no estimate of the whole is made (`problems`).
+    if s.how.is_some_and(|h| h.timer_stopped) {
+        return Vec::new();
+    }
     counters::all()
         .filter_map(|c| {
             // Only trace counters are estimated: the records' own counters are exact.
@@ -134,6 +138,12 @@ pub fn problems(p: &Phase, emulator: bool) -> Vec<String> {
                     "{name}: sampled, but the PMU gave no exact instruction total for it: \
                      no estimate is made"
                 ));
+            } else if how.timer_stopped {
+                out.push(format!(
+                    "{name}: its sampling timer stopped reaching the hypervisor before it ended \
+                     (the guest took the interrupt's routing): the units cover only part of it, \
+                     no estimate holds for the whole"
+                ));
             } else if !how.whole && (how.units as usize) < MIN_UNITS {
                 out.push(format!(
                     "{name}: {} sampled unit{}: too few for an interval, which needs \
@@ -161,4 +171,73 @@ pub fn problems(p: &Phase, emulator: bool) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Sampled;
+    use mtex_abi::report::{PhaseSampled, PhaseStats, SampleUnit};
+    use mtex_trace::counts::TraceCounts;
+
+    /// A phase of 100,000 EL1 instructions (the PMU's), sampled in `units` units of 100
+    /// instructions, each with 10 checked kernel reads.
+    fn sampled(units: u32, timer_stopped: bool) -> Phase {
+        let counts = TraceCounts {
+            instructions_el1: 100,
+            architectural: mtex_trace::counts::ByEl {
+                rd_k: 10,
+                ..Default::default()
+            },
+            ..TraceCounts::default()
+        };
+        Phase {
+            id: 1,
+            name: "window".into(),
+            end: Some(Default::default()),
+            stats: Some(PhaseStats {
+                el0_instructions: Some(0),
+                el1_instructions: Some(100_000),
+                ..PhaseStats::default()
+            }),
+            sampled: Some(Sampled {
+                stretches: (0..units)
+                    .map(|_| SampleUnit {
+                        id: 1,
+                        lead: false,
+                        guest_clock: 0,
+                        counts,
+                    })
+                    .collect(),
+                how: Some(PhaseSampled {
+                    id: 1,
+                    units,
+                    unit_instructions: 100,
+                    gap_us: 10,
+                    seed: 1,
+                    timer_stopped,
+                    ..PhaseSampled::default()
+                }),
+            }),
+            ..Phase::default()
+        }
+    }
+
+    #[test]
+    fn a_phase_whose_timer_stopped_gets_a_problem_and_no_estimate() {
+        let whole_phase = sampled(40, false);
+        let rd_k = estimates(&whole_phase, false)
+            .into_iter()
+            .find(|(c, _)| c.name == "mem_access_checked_rd:k")
+            .map(|(_, e)| e.value);
+        assert_eq!(rd_k, Some(10_000.0));
+        assert!(problems(&whole_phase, false).is_empty());
+        let part = sampled(40, true);
+        assert!(estimates(&part, false).is_empty());
+        let p = problems(&part, false);
+        assert!(
+            p.len() == 1 && p[0].contains("sampling timer stopped"),
+            "{p:?}"
+        );
+    }
 }

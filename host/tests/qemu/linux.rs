@@ -1177,6 +1177,8 @@ pub(super) fn linux_args() -> mtex::linux::Args {
         oracle: false,
         profile: false,
         stacks: false,
+        sample: None,
+        sample_seed: None,
         verbose: false,
         symbols: None,
         scenario: None,

@@ -196,3 +196,44 @@ fn a_guest_that_acts_otherwise_traced_gets_estimates_of_its_traced_behaviour_sai
     let text = mtex::render::text(&r);
     assert!(text.contains("was sampled: "), "{text}");
 }
+
+/// A Linux window sampled (`mtex linux --sample`): with Linux owning the GIC, the EL2 timer
+/// reaches EL2 as an FIQ while the window is open; the units are traced exactly (the oracle,
+/// QEMU's own count, agrees over all of them and their leads), and the intervals hold what the
+/// workload's arithmetic says: futex-hash's N waits are N kernel entries from EL0 at least,
+/// and, with the kernel's own accesses unchecked (TCMA1's view), exactly N checked kernel
+/// reads, each wait's read of its futex word. Nothing of the window is shown as exact.
+#[test]
+fn a_linux_window_is_sampled_and_its_intervals_hold_the_workloads_arithmetic() {
+    const N: f64 = 5000.0;
+    let (status, doc, text) = super::linux::linux(&[
+        "--workload",
+        &format!("futex-hash {N} 1"),
+        "--sample",
+        "1000:30",
+        "--oracle",
+    ]);
+    assert_eq!(status, 0, "{text}");
+    assert!(doc["windows"].as_array().unwrap().is_empty(), "{text}");
+    let w = &doc["sampled_windows"][0];
+    assert!(w["sampled"]["units"].as_u64().unwrap() >= 30, "{w}");
+    assert!(w["oracle"].is_object(), "{w}");
+    let estimate = |name: &str| -> (f64, f64) {
+        let e = w["estimates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e[0] == name)
+            .unwrap_or_else(|| panic!("no {name}: {w}"));
+        assert_eq!(e[1]["exact"], false, "{name}: {e}");
+        (
+            e[1]["value"].as_f64().unwrap(),
+            e[1]["half_width"].as_f64().unwrap(),
+        )
+    };
+    let (v, h) = estimate("if_tcma1.mem_access_checked_rd:k");
+    assert!(v - h <= N && N <= v + h, "{v} ± {h} against {N}");
+    let (v, h) = estimate("kernel_entries.sync_el0");
+    assert!(v + h >= N, "{v} ± {h} against at least {N}");
+    assert!(text.contains("SAMPLED:"), "{text}");
+}
