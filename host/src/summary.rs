@@ -291,6 +291,20 @@ pub const SAMPLED_COLUMNS: &[(&str, &str)] = &[
 /// The sampled phases of each run's first repeat, one line each: every headline checked
 /// count as an estimate with its interval, never in the exact tables.
 pub fn sampled_lines(doc: &Results) -> Vec<String> {
+    sampled_table(doc, "phases", "phase", |p| match workload_label(p) {
+        Some(w) => format!("{} {}", row_label(p), w),
+        None => row_label(p),
+    })
+}
+
+/// The table of [`sampled_lines`], its title naming the `things` sampled (`windows` in
+/// Linux mode), its last column headed `what` and labelled by `label`.
+pub fn sampled_table(
+    doc: &Results,
+    things: &str,
+    what: &str,
+    label: impl Fn(&PhaseOut) -> String,
+) -> Vec<String> {
     let mut rows = Vec::new();
     for run in doc.runs.iter().filter(|r| r.repeat == 0) {
         for p in run.phases.iter().filter(|p| p.sampled.is_some()) {
@@ -301,6 +315,9 @@ pub fn sampled_lines(doc: &Results) -> Vec<String> {
                         let e = e.estimate();
                         if e.exact {
                             thousands(e.value.round() as u64)
+                        } else if e.value == 0.0 {
+                            // No unit met one: none seen, which is not "exactly none".
+                            "0 seen".to_string()
                         } else if e.half_width.is_finite() {
                             format!(
                                 "{} ±{}",
@@ -315,19 +332,15 @@ pub fn sampled_lines(doc: &Results) -> Vec<String> {
                 })
                 .collect();
             let units = p.sampled.as_ref().map_or(0, |s| s.units);
-            let label = match workload_label(p) {
-                Some(w) => format!("{} {}", row_label(p), w),
-                None => row_label(p),
-            };
-            rows.push((label, cells, units));
+            rows.push((label(p), cells, units));
         }
     }
     if rows.is_empty() {
         return Vec::new();
     }
-    let mut out = vec![
-        " Sampled phases: estimates, ± the 95% confidence interval (checked accesses)".to_string(),
-    ];
+    let mut out = vec![format!(
+        " Sampled {things}: estimates, ± the 95% confidence interval (checked accesses)"
+    )];
     let widths: Vec<usize> = (0..SAMPLED_COLUMNS.len())
         .map(|i| {
             rows.iter()
@@ -341,7 +354,7 @@ pub fn sampled_lines(doc: &Results) -> Vec<String> {
     for ((h, _), w) in SAMPLED_COLUMNS.iter().zip(&widths) {
         header.push_str(&format!("{h:>w$}  "));
     }
-    header.push_str("units  phase");
+    header.push_str(&format!("units  {what}"));
     out.push(header);
     for (label, cells, units) in rows {
         let mut l = String::from("   ");

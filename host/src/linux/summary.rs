@@ -12,8 +12,10 @@ fn window_label(r: &LinuxReport, name: &str) -> String {
     let label = r
         .windows
         .iter()
-        .find(|w| format!("window {}", w.id) == name)
-        .and_then(|w| w.label.as_deref());
+        .map(|w| (w.id, &w.label))
+        .chain(r.sampled_windows.iter().map(|w| (w.id, &w.label)))
+        .find(|(id, _)| format!("window {id}") == name)
+        .and_then(|(_, l)| l.as_deref());
     match label {
         Some(l) => format!("{}: {}", clean(name), clean(l)),
         None => clean(name).into_owned(),
@@ -82,6 +84,14 @@ pub fn render(r: &LinuxReport, doc: &Results, rest: Option<&str>) -> String {
         }
         out.blank();
         out.push(&format!("  {}", summary::LEGEND));
+    }
+    // Sampled windows: estimates with their intervals, never in the exact table.
+    let sampled = summary::sampled_table(doc, "windows", "window", |p| window_label(r, &p.name));
+    if !sampled.is_empty() {
+        out.blank();
+        for l in sampled {
+            out.push(&l);
+        }
     }
     for w in &r.unclosed_windows {
         out.push(&format!(
