@@ -264,22 +264,30 @@ fn apply(r: &mut Report, seq: u32, record: Record, cpu: &mut u32) {
                 c.id
             )),
         },
-        Record::TraceMore(a) => match r
-            .phases
-            .iter_mut()
-            .rev()
-            .find(|p| p.id == a.id)
-            .and_then(|p| p.trace.as_mut())
-        {
-            Some(t) => {
-                (t.abandoned_el0, t.abandoned_el1) = (a.abandoned_el0, a.abandoned_el1);
-                (t.trapped_el0, t.trapped_el1) = (a.trapped_el0, a.trapped_el1);
+        Record::TraceMore(a) => {
+            match r
+                .phases
+                .iter_mut()
+                .rev()
+                .find(|p| p.id == a.id)
+                .and_then(|p| match (&mut p.trace, &mut p.sampled) {
+                    (Some(t), _) => Some(t),
+                    // A sampled phase's: of the unit (or lead) just before it.
+                    (None, Some(s)) if p.end.is_none() => {
+                        s.stretches.last_mut().map(|u| &mut u.counts)
+                    }
+                    _ => None,
+                }) {
+                Some(t) => {
+                    (t.abandoned_el0, t.abandoned_el1) = (a.abandoned_el0, a.abandoned_el1);
+                    (t.trapped_el0, t.trapped_el1) = (a.trapped_el0, a.trapped_el1);
+                }
+                None => r.problems.push(format!(
+                    "record {seq}: more trace counts of phase {} that has no trace",
+                    a.id
+                )),
             }
-            None => r.problems.push(format!(
-                "record {seq}: more trace counts of phase {} that has no trace",
-                a.id
-            )),
-        },
+        }
         Record::PcProfile(e) => match r.phases.iter_mut().rev().find(|p| p.id == e.id) {
             Some(p) => {
                 let profile = p.profile.get_or_insert_default();

@@ -211,11 +211,13 @@ fn a_linux_window_is_sampled_and_its_intervals_hold_the_workloads_arithmetic() {
         &format!("futex-hash {N} 1"),
         "--sample",
         "1000:30",
+        "--oracle",
     ]);
     assert_eq!(status, 0, "{text}");
     assert!(doc["windows"].as_array().unwrap().is_empty(), "{text}");
     let w = &doc["sampled_windows"][0];
     assert!(w["sampled"]["units"].as_u64().unwrap() >= 30, "{w}");
+    assert!(w["oracle"].is_object(), "{w}");
     let estimate = |name: &str| -> (f64, f64) {
         let e = w["estimates"]
             .as_array()

@@ -33,6 +33,43 @@ fn more_trace_counts_join_their_phases_trace_and_a_stray_record_is_a_problem() {
     );
 }
 
+/// A sampled phase's unit loses its abandoned instructions in SampleUnit's encoding: the
+/// TraceMore after it gives them back to that unit, not to another.
+#[test]
+fn more_trace_counts_after_a_sampled_unit_join_that_unit() {
+    let unit = |lead| {
+        Record::SampleUnit(mtex_abi::report::SampleUnit {
+            id: 5,
+            lead,
+            guest_clock: 0,
+            counts: TraceCounts {
+                instructions_el0: 30,
+                ..TraceCounts::default()
+            },
+        })
+    };
+    let r = parse(&stream(vec![
+        begin(5, "w"),
+        unit(true),
+        unit(false),
+        Record::TraceMore(mtex_abi::report::TraceMore {
+            id: 5,
+            abandoned_el0: 1,
+            abandoned_el1: 0,
+            trapped_el0: 0,
+            trapped_el1: 0,
+        }),
+    ]));
+    assert!(
+        !r.problems.iter().any(|p| p.contains("no trace")),
+        "{:?}",
+        r.problems
+    );
+    let s = r.phases[0].sampled.as_ref().expect("sampled");
+    let abandoned: Vec<u64> = s.stretches.iter().map(|u| u.counts.abandoned_el0).collect();
+    assert_eq!(abandoned, [0, 1]);
+}
+
 #[test]
 fn a_runs_passes_fold_into_its_traced_phase() {
     use PmuValue::{Counted, NotSupported};
