@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_cpus;
 pub mod bench_sample;
+pub mod bench_sample_linux;
 pub mod check_exact;
 pub mod compare;
 pub mod csv_out;

@@ -252,6 +252,15 @@ enum BenchCmd {
         #[arg(long, default_value_t = 25,
             value_parser = mtex::input::number_in(1u64, 10_000))]
         seeds: u64,
+        /// A Linux window instead (futex-hash, one thread): traced whole once, then sampled
+        /// under each random schedule; its intervals against the whole trace and against the
+        /// workload's arithmetic.
+        #[arg(long)]
+        linux: bool,
+        /// With --linux, the futex waits in the window.
+        #[arg(long, default_value_t = 5000, requires = "linux",
+            value_parser = mtex::input::number_in(100u64, 10_000_000))]
+        waits: u64,
     },
     /// What tracing costs on one CPU and on several: EL2 instructions per traced guest
     /// instruction, all CPUs' included, from the machine's clock under -icount shift=0.
@@ -610,7 +619,18 @@ fn real_main() -> Result<ExitCode> {
                     print_bench_trace(&bench::trace(&boots, n)?);
                     Ok(ExitCode::SUCCESS)
                 }
-                Some(BenchCmd::Sample { seeds }) => {
+                Some(BenchCmd::Sample {
+                    seeds,
+                    linux: true,
+                    waits,
+                }) => {
+                    let out = mtex::linux::work_dir().join("bench-sample");
+                    std::fs::create_dir_all(&out)?;
+                    let f = mtex::bench_sample_linux::coverage(seeds, waits, &out)?;
+                    print!("{}", mtex::bench_sample_linux::render(&f));
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(BenchCmd::Sample { seeds, .. }) => {
                     print!(
                         "{}",
                         mtex::bench_sample::render(&mtex::bench_sample::coverage(&boots, seeds)?)

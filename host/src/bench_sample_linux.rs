@@ -1,0 +1,213 @@
+//! `cargo mtex bench sample --linux`: how often a sampled Linux window's 95% intervals hold
+//! the count. One futex-hash window is traced whole, then sampled under each seed.
+//!
+//! Linux does not run the very same instructions traced whole and sampled: under `-icount`
+//! its clock runs against its instructions at another rate, so its timer interrupts and
+//! what the scheduler does fall elsewhere. The whole trace is the truth only as nearly as
+//! the two runs agree, and the bench prints how nearly (the windows' instruction totals).
+//! One count is fixed by the workload's arithmetic whatever the timing: each wait makes one
+//! checked kernel read of the futex word through the user's pointer, the one the TCMA1 view
+//! keeps (`if_tcma1.mem_access_checked_rd:k`); it is checked against that number.
+
+use crate::bench_sample::CounterCoverage;
+use crate::linux::{self, Args, Boot};
+use crate::report::Phase;
+use anyhow::{Context, Result, bail};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Instructions per unit, on average, and the mean gap in microseconds (under `-icount` a
+/// thousand instructions each): about 150 units in a futex-hash window of 5,000 waits.
+pub const UNIT: u64 = 1000;
+pub const GAP_US: u64 = 30;
+/// The count the workload's arithmetic fixes: one per wait.
+pub const PER_WAIT: &str = "if_tcma1.mem_access_checked_rd:k";
+
+/// The figures of the benchmark.
+pub struct LinuxFigures {
+    pub seeds: u64,
+    pub waits: u64,
+    /// Per counter, against the whole trace, with the whole trace's count.
+    pub by_counter: BTreeMap<&'static str, (CounterCoverage, u64)>,
+    /// [`PER_WAIT`] against the number of waits.
+    pub arithmetic: CounterCoverage,
+    /// The whole trace's window instructions, and the largest relative difference of a
+    /// sampled run's (the PMU's exact total) from it.
+    pub whole_instructions: u64,
+    pub largest_instruction_gap: f64,
+    pub units: u64,
+    pub whole_wall: Duration,
+    pub sampled_wall: Duration,
+}
+
+#[derive(clap::Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: Args,
+}
+
+fn args(waits: u64, out: &Path, sample: Option<u64>) -> Result<Args> {
+    use clap::Parser;
+    let mut words = vec![
+        "linux".to_string(),
+        "--workload".into(),
+        format!("futex-hash {waits} 1"),
+        "--out".into(),
+        out.display().to_string(),
+    ];
+    if let Some(seed) = sample {
+        words.extend([
+            "--sample".into(),
+            format!("{UNIT}:{GAP_US}"),
+            "--sample-seed".into(),
+            seed.to_string(),
+        ]);
+    }
+    Ok(Cli::try_parse_from(words)?.args)
+}
+
+/// The window of one boot, which must have no problem.
+fn window(args: &Args, p: &linux::Prepared, what: &str) -> Result<(Phase, Duration)> {
+    let start = Instant::now();
+    let booted = linux::boot(args, p, Boot::Measured)?;
+    let wall = start.elapsed();
+    let r = booted.console.report();
+    if !r.problems.is_empty() {
+        bail!("{what}: {}", r.problems.join("; "));
+    }
+    let w = r
+        .phases
+        .into_iter()
+        .find(|p| p.name == "window 1" && p.end.is_some())
+        .with_context(|| format!("{what}: no closed window 1"))?;
+    Ok((w, wall))
+}
+
+/// Runs the benchmark: the window traced whole, then sampled under `seeds` seeds.
+pub fn coverage(seeds: u64, waits: u64, out: &Path) -> Result<LinuxFigures> {
+    let whole_args = args(waits, out, None)?;
+    let p = linux::prepare(&whole_args)?;
+    let (whole, whole_wall) = window(&whole_args, &p, "the whole trace")?;
+    let t = whole.trace.context("the whole trace has no counts")?;
+    let whole_instructions = t.instructions_el0 + t.instructions_el1;
+    let mut f = LinuxFigures {
+        seeds,
+        waits,
+        by_counter: BTreeMap::new(),
+        arithmetic: CounterCoverage::default(),
+        whole_instructions,
+        largest_instruction_gap: 0.0,
+        units: 0,
+        whole_wall,
+        sampled_wall: Duration::ZERO,
+    };
+    for seed in 1..=seeds {
+        eprintln!("mtex: bench sample --linux: seed {seed} of {seeds}");
+        let a = args(waits, out, Some(seed))?;
+        let (w, wall) = window(&a, &p, &format!("sampled run {seed}"))?;
+        f.sampled_wall += wall;
+        let problems = crate::report::sampled::problems(&w, true);
+        if !problems.is_empty() {
+            bail!("sampled run {seed}: {}", problems.join("; "));
+        }
+        if let Some([el0, el1]) = crate::report::sampled::population(&w, true) {
+            let gap = (el0 + el1).abs_diff(whole_instructions) as f64 / whole_instructions as f64;
+            f.largest_instruction_gap = f.largest_instruction_gap.max(gap);
+        }
+        f.units += w.sampled.as_ref().map_or(0, |s| s.units().count() as u64);
+        for (c, e) in crate::report::sampled::estimates(&w, true) {
+            if !e.half_width.is_finite() || e.exact {
+                continue;
+            }
+            let note = |cov: &mut CounterCoverage, want: u64| {
+                cov.runs += 1;
+                cov.covered += e.contains(want) as usize;
+                cov.abs_error += (e.value - want as f64).abs() / want as f64;
+                cov.error += (e.value - want as f64) / want as f64;
+            };
+            if c.name == PER_WAIT {
+                note(&mut f.arithmetic, waits);
+            }
+            // The instruction totals are the PMU's for this run, not estimates: how near they
+            // are to the whole trace's is the largest instruction gap.
+            if c.name.starts_with("instructions:") {
+                continue;
+            }
+            if let Some(want) = c.of_trace(&t).filter(|&v| v > 0) {
+                let entry = f.by_counter.entry(c.name).or_default();
+                entry.1 = want;
+                note(&mut entry.0, want);
+            }
+        }
+    }
+    Ok(f)
+}
+
+/// The figures as text.
+pub fn render(f: &LinuxFigures) -> String {
+    let mut out = format!(
+        "bench sample --linux: futex-hash {} 1 in a window, traced whole once, then sampled \
+         under {} random schedules (units of {UNIT} instructions, gaps of 0 to {} µs), 95% intervals\n",
+        f.waits,
+        f.seeds,
+        2 * GAP_US
+    );
+    let row = |name: &str, c: &CounterCoverage| {
+        format!(
+            "  {name:<44} {:>5} {:>8.1}% {:>9.2}% {:>+8.2}%\n",
+            c.runs,
+            100.0 * c.covered as f64 / c.runs.max(1) as f64,
+            100.0 * c.abs_error / c.runs.max(1) as f64,
+            100.0 * c.error / c.runs.max(1) as f64
+        )
+    };
+    out.push_str(&format!(
+        "  against the workload's arithmetic ({} waits, one checked read each):\n",
+        f.waits
+    ));
+    out.push_str(&row(PER_WAIT, &f.arithmetic));
+    out.push_str(&format!(
+        "  against the whole trace (its window's instructions {}, a sampled run's within \
+         {:.2}%):\n",
+        f.whole_instructions,
+        100.0 * f.largest_instruction_gap
+    ));
+    out.push_str(&format!(
+        "  {:<44} {:>5} {:>9} {:>10} {:>9} {:>12}\n",
+        "counter", "runs", "coverage", "mean |err|", "mean err", "whole trace"
+    ));
+    // A counter the units meet only a few times has an interval the normal approximation
+    // does not give: those with at least COMMON in the window are tallied apart.
+    const COMMON: u64 = 1000;
+    let (mut runs, mut covered, mut common_runs, mut common_covered) = (0, 0, 0, 0);
+    for (name, (c, whole)) in &f.by_counter {
+        runs += c.runs;
+        covered += c.covered;
+        if *whole >= COMMON {
+            common_runs += c.runs;
+            common_covered += c.covered;
+        }
+        out.push_str(&format!(
+            "{} {whole:>12}\n",
+            row(name, c).trim_end_matches('\n')
+        ));
+    }
+    let pct = |a: usize, b: usize| 100.0 * a as f64 / b.max(1) as f64;
+    if runs > 0 {
+        out.push_str(&format!(
+            "  counters of at least {COMMON} in the window: {common_covered} of {common_runs} \
+             intervals hold the whole trace's count ({:.1}%); all counters: {covered} of \
+             {runs} ({:.1}%)\n",
+            pct(common_covered, common_runs),
+            pct(covered, runs)
+        ));
+    }
+    out.push_str(&format!(
+        "  QEMU wall per boot: traced whole {:.1} s, sampled {:.1} s ({} units a run)\n",
+        f.whole_wall.as_secs_f64(),
+        f.sampled_wall.as_secs_f64() / f.seeds.max(1) as f64,
+        f.units / f.seeds.max(1)
+    ));
+    out
+}
