@@ -510,9 +510,10 @@ pub fn boot(args: &Args, p: &Prepared, which: Boot) -> Result<Booted> {
         // Guest RAM, plus the staged bundle and the hypervisor beside it.
         memory_mib: (args.ram_mib as u32) * 2 + 256,
         cpus: args.cpus,
-        // The hypervisor takes no interrupt in Linux mode, so no EL2 watchdog: the host
-        // watches the guest's clock (a stopped clock ends the run at once, with where the CPU
-        // was) and holds the run to the time limit.
+        // The hypervisor takes no interrupt of its own in Linux mode (only, in a sampled
+        // window, its unit timer), so no EL2 watchdog: the host watches the guest's clock (a
+        // stopped clock ends the run at once, with where the CPU was) and holds the run to
+        // the time limit.
         watch_budget_ms: Some(args.timeout * 1000),
         second_serial: Some(linux_console.clone()),
         oracle: oracle_run(args, p, which == Boot::Measured)?,
