@@ -258,8 +258,7 @@ fn through_uefi_linux_starts_its_second_cpu_from_acpi_and_a_window_counts_both()
 /// records back through the doorbell, whole, for `mtex parse`.
 #[test]
 fn installed_and_returned_the_next_boot_option_boots_linux_under_the_hypervisor() {
-    const BEGIN: &str = "mtex-results-begin";
-    const END: &str = "mtex-results-end";
+    use super::results::{BEGIN, END};
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let args = mtex::linux::Args {
         workload: Some(format!(
@@ -314,24 +313,8 @@ fn installed_and_returned_the_next_boot_option_boots_linux_under_the_hypervisor(
     assert_eq!(w.id, 1);
     assert!(w.trace.is_some_and(|t| t.instructions_el0 > 0), "{w:?}");
     // The records read back inside Linux: the same window, whole.
-    let b64: String = text
-        .lines()
-        .map(|l| l.trim_end_matches('\r'))
-        .skip_while(|l| *l != BEGIN)
-        .skip(1)
-        .take_while(|l| *l != END)
-        .flat_map(|l| [l, "\n"])
-        .collect();
     let tmp = TempDir::new("test-install-results").unwrap();
-    let file = tmp.path().join("results.b64");
-    std::fs::write(&file, b64).unwrap();
-    let out = std::process::Command::new("base64")
-        .arg("-d")
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "no results printed:\n{text}");
-    let taken = mtex::report::parse_bytes(&out.stdout);
+    let taken = mtex::report::parse_bytes(&super::results::printed_file(&text, tmp.path()));
     assert!(taken.problems.is_empty(), "{:?}", taken.problems);
     assert_eq!(taken.phases.len(), 1, "{:?}", taken.phases);
     assert_eq!(taken.phases[0].trace, w.trace);

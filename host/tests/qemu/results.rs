@@ -7,11 +7,11 @@ use super::linux::ONE_AT_A_TIME;
 use std::path::Path;
 use std::process::Command;
 
-const BEGIN: &str = "mtex-results-begin";
-const END: &str = "mtex-results-end";
+pub(super) const BEGIN: &str = "mtex-results-begin";
+pub(super) const END: &str = "mtex-results-end";
 
 /// The base64 lines Linux printed between the markers, decoded by the host's base64.
-fn printed_file(linux_console: &str, dir: &Path) -> Vec<u8> {
+pub(super) fn printed_file(linux_console: &str, dir: &Path) -> Vec<u8> {
     let text: String = linux_console
         .lines()
         .map(|l| l.trim_end_matches('\r'))
