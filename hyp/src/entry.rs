@@ -94,28 +94,25 @@ pub unsafe extern "C" fn _start() -> ! {
 /// Guest time. Under `-icount` the counter advances with every instruction, the
 /// hypervisor's included, so a single-stepped guest would see its clock run hundreds of
 /// times faster than its own execution (and its timer tick would starve it). Every exit
-/// therefore reads CNTPCT_EL0 on entry (vector or fast path) and before its ERET, and adds
-/// the difference to CNTVOFF_EL2: the guest's virtual counter, and its timer, advance with
-/// its own execution. The EL2 instructions of an exit outside that window are accounted as
-/// constants: those before the entry read are subtracted from the timestamp it stores
-/// (3 on the IRQ/other vectors, 5 on the synchronous one through the fast paths), those
-/// after the exit read are added to the difference (10 on the full path, 11 on the step fast
-/// path, 9 on the trap fast path, which has no x4/x5 to restore), plus one for the exception
-/// entry, which QEMU's icount also counts (measured: without it the guest clock ran one tick
-/// per exit fast).
+/// therefore reads CNTPCT_EL0 on entry (vector or fast path) and before its ERET, and the
+/// difference is hypervisor time, taken out of the guest's virtual counter through
+/// CNTVOFF_EL2 by the exit tail every path ends in (`guest_clock.rs`, which keeps one
+/// account for every CPU). The EL2 instructions of an exit outside that window are
+/// accounted as constants: those before the entry read are subtracted from the timestamp it
+/// stores (3 on the IRQ/other vectors, 5 on the synchronous one through the fast paths),
+/// those after the tail's read are added to it (`guest_clock::EL2_AFTER_EXIT_READ`), plus
+/// one for the exception entry, which QEMU's icount also counts (measured: without it the
+/// guest clock ran one tick per exit fast).
 ///
 /// Coarse guest time (`mtex.guest_time=coarse`, what the host asks for when QEMU runs
-/// without `-icount`): the full and step paths add the difference up in memory and
-/// `fast_step::settle_guest_time` moves it to CNTVOFF_EL2 once it reaches 100 µs. Without
-/// `-icount`, QEMU re-arms the guest's virtual timer at every CNTVOFF_EL2 write and wakes its
-/// I/O thread to do it: measured on the kernel matrix, 113 s with a write per exit against
-/// 7.7 s with the guest's timer off. Without `-icount` guest time is not exact anyway (QEMU's
-/// own time per exit is not taken out); on silicon a CNTVOFF_EL2 write is a register write.
+/// without `-icount`): the account is kept the same way, and a CPU's CNTVOFF_EL2 catches up
+/// with it only once it is 100 µs behind. Without `-icount`, QEMU re-arms the guest's
+/// virtual timer at every CNTVOFF_EL2 write and wakes its I/O thread to do it: measured on
+/// the kernel matrix, 113 s with a write per exit against 7.7 s with the guest's timer off.
+/// Without `-icount` guest time is not exact anyway (QEMU's own time per exit is not taken
+/// out); on silicon a CNTVOFF_EL2 write is a register write.
 pub const EL2_BEFORE_ENTRY_READ_VECTOR: u64 = 3;
 pub const EL2_BEFORE_ENTRY_READ_SYNC: u64 = 5;
-pub const EL2_AFTER_EXIT_READ_FULL: u64 = 10 + 1;
-pub const EL2_AFTER_EXIT_READ_FAST: u64 = 11 + 1;
-pub const EL2_AFTER_EXIT_READ_TRAP: u64 = 9 + 1;
 
 // The vector table (Arm ARM D1.3.1): 16 entries of 0x80 bytes. Exceptions from the guest
 // (lower EL, AArch64) save the full context and go to `exits::dispatch`; anything taken at
@@ -180,8 +177,6 @@ global_asm!(
     "msr spsr_el2, x1",
     "ldp x30, x1, [sp, #240]",
     "msr elr_el2, x1",
-    "ldp x4, x5, [sp, #32]",
-    "ldp x6, x7, [sp, #48]",
     "ldp x8, x9, [sp, #64]",
     "ldp x10, x11, [sp, #80]",
     "ldp x12, x13, [sp, #96]",
@@ -193,26 +188,9 @@ global_asm!(
     "ldp x24, x25, [sp, #192]",
     "ldp x26, x27, [sp, #208]",
     "ldp x28, x29, [sp, #224]",
-    // Guest time: the EL2 time of this exit is taken out of the guest's virtual counter.
+    // Guest time, x0..x7 and the ERET: the exit tail (`guest_clock.rs`).
     "mrs x0, tpidr_el2",
-    "ldr x1, [x0, #{exit_ts}]",
-    "ldr x2, [x0, #{coarse}]",
-    "mrs x3, cntpct_el0",
-    "sub x1, x3, x1",
-    "add x1, x1, #{after_full}",
-    "cbnz x2, 71f",
-    "mrs x3, cntvoff_el2",
-    "add x3, x3, x1",
-    "msr cntvoff_el2, x3",
-    "72: ldp x2, x3, [sp, #16]",
-    "ldp x0, x1, [sp, #0]",
-    "add sp, sp, #{size}",
-    "eret",
-    // Coarse guest time: added up, for `fast_step::settle_guest_time`.
-    "71: ldr x3, [x0, #{pending}]",
-    "add x3, x3, x1",
-    "str x3, [x0, #{pending}]",
-    "b 72b",
+    "b mtex_eret_with_guest_time",
     "",
     // A fault at EL2 may come from a broken stack: start again from the top of it.
     "mtex_hyp_fatal:",
@@ -228,9 +206,6 @@ global_asm!(
     spsr = const SPSR_OFFSET,
     exit_ts = const core::mem::offset_of!(crate::fast_step::FastStep, exit_ts),
     before_vector = const EL2_BEFORE_ENTRY_READ_VECTOR,
-    after_full = const EL2_AFTER_EXIT_READ_FULL,
-    coarse = const core::mem::offset_of!(crate::fast_step::FastStep, coarse),
-    pending = const core::mem::offset_of!(crate::fast_step::FastStep, voff_pending),
     dispatch = sym crate::exits::dispatch,
     fatal = sym crate::exits::hyp_exception,
 );

@@ -18,9 +18,7 @@ const FIQ: u64 = 2;
 
 /// Called by the vectors with the saved guest context; returning resumes the guest.
 pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
-    // SAFETY: the hypervisor's exit path, before anything else uses the shared state.
-    unsafe { crate::fast_step::settle_guest_time() };
-    let power_off = HYP.with(|hyp| {
+    let (power_off, halt) = HYP.with(|hyp| {
         let esr = Esr(ESR_EL2.get());
         // A breakpoint of the TCO watch (no traced phase) is an exit of its own, not a step.
         let step = kind == SYNC
@@ -59,7 +57,9 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         crate::sample::at_exit(hyp, ctx, exception_entry);
         // Read under the lock: once it is let go, another CPU may start this one again.
         // SAFETY: this CPU's exit, holding the state; no other reference to its block.
-        let power_off = core::mem::take(&mut unsafe { crate::fast_step::fast() }.power_off);
+        let f = unsafe { crate::fast_step::fast() };
+        let power_off = core::mem::take(&mut f.power_off);
+        let halt = core::mem::take(&mut f.halt_wfi);
         // A window on every CPU: this CPU joins it, or leaves it.
         crate::window::at_exit(hyp, ctx, power_off);
         // The handler may have opened or closed a traced phase.
@@ -67,8 +67,11 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         if v.tracer.active() {
             v.tracer.prepare(ctx, &v.controls);
         }
-        power_off
+        (power_off, halt)
     });
+    if halt {
+        crate::guest_clock::halt_for_guest_wfi();
+    }
     if power_off {
         // The guest's CPU_OFF, accepted: the firmware powers this CPU down and never returns
         // here (a CPU_ON starts it afresh at `smp::secondary_entry`).
@@ -146,14 +149,20 @@ fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     }
 }
 
-/// WFI/WFE (HCR_EL2.TWI/TWE): completes at once, as the architecture allows (a wake-up
-/// event may come at any time). A spin of WFE then advances guest time and meets the
-/// watchdog, where an untrapped one under -icount would freeze every counter.
+/// WFI/WFE (HCR_EL2.TWI/TWE): the built-in guest's complete at once, as the architecture
+/// allows (a wake-up event may come at any time). A spin of WFE then advances guest time and
+/// meets the watchdog, where an untrapped one under -icount would freeze every counter.
+/// Linux's WFI traps only in a window on several CPUs (`window.rs`), and the CPU halts for
+/// it once this exit is over (`guest_clock::halt_for_guest_wfi`).
 fn wfx(hyp: &mut Hyp, ctx: &mut GuestContext) {
     let c = &mut hyp.vcpu().counters;
     c.wfx_traps += 1;
     c.emulated += 1;
     ctx.skip_instruction();
+    if hyp.linux {
+        // SAFETY: this CPU's exit, holding the state; no other reference to its block.
+        unsafe { crate::fast_step::fast() }.halt_wfi = true;
+    }
 }
 
 /// Any exit the hypervisor has no handler for ends the run with its syndrome.

@@ -52,16 +52,22 @@ pub struct FastStep {
     /// ESR_EL2 of a trapped write of SCTLR_EL1 and of TCR_EL1, Rt cleared.
     trap_esr_sctlr: u64,
     trap_esr_tcr: u64,
-    /// Nonzero in coarse guest time (`mtex.guest_time=coarse`): the step and full paths
-    /// add each exit's EL2 time to `voff_pending` instead of CNTVOFF_EL2, and
-    /// `settle_guest_time` moves it there in bulk.
+    /// Nonzero in coarse guest time (`mtex.guest_time=coarse`): the period, in counter
+    /// ticks, by which CNTVOFF_EL2 catches up with the machine's account (`guest_clock.rs`).
     pub coarse: u64,
-    pub voff_pending: u64,
+    /// The highest clock value this CPU's guest may have seen (`mtex_vm::guest_clock::seen`).
+    pub clock_seen: u64,
+    /// Nonzero when the exit in progress proved that the guest interval it ended could not
+    /// have looked at the clock (set by the step paths, cleared by the exit tail).
+    pub clock_unseen: u64,
     /// This CPU's trap ring (`trap_next` points into it).
     ring: *mut TrapRing,
     /// The guest's CPU_OFF was accepted on this CPU: once its exit has let go of the
     /// hypervisor's state, the CPU goes off through the firmware.
     pub power_off: bool,
+    /// The guest's WFI, trapped in a window on several CPUs: once its exit has let go of the
+    /// hypervisor's state, the CPU halts for it (`guest_clock::halt_for_guest_wfi`).
+    pub halt_wfi: bool,
     /// This CPU's index among the machine's, and its state in `Hyp` (`Hyp::vcpu`).
     pub cpu: u32,
     /// The phase the writes in this CPU's ring belong to (0: none): the CPU's own, since in
@@ -170,27 +176,12 @@ fn fresh(ring: *mut TrapRing, cpu: usize, vcpu: *mut crate::state::Vcpu) -> Fast
         trap_esr_sctlr: ESR_SCTLR,
         trap_esr_tcr: ESR_TCR,
         coarse: COARSE.load(core::sync::atomic::Ordering::Relaxed),
-        voff_pending: 0,
+        clock_seen: 0,
+        clock_unseen: 0,
         ring,
         power_off: false,
+        halt_wfi: false,
         ring_phase: 0,
-    }
-}
-
-/// Coarse guest time: the EL2 time added up since the last settlement goes to CNTVOFF_EL2
-/// once it reaches 100 µs of counter time (`entry.rs`, guest time). Called at every full-path
-/// exit; does nothing in exact guest time.
-///
-/// # Safety
-///
-/// As [`fast`].
-pub unsafe fn settle_guest_time() {
-    // SAFETY: per this function's contract.
-    let f = unsafe { fast() };
-    if f.coarse != 0 && f.voff_pending >= f.coarse {
-        use aarch64_cpu::registers::CNTVOFF_EL2;
-        CNTVOFF_EL2.set(CNTVOFF_EL2.get().wrapping_add(f.voff_pending));
-        f.voff_pending = 0;
     }
 }
 
@@ -425,26 +416,12 @@ global_asm!(
     "str x1, [x0, #8]",
     "orr x2, x2, #(1 << 21)",
     "msr spsr_el2, x2",
-    // Guest time: the EL2 time of this exit is taken out of the guest's virtual counter
-    // (in coarse guest time, added up for `settle_guest_time`).
-    "ldr x1, [x0, #80]",
-    "ldr x2, [x0, #{coarse}]",
-    "mrs x3, cntpct_el0",
-    "sub x1, x3, x1",
-    "add x1, x1, #{after_fast}",
-    "cbnz x2, 73f",
-    "mrs x3, cntvoff_el2",
-    "add x3, x3, x1",
-    "msr cntvoff_el2, x3",
-    "74: ldp x4, x5, [sp, #32]",
-    "ldp x2, x3, [sp, #16]",
-    "ldp x0, x1, [sp, #0]",
-    "add sp, sp, #{size}",
-    "eret",
-    "73: ldr x3, [x0, #{pending}]",
-    "add x3, x3, x1",
-    "str x3, [x0, #{pending}]",
-    "b 74b",
+    // An inert instruction cannot have looked at the clock. Guest time, and the ERET:
+    // the exit tail (`guest_clock.rs`), with x0..x7 in the frame.
+    "stp x6, x7, [sp, #48]",
+    "mov x6, #1",
+    "str x6, [x0, #{unseen}]",
+    "b mtex_eret_with_guest_time",
     // The trap path: x0 = this CPU's FastStep, x1 = this exit's timestamp (as stored at [x0, #80]).
     // Only while the path is on and the ring has room (checked first: in traced phases every
     // other step exit comes here and leaves at once), and only a trapped MSR SCTLR_EL1/TCR_EL1
@@ -507,28 +484,18 @@ global_asm!(
     "mrs x0, tpidr_el2",
     "add x0, x0, #{next}",
     "stlr x3, [x0]",
-    // Guest time, as above, from the timestamp still in x1 (EL2_AFTER_EXIT_READ_TRAP).
-    "mrs x0, cntpct_el0",
-    "sub x1, x0, x1",
-    "add x1, x1, #{after_trap}",
-    "mrs x0, cntvoff_el2",
-    "add x0, x0, x1",
-    "msr cntvoff_el2, x0",
-    "ldp x2, x3, [sp, #16]",
-    "ldp x0, x1, [sp, #0]",
-    "add sp, sp, #{size}",
-    "eret",
+    // Guest time, and the ERET: the exit tail (`guest_clock.rs`), with x0..x7 in the frame.
+    "stp x4, x5, [sp, #32]",
+    "stp x6, x7, [sp, #48]",
+    "mrs x0, tpidr_el2",
+    "b mtex_eret_with_guest_time",
     // Anything else: the full path, as if the vector had gone there directly.
     "8: ldp x4, x5, [sp, #32]",
     "9: ldp x2, x3, [sp, #16]",
     "mov x0, #0",
     "b mtex_save_and_dispatch",
-    size = const crate::context::CONTEXT_SIZE,
     before_sync = const crate::entry::EL2_BEFORE_ENTRY_READ_SYNC,
-    after_fast = const crate::entry::EL2_AFTER_EXIT_READ_FAST,
-    after_trap = const crate::entry::EL2_AFTER_EXIT_READ_TRAP,
-    coarse = const offset_of!(FastStep, coarse),
-    pending = const offset_of!(FastStep, voff_pending),
+    unseen = const offset_of!(FastStep, clock_unseen),
     esr_sctlr = const offset_of!(FastStep, trap_esr_sctlr),
     esr_tcr = const offset_of!(FastStep, trap_esr_tcr),
     next = const offset_of!(FastStep, trap_next),

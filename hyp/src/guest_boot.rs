@@ -73,6 +73,7 @@ pub fn enter(entry: u64, dtb: u64) -> ! {
     // The guest's virtual counter starts at 0, whatever time firmware took before it: the
     // guest's clock, and so where its ticks fall, is the same on every boot path.
     CNTVOFF_EL2.set(CNTPCT_EL0.get());
+    crate::guest_clock::start();
     el2_for_el1();
     // On the heap: `enter_guest` copies it to the top of the stack, where it must not be.
     let ctx = alloc::boxed::Box::leak(alloc::boxed::Box::new(GuestContext::boot(entry, dtb)));
@@ -112,6 +113,7 @@ pub fn resume(r: &mtex_platform::firmware_el1::Resume) -> ! {
         ctx.spsr = 0x3c4; // D, A, I, F masked; M = EL1t
     }
     let ctx = alloc::boxed::Box::leak(alloc::boxed::Box::new(ctx));
+    crate::guest_clock::start();
     // SAFETY: stage 2 over the firmware's memory, the traps and the EL1 state are set; the
     // context is on the heap, not the EL2 stack.
     unsafe { crate::entry::enter_guest(ctx, crate::entry::boot_stack_top()) }

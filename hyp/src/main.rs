@@ -20,6 +20,7 @@ mod fast_step;
 mod fiq;
 mod global;
 mod guest_boot;
+mod guest_clock;
 mod heap;
 mod hypercall;
 mod id_regs;

@@ -39,7 +39,6 @@ pub struct SecondaryBoot {
     mdcr: u64,
     cptr: u64,
     cnthctl: u64,
-    cntvoff: u64,
     /// HFGRTR, HFGWTR, HFGITR, HDFGRTR, HDFGWTR (with FEAT_FGT).
     fgt: Option<[u64; 5]>,
     ich_hcr: u64,
@@ -154,7 +153,6 @@ fn start_cpu(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
         mdcr: MDCR_EL2.get(),
         cptr: CPTR_EL2.get(),
         cnthctl: CNTHCTL_EL2.get(),
-        cntvoff: CNTVOFF_EL2.get(),
         fgt: crate::traps::has_fgt().then(|| {
             [
                 HFGRTR_EL2.get(),
@@ -328,7 +326,8 @@ extern "C" fn secondary_main(boot: &'static SecondaryBoot) -> ! {
     MDCR_EL2.set(boot.mdcr);
     CPTR_EL2.set(boot.cptr);
     CNTHCTL_EL2.set(boot.cnthctl);
-    CNTVOFF_EL2.set(boot.cntvoff);
+    // Its guest starts on the machine's clock (`guest_clock.rs`).
+    CNTVOFF_EL2.set(crate::guest_clock::machine_offset());
     VMPIDR_EL2.set(MPIDR_EL1.get());
     // SAFETY: these set only what the guest reads as MIDR_EL1, whether EL1 may use the GIC's
     // system registers, and the virtual CPU interface: as on the boot CPU.

@@ -107,6 +107,9 @@ pub struct Tracer {
     pending: Pending,
     armed: bool,
     pending_tco: bool,
+    /// The pending instruction may look at the guest's clock (`mtex_trace::clock_read`),
+    /// or it is not known.
+    pending_sees_clock: bool,
     sites: [Option<TcoSite>; SITES],
     phase: u32,
     saved_mdscr: u64,
@@ -175,6 +178,7 @@ impl Tracer {
             pending: Pending::default(),
             armed: false,
             pending_tco: false,
+            pending_sees_clock: true,
             sites: [None; SITES],
             phase: 0,
             saved_mdscr: 0,
@@ -480,7 +484,15 @@ impl Tracer {
             return;
         }
         self.armed = false;
+        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
+        let inert = unsafe { fast() }.pending_inert != 0;
         let completed = self.retire_step(ctx, exception_entry, stage2_abort);
+        if completed && !exception_entry && (inert || !self.pending_sees_clock) {
+            // One instruction ran, and it did not look at the clock: this CPU's clock may
+            // come back to the machine's (`guest_clock.rs`).
+            // SAFETY: as above.
+            crate::guest_clock::note_clock_unseen(unsafe { fast() });
+        }
         if self.stacks.is_some() {
             self.follow_stack(ctx, completed, exception_entry);
         }
@@ -633,6 +645,7 @@ impl Tracer {
         }
         let st = ctx.state();
         let word = self.fetch(st.pc, st.el == 0, controls.sctlr_el1);
+        self.pending_sees_clock = word.is_none_or(mtex_trace::clock_read::observes_guest_clock);
         if let Some(cs) = &mut self.stacks {
             if core::mem::take(&mut self.stacks_fresh) {
                 cs.reset(st.el == 0);

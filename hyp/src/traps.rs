@@ -81,3 +81,17 @@ pub fn configure_traps(choice: TrapChoice, errata: Errata, linux: bool) -> TrapM
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     mode
 }
+
+/// Linux mode: whether the guest's WFI traps, which it does while this CPU counts a window
+/// that other CPUs count too (`window.rs`): the CPU then halts for it in EL2, where its clock
+/// keeps to the machine's (`guest_clock::halt_for_guest_wfi`). The exception return to the
+/// guest synchronises the change.
+pub fn trap_guest_wfi(on: bool) {
+    // AmpereOne AC04_CPU_23 (above): a DSB before every HCR_EL2 write.
+    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
+    if on {
+        HCR_EL2.modify(HCR_EL2::TWI::SET);
+    } else {
+        HCR_EL2.modify(HCR_EL2::TWI::CLEAR);
+    }
+}

@@ -4,7 +4,8 @@
 //! - Open: the opener traces from its next instruction, as for one CPU, and makes every
 //!   other CPU exit (`stage2_roots::kick`).
 //! - Join: each other CPU, at that exit (or any exit before it), starts its own step engine;
-//!   it counts from its next instruction.
+//!   it counts from its next instruction. In Linux mode each member's WFI traps while it
+//!   counts: it halts in EL2, where its clock keeps to the machine's (`guest_clock.rs`).
 //! - Close: on any CPU. The closer hands in its share; each other CPU still counting is woken
 //!   (Linux's reschedule IPI, SGI 0: a CPU asleep in WFI would otherwise count on until its
 //!   next interrupt) and hands in its share at its next exit. A CPU that goes off hands its
@@ -66,6 +67,9 @@ pub fn open(hyp: &mut Hyp, id: u32) {
             roots.push(v.s2_root);
         }
     }
+    if hyp.linux && cpus > 1 {
+        crate::traps::trap_guest_wfi(true);
+    }
     crate::stage2_roots::kick(roots.into_iter());
     hyp.window = Some(AllCpus {
         members: Window::open(id, cpus, me, at_open),
@@ -111,6 +115,9 @@ pub fn at_exit(hyp: &mut Hyp, ctx: &mut GuestContext, going_off: bool) {
     let Some(w) = &mut hyp.window else { return };
     if w.members.join(me, || at_join) {
         kicked_here(hyp);
+        if hyp.linux {
+            crate::traps::trap_guest_wfi(true);
+        }
         // This CPU's trapped writes belong to the window from here to its leaving.
         hyp.report.set_phase(id);
         // The per-PC table stays where it is: such a window has none.
@@ -122,6 +129,9 @@ pub fn at_exit(hyp: &mut Hyp, ctx: &mut GuestContext, going_off: bool) {
 
 /// This CPU hands in its share.
 fn leave(hyp: &mut Hyp, ctx: &mut GuestContext, me: usize) {
+    if hyp.linux {
+        crate::traps::trap_guest_wfi(false);
+    }
     let now = hyp.counters_here();
     let (counts, sites) = hyp.stop_trace(ctx);
     let engine = hyp.vcpu().tracer.engine();

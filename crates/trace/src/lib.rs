@@ -11,6 +11,7 @@
 #![no_std]
 
 pub mod callstack;
+pub mod clock_read;
 pub mod counts;
 pub mod decode;
 pub mod maintenance;

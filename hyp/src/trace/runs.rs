@@ -477,7 +477,7 @@ impl Tracer {
         // execute advances its clock as executing it would have, one tick of the counter
         // per instruction under `-icount shift=0` at 1 GHz (as entry.rs's constants count).
         // Without this, a timer interrupt would land elsewhere than on the stepped path.
-        CNTVOFF_EL2.set(CNTVOFF_EL2.get().wrapping_sub(1));
+        crate::guest_clock::advance_guest(1);
         if let Some(t) = self.tally.profile_mut() {
             t.note_insn(st.pc, st.el);
         }

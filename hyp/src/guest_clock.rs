@@ -1,0 +1,188 @@
+//! Guest time on every CPU: the machine's account of hypervisor time, and the one exit tail
+//! every path returns to the guest through, which takes this exit's EL2 time into that
+//! account and sets this CPU's CNTVOFF_EL2 from it (the rules, and why, are
+//! `mtex_vm::guest_clock`'s; `entry.rs` says how an exit's EL2 time is measured).
+//!
+//! Linux mode on several CPUs also halts here for the guest's WFI while a window is open
+//! (`halt_for_guest_wfi`): a CPU asleep in its guest would see its clock run on with every
+//! other CPU's stepping, and its timer fire far too early, over and over.
+
+use crate::fast_step::{FastStep, fast};
+use aarch64_cpu::registers::{CNTPCT_EL0, CNTVOFF_EL2};
+use core::arch::global_asm;
+use core::mem::offset_of;
+use core::sync::atomic::{AtomicU64, Ordering};
+use mtex_vm::guest_clock::{self as rules, Account};
+use tock_registers::interfaces::{Readable, Writeable};
+
+/// The account update, shared by [`account_eret`] and the tail: x1 = entry, x2 = the
+/// account, x3 = resume; x4 = the new offset; x5 and x7 clobbered. `Account::eret`.
+macro_rules! account_update {
+    () => {
+        "1: ldaxp x4, x5, [x2]
+        cmp x1, x5
+        csel x7, x1, x5, hi
+        subs x7, x3, x7
+        csel x7, x7, xzr, hi
+        add x4, x4, x7
+        cmp x3, x5
+        csel x5, x3, x5, hi
+        stlxp w7, x4, x5, [x2]
+        cbnz w7, 1b"
+    };
+}
+
+/// `mtex_vm::guest_clock::Account`, shared by every CPU: both words are updated together,
+/// by one exclusive pair (LDAXP/STLXP), hence the alignment.
+#[repr(C, align(16))]
+pub struct SharedAccount {
+    offset: AtomicU64,
+    last_eret: AtomicU64,
+}
+
+const _: () = assert!(offset_of!(SharedAccount, offset) == 0);
+const _: () = assert!(offset_of!(SharedAccount, last_eret) == 8);
+
+pub static ACCOUNT: SharedAccount = SharedAccount {
+    offset: AtomicU64::new(0),
+    last_eret: AtomicU64::new(0),
+};
+
+/// EL2 instructions of the tail after its counter read, through its ERET, plus one for the
+/// exception entry that QEMU's icount also counts (the exact path, no retry of the pair).
+pub const EL2_AFTER_EXIT_READ: u64 = 32 + 1;
+
+/// The account starts as the guest does, from the boot CPU's CNTVOFF_EL2 (already set).
+pub fn start() {
+    ACCOUNT
+        .offset
+        .store(CNTVOFF_EL2.get(), Ordering::Relaxed);
+    ACCOUNT
+        .last_eret
+        .store(CNTPCT_EL0.get(), Ordering::Release);
+}
+
+/// The offset every CPU's clock follows: a CPU coming up starts its guest on it.
+pub fn machine_offset() -> u64 {
+    ACCOUNT.offset.load(Ordering::Acquire)
+}
+
+/// The guest's clock advances by `ticks` on this CPU and the machine's alike (instructions
+/// the hypervisor made the guest skip that it would otherwise have executed).
+pub fn advance_guest(ticks: u64) {
+    ACCOUNT.offset.fetch_sub(ticks, Ordering::AcqRel);
+    CNTVOFF_EL2.set(CNTVOFF_EL2.get().wrapping_sub(ticks));
+}
+
+/// The exit that ends with the tail below proved its guest interval could not have looked at
+/// the clock (it retired one instruction that does not: `mtex_trace::clock_read`).
+pub fn note_clock_unseen(f: &mut FastStep) {
+    f.clock_unseen = 1;
+}
+
+/// `Account::eret` on the shared account, atomically: returns the new offset.
+fn account_eret(entry: u64, resume: u64) -> u64 {
+    let offset: u64;
+    // SAFETY: an exclusive load/store pair on the static, 16-byte aligned account (both
+    // words of it, nothing else), retried until the store succeeds; registers as declared.
+    unsafe {
+        core::arch::asm!(
+            account_update!(),
+            in("x1") entry,
+            in("x2") &ACCOUNT,
+            in("x3") resume,
+            out("x4") offset,
+            out("x5") _,
+            out("x7") _,
+            options(nostack),
+        );
+    }
+    offset
+}
+
+
+// The tail: x0 = this CPU's FastStep; the guest's x0..x7 in the frame at sp (as the context
+// frame holds them); every other guest register already restored. Takes this exit's EL2 time
+// into the account, sets CNTVOFF_EL2 (exact: `rules::seen` and `rules::offset`; coarse:
+// `rules::coarse_offset`), restores x0..x7 and returns to the guest. The exact path runs
+// straight through (csel, not branches), so that its length is the constant above.
+global_asm!(
+    ".global mtex_eret_with_guest_time",
+    "mtex_eret_with_guest_time:",
+    "ldr x1, [x0, #{exit_ts}]",
+    "ldr x6, [x0, #{coarse}]",
+    "adrp x2, {account}",
+    "add x2, x2, :lo12:{account}",
+    "mrs x3, cntpct_el0",
+    "add x3, x3, #{after}",
+    account_update!(),
+    "mrs x5, cntvoff_el2",
+    "cbnz x6, 2f",
+    // seen = unseen ? seen : max(seen, the clock as this exit found it)
+    "sub x6, x1, x5",
+    "ldr x7, [x0, #{seen}]",
+    "cmp x6, x7",
+    "csel x6, x6, x7, hi",
+    "ldr x2, [x0, #{unseen}]",
+    "cmp x2, #0",
+    "csel x7, x7, x6, ne",
+    "str xzr, [x0, #{unseen}]",
+    "str x7, [x0, #{seen}]",
+    // CNTVOFF_EL2 = min(resume - seen, the account's offset)
+    "sub x6, x3, x7",
+    "cmp x6, x4",
+    "csel x4, x6, x4, lo",
+    "msr cntvoff_el2, x4",
+    "3: ldp x6, x7, [sp, #48]",
+    "ldp x4, x5, [sp, #32]",
+    "ldp x2, x3, [sp, #16]",
+    "ldp x0, x1, [sp, #0]",
+    "add sp, sp, #{size}",
+    "eret",
+    // Coarse: catch up once a period behind.
+    "2: sub x7, x4, x5",
+    "cmp x7, x6",
+    "b.lo 3b",
+    "msr cntvoff_el2, x4",
+    "b 3b",
+    exit_ts = const offset_of!(FastStep, exit_ts),
+    coarse = const offset_of!(FastStep, coarse),
+    seen = const offset_of!(FastStep, clock_seen),
+    unseen = const offset_of!(FastStep, clock_unseen),
+    account = sym ACCOUNT,
+    after = const EL2_AFTER_EXIT_READ,
+    size = const crate::context::CONTEXT_SIZE,
+);
+
+// The frame's x0..x7, restored above in pairs.
+const _: () = assert!(offset_of!(crate::context::GuestContext, x) == 0);
+
+/// Linux mode, in a window on several CPUs: the guest's WFI (trapped, and skipped), waited
+/// out here, after this exit let go of the hypervisor's state. The halt is not EL2 time (the
+/// account is settled before each WFI and its next exit time starts at each wake-up); while
+/// halted the CPU's clock keeps to the machine's, never going back on what the guest saw at
+/// its WFI, so that the guest's timer fires when the machine's guest time reaches it.
+/// Returns once an interrupt is pending for the guest (ISR_EL1), which it takes after the
+/// ERET.
+pub fn halt_for_guest_wfi() {
+    // SAFETY: this CPU's exit, after its dispatch let go of the hypervisor's state; nothing
+    // else references its block.
+    let f = unsafe { fast() };
+    f.clock_seen = rules::seen(f.clock_seen, f.exit_ts, CNTVOFF_EL2.get(), false);
+    loop {
+        let now = CNTPCT_EL0.get();
+        let account = Account {
+            offset: account_eret(f.exit_ts, now),
+            last_eret: now,
+        };
+        CNTVOFF_EL2.set(rules::offset(now, f.clock_seen, &account));
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        if !arm_sysregs::el1::accessors::read_isr_el1().is_empty() {
+            break;
+        }
+        aarch64_cpu::asm::wfi();
+        f.exit_ts = CNTPCT_EL0.get();
+    }
+    // What the guest sees from here on is the tail's to judge, as after any exit.
+    f.clock_unseen = 1;
+}
