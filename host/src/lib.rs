@@ -1,6 +1,7 @@
 //! Host side of mtex: builds the images, boots QEMU, reads the report stream.
 
 pub mod bench;
+pub mod bench_clocks;
 pub mod bench_cpus;
 pub mod bench_sample;
 pub mod bench_sample_linux;

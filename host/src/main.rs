@@ -273,6 +273,22 @@ enum BenchCmd {
             value_parser = mtex::input::number_in(1u64, 1_000_000))]
         iters: u64,
     },
+    /// Whether the guest's clocks hold together on several CPUs: the same Linux window
+    /// (two futex-hash threads, every CPU stepped) booted again and again, on each CPU count,
+    /// directly and through UEFI; a run is clean when its window closes and Linux reports no
+    /// stall or clock trouble. Exit 1 unless every run is clean.
+    Clocks {
+        /// Boots of each machine.
+        #[arg(long, default_value_t = 20, value_parser = mtex::input::number_in(1u32, 1000))]
+        runs: u32,
+        /// The CPU counts, 2 to 8.
+        #[arg(long, value_delimiter = ',', default_values_t = [2u32, 4],
+            value_parser = mtex::input::number_in(2u32, 8))]
+        cpus: Vec<u32>,
+        /// Only booted directly (`no`), or only through UEFI (`only`); both by default.
+        #[arg(long, default_value = "both", value_parser = ["both", "no", "only"])]
+        uefi: String,
+    },
     /// EL2 instructions per trapped SCTLR_EL1 write.
     Traps {
         /// Trapped writes per batch, at least 1.
@@ -636,6 +652,21 @@ fn real_main() -> Result<ExitCode> {
                         mtex::bench_sample::render(&mtex::bench_sample::coverage(&boots, seeds)?)
                     );
                     Ok(ExitCode::SUCCESS)
+                }
+                Some(BenchCmd::Clocks { runs, cpus, uefi }) => {
+                    let uefi: &[bool] = match uefi.as_str() {
+                        "no" => &[false],
+                        "only" => &[true],
+                        _ => &[false, true],
+                    };
+                    let out = mtex::linux::work_dir().join("bench-clocks");
+                    let all = mtex::bench_clocks::runs(&cpus, uefi, runs, &out)?;
+                    print!("{}", mtex::bench_clocks::render(&all));
+                    Ok(if mtex::bench_clocks::all_clean(&all) {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    })
                 }
                 Some(BenchCmd::Cpus { cpus, iters }) => {
                     let costs = mtex::bench_cpus::cost(&boots, &[1, cpus], iters)?;

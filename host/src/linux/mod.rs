@@ -5,6 +5,7 @@
 //! second UART (`hyp/src/linux_boot.rs`) and keeps the first for its records.
 
 pub mod ab;
+pub mod console_checks;
 pub mod fetch;
 pub mod initramfs;
 pub mod local;

@@ -396,6 +396,7 @@ pub fn analyse(
     let output = workload_output(linux);
     let (reached_init, workload_status, found) = workload_problems(linux, &output);
     problems.extend(found);
+    problems.extend(super::console_checks::clock_problems(linux));
     if r.writes.is_empty() {
         problems.push("no SCTLR_EL1/TCR_EL1 write was trapped: Linux writes both at boot".into());
     }
@@ -678,6 +679,13 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
     );
     let pmu = |v: Option<u64>| v.map_or("-".into(), thousands);
     match (w.opened_ms, w.guest_clock_ms) {
+        (Some(at), Some(open)) if w.cpus.len() > 1 => writeln!(
+            out,
+            "  opened at {at:.1} ms of the guest's clock (since Linux's first instruction); open \
+             for {open:.3} ms of it: the machine's one guest time, which every CPU's virtual \
+             counter follows (the CPUs' guest instructions in turn, as QEMU runs them, and \
+             idle time; the hypervisor's time left out), not any one CPU's own"
+        ),
         (Some(at), Some(open)) => writeln!(
             out,
             "  opened at {at:.1} ms of the guest's clock (since Linux's first instruction); open \
