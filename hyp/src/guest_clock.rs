@@ -54,12 +54,8 @@ pub const EL2_AFTER_EXIT_READ: u64 = 32 + 1;
 
 /// The account starts as the guest does, from the boot CPU's CNTVOFF_EL2 (already set).
 pub fn start() {
-    ACCOUNT
-        .offset
-        .store(CNTVOFF_EL2.get(), Ordering::Relaxed);
-    ACCOUNT
-        .last_eret
-        .store(CNTPCT_EL0.get(), Ordering::Release);
+    ACCOUNT.offset.store(CNTVOFF_EL2.get(), Ordering::Relaxed);
+    ACCOUNT.last_eret.store(CNTPCT_EL0.get(), Ordering::Release);
 }
 
 /// The offset every CPU's clock follows: a CPU coming up starts its guest on it.
@@ -99,7 +95,6 @@ fn account_eret(entry: u64, resume: u64) -> u64 {
     }
     offset
 }
-
 
 // The tail: x0 = this CPU's FastStep; the guest's x0..x7 in the frame at sp (as the context
 // frame holds them); every other guest register already restored. Takes this exit's EL2 time

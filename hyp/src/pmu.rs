@@ -83,6 +83,9 @@ pub struct Pmu {
 #[derive(Clone, Copy, Default)]
 pub struct GuestPmuState {
     pub pmselr: u64,
+    /// The guest's counters already reported as programmed with an MTE event the CPU lacks
+    /// (`Pmu::unimplemented_mte_type`), one bit each.
+    pub mte_events_told: u32,
 }
 
 /// Why the PMU cannot give what the run requires (`mtex.pmu_require`).
@@ -290,6 +293,29 @@ impl Pmu {
             self.program();
         }
         intact
+    }
+
+    /// A write of a guest counter's type that selects an MTE event this CPU does not
+    /// implement, the first for that counter: (counter, event, type). Its counter will count
+    /// nothing, and perf in the guest would print 0: the hypervisor reports it.
+    pub fn unimplemented_mte_type(
+        &self,
+        st: &mut GuestPmuState,
+        reg: PmuReg,
+        write: Option<u64>,
+    ) -> Option<(u8, u16, u64)> {
+        let v = write?;
+        let n = match reg {
+            PmuReg::Pmevtyper(n) => n as u64,
+            PmuReg::Pmxevtyper if st.pmselr != 31 => st.pmselr,
+            _ => return None,
+        };
+        if n >= self.guest().hpmn as u64 || st.mte_events_told >> n & 1 != 0 {
+            return None;
+        }
+        let event = mtex_abi::pmu_plan::unimplemented_mte_event(self.pmceid(), v)?;
+        st.mte_events_told |= 1 << n;
+        Some((n as u8, event, v))
     }
 
     /// Emulates a guest access to PMU register `reg` (a write of `value` when `write`);

@@ -25,7 +25,7 @@ use crate::context::GuestContext;
 use crate::state::Hyp;
 use aarch64_cpu::registers::*;
 use mtex_abi::Record;
-use mtex_abi::report::DebugWrite;
+use mtex_abi::report::{DebugWrite, GuestPmuEvent};
 use mtex_arch::{Esr, SysReg};
 use mtex_vm::sysreg::{self, El1Registers, Trapped};
 use tock_registers::interfaces::{Readable, Writeable};
@@ -124,7 +124,20 @@ fn other(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr, trapped: Trapped) {
         (Trapped::Pmu(reg), Some(pmu)) => {
             let v = hyp.vcpu();
             v.counters.guest_pmu_accesses += 1;
-            pmu.guest_access(&mut v.guest_pmu, reg, write)
+            let told = pmu.unimplemented_mte_type(&mut v.guest_pmu, reg, write);
+            let read = pmu.guest_access(&mut v.guest_pmu, reg, write);
+            if let Some((counter, event, evtyper)) = told {
+                let e = GuestPmuEvent {
+                    cpu: hyp.this_cpu() as u32,
+                    counter,
+                    event,
+                    evtyper,
+                    phase: hyp.phase_id(),
+                    at: ctx.state(),
+                };
+                hyp.report.send(&Record::GuestPmuEvent(e));
+            }
+            read
         }
         (Trapped::Debug(reg), _) => {
             hyp.vcpu().counters.guest_debug_accesses += 1;

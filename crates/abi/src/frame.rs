@@ -511,6 +511,23 @@ mod tests {
                     trapped_el1: v[3],
                 }
             )),
+            (
+                any::<[u32; 2]>(),
+                any::<u8>(),
+                any::<u16>(),
+                any::<u64>(),
+                any_state()
+            )
+                .prop_map(|(n, counter, event, evtyper, at)| Record::GuestPmuEvent(
+                    GuestPmuEvent {
+                        cpu: n[0],
+                        counter,
+                        event,
+                        evtyper,
+                        phase: n[1],
+                        at,
+                    }
+                )),
         ]
     }
 

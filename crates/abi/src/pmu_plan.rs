@@ -43,6 +43,20 @@ pub fn implemented(pmceid: [u64; 2], event: u16) -> bool {
     pmceid[reg] >> bit & 1 != 0
 }
 
+/// The MTE event a guest's PMEVTYPER value selects, if it selects one the CPU does not
+/// implement: its counter counts nothing, and perf in the guest would print 0 for it.
+pub fn unimplemented_mte_event(pmceid: [u64; 2], evtyper: u64) -> Option<u16> {
+    // evtCount is bits 15:0 from PMUv3p1 (9:0 before, where these events cannot be named).
+    let event = (evtyper & 0xffff) as u16;
+    let mte = matches!(
+        event,
+        pmu_event::MEM_ACCESS_CHECKED
+            | pmu_event::MEM_ACCESS_CHECKED_RD
+            | pmu_event::MEM_ACCESS_CHECKED_WR
+    );
+    (mte && !implemented(pmceid, event)).then_some(event)
+}
+
 impl PmuPlan {
     /// The plan for a CPU with `pmceid`, `slots` free counters and the run's `raw` events.
     pub fn new(pmceid: [u64; 2], slots: usize, raw: &[u16]) -> Self {
@@ -135,6 +149,14 @@ mod tests {
         assert!(implemented(MTE, pmu_event::MEM_ACCESS_CHECKED));
         assert!(implemented(MTE, pmu_event::MEM_ACCESS_CHECKED_WR));
         assert!(!implemented(NO_MTE, pmu_event::MEM_ACCESS_CHECKED_RD));
+        // A guest's type with filter bits above the event: only the MTE events it lacks.
+        let p = 1u64 << 31;
+        assert_eq!(unimplemented_mte_event(NO_MTE, p | 0x4025), Some(0x4025));
+        assert_eq!(unimplemented_mte_event(NO_MTE, 0x4024), Some(0x4024));
+        assert_eq!(unimplemented_mte_event(NO_MTE, 0x4026), Some(0x4026));
+        assert_eq!(unimplemented_mte_event(NO_MTE, 0x4027), None);
+        assert_eq!(unimplemented_mte_event(NO_MTE, 0x0008), None);
+        assert_eq!(unimplemented_mte_event(MTE, 0x4025), None);
         assert!(implemented(NO_MTE, pmu_event::CPU_CYCLES));
         assert!(!implemented(NO_MTE, 0x13));
         // IMPLEMENTATION DEFINED events are not described: taken as implemented.

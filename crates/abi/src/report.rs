@@ -97,6 +97,11 @@ pub enum Record {
     /// How a sampled phase was sampled (sent at its end, after its last SampleUnit and
     /// before its PhasePmu): the schedule, the units, and what the step engine did in them.
     PhaseSampled(PhaseSampled),
+    /// The guest programmed one of its PMU counters with an MTE event the CPU does not
+    /// implement (`pmu_plan::unimplemented_mte_event`): that counter counts nothing, so perf
+    /// inside the guest would print 0 for it. Sent once per counter and event. After
+    /// PhaseSampled so that older logs still decode.
+    GuestPmuEvent(GuestPmuEvent),
 }
 
 /// One unit of a sampled phase: consecutive instructions the step engine traced exactly.
@@ -191,6 +196,22 @@ pub struct PowerCall {
     pub context_id: u64,
     /// PSCI's answer: 0 (success) or a negative error code.
     pub result: i32,
+    /// The phase open at the time, 0 if none.
+    pub phase: u32,
+    pub at: GuestState,
+}
+
+/// A guest PMU counter programmed with an MTE event the CPU lacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestPmuEvent {
+    /// The calling CPU: its index among the machine's CPUs.
+    pub cpu: u32,
+    /// The guest's counter (PMEVTYPER<n>_EL0, directly or through PMSELR/PMXEVTYPER).
+    pub counter: u8,
+    /// The event number (0x4024 MEM_ACCESS_CHECKED, 0x4025 _RD, 0x4026 _WR).
+    pub event: u16,
+    /// The whole type written, filter bits included.
+    pub evtyper: u64,
     /// The phase open at the time, 0 if none.
     pub phase: u32,
     pub at: GuestState,

@@ -331,6 +331,17 @@ fn apply(r: &mut Report, seq: u32, record: Record, cpu: &mut u32) {
         },
         Record::Console(t) => r.console.push(t.as_str().to_string()),
         Record::UnknownCall(c) => r.unknown_calls.push(c),
+        Record::GuestPmuEvent(e) => r.problems.push(format!(
+            "CPU {} programmed its PMU counter {} with event {:#06x} ({}) at pc {:#x}, which \
+             this CPU does not implement: that counter counts nothing, and perf inside the \
+             guest would print 0 for it (mtex's own counts of the same accesses are in this \
+             report)",
+            e.cpu,
+            e.counter,
+            e.event,
+            mtex_abi::report::pmu_event::name(e.event).unwrap_or("an MTE event"),
+            e.at.pc
+        )),
         Record::PowerCall(c) => r.power_calls.push(c),
         Record::SampleUnit(u) => match r.phases.iter_mut().rev().find(|p| p.id == u.id) {
             Some(p) if p.end.is_none() && p.trace.is_none() => {

@@ -710,3 +710,33 @@ fn a_hidden_features_register_used_anyway_ends_the_run_naming_it() {
         }
     }
 }
+
+/// perf in a guest programs a counter with a raw MTE event (`perf stat -e r4025:k`); QEMU
+/// implements none of 0x4024-0x4026, so that counter counts nothing and perf would print 0.
+/// The run names the counter and the event once, and fails; an event the CPU implements
+/// (cycles) raises nothing.
+#[test]
+fn a_pmu_counter_given_an_mte_event_the_cpu_lacks_is_a_problem() {
+    let source = "mov x0, #0x11\nmsr pmevtyper0_el0, x0\n\
+                  mov x0, #0x4025\nmsr pmevtyper0_el0, x0\n\
+                  msr pmselr_el0, xzr\nmov x0, #0x4026\nmsr pmxevtyper_el0, x0\n\
+                  mov x0, #0x4025\nmsr pmevtyper0_el0, x0\nret\n";
+    let (r, _) = run(source, Env::default());
+    assert!(!r.succeeded(), "{}", mtex::render::text(&r));
+    let named: Vec<_> = r
+        .problems
+        .iter()
+        .filter(|p| p.contains("PMU counter"))
+        .collect();
+    assert_eq!(named.len(), 1, "{:#?}", r.problems);
+    assert!(
+        named[0].contains("counter 0 with event 0x4025 (mem_access_checked_rd)"),
+        "{}",
+        named[0]
+    );
+    assert!(
+        !r.problems.iter().any(|p| p.contains("0x0011")),
+        "{:#?}",
+        r.problems
+    );
+}
