@@ -123,15 +123,17 @@ pub fn resume(r: &mtex_platform::firmware_el1::Resume) -> ! {
 fn el2_for_el1() {
     // Guest owns the EL1 physical timer and counter.
     CNTHCTL_EL2.set(0b11);
-    // CPTR_EL2 (non-VHE): RES1 bits only; FP/SIMD, SVE, SME, trace and AMU not trapped.
-    // TZ and TSM are trap controls only with FEAT_SVE / FEAT_SME and RES1 without them
-    // (QEMU's max CPU has both, AmpereOne neither): write 1 where RES1.
+    // CPTR_EL2 (non-VHE): FP/SIMD, SVE, trace and AMU not trapped; SME trapped. TZ and TSM
+    // are trap controls only with FEAT_SVE / FEAT_SME and RES1 without them (QEMU's max CPU
+    // has both, AmpereOne neither): write 1 where RES1. SME is hidden from the guest
+    // (`mtex_arch::id_regs`) because whether its Streaming SVE mode's loads and stores are
+    // Tag Checked is IMPLEMENTATION DEFINED (Arm ARM D10): no count of them could be vouched
+    // for. TSM makes SMSTART and every other SME instruction exit to EL2 (EC 0x1D), where the
+    // run ends with a record naming it, instead of running unseen.
     const _: () = assert!(cptr::RES1 == 0x22ff && cptr::TZ == 1 << 8 && cptr::TSM == 1 << 12);
     let has_sve = (ID_AA64PFR0_EL1.get() >> 32) & 0xf != 0;
-    let has_sme = (ID_AA64PFR1_EL1.get() >> 24) & 0xf != 0;
     let tz = if has_sve { 0 } else { cptr::TZ };
-    let tsm = if has_sme { 0 } else { cptr::TSM };
-    CPTR_EL2.set(cptr::RES1 | tz | tsm);
+    CPTR_EL2.set(cptr::RES1 | tz | cptr::TSM);
     VMPIDR_EL2.set(MPIDR_EL1.get());
     // SAFETY: VPIDR_EL2 only sets what the guest reads as MIDR_EL1 (no aarch64-cpu accessor).
     unsafe { core::arch::asm!("msr vpidr_el2, {}", in(reg) MIDR_EL1.get()) };

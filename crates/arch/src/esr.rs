@@ -12,6 +12,9 @@ pub enum ExceptionClass {
     FpAccess,
     /// 0x16: HVC from AArch64.
     Hvc64,
+    /// 0x1D: an SME instruction or register access trapped by CPTR_EL2.TSM (SME is hidden
+    /// from the guest).
+    SmeAccess,
     /// 0x17: SMC from AArch64 (trapped by HCR_EL2.TSC).
     Smc64,
     /// 0x18: MSR, MRS or System instruction trapped (HCR_EL2.TVM, FEAT_FGT, ...).
@@ -42,6 +45,7 @@ impl ExceptionClass {
             0x01 => Self::WfiWfe,
             0x07 => Self::FpAccess,
             0x16 => Self::Hvc64,
+            0x1d => Self::SmeAccess,
             0x17 => Self::Smc64,
             EC_SYSREG_TRAP => Self::SysRegTrap,
             0x20 => Self::InstructionAbortLower,
@@ -62,6 +66,7 @@ impl ExceptionClass {
             Self::WfiWfe => "WFI/WFE",
             Self::FpAccess => "FP/SIMD access",
             Self::Hvc64 => "HVC",
+            Self::SmeAccess => "SME instruction (SME is hidden from the guest)",
             Self::Smc64 => "SMC",
             Self::SysRegTrap => "MSR/MRS trap",
             Self::InstructionAbortLower => "instruction abort from lower EL",

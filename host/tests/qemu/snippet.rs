@@ -740,3 +740,30 @@ fn a_pmu_counter_given_an_mte_event_the_cpu_lacks_is_a_problem() {
         r.problems
     );
 }
+
+/// SME is hidden from the guest (whether Streaming SVE mode's loads and stores are Tag
+/// Checked is IMPLEMENTATION DEFINED): a snippet that enables SME at EL1 anyway
+/// (CPACR_EL1.SMEN), enters streaming mode and loads through a SIMD register ends the run,
+/// named, before the load is counted as anything.
+#[test]
+fn streaming_mode_is_refused_before_any_access_is_counted() {
+    let (r, console) = snippet::run_code(
+        images(),
+        &assemble(
+            ".arch armv9-a+sme\nmrs x0, cpacr_el1\norr x0, x0, #(3 << 24)\nmsr cpacr_el1, x0\n\
+             isb\nsmstart\nldr q0, [x9]\nsmstop\nret\n",
+        ),
+        &Env::default(),
+    )
+    .expect("running QEMU");
+    assert!(!console.timed_out, "host time limit hit");
+    assert!(!r.succeeded());
+    let text = mtex::render::text(&r);
+    assert!(text.contains("SME instruction"), "{text}");
+    assert!(
+        r.phase(snippet::PHASE)
+            .and_then(|p| p.trace)
+            .is_none_or(|t| t.accesses.rd_k == 0 && t.architectural.rd_k == 0),
+        "{text}"
+    );
+}
