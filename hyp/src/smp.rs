@@ -341,6 +341,7 @@ extern "C" fn secondary_main(boot: &'static SecondaryBoot) -> ! {
     SCTLR_EL1.set(mtex_abi::program::SCTLR_EL1_AT_ENTRY);
     TCR_EL1.set(mtex_abi::program::TCR_EL1_AT_ENTRY);
     HCR_EL2.set(boot.hcr);
+    crate::traps::clear_hcrx();
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     crate::global::HYP.with(|hyp| hyp.cpus.started(boot.start.cpu, true));
     log::debug!(

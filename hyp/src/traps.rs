@@ -78,8 +78,25 @@ pub fn configure_traps(choice: TrapChoice, errata: Errata, linux: bool) -> TrapM
         aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
     }
     HCR_EL2.write(hcr);
+    clear_hcrx();
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     mode
+}
+
+/// HCRX_EL2, where FEAT_HCX has it (ID_AA64MMFR1_EL1.HCX, bits 43:40), cleared on this CPU:
+/// its reset value is UNKNOWN where firmware runs at EL3, and its enables are what keep
+/// features hidden from the guest off at EL1 and EL0 (MSCEn: FEAT_MOPS's CPY*/SET*; EnALS,
+/// EnAS0, EnASR: LD64B/ST64B; TCR2En, SCTLR2En, EnFPM, D128En), whose tag checks the trace
+/// counter does not model (`mtex_arch::id_regs`). Every CPU, at its start.
+pub fn clear_hcrx() {
+    if (ID_AA64MMFR1_EL1.get() >> 40) & 0xf == 0 {
+        return;
+    }
+    // SAFETY: clears the extended hypervisor controls: traps and enables for EL1/EL0 only,
+    // none of which EL2's own code depends on.
+    unsafe {
+        arm_sysregs::el2::accessors::write_hcrx_el2(arm_sysregs::el2::registers::HcrxEl2::empty())
+    };
 }
 
 /// Linux mode: whether the guest's WFI traps, which it does while this CPU counts a window

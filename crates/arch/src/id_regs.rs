@@ -11,7 +11,9 @@
 //!   nBRB*), left 0 so that an access the hypervisor cannot vouch for ends the run with a
 //!   record rather than running unseen; or whose enables in HCRX_EL2 the hypervisor leaves
 //!   clear (TCR2En, SCTLR2En, EnFPM, D128En): SME, GCS, THE, POE, S1PIE/S2PIE, AIE, LS64,
-//!   BRBE, TCR2, SCTLR2, D128, MEC, FPMR and its FP8 features. A kernel that reads these ID
+//!   BRBE, TCR2, SCTLR2, D128, MEC, FPMR and its FP8 features.
+//! - FEAT_MTE_NO_ADDRESS_TAGS / FEAT_MTE_CANONICAL_TAGS (ID_AA64PFR1_EL1.MTEX): the trace
+//!   counter's predicate does not model canonically tagged memory. A kernel that reads these ID
 //!   registers (Linux does, before touching any of them) never uses them; one that uses them
 //!   anyway stops with a named record ([`hidden_register`]).
 
@@ -46,6 +48,8 @@ const HIDDEN: &[Hidden] = &[
     field(4, 1, 24, "ID_AA64PFR1_EL1.SME"),
     field(4, 1, 44, "ID_AA64PFR1_EL1.GCS"),
     field(4, 1, 48, "ID_AA64PFR1_EL1.THE"),
+    // Canonical tag checking (TCR_EL1.MTX0/MTX1): not modelled by the predicate.
+    field(4, 1, 52, "ID_AA64PFR1_EL1.MTEX"),
     // ID_AA64PFR2_EL1 (3, 0, 0, 4, 2).
     field(4, 2, 32, "ID_AA64PFR2_EL1.FPMR"),
     // ID_AA64ISAR1_EL1 (3, 0, 0, 6, 1).
