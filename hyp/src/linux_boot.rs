@@ -43,9 +43,14 @@ pub fn load(boot: &Boot, linux: &LinuxGuest) -> Result<(u64, u64), &'static str>
     if image_end > initrd_at || image_end > ram.ipa.end() {
         return Err("the Linux Image and its initramfs do not fit guest RAM");
     }
+    // Linux's command line without the hypervisor's options: the same workload gives Linux
+    // the same command line whatever the instrument was asked to record.
+    let bootargs = mtex_abi::options::guest_words(&boot.cmdline)
+        .collect::<alloc::vec::Vec<_>>()
+        .join(" ");
     let tree = mtex_dt::linux_tree::build(&mtex_dt::linux_tree::LinuxTree {
         ram: ram.ipa,
-        bootargs: &boot.cmdline,
+        bootargs: &bootargs,
         initrd: (h.initrd_size != 0).then(|| Region::new(initrd_at, h.initrd_size)),
         uart: linux.uart,
         uart_spi: linux.uart_spi,

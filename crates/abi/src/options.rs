@@ -22,6 +22,17 @@ pub fn value<'a>(cmdline: &'a str, key: &str) -> Option<&'a str> {
         .next_back()
 }
 
+/// The words of `cmdline` that are the guest's: all but the hypervisor's own `mtex.*`
+/// options, which Linux would only copy and keep (a longer command line moves what the
+/// kernel allocates after it, and a window's counts with it: the same workload with and
+/// without `mtex.profile=1` then ran different kernel code). `mtex.doorbell=` stays: it is
+/// the guest's, for the workload to find the doorbell.
+pub fn guest_words(cmdline: &str) -> impl Iterator<Item = &str> {
+    cmdline
+        .split_ascii_whitespace()
+        .filter(|w| !w.starts_with("mtex.") || w.starts_with("mtex.doorbell="))
+}
+
 fn parse_u64(cmdline: &str, key: &'static str, default: u64) -> Result<u64, OptionError> {
     match value(cmdline, key) {
         None => Ok(default),
@@ -689,6 +700,22 @@ pub fn unknown_key(cmdline: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_guest_gets_its_own_words_and_the_doorbell_only() {
+        let line = "console=ttyAMA0 mtex.profile=1 rdinit=/init mtex.stacks=1 \
+                    mtex.doorbell=0x9fe0000 mtex_kallsyms mtex.sample=1000:30";
+        let words: std::vec::Vec<&str> = guest_words(line).collect();
+        assert_eq!(
+            words,
+            [
+                "console=ttyAMA0",
+                "rdinit=/init",
+                "mtex.doorbell=0x9fe0000",
+                "mtex_kallsyms"
+            ]
+        );
+    }
 
     #[test]
     fn reads_values_and_defaults() {

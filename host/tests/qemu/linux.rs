@@ -1187,3 +1187,40 @@ pub(super) fn linux_args() -> mtex::linux::Args {
         uefi: false,
     }
 }
+
+/// The instrument's own options change what it records, never what the guest does: under
+/// `-icount` the hypervisor's work is left out of the guest's clock, so the same window with
+/// the per-PC profile, the call stacks or QEMU's oracle runs the same instructions and
+/// makes the same checked accesses, count for count, as without.
+#[test]
+fn profile_stacks_and_oracle_leave_a_windows_counts_as_they_are() {
+    let counts = |extra: &[&str]| -> (Value, f64, String) {
+        let mut args = vec!["--workload", "futex-hash 100 1", "--tcf0", "sync"];
+        args.extend_from_slice(extra);
+        let (status, doc, text) = linux(&args);
+        assert_eq!(status, 0, "{extra:?}\n{text}");
+        let w = window(&doc, 1);
+        let mut views = serde_json::Map::new();
+        for v in w["views"].as_array().expect("views") {
+            views.insert(v[0].as_str().unwrap().to_string(), v[1].clone());
+        }
+        let key = serde_json::json!({
+            "instructions_el0": w["instructions_el0"],
+            "instructions_el1": w["instructions_el1"],
+            "entries": w["entries"],
+            "views": views,
+        });
+        (key, w["guest_clock_ms"].as_f64().unwrap() * 1e6, text)
+    };
+    let (plain, plain_ns, _) = counts(&[]);
+    for extra in [&["--profile"][..], &["--stacks"], &["--oracle"]] {
+        let (with, ns, text) = counts(extra);
+        assert_eq!(with, plain, "{extra:?} changed the window\n{text}");
+        // The guest's clock over the window, to one tick of its counter (as the window clock
+        // test holds it).
+        assert!(
+            (ns - plain_ns).abs() <= 16.0,
+            "{extra:?}: {ns} ns against {plain_ns}\n{text}"
+        );
+    }
+}
