@@ -614,8 +614,13 @@ impl Tracer {
             match self.pending_flow {
                 Flow::Call => cs.call(p.pc.wrapping_add(4), guest_sp(spsr)),
                 Flow::Return => cs.ret(next, guest_sp(spsr)),
+                // BR and its authenticated forms: a jump or a tail call where the stacks can
+                // vouch for it, a return (matched or not) otherwise (`callstack::judge_jump`).
+                Flow::Jump => cs.jump(next, guest_sp(spsr), ctx.x[30]),
                 Flow::ExceptionReturn => cs.eret((spsr >> 2) & 3 == 0),
-                Flow::Other => {}
+                // A direct branch (or anything else) that lands on the top call's return
+                // address with its SP has returned to the caller.
+                Flow::Other => cs.arrive(next, || guest_sp(spsr)),
             }
         }
         if exception_entry {

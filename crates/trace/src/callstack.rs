@@ -1,15 +1,30 @@
 //! Call stacks of a traced phase's kernel code, from the branches the step engine sees rather
 //! than from the guest's memory: every call the kernel made (BL, BLR) and has not returned
 //! from is a frame, and so is every exception entry. Nothing is read from the guest's stack,
-//! so frame pointers, however corrupt, change nothing; what was not seen is `[unknown]`,
-//! never guessed.
+//! so frame pointers and frame records, however corrupt (a cycle, a chain of any length,
+//! pointers to untagged, unmapped or device memory, unaligned), change nothing; what was not
+//! seen is `[unknown]`, never guessed. A return the follower cannot recognise makes the stack
+//! `[unknown]` from there, never leaves a frame that is gone.
 //!
-//! - A call that completes at EL1 pushes its return address and the SP it was made with.
-//! - A return pops the top frame when it goes to that frame's return address with that
-//!   frame's SP (AAPCS64: a callee returns with the SP it was called with). A return that
-//!   matches instead the top of a stack saved earlier brings that stack back: the kernel
-//!   switched tasks (`cpu_switch_to` returns on the next task's stack), and the one left is
-//!   saved in turn. Any other return ends what is known: the stack becomes `[unknown]`.
+//! - A call that completes at EL1 pushes its return address and the SP it was made with. A
+//!   call made with the return address and SP of a frame still live is that call again: its
+//!   callee left by a return not recognised (a branch that looked like a jump or a tail call,
+//!   below), so the stack becomes `[unknown]` before the call is pushed.
+//! - A return (RET, RETAA, RETAB) pops the top frame when it goes to that frame's return
+//!   address with that frame's SP (AAPCS64: a callee returns with the SP it was called with).
+//!   A return that matches instead the top of a stack saved earlier brings that stack back:
+//!   the kernel switched tasks (`cpu_switch_to` returns on the next task's stack), and the one
+//!   left is saved in turn. Any other return ends what is known: the stack becomes
+//!   `[unknown]`.
+//! - An indirect branch that is not a call (BR, BRAA, BRAB, BRAAZ, BRABZ) leaves the stack as
+//!   it is where the follower can vouch that the code is still in the top frame's callee: a
+//!   jump within it, or a tail call ([`judge_jump`]). Any other is taken for a return: it pops
+//!   the top frame if it goes to its return address with its SP (`br x30` in place of
+//!   `ret`), and otherwise the stack becomes `[unknown]` (a branch to a return address deeper
+//!   in the stack included: frames are never popped past unmatched). The kernel switches
+//!   tasks by RET, so a branch never resumes a saved stack.
+//! - Any other instruction that arrives at the top frame's return address with its SP (a
+//!   direct branch back into the caller) returns from it.
 //! - An exception taken to EL1 pushes an entry frame; taken from EL0, the kernel's stack
 //!   starts at it.
 //! - An exception return to EL0 empties the stack; one within EL1 pops to and including the
@@ -92,6 +107,63 @@ impl StackFrame {
     }
 }
 
+/// The newest live frame, as [`judge_jump`] reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Top {
+    /// A call: its return address and the SP it was made with.
+    Call { ra: u64, sp: u64 },
+    /// An exception entry: the SP after it, and whether it was taken from EL0.
+    Entry { sp: u64, from_el0: bool },
+}
+
+/// What an indirect branch that is not a call is to the stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Jump {
+    /// A jump within the running code, or a tail call: the frames stay.
+    Within,
+    /// Taken for a return: the top frame is popped if the branch goes to its return address
+    /// with its SP, otherwise the stack becomes `[unknown]`.
+    Return,
+}
+
+/// The bits of a kernel code address that pointer authentication leaves alone: it puts its
+/// code in bits 54:48 (and 63:56 without TBI) of an address of at most 48 bits of VA, never
+/// in bit 55, which says which half of the address space the address is in.
+const UNSIGNED: u64 = ((1 << 48) - 1) | 1 << 55;
+
+/// The rule for an indirect branch that is not a call (BR, BRAA, BRAB, BRAAZ, BRABZ),
+/// completed at EL1 to `target` with SP `sp` and x30 `x30`, the newest live frame being
+/// `top`. The branch is kept as a jump only where the follower can vouch that the code has
+/// not left the top frame's callee:
+///
+/// - with SP below the SP the top call was made with: the callee's frame is still on the
+///   stack (AAPCS64: a return restores the SP the call was made with), so this is a jump
+///   within it (a switch's jump table);
+/// - with that SP and x30 still holding the call's return address (compared without the
+///   pointer authentication code, which may sign it): the state is the callee's on entry, so
+///   this is a tail call, or a jump before its prologue or after its epilogue, and whatever
+///   runs there returns where the call would;
+/// - with an exception entry on top: taken from EL0 (a branch cannot return to EL0), or with
+///   SP below the entry's (the handler's frame is on the stack);
+/// - with no frame live (nothing known to lose).
+///
+/// Anything else is taken for a return, and so is a branch to the top call's return address
+/// whatever the SP: it pops the top frame when the SP is the call's (`br x30` in place of
+/// `ret`), and otherwise the stack becomes `[unknown]`. A return to somewhere else in the
+/// caller made with the callee's entry state cannot be told from a tail call; should the
+/// caller then make the same call again, [`CallStack::call`] finds it still live, and the
+/// stack becomes `[unknown]` there.
+pub fn judge_jump(top: Option<Top>, target: u64, sp: u64, x30: u64) -> Jump {
+    let within = match top {
+        None => true,
+        Some(Top::Call { ra, sp: at }) => {
+            target != ra && (sp < at || (sp == at && (x30 ^ ra) & UNSIGNED == 0))
+        }
+        Some(Top::Entry { sp: at, from_el0 }) => from_el0 || sp < at,
+    };
+    if within { Jump::Within } else { Jump::Return }
+}
+
 /// A node of the tree as stored: its parent and its top frame.
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
@@ -121,6 +193,8 @@ struct Live {
     node: u32,
     /// An exception entry (popped by ERET, never by a return).
     entry: bool,
+    /// An exception entry taken from EL0.
+    from_el0: bool,
     ra: u64,
     sp: u64,
 }
@@ -144,6 +218,7 @@ impl SavedStack {
         live: [Live {
             node: 0,
             entry: false,
+            from_el0: false,
             ra: 0,
             sp: 0,
         }; DEPTH],
@@ -228,6 +303,17 @@ impl CallStack {
 
     /// A call completed at EL1, made with SP `sp`; it returns to `ra`.
     pub fn call(&mut self, ra: u64, sp: u64) {
+        if self.live[..self.depth]
+            .iter()
+            .any(|l| !l.entry && l.ra == ra && l.sp == sp)
+        {
+            // The same call again while it is live: no callee calls from its caller's own
+            // call site on its caller's SP, so that frame's callee has left, by a return the
+            // stack did not see. Whatever stands on it is not known.
+            self.stats.unmatched_returns += 1;
+            self.base = UNKNOWN;
+            self.depth = 0;
+        }
         self.push(StackFrame::call(ra), false, sp);
     }
 
@@ -252,6 +338,7 @@ impl CallStack {
         self.live[self.depth] = Live {
             node,
             entry,
+            from_el0: entry && frame.from_el0(),
             ra: frame.addr,
             sp,
         };
@@ -297,6 +384,55 @@ impl CallStack {
                 self.depth = 0;
             }
         }
+    }
+
+    /// An indirect branch that is not a call (BR and its authenticated forms) completed at
+    /// EL1, to `target`, with SP `sp` and x30 `x30`: kept as a jump or a tail call where
+    /// [`judge_jump`] vouches for it, otherwise taken for a return. It pops the top frame if
+    /// it matches it; if not, the stack becomes `[unknown]`. (The kernel switches tasks by
+    /// RET: a branch never resumes a saved stack, nor saves this one.)
+    pub fn jump(&mut self, target: u64, sp: u64, x30: u64) {
+        if judge_jump(self.top(), target, sp, x30) == Jump::Within {
+            return;
+        }
+        if let Some(Top::Call { ra, sp: at }) = self.top()
+            && ra == target
+            && at == sp
+        {
+            self.depth -= 1;
+            return;
+        }
+        self.stats.unmatched_returns += 1;
+        self.base = UNKNOWN;
+        self.depth = 0;
+    }
+
+    /// Any other instruction completed at EL1 and the next one is at `target`, with SP `sp()`
+    /// (read only when `target` is the top call's return address): arriving there with the SP
+    /// the call was made with, the code is back in the caller (a direct branch there is a
+    /// return).
+    #[inline]
+    pub fn arrive(&mut self, target: u64, sp: impl FnOnce() -> u64) {
+        if let Some(top) = self.depth.checked_sub(1).map(|d| self.live[d])
+            && !top.entry
+            && top.ra == target
+            && top.sp == sp()
+        {
+            self.depth -= 1;
+        }
+    }
+
+    /// The newest live frame; None when none is (the stack is `[unknown]`, or empty).
+    pub fn top(&self) -> Option<Top> {
+        let l = self.live[..self.depth].last()?;
+        Some(if l.entry {
+            Top::Entry {
+                sp: l.sp,
+                from_el0: l.from_el0,
+            }
+        } else {
+            Top::Call { ra: l.ra, sp: l.sp }
+        })
     }
 
     /// Keeps the stack as it is, in a free or the oldest saved slot.

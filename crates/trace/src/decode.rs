@@ -646,6 +646,9 @@ pub enum Flow {
     Call,
     /// RET, RETAA, RETAB.
     Return,
+    /// BR, BRAA, BRAB, BRAAZ, BRABZ: an indirect branch that is not a call (a jump, a tail
+    /// call, or a return by another name: `br x30`).
+    Jump,
     /// ERET, ERETAA, ERETAB.
     ExceptionReturn,
     Other,
@@ -661,6 +664,7 @@ pub const fn flow(insn: u32) -> Flow {
     if insn & 0xfe1f_0000 == 0xd61f_0000 {
         return match (insn >> 21) & 0xf {
             0b0001 | 0b1001 => Flow::Call,
+            0b0000 | 0b1000 => Flow::Jump,
             0b0010 => Flow::Return,
             0b0100 => Flow::ExceptionReturn,
             _ => Flow::Other,
@@ -694,12 +698,20 @@ mod tests {
         for w in [0xd69f_03e0, 0xd69f_0bff, 0xd69f_0fff] {
             assert_eq!(flow(w), Flow::ExceptionReturn, "{w:#x}");
         }
-        // b .; br x16; braaz x16; braa x16, x17; cbz; svc #0; nop; drps
+        // br x16; br x30; braaz x16; brabz x16; braa x16, x17; brab x30, sp
+        for w in [
+            0xd61f_0200,
+            0xd61f_03c0,
+            0xd61f_0a1f,
+            0xd61f_0e1f,
+            0xd71f_0a11,
+            0xd71f_0fdf,
+        ] {
+            assert_eq!(flow(w), Flow::Jump, "{w:#x}");
+        }
+        // b .; cbz; svc #0; nop; drps
         for w in [
             0x1400_0000,
-            0xd61f_0200,
-            0xd61f_0a1f,
-            0xd71f_0a11,
             0xb400_0000,
             0xd400_0001,
             0xd503_201f,

@@ -390,11 +390,17 @@ impl Plan {
 
     /// The root's word as planned.
     /// True when an instruction the plan looked at (leaves included) is a call, a return or
-    /// an exception return: a run must not execute what moves the call stack unseen.
+    /// an exception return: a run must not execute what moves the call stack unseen. (An
+    /// indirect branch, which may move it too, is always a leaf: stepped, never run.)
     pub fn calls_or_returns(&self) -> bool {
-        self.words[..self.n_visited]
-            .iter()
-            .any(|&w| w != NO_WORD && crate::decode::flow(w as u32) != crate::decode::Flow::Other)
+        use crate::decode::Flow;
+        self.words[..self.n_visited].iter().any(|&w| {
+            w != NO_WORD
+                && matches!(
+                    crate::decode::flow(w as u32),
+                    Flow::Call | Flow::Return | Flow::ExceptionReturn
+                )
+        })
     }
 
     pub fn root_word(&self) -> Option<u32> {

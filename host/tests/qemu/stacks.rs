@@ -5,10 +5,14 @@
 use super::equality::boot;
 use mtex::equality::{self, FAST_RUNS, PLAIN, PROGRAMS};
 use mtex::images::built as images;
+use mtex::profile::PhaseProfile;
 use mtex::profile::stacks::{Syscalls, by_stack};
 use mtex::report::Report;
+use mtex::snippet::{self, Env};
 use mtex::symbols::Symbols;
-use std::collections::BTreeMap;
+use mtex_trace::callstack::{StackFrame, StackStats, UNKNOWN};
+use mtex_trace::profile::ARCH;
+use std::collections::{BTreeMap, HashMap};
 
 const STACKS: &str = "mtex.stacks=1";
 
@@ -176,4 +180,184 @@ fn a_guest_cannot_fool_its_stacks() {
     let mut deep = s(&["[unknown]"]);
     deep.extend(s(&["mtex_hf_deep"; 17]));
     assert_eq!(reads("mtex_hf_deep_leaf"), [(deep, n)]);
+}
+
+/// Runs `source` as a snippet at EL1, once, with the call stacks followed: its phase's
+/// profile, which must add up, from a run that succeeded.
+fn snippet_stacks(source: &str) -> PhaseProfile {
+    let code = match snippet::assemble_source(source).expect("running the assembler") {
+        Ok(code) => code,
+        Err(e) => panic!("{source}\ndid not assemble: {e}"),
+    };
+    let (r, console) = snippet::run_with(images(), &code, &Env::default(), &["stacks=1".into()])
+        .expect("running QEMU");
+    assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
+    let problems = equality::run_problems(&r);
+    assert!(problems.is_empty(), "{problems:#?}");
+    let phase = r.phase(snippet::PHASE).expect("the snippet's phase");
+    let profile = phase.profile.clone().expect("a profile");
+    assert_eq!(profile.problem(phase.trace.as_ref().unwrap()), None);
+    profile
+}
+
+/// The frames of `node`'s stack, outermost first, and whether `[unknown]` is below them.
+fn frames(profile: &PhaseProfile, node: u32) -> (bool, Vec<StackFrame>) {
+    let tree: HashMap<u32, (u32, StackFrame)> = profile
+        .stacks
+        .iter()
+        .map(|n| (n.node, (n.parent, n.frame)))
+        .collect();
+    let mut out = Vec::new();
+    let mut n = node;
+    while let Some(&(parent, frame)) = tree.get(&n) {
+        out.push(frame);
+        n = parent;
+    }
+    out.reverse();
+    (n == UNKNOWN, out)
+}
+
+/// A callee that returns with `br x30` instead of `ret`, called 10 times in a loop (each call
+/// one checked read). The phase begins in the harness, whose caller was not seen; the harness
+/// calls the snippet, which calls the callee: at most two frames are ever live. Each branch
+/// back to the return address is a return: the callee's read is on [unknown], the snippet's
+/// frame, its own frame, every time; the snippet's loop on [unknown] and its frame.
+/// (Before: the branch was not seen as a return, and the 10 reads were on stacks 1 to 10
+/// frames of the callee deep, a recursion that never happened.)
+#[test]
+fn a_return_by_br_x30_pops_its_frame() {
+    let source = "\
+        mov x15, x30
+        mov x14, #10
+    1:  bl callee
+        subs x14, x14, #1
+        b.ne 1b
+        mov x30, x15
+        ret
+    callee:
+        ldr x12, [x0]
+        br x30
+    ";
+    // Byte offsets in the snippet: the loop's call, the return address, the callee's load.
+    let (bl, after_bl, load, end) = (8, 12, 28, 36);
+    let profile = snippet_stacks(source);
+    let loads: Vec<_> = profile.pcs.iter().filter(|e| e.rd[ARCH] != 0).collect();
+    let base = loads[0].pc - load;
+    let snippet = base..base + end;
+    // Each PC's stacks: known frames (over [unknown]) and instructions, against the real
+    // depth there — the harness, the snippet, the callee: 0, 1, 2.
+    let pcs: Vec<_> = profile
+        .pcs
+        .iter()
+        .filter(|e| e.el == 1)
+        .map(|e| {
+            let at = e.pc.wrapping_sub(base);
+            let depth = if !snippet.contains(&e.pc) {
+                0
+            } else if at < load {
+                1
+            } else {
+                2
+            };
+            let (unknown, f) = frames(&profile, e.stack);
+            (e, at, depth, unknown, f)
+        })
+        .collect();
+    let deeper: Vec<String> = pcs
+        .iter()
+        .filter(|(_, _, depth, _, f)| f.len() > *depth)
+        .map(|(e, at, depth, _, f)| {
+            format!(
+                "+{at}: {} frames for {depth} ({} instructions)",
+                f.len(),
+                e.insns
+            )
+        })
+        .collect();
+    assert!(
+        deeper.is_empty(),
+        "stacks deeper than the calls:\n{}",
+        deeper.join("\n")
+    );
+    let mut loop_insns = 0;
+    for (e, at, depth, unknown, f) in &pcs {
+        assert!(
+            *unknown,
+            "+{at} on a stack with no [unknown] below: {f:#x?}"
+        );
+        assert_eq!(f.len(), *depth, "+{at} on {f:#x?}");
+        if *depth >= 1 {
+            assert_eq!(f[0].entry, 0, "{f:#x?}");
+            assert!(!snippet.contains(&f[0].addr), "{f:#x?}");
+        }
+        if *depth == 2 {
+            assert_eq!(f[1], StackFrame::call(base + after_bl), "{f:#x?}");
+            assert_eq!(e.insns, 10, "+{at}");
+        }
+        if snippet.contains(&e.pc) && (bl..load).contains(at) {
+            loop_insns += e.insns;
+        }
+    }
+    assert_eq!(loads.len(), 1, "{loads:#x?}");
+    assert_eq!(loads[0].rd[ARCH], 10);
+    // bl, subs, b.ne 10 times each; after them the two instructions back to the harness.
+    assert_eq!(loop_insns, 3 * 10 + 2);
+    assert_eq!(
+        profile.stack_end.expect("the stacks' end").stats,
+        StackStats::default()
+    );
+}
+
+/// Frame records and frame pointers forged before each call: a record that points to itself
+/// (a cycle), in the untagged page, an unmapped address, the UART's device registers, an
+/// unaligned address. The stacks never read them: each of the five reads is on [unknown], the
+/// snippet's frame and the call that made it, with nothing unmatched.
+#[test]
+fn forged_frame_records_change_no_stack() {
+    let source = "\
+        mov x15, x30
+        mov x16, x29
+        sub sp, sp, #16
+        mov x29, sp
+        stp x29, x30, [sp]
+        bl callee
+        stp x4, x30, [x4]
+        mov x29, x4
+        bl callee
+        movz x29, #0xdead, lsl #32
+        bl callee
+        movz x29, #0x0900, lsl #16
+        bl callee
+        add x29, x0, #3
+        bl callee
+        add sp, sp, #16
+        mov x29, x16
+        mov x30, x15
+        ret
+    callee:
+        ldr x12, [x0]
+        ret
+    ";
+    // Byte offsets of the five return addresses and of the callee's load.
+    let returns = [24, 36, 44, 52, 60];
+    let load = 76;
+    let profile = snippet_stacks(source);
+    assert_eq!(
+        profile.stack_end.expect("the stacks' end").stats,
+        StackStats::default()
+    );
+    let loads: Vec<_> = profile.pcs.iter().filter(|e| e.rd[ARCH] != 0).collect();
+    assert_eq!(loads.len(), returns.len(), "{loads:#x?}");
+    let base = loads[0].pc - load;
+    let mut seen: Vec<u64> = loads
+        .iter()
+        .map(|e| {
+            assert_eq!((e.pc, e.rd[ARCH]), (base + load, 1));
+            let (unknown, f) = frames(&profile, e.stack);
+            assert!(unknown && f.len() == 2 && f[0].entry == 0, "{f:#x?}");
+            f[1].addr - base
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(seen, returns);
 }

@@ -7,6 +7,7 @@
 use super::*;
 
 use crate::debug::{BCR_ENABLED, set_breakpoint};
+use mtex_trace::callstack::Top;
 
 /// Shortest run worth making: a run whose nearest exit is the next instruction saves no
 /// exit over a step (measured on the kernel matrix: allowing them from non-inert starts
@@ -272,6 +273,15 @@ impl Tracer {
         } else {
             self.engine.plans_reused += 1;
         }
+        // Following call stacks, a run may not arrive unseen at the top call's return address
+        // either (a direct branch back into the caller returns from it: `CallStack::arrive`).
+        if el == 1
+            && let Some(Top::Call { ra, .. }) = self.stacks.as_ref().and_then(CallStack::top)
+            && self.plans[ps].depth_of(ra).is_some_and(|d| d > 0)
+        {
+            self.engine.stepped_starts += 1;
+            return false;
+        }
         if !self.stores_spare_code(ctx, ps, pa_page) {
             self.engine.stepped_starts += 1;
             return false;
@@ -473,6 +483,13 @@ impl Tracer {
             ctx.x[30] = st.pc.wrapping_add(4);
         }
         ctx.elr = target;
+        if st.el == 1
+            && let Some(cs) = &mut self.stacks
+        {
+            // As if stepped (`Tracer::follow_stack`): a branch to the top call's return
+            // address with its SP returns from it.
+            cs.arrive(target, || guest_sp(ctx.spsr));
+        }
         // Guest time follows the guest's own execution (entry.rs): the branch it did not
         // execute advances its clock as executing it would have, one tick of the counter
         // per instruction under `-icount shift=0` at 1 GHz (as entry.rs's constants count).

@@ -212,6 +212,319 @@ fn the_oldest_saved_stack_is_evicted_and_counted() {
     assert_eq!(s.stats().evicted, 2);
 }
 
+#[test]
+fn ten_thousand_nested_calls_keep_at_most_depth_frames_over_unknown() {
+    let mut s = stack(1024, 4);
+    s.exception(svc(1, 0x4000), 0x10_0000);
+    let sp = |i: u64| 0x10_0000 - 16 * (i + 1);
+    for i in 0..10_000u64 {
+        s.call(0x1000 + 4 * (i % 7), sp(i));
+        if i % 61 == 0 {
+            let p = path(&s);
+            assert!(p.len() <= DEPTH + 1, "{i}: {} frames", p.len());
+            assert_eq!(p.last(), Some(&call(0x1000 + 4 * (i % 7))));
+        }
+    }
+    assert_eq!(s.stats().tree_full, 0);
+    // 10,001 frames, kept 64 at a time: a new start over [unknown] every 64 calls.
+    assert_eq!(s.stats().too_deep, 10_001 / DEPTH as u32);
+    let kept = (10_001 % DEPTH) as u64;
+    assert_eq!(path(&s).len() as u64, kept + 1);
+    // Unwound all the way: the frames kept pop, what is below was never known, and no return
+    // into it is a mismatch.
+    for i in (0..10_000u64).rev() {
+        s.ret(0x1000 + 4 * (i % 7), sp(i));
+    }
+    assert_eq!(path(&s), [Item::Unknown]);
+    assert_eq!(s.stats().unmatched_returns, 0);
+}
+
+const RA: u64 = 0xffff_8000_1000_0104;
+const SP: u64 = 0xffff_8000_2000_3f00;
+
+#[test]
+fn an_indirect_branch_is_a_jump_only_where_it_can_be_vouched_for() {
+    let call = Some(Top::Call { ra: RA, sp: SP });
+    let signed = RA | 0x002a_0000_0000_0000;
+    let elsewhere = 0xffff_8000_1000_0800;
+    for (top, target, sp, x30, want) in [
+        // br x30, br x16, braa x30, sp in place of ret: a return.
+        (call, RA, SP, RA, Jump::Return),
+        (call, RA, SP, 0x1234, Jump::Return),
+        (call, RA, SP, signed, Jump::Return),
+        // To the return address on another SP: a return that will not match.
+        (call, RA, SP - 0x40, RA, Jump::Return),
+        // Below the call's SP: the callee's frame is there, a jump within it.
+        (call, elsewhere, SP - 0x40, 0x1234, Jump::Within),
+        // The call's SP and its return address in x30, signed or not: a tail call.
+        (call, elsewhere, SP, RA, Jump::Within),
+        (call, elsewhere, SP, signed, Jump::Within),
+        // The call's SP and another x30, or above the call's SP: the callee has left.
+        (call, elsewhere, SP, RA + 4, Jump::Return),
+        (call, elsewhere, SP, 0, Jump::Return),
+        (call, elsewhere, SP + 0x10, RA, Jump::Return),
+        (call, RA + 0x100, SP + 0x40, RA, Jump::Return),
+        // An entry from EL0: a branch cannot return there.
+        (
+            Some(Top::Entry {
+                sp: SP,
+                from_el0: true,
+            }),
+            elsewhere,
+            SP,
+            0,
+            Jump::Within,
+        ),
+        // An entry within EL1: inside the handler's frame, or back out of it.
+        (
+            Some(Top::Entry {
+                sp: SP,
+                from_el0: false,
+            }),
+            elsewhere,
+            SP - 0x150,
+            0,
+            Jump::Within,
+        ),
+        (
+            Some(Top::Entry {
+                sp: SP,
+                from_el0: false,
+            }),
+            elsewhere,
+            SP,
+            0,
+            Jump::Return,
+        ),
+        // Nothing known to lose.
+        (None, elsewhere, SP, 0, Jump::Within),
+    ] {
+        assert_eq!(
+            judge_jump(top, target, sp, x30),
+            want,
+            "{top:x?} to {target:#x} sp {sp:#x} x30 {x30:#x}"
+        );
+    }
+}
+
+#[test]
+fn br_x30_in_place_of_ret_pops_its_frame() {
+    let mut s = stack(64, 4);
+    s.exception(svc(1, 0x4000), 0x9000);
+    s.call(0x100, 0x8ff0);
+    let caller = path(&s);
+    for _ in 0..10 {
+        s.call(0x200, 0x8fd0);
+        assert_eq!(path(&s).len(), 3);
+        s.jump(0x200, 0x8fd0, 0x200);
+        assert_eq!(path(&s), caller);
+    }
+    // A direct branch back to the return address with the call's SP returns as well; to it
+    // on another SP it is a jump inside the callee.
+    s.call(0x200, 0x8fd0);
+    s.arrive(0x200, || 0x8fb0);
+    assert_eq!(path(&s).len(), 3);
+    s.arrive(0x200, || 0x8fd0);
+    assert_eq!(path(&s), caller);
+    assert_eq!(s.stats(), StackStats::default());
+}
+
+#[test]
+fn an_indirect_branch_it_cannot_vouch_for_makes_the_stack_unknown() {
+    // Elsewhere in the caller, with the callee's frame released and x30 not the return
+    // address; to a return address deeper in the stack; to the return address on another SP.
+    for (target, sp, x30) in [
+        (0x150, 0x8fd0, 0x150),
+        (0x100, 0x8ff0, 0x100),
+        (0x200, 0x8fe0, 0x200),
+    ] {
+        let mut s = stack(64, 4);
+        s.exception(svc(1, 0x4000), 0x9000);
+        s.call(0x100, 0x8ff0);
+        s.call(0x200, 0x8fd0);
+        s.jump(target, sp, x30);
+        assert_eq!(path(&s), [Item::Unknown], "{target:#x} {sp:#x}");
+        assert_eq!(s.stats().unmatched_returns, 1);
+        // Never the frames below, guessed.
+        s.call(0x300, 0x8fe0);
+        assert_eq!(path(&s), [Item::Unknown, call(0x300)]);
+    }
+}
+
+#[test]
+fn jumps_and_tail_calls_keep_the_stack() {
+    let mut s = stack(64, 4);
+    let e = Item::Frame(svc(1, 0x4000));
+    s.exception(svc(1, 0x4000), 0x9000);
+    // The entry code's own jumps, inside its frame.
+    s.jump(0x4100, 0x8ed0, 0);
+    s.call(0x100, 0x8ed0);
+    // A jump table inside the callee's frame; then its epilogue and a tail call through x16.
+    s.jump(0x640, 0x8e90, 0x7777);
+    s.jump(0x700, 0x8ed0, 0x100);
+    assert_eq!(path(&s), [e, call(0x100)]);
+    // The tail callee returns to where the call would have.
+    s.ret(0x100, 0x8ed0);
+    assert_eq!(path(&s), [e]);
+    assert_eq!(s.stats(), StackStats::default());
+}
+
+#[test]
+fn the_same_call_again_while_it_is_live_makes_the_stack_unknown() {
+    // The callee went back into its caller with its return address still in x30 (a tail call
+    // as far as the branch shows), and the caller makes the same call again.
+    let mut s = stack(64, 4);
+    s.exception(svc(1, 0x4000), 0x9000);
+    s.call(0x100, 0x8ff0);
+    s.call(0x200, 0x8fd0);
+    s.jump(0x1f0, 0x8fd0, 0x200);
+    assert_eq!(path(&s).len(), 3);
+    s.call(0x200, 0x8fd0);
+    assert_eq!(path(&s), [Item::Unknown, call(0x200)]);
+    assert_eq!(s.stats().unmatched_returns, 1);
+    // A recursion's calls from one site are made on different SPs: each a frame.
+    let mut s = stack(64, 4);
+    s.exception(svc(1, 0x4000), 0x9000);
+    for i in 0..10 {
+        s.call(0x200, 0x8fd0 - 0x20 * i);
+    }
+    assert_eq!(path(&s).len(), 11);
+    assert_eq!(s.stats(), StackStats::default());
+}
+
+/// How code moves between functions, for [`the_stack_is_never_deeper_than_the_calls`]. Call
+/// sites and branch targets are small numbers, made addresses by [`site`] and [`body`].
+#[derive(Clone, Debug)]
+enum Move {
+    Call(u8),
+    /// RET.
+    Ret,
+    /// BR to the return address with the call's SP, x30 as in [`X30`].
+    BrRet(X30),
+    /// A direct branch to the return address with the call's SP.
+    BRet,
+    /// BR inside the callee's frame (a jump table).
+    Jump(u8, X30),
+    /// BR with the callee's entry state (SP and x30 its call's) to another function.
+    TailCall(u8, bool),
+    /// A return elsewhere into the caller by BR: SP restored, x30 not the return address.
+    BrElsewhere(u8),
+    /// A return to a frame below the top (`longjmp`): BR to its return address with its SP.
+    BrDeeper(u8),
+}
+
+/// What x30 holds at a branch.
+#[derive(Clone, Copy, Debug)]
+enum X30 {
+    Ra,
+    Signed,
+    Other,
+}
+
+fn x30_strategy() -> impl Strategy<Value = X30> {
+    prop_oneof![Just(X30::Ra), Just(X30::Signed), Just(X30::Other)]
+}
+
+fn moves() -> impl Strategy<Value = Move> {
+    prop_oneof![
+        6 => (0..6u8).prop_map(Move::Call),
+        2 => Just(Move::Ret),
+        3 => x30_strategy().prop_map(Move::BrRet),
+        1 => Just(Move::BRet),
+        2 => (any::<u8>(), x30_strategy()).prop_map(|(t, x)| Move::Jump(t, x)),
+        1 => (any::<u8>(), any::<bool>()).prop_map(|(t, s)| Move::TailCall(t, s)),
+        1 => any::<u8>().prop_map(Move::BrElsewhere),
+        1 => any::<u8>().prop_map(Move::BrDeeper),
+    ]
+}
+
+const KERNEL: u64 = 0xffff_8000_1000_0000;
+
+/// The return address of call site `k`.
+fn site(k: u8) -> u64 {
+    KERNEL + 0x1000 * (k as u64 + 1) + 0x24
+}
+
+/// A branch target that is no call's return address.
+fn body(t: u8) -> u64 {
+    KERNEL + 0x10_0000 + 8 * t as u64
+}
+
+proptest! {
+    /// Calls, and returns by RET, by `br x30` (and `br x16`, `braa`), by a direct branch; jumps
+    /// within functions, tail calls, returns elsewhere into the caller and to a frame further
+    /// down, on a stack whose SP each function lowers below the SP it was called with. The
+    /// stack read back is always the real one, or `[unknown]` under the real one's top frames:
+    /// never a frame that is not live, so never deeper than the real calls.
+    #[test]
+    fn the_stack_is_never_deeper_than_the_calls(moves in proptest::collection::vec(moves(), 0..200)) {
+        let mut s = stack(2048, 4);
+        s.reset(false);
+        // (return address, SP the call was made with); the code at depth d runs on sp_of(d).
+        let mut real: Vec<(u64, u64)> = Vec::new();
+        let sp_of = |d: usize| 0xffff_8000_2000_8000 - 0x40 * d as u64;
+        let x30_of = |x: X30, ra: u64| match x {
+            X30::Ra => ra,
+            X30::Signed => ra | 0x0055_0000_0000_0000 & !(1 << 55),
+            X30::Other => ra ^ 0x8,
+        };
+        for m in moves {
+            let d = real.len();
+            let top = real.last().copied();
+            match (m, top) {
+                (Move::Call(k), _) => {
+                    if d >= 50 { continue; }
+                    s.call(site(k), sp_of(d));
+                    real.push((site(k), sp_of(d)));
+                }
+                (Move::Ret, Some((ra, sp))) => {
+                    s.ret(ra, sp);
+                    real.pop();
+                }
+                (Move::BrRet(x), Some((ra, sp))) => {
+                    s.jump(ra, sp, x30_of(x, ra));
+                    real.pop();
+                }
+                (Move::BRet, Some((ra, sp))) => {
+                    s.arrive(ra, || sp);
+                    real.pop();
+                }
+                (Move::Jump(t, x), top) => {
+                    let ra = top.map_or(0, |f| f.0);
+                    s.jump(body(t), sp_of(d), x30_of(x, ra));
+                    // A direct branch inside the function too: it moves nothing.
+                    s.arrive(body(t) + 4, || sp_of(d));
+                }
+                (Move::TailCall(t, signed), Some((ra, sp))) => {
+                    s.jump(body(t), sp, x30_of(if signed { X30::Signed } else { X30::Ra }, ra));
+                }
+                (Move::BrElsewhere(t), Some((ra, sp))) => {
+                    s.jump(body(t), sp, ra ^ 0x8);
+                    real.pop();
+                }
+                (Move::BrDeeper(i), Some(_)) => {
+                    let i = i as usize % d;
+                    let (ra, sp) = real[i];
+                    s.jump(ra, sp, ra);
+                    real.truncate(i);
+                }
+                _ => continue,
+            }
+            let got = path(&s);
+            let want: Vec<Item> = real.iter().map(|f| call(f.0)).collect();
+            let known = match got.first() {
+                Some(Item::Unknown) => &got[1..],
+                _ => &got[..],
+            };
+            prop_assert!(known.len() <= want.len(), "{got:x?} deeper than {want:x?}");
+            prop_assert_eq!(known, &want[want.len() - known.len()..]);
+            if got.first() != Some(&Item::Unknown) {
+                prop_assert_eq!(&got, &want);
+            }
+        }
+    }
+}
+
 /// A model of tasks' kernel stacks: each known from its first entry, or unknown below what
 /// was seen.
 #[derive(Clone, Debug)]
