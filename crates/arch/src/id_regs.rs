@@ -166,9 +166,11 @@ mod tests {
         assert_eq!(pfr1 & (0xf << 24), 0, "SME");
         assert_eq!(pfr1 & (0xf << 44), 0, "GCS");
         assert_eq!(pfr1 & (0xf << 48), 0, "THE");
+        assert_eq!(pfr1 & (0xf << 52), 0, "MTEX");
         assert_eq!(pfr1 & (0xf << 8), 0xf << 8, "MTE stays");
+        assert_eq!(pfr1 & (0xf << 40), 0xf << 40, "MTE_frac stays");
         assert_eq!(pfr1 & 0xf, 0xf, "BT stays");
-        assert_eq!(pfr1.count_zeros(), 12);
+        assert_eq!(pfr1.count_zeros(), 16);
         let mmfr3 = guest_view(7, 3, u64::MAX);
         assert_eq!(mmfr3 & 0xf_ffff_ffff, 0, "TCRX..D128");
         assert_eq!(mmfr3 >> 36, u64::MAX >> 36);
