@@ -265,8 +265,7 @@ fn phase_notes(phases: &[Phase]) -> String {
             for (n, what) in [
                 (
                     t.failed_store_exclusives,
-                    "failed store-exclusives (no access; whether a CPU tag-checks one is \
-                     CONSTRAINED UNPREDICTABLE: up to that many more checked writes)",
+                    "failed store-exclusives (no access; a CPU may tag-check them)",
                 ),
                 (t.runs_lost, "breakpoint runs lost (not counted)"),
                 (t.unknown_mem, "load/stores not modelled (not judged)"),
@@ -720,7 +719,7 @@ mod tests {
         let notes = phase_notes(&[p, quiet]);
         let all = notes.replace("\n     ", "");
         for item in [
-            "3 a-phase-name-of-thirty-two-bytes: 100 failed store-exclusives (no access; whether a CPU tag-checks one is CONSTRAINED UNPREDICTABLE: up to that many more checked writes)",
+            "3 a-phase-name-of-thirty-two-bytes: 100 failed store-exclusives (no access; a CPU may tag-check them)",
             "2 breakpoint runs lost (not counted)",
             "3 load/stores not modelled (not judged)",
             "4 TCO writes beyond the site table",
