@@ -117,17 +117,11 @@ pub fn coverage(seeds: u64, waits: u64, out: &Path) -> Result<LinuxFigures> {
         }
         f.units += w.sampled.as_ref().map_or(0, |s| s.units().count() as u64);
         for (c, e) in crate::report::sampled::estimates(&w, true) {
-            if !e.half_width.is_finite() || e.exact {
+            if e.exact {
                 continue;
             }
-            let note = |cov: &mut CounterCoverage, want: u64| {
-                cov.runs += 1;
-                cov.covered += e.contains(want) as usize;
-                cov.abs_error += (e.value - want as f64).abs() / want as f64;
-                cov.error += (e.value - want as f64) / want as f64;
-            };
             if c.name == PER_WAIT {
-                note(&mut f.arithmetic, waits);
+                f.arithmetic.note(&e, waits);
             }
             // The instruction totals are the PMU's for this run, not estimates: how near they
             // are to the whole trace's is the largest instruction gap.
@@ -137,11 +131,26 @@ pub fn coverage(seeds: u64, waits: u64, out: &Path) -> Result<LinuxFigures> {
             if let Some(want) = c.of_trace(&t).filter(|&v| v > 0) {
                 let entry = f.by_counter.entry(c.name).or_default();
                 entry.1 = want;
-                note(&mut entry.0, want);
+                entry.0.note(&e, want);
             }
         }
     }
     Ok(f)
+}
+
+/// Every counter's coverage, the workload's arithmetic first (named for what it is checked
+/// against).
+fn all_counters(f: &LinuxFigures) -> impl Iterator<Item = (&str, &CounterCoverage)> {
+    std::iter::once((ARITHMETIC, &f.arithmetic))
+        .chain(f.by_counter.iter().map(|(n, (c, _))| (*n, c)))
+}
+
+/// How [`PER_WAIT`] is named when checked against the number of waits.
+const ARITHMETIC: &str = "if_tcma1.mem_access_checked_rd:k (waits)";
+
+/// Whether every counter's intervals held at least [`crate::bench_sample::FLOOR`] of the time.
+pub fn holds(f: &LinuxFigures) -> bool {
+    crate::bench_sample::verdict(crate::bench_sample::worst(all_counters(f))).1
 }
 
 /// The figures as text.
@@ -153,20 +162,14 @@ pub fn render(f: &LinuxFigures) -> String {
         f.seeds,
         2 * GAP_US
     );
-    let row = |name: &str, c: &CounterCoverage| {
-        format!(
-            "  {name:<44} {:>5} {:>8.1}% {:>9.2}% {:>+8.2}%\n",
-            c.runs,
-            100.0 * c.covered as f64 / c.runs.max(1) as f64,
-            100.0 * c.abs_error / c.runs.max(1) as f64,
-            100.0 * c.error / c.runs.max(1) as f64
-        )
-    };
     out.push_str(&format!(
         "  against the workload's arithmetic ({} waits, one checked read each):\n",
         f.waits
     ));
-    out.push_str(&row(PER_WAIT, &f.arithmetic));
+    out.push_str(&crate::bench_sample::header());
+    out.push('\n');
+    out.push_str(&f.arithmetic.row(PER_WAIT));
+    out.push('\n');
     out.push_str(&format!(
         "  against the whole trace (its window's instructions {}, a sampled run's within \
          {:.2}%):\n",
@@ -174,35 +177,25 @@ pub fn render(f: &LinuxFigures) -> String {
         100.0 * f.largest_instruction_gap
     ));
     out.push_str(&format!(
-        "  {:<44} {:>5} {:>9} {:>10} {:>9} {:>12}\n",
-        "counter", "runs", "coverage", "mean |err|", "mean err", "whole trace"
+        "{} {:>12}\n",
+        crate::bench_sample::header(),
+        "whole trace"
     ));
-    // A counter the units meet only a few times has an interval the normal approximation
-    // does not give: those with at least COMMON in the window are tallied apart.
-    const COMMON: u64 = 1000;
-    let (mut runs, mut covered, mut common_runs, mut common_covered) = (0, 0, 0, 0);
+    let (mut runs, mut covered, mut not_estimable) = (0, 0, 0);
     for (name, (c, whole)) in &f.by_counter {
         runs += c.runs;
         covered += c.covered;
-        if *whole >= COMMON {
-            common_runs += c.runs;
-            common_covered += c.covered;
-        }
+        not_estimable += c.not_estimable;
+        out.push_str(&format!("{} {whole:>12}\n", c.row(name)));
+    }
+    if runs + not_estimable > 0 {
         out.push_str(&format!(
-            "{} {whole:>12}\n",
-            row(name, c).trim_end_matches('\n')
+            "  all counters: {covered} of {runs} intervals hold the whole trace's count \
+             ({:.1}%); {not_estimable} estimates not estimable (n/e: no interval claimed)\n",
+            100.0 * covered as f64 / runs.max(1) as f64
         ));
     }
-    let pct = |a: usize, b: usize| 100.0 * a as f64 / b.max(1) as f64;
-    if runs > 0 {
-        out.push_str(&format!(
-            "  counters of at least {COMMON} in the window: {common_covered} of {common_runs} \
-             intervals hold the whole trace's count ({:.1}%); all counters: {covered} of \
-             {runs} ({:.1}%)\n",
-            pct(common_covered, common_runs),
-            pct(covered, runs)
-        ));
-    }
+    out.push_str(&crate::bench_sample::verdict(crate::bench_sample::worst(all_counters(f))).0);
     out.push_str(&format!(
         "  QEMU wall per boot: traced whole {:.1} s, sampled {:.1} s ({} units a run)\n",
         f.whole_wall.as_secs_f64(),

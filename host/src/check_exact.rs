@@ -34,7 +34,7 @@ pub fn lines(sampled: &Results, exact: &Results) -> Vec<String> {
                 };
                 let est = e.estimate();
                 let inside = est.contains(want);
-                if est.half_width.is_finite() && !est.exact && want > 0 {
+                if est.has_interval() && !est.exact && want > 0 {
                     intervals += 1;
                     held += inside as usize;
                     abs_error += (est.value - want as f64).abs() / want as f64;
@@ -49,7 +49,13 @@ pub fn lines(sampled: &Results, exact: &Results) -> Vec<String> {
                         "     {name:<26} {:>12} {:>12} {error:>8}  {}",
                         thousands(est.value.round() as u64),
                         thousands(want),
-                        if inside { "yes" } else { "NO" }
+                        if !est.has_interval() {
+                            "not estimable"
+                        } else if inside {
+                            "yes"
+                        } else {
+                            "NO"
+                        }
                     ));
                 }
             }

@@ -9,9 +9,11 @@ use crate::results::Results;
 
 /// The header row.
 ///
-/// `kind` says what `value` is: `exact`, a count of every event; or `estimate`, a sampled
+/// `kind` says what `value` is: `exact`, a count of every event; `estimate`, a sampled
 /// phase's estimate (rounded to a whole count), with its 95% confidence interval in
-/// `ci_low`/`ci_high` (empty when it is unbounded, or for an exact count).
+/// `ci_low`/`ci_high` (empty for an exact count); or `not_estimable`, a sampled phase's
+/// estimate without an interval (too few units, or too few that met the counter), which is no
+/// figure to stand by.
 pub const HEADER: &str =
     "run,repeat,phase_index,phase,policy,workload,counter,value,kind,ci_low,ci_high";
 
@@ -54,13 +56,17 @@ pub fn render(doc: &Results) -> String {
             }
             for (counter, e) in &p.estimates {
                 let est = e.estimate();
-                let bounds = if est.half_width.is_finite() {
-                    format!("{:.0},{:.0}", est.low().floor(), est.high().ceil())
+                // One without an interval is said so: its value is no figure to stand by.
+                let (kind, bounds) = if est.has_interval() {
+                    (
+                        "estimate",
+                        format!("{:.0},{:.0}", est.low().floor(), est.high().ceil()),
+                    )
                 } else {
-                    ",".to_string()
+                    ("not_estimable", ",".to_string())
                 };
                 out.push_str(&format!(
-                    "{prefix},{},{:.0},estimate,{bounds}\n",
+                    "{prefix},{},{:.0},{kind},{bounds}\n",
                     field(counter),
                     est.value.round()
                 ));

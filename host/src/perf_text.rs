@@ -520,11 +520,11 @@ fn sampled_lines(
         let Some(e) = estimates.get(c.name) else {
             continue;
         };
-        if e.value == 0.0 && e.half_width == Some(0.0) {
+        let est = e.estimate();
+        if est.none_seen() {
             zero += 1;
             continue;
         }
-        let est = e.estimate();
         if est.exact {
             out.push(&counter_line(
                 est.value.round() as u64,
@@ -535,7 +535,7 @@ fn sampled_lines(
         }
         let shown = est.to_string();
         // `62,541 ± 0.8% (95% CI, 312 units)`: the figure in the value column, the rest as
-        // the note.
+        // the note (`~62,541 (not estimable: ...)` for one without an interval).
         let (value, note) = shown.split_once(' ').unwrap_or((shown.as_str(), ""));
         let mut l = format!(
             "{:>VALUE_COLUMNS$}      {:<NAME_COLUMNS$}",

@@ -42,11 +42,11 @@ pub fn lines(doc: &Results, target: f64) -> Vec<String> {
                     crate::sample::percent(reached),
                     crate::sample::percent(target)
                 )
-            } else if !reached.is_finite() || s.units == 0 {
-                format!(
-                    "     {HEADLINE} has no interval ({} units): lower the gap",
-                    s.units
-                )
+            } else if !est.has_interval() || !reached.is_finite() || s.units == 0 {
+                let why = est
+                    .not_estimable
+                    .map_or(format!("{} units", s.units), |w| w.to_string());
+                format!("     {HEADLINE} has no interval ({why}): lower the gap")
             } else {
                 let factor = (reached / target).powi(2);
                 let units = (s.units as f64 * factor).ceil() as u64;

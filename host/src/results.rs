@@ -161,16 +161,22 @@ pub struct SampledOut {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EstimateOut {
     pub value: f64,
-    /// Half the confidence interval's width, in counts; absent when it is unbounded (a
-    /// single unit).
+    /// Half the confidence interval's width, in counts; absent when there is no interval
+    /// (`not_estimable` says why).
     pub half_width: Option<f64>,
     /// The interval's confidence level (0.95).
     pub level: f64,
     pub units: usize,
+    /// Of the units, those that counted it at least once.
+    #[serde(default)]
+    pub met: usize,
     /// Share of the EL's instructions the units traced.
     pub sampled: f64,
     /// Every instruction was traced: `value` is the exact count.
     pub exact: bool,
+    /// Why it has no interval (`value` is then no more than a pointer); absent when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_estimable: Option<crate::sample::NotEstimable>,
 }
 
 impl EstimateOut {
@@ -180,8 +186,10 @@ impl EstimateOut {
             half_width: e.half_width.is_finite().then_some(e.half_width),
             level: e.level,
             units: e.units,
+            met: e.met,
             sampled: e.sampled,
             exact: e.exact,
+            not_estimable: e.not_estimable,
         }
     }
 
@@ -191,8 +199,10 @@ impl EstimateOut {
             half_width: self.half_width.unwrap_or(f64::INFINITY),
             level: self.level,
             units: self.units,
+            met: self.met,
             sampled: self.sampled,
             exact: self.exact,
+            not_estimable: self.not_estimable,
         }
     }
 }

@@ -315,17 +315,18 @@ pub fn sampled_table(
                         let e = e.estimate();
                         if e.exact {
                             thousands(e.value.round() as u64)
-                        } else if e.value == 0.0 {
+                        } else if e.none_seen() {
                             // No unit met one: none seen, which is not "exactly none".
                             "0 seen".to_string()
-                        } else if e.half_width.is_finite() {
+                        } else if e.has_interval() {
                             format!(
                                 "{} ±{}",
                                 thousands(e.value.round() as u64),
                                 crate::sample::percent(e.relative())
                             )
                         } else {
-                            format!("{} ±∞", thousands(e.value.round() as u64))
+                            // Too few units, or too few that met it: no figure to stand by.
+                            "not estimable".to_string()
                         }
                     }
                     None => "-".to_string(),

@@ -132,7 +132,7 @@ fn spread(a: &Stats, b: &Stats, test: &Test) -> String {
         Test::Untested => format!("{n}: untested (figures past f64's range)"),
         Test::Intervals => {
             let ci = |s: &Stats| {
-                s.ci95.map_or("unbounded".into(), |(lo, hi)| {
+                s.ci95.map_or("not estimable".into(), |(lo, hi)| {
                     format!("{} to {}", thousands_f64(lo, 0), thousands_f64(hi, 0))
                 })
             };

@@ -97,15 +97,15 @@ pub(super) fn judge(a: &Option<Stats>, b: &Option<Stats>) -> (Test, Verdict) {
     (test, verdict)
 }
 
-/// A sampled phase's estimate as a side's figures: its value, its interval (none when
-/// unbounded), its units as `n`; exact only when it was traced whole.
+/// A sampled phase's estimate as a side's figures: its value, its interval (none when it is
+/// not estimable), its units as `n`; exact only when it was traced whole.
 pub(super) fn estimate_stats(e: &crate::results::EstimateOut) -> Stats {
     let est = e.estimate();
     Stats {
         n: e.units,
         mean: e.value,
         sd: 0.0,
-        ci95: est.half_width.is_finite().then(|| (est.low(), est.high())),
+        ci95: est.has_interval().then(|| (est.low(), est.high())),
         exact: e.exact.then_some(e.value.round() as u64),
     }
 }
@@ -146,8 +146,10 @@ mod tests {
             half_width: half,
             level: 0.95,
             units,
+            met: units,
             sampled: 0.01,
             exact: false,
+            not_estimable: None,
         }))
     }
 

@@ -903,7 +903,8 @@ fn one() -> u32 {
 
 /// `one CPU`, `4 CPUs`.
 /// A sampled window: how it was sampled, then each counter's estimate that is not zero in
-/// every unit, `62,541 ± 0.8% (95% CI, 312 units)`.
+/// every unit, `62,541 ± 0.8% (95% CI, 312 units)` or
+/// `~64 (not estimable: 1 unit met it, an interval needs 10)`.
 fn sampled_window_text(w: &SampledWindow) -> String {
     let mut out = format!(
         "Window {}{}\n",
@@ -917,7 +918,7 @@ fn sampled_window_text(w: &SampledWindow) -> String {
                 out,
                 "  SAMPLED: {} units of about {} instructions, after random gaps of 0 to {} µs: \
                  {} of its {} instructions (EL0 {}, EL1 {}) traced; every figure below is an \
-                 estimate, ± its 95% confidence interval",
+                 estimate, ± its 95% confidence interval, or `~` and why it is not estimable",
                 s.units,
                 thousands(s.unit_instructions as u64),
                 2 * s.gap_us as u64,

@@ -1,8 +1,10 @@
 //! A sampled phase's figures: each trace counter of the phase estimated from its units
-//! (`crate::sample::ratio_total`), against the exact instruction totals of the EL that
-//! executed what it counts. Counters of EL0 (`:u`) rest on EL0's instructions, those of EL1
-//! (`:k`) on EL1's: a ratio estimator per EL (post-stratified by EL). A counter that is not
-//! of one EL rests on both ELs' instructions together.
+//! (`crate::sample::ratio_total`, in the order the schedule traced them), against the exact
+//! instruction totals of the EL that executed what it counts. Counters of EL0 (`:u`) rest on
+//! EL0's instructions, those of EL1 (`:k`) on EL1's: a ratio estimator per EL
+//! (post-stratified by EL). A counter that is not of one EL rests on both ELs' instructions
+//! together. Each estimate is judged ([`crate::sample::Estimate::judged`]): too few units, or
+//! too few that met the counter, and it is shown as not estimable, in every output alike.
 //!
 //! The totals are the PMU's count of the whole phase, with the units' own instructions put
 //! right: the PMU counted what the units traced as [`super::checks::pmu_expected`] says it
@@ -13,17 +15,15 @@
 //! sum, exactly.
 
 use super::Phase;
-use crate::sample::{Estimate, ratio_total};
+use crate::sample::{Estimate, MIN_MET, ratio_total};
 use mtex_abi::counters::{self, Counter, El};
 use mtex_trace::counts::TraceCounts;
 
 /// The confidence level of every interval mtex prints.
 pub const LEVEL: f64 = 0.95;
 
-/// Units below which no interval is given (it is unbounded): the interval rests on the units'
-/// spread being near normal, which a handful of units cannot show — two units of a loop in
-/// its steady state agree to the count and would claim a precision they do not have.
-pub const MIN_UNITS: usize = 30;
+/// Units below which no interval is given ([`crate::sample::MIN_UNITS`]).
+pub use crate::sample::MIN_UNITS;
 
 /// The sum of everything a sampled phase's engine traced: its units and their leads.
 pub fn traced_sum(p: &Phase) -> Option<TraceCounts> {
@@ -89,12 +89,7 @@ pub fn estimates(p: &Phase, emulator: bool) -> Vec<(&'static Counter, Estimate)>
                 Some(El::Kernel) => n1,
                 _ => n0 + n1,
             };
-            ratio_total(&pairs, n, LEVEL).map(|mut e| {
-                if !e.exact && e.units < MIN_UNITS {
-                    e.half_width = f64::INFINITY;
-                }
-                (c, e)
-            })
+            ratio_total(&pairs, n, LEVEL).map(|e| (c, e.judged(MIN_UNITS, MIN_MET)))
         })
         .collect()
 }
@@ -221,6 +216,98 @@ mod tests {
             }),
             ..Phase::default()
         }
+    }
+
+    /// A phase of 100,000 EL1 and 10,000 EL0 instructions sampled in 60 units of 100 EL1
+    /// and 10 EL0 instructions: checked kernel reads in every unit (5 to 14), a DSB and a
+    /// checked kernel write in 3 of them, EL0 accesses in none.
+    fn mixed() -> Phase {
+        let mut p = sampled(60, false);
+        if let Some(s) = p.stats.as_mut() {
+            s.el0_instructions = Some(10_000);
+        }
+        if let Some(s) = p.sampled.as_mut() {
+            for (i, u) in s.stretches.iter_mut().enumerate() {
+                u.counts.instructions_el0 = 10;
+                u.counts.architectural.rd_k = 5 + (i as u64 * 7) % 10;
+                u.counts.dsb = u64::from(i % 20 == 0);
+                u.counts.architectural.wr_k = u64::from(i % 20 == 0);
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn every_output_says_the_same_of_each_estimate() {
+        let p = mixed();
+        let es = estimates(&p, false);
+        let get = |name: &str| es.iter().find(|(c, _)| c.name == name).unwrap().1;
+        let rd_k = get("mem_access_checked_rd:k");
+        assert!(rd_k.has_interval() && rd_k.half_width > 0.0, "{rd_k:?}");
+        let dsb = get("dsb");
+        assert_eq!(dsb.met, 3);
+        assert!(!dsb.has_interval(), "{dsb:?}");
+        let rd_u = get("mem_access_checked_rd:u");
+        assert!(rd_u.none_seen() && !rd_u.has_interval(), "{rd_u:?}");
+
+        let report = crate::report::Report {
+            phases: vec![p],
+            ..crate::report::Report::default()
+        };
+        let doc = crate::results::Results::single(&report);
+        // report.json: no half-width without an interval, and the reason.
+        let json = serde_json::to_value(&doc).unwrap();
+        let e = &json["runs"][0]["phases"][0]["estimates"];
+        assert!(
+            e["mem_access_checked_rd:k"]["half_width"].is_number(),
+            "{e}"
+        );
+        assert!(e["mem_access_checked_rd:k"].get("not_estimable").is_none());
+        assert!(
+            e["dsb"].get("half_width").is_none_or(|h| h.is_null()),
+            "{e}"
+        );
+        assert_eq!(
+            e["dsb"]["not_estimable"],
+            serde_json::json!({"too_few_met": {"met": 3, "need": 10}})
+        );
+        // It reads back the same.
+        let back = crate::results::Results::from_json(&json.to_string()).unwrap();
+        let dsb_back = back.runs[0].phases[0].estimates["dsb"].estimate();
+        assert_eq!(dsb_back.not_estimable, dsb.not_estimable);
+        // CSV: its kind.
+        let csv = crate::csv_out::render(&doc);
+        let row = |name: &str| {
+            csv.lines()
+                .find(|l| l.contains(&format!(",{name},")))
+                .unwrap_or_else(|| panic!("no {name} row:\n{csv}"))
+                .to_string()
+        };
+        assert!(row("mem_access_checked_rd:k").contains(",estimate,"));
+        assert!(row("dsb").ends_with(",not_estimable,,"), "{}", row("dsb"));
+        // The text's phase block: an interval, or said to be not estimable.
+        let text = crate::perf_text::render(&doc);
+        let line = |name: &str| {
+            text.lines()
+                .find(|l| l.contains(&format!(" {name} ")))
+                .unwrap_or_else(|| panic!("no {name} line:\n{text}"))
+                .to_string()
+        };
+        assert!(line("mem_access_checked_rd:k").contains("% (95% CI, 60 units)"));
+        let l = line("dsb");
+        // (The note may wrap onto the next line.)
+        assert!(
+            l.contains("~50 ") && l.contains("(not estimable: 3 units met it"),
+            "{l}"
+        );
+        assert!(!l.contains('±'), "{l}");
+        // The summary's table (and the HTML page, which shows it).
+        let summary = crate::summary::sampled_lines(&doc).join("\n");
+        assert!(summary.contains(" ±"), "{summary}");
+        assert!(summary.contains("not estimable"), "{summary}");
+        assert!(summary.contains("0 seen"), "{summary}");
+        let html = crate::html::page(&doc).unwrap();
+        assert!(html.contains("not estimable"), "the summary's table");
     }
 
     #[test]
