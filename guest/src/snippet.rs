@@ -32,19 +32,26 @@
 //! to the guest's fault report. The phase's counts stop there: they hold the snippet up to
 //! its exception, never the guest's handler (which prints, and ends the run).
 //!
-//! The phase is guarded (`PHASE_GUARDED`): while it is open the hypervisor takes calls only
-//! from the harness's phase end and its vector table, so the snippet can neither end the
-//! phase (nor open another), nor end the run, nor write the console (see
-//! `hyp/src/hypercall.rs`, `CallGuard`).
+//! The phase is guarded (`PHASE_GUARDED`, `mtex_vm::guard`): while it is open the hypervisor
+//! takes PHASE_END only from the harness's phase end and its vector table, PHASE_ITERATION
+//! only from the harness's one iteration call, and nothing else, so the snippet can neither
+//! end the phase (nor open another), nor end the run, nor write the console; it counts the
+//! iterations itself (after each call: at EL1 the loop's HVC, at EL0 the vector table's on
+//! the loop's SVC), so a loop cut short or run longer is a count that is not
+//! `mtex.snippet_iters`; and the guest's code and read-only data (`read_only`) are
+//! read-only at stage 2, so that the snippet can rewrite neither the harness nor the guest's
+//! fault report or exit that run after it (a write ends the run).
 //!
 //! What the harness adds to the phase's counts (no memory access at EL1, none checked):
-//! - EL1: per iteration 8 instructions (five MOVs, BLR, SUBS, B.NE), then 5 to close the
+//! - EL1: per iteration 11 instructions (five MOVs, BLR, the three of PHASE_ITERATION, SUBS,
+//!   B.NE), then 5 to close the phase;
+//! - EL0: per iteration 9 at EL0 (five MOVs, BLR, SVC, SUBS, B.NE) and 14 at EL1 (the
+//!   vector's 10 that tell the iteration's SVC, the three of PHASE_ITERATION, ERET), then one
+//!   SVC; at EL1 the ERET in, the vector's 11 and `el0::el0_return`'s 12 (7 loads,
+//!   unchecked: PSTATE.TCO is set by the exception entry; one MSR TCO), then 5 to close the
 //!   phase;
-//! - EL0: per iteration the same 8 at EL0, then one SVC; at EL1 the ERET in, the vector's 5
-//!   and `el0::el0_return`'s 12 (7 loads, unchecked: PSTATE.TCO is set by the exception
-//!   entry; one MSR TCO), then 5 to close the phase;
 //! - after an exception: the vector's 4 that end the phase (from EL0: 8, the first 4 telling
-//!   the harness's SVC from the rest), in place of the 5 that close it.
+//!   an SVC from the rest), in place of the 5 that close it.
 
 use crate::by_address::ByAddress;
 use crate::hvc::{PHASE_END_HI, PHASE_END_LO, phase_end_call};
@@ -57,7 +64,9 @@ use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, VaRange};
 use alloc::boxed::Box;
 use core::arch::{asm, global_asm};
 use fdt::Fdt;
-use mtex_abi::hypercall::{PHASE_BEGIN, PHASE_GUARDED, PHASE_TRACED, pack_bytes, ret};
+use mtex_abi::hypercall::{
+    PHASE_BEGIN, PHASE_GUARDED, PHASE_ITERATION, PHASE_TRACED, pack_bytes, ret,
+};
 use mtex_abi::options::{SnippetOptions, snippet_code};
 use mtex_abi::program as p;
 use mtex_arch::mte_bits::{sctlr, tcr, tfsr, with_tag};
@@ -97,8 +106,10 @@ const UPPER_RAM: El1Attributes = El1Attributes::VALID
     .union(El1Attributes::PXN);
 
 // The EL0 side of the harness: x20 = snippet, x21..x25 = x0..x4, x27 = iterations. It is in
-// the image's RAM, which the identity map leaves executable at EL0 (UXN clear). The SVC
-// returns through entry.rs's lower-EL vector and `el0::el0_return` to the EL1 side.
+// the image's RAM, which the identity map leaves executable at EL0 (UXN clear). After each
+// call an SVC takes it to the phase's vector table, which counts the iteration with the
+// hypervisor (PHASE_ITERATION: EL0 cannot make HVCs) and returns; the last SVC returns
+// through the vector table and `el0::el0_return` to the EL1 side.
 global_asm!(
     ".pushsection .text.mtex_snippet_el0, \"ax\"",
     ".balign 64",
@@ -110,6 +121,9 @@ global_asm!(
     "mov x3, x24",
     "mov x4, x25",
     "blr x20",
+    ".global mtex_snippet_el0_iteration",
+    "mtex_snippet_el0_iteration:",
+    "svc #0",
     "subs x27, x27, #1",
     "b.ne 1b",
     ".global mtex_snippet_el0_svc",
@@ -123,9 +137,12 @@ const PHASE_ID: u64 = 1;
 
 // The vector table of the phase. Each entry ends the phase (the same four instructions as
 // `phase_end_call!`, no memory touched), then reports the fault as the guest's own vectors
-// do. The lower-EL synchronous entry first lets the harness's SVC through to `el0_return`
-// with the very instructions of entry.rs (the harness's count depends on them); the other
-// lower-EL entries take as many instructions before ending the phase, so that any exception
+// do. The lower-EL synchronous entry first lets the harness's SVCs through: the one after
+// each call (its ELR_EL1, which EL0 cannot set, says which) makes the EL0 phase's
+// PHASE_ITERATION (`mtex_snippet_iteration`) and returns to EL0; any other goes to
+// `el0_return` (the last one back to the EL1 side; one of the snippet's own ends its loop
+// early, which the count shows). The other lower-EL entries take as many instructions before
+// ending the phase as that entry takes to tell an SVC from the rest, so that any exception
 // from EL0 costs the phase the same 8.
 global_asm!(
     ".macro mtex_snippet_cut index",
@@ -149,7 +166,19 @@ global_asm!(
     "lsr x9, x9, #26",
     "cmp x9, #0x15",
     "b.ne 9f",
-    "b {el0_return}",
+    "mrs x9, elr_el1",
+    "adrp x10, mtex_snippet_el0_iteration",
+    "add x10, x10, :lo12:mtex_snippet_el0_iteration",
+    "add x10, x10, #4",
+    "cmp x9, x10",
+    "b.ne 8f",
+    "movz x0, #{iteration_lo}",
+    "movk x0, #{iteration_hi}, lsl #16",
+    ".global mtex_snippet_iteration",
+    "mtex_snippet_iteration:",
+    "hvc #0",
+    "eret",
+    "8: b {el0_return}",
     "9: mtex_snippet_cut 8",
     ".irp i, 9,10,11",
     ".balign 0x80",
@@ -170,16 +199,25 @@ global_asm!(
     end_lo = const PHASE_END_LO,
     end_hi = const PHASE_END_HI,
     id = const PHASE_ID,
+    iteration_lo = const ITERATION_LO,
+    iteration_hi = const ITERATION_HI,
     fault = sym crate::entry::guest_fault,
     el0_return = sym crate::el0::el0_return,
 );
 
+/// PHASE_ITERATION's function ID in the two halves a `movz`/`movk` pair takes.
+const ITERATION_LO: u32 = PHASE_ITERATION & 0xffff;
+const ITERATION_HI: u32 = PHASE_ITERATION >> 16;
+
 unsafe extern "C" {
     static mtex_snippet_el0: u8;
     static mtex_snippet_el0_svc: u8;
+    static mtex_snippet_iteration: u8;
     static mtex_snippet_vectors: u8;
     static mtex_snippet_vectors_end: u8;
     static guest_vectors: u8;
+    static __image_start: u8;
+    static __data_start: u8;
 }
 
 /// Sets VBAR_EL1.
@@ -194,6 +232,17 @@ fn vectors() -> (u64, u64) {
     (
         (&raw const mtex_snippet_vectors) as u64,
         (&raw const mtex_snippet_vectors_end) as u64,
+    )
+}
+
+/// The guest's code and read-only data (the image up to its writable data, page-aligned by
+/// link.ld; the identity map makes these guest physical addresses too): read-only at stage 2
+/// while the snippet's phase is open, so that the snippet can rewrite neither the harness nor
+/// anything of the guest's that runs after it.
+fn read_only() -> (u64, u64) {
+    (
+        (&raw const __image_start) as u64,
+        (&raw const __data_start) as u64,
     )
 }
 
@@ -379,28 +428,35 @@ fn sync_icache(at: u64, len: u64) {
 
 const NAME: &str = "snippet";
 
-/// The phase at EL1: SP = the snippet's stack, then `iters` calls; x19, x29 and SP of the
-/// caller are kept in `SAVE` outside the phase. Returns the PHASE_END result.
+/// The phase at EL1: SP = the snippet's stack, then `iters` calls, each followed by the
+/// PHASE_ITERATION that counts it; x19, x29 and SP of the caller are kept in `SAVE` outside
+/// the phase. Returns the PHASE_END result. From its PHASE_BEGIN to its PHASE_END the code
+/// is one 128-byte block: the loop, its iteration call and its phase end lie in one page,
+/// whose mapping the hypervisor checks at each call.
 fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
     let name: [u64; 4] = pack_bytes(NAME.as_bytes());
     let vectors = vectors();
+    let read_only = read_only();
     let r: u64;
     // SAFETY: the snippet is called as an AAPCS64 function on its own stack; every register
     // it may change is declared clobbered, and x19, x29 and SP, which cannot be, are restored
-    // from SAVE after the phase whatever it did. The HVCs are mtex calls.
+    // from SAVE after the phase whatever it did. The HVCs are mtex calls. The alignment's
+    // padding runs before the phase opens.
     unsafe {
         asm!(
-            "adrp x9, {save}",
-            "add x9, x9, :lo12:{save}",
-            "mov x10, sp",
-            "stp x19, x29, [x9]",
-            "str x10, [x9, #16]",
+            "adrp x16, {save}",
+            "add x16, x16, :lo12:{save}",
+            "mov x17, sp",
+            "stp x19, x29, [x16]",
+            "str x17, [x16, #16]",
             "mov sp, x26",
-            // The guard: the phase end below (3:) and the vector table make the calls.
+            // The guard: the phase end below (3:) and the vector table end the phase; the
+            // HVC at 2: counts an iteration, of x12.
             "adr x7, 3f",
             "add x8, x7, #16",
-            "mov x9, x11",
-            "mov x10, x12",
+            "adr x11, 2f",
+            "mov x12, x27",
+            ".balign 128",
             "hvc #0",
             "1: mov x0, x21",
             "mov x1, x22",
@@ -408,6 +464,9 @@ fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             "mov x3, x24",
             "mov x4, x25",
             "blr x20",
+            "movz x0, #{iteration_lo}",
+            "movk x0, #{iteration_hi}, lsl #16",
+            "2: hvc #0",
             "subs x27, x27, #1",
             "b.ne 1b",
             "mov x15, x28",
@@ -421,6 +480,8 @@ fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             save = sym SAVE,
             end_lo = const PHASE_END_LO,
             end_hi = const PHASE_END_HI,
+            iteration_lo = const ITERATION_LO,
+            iteration_hi = const ITERATION_HI,
             inout("x0") PHASE_BEGIN as u64 => r,
             inout("x1") PHASE_ID => _,
             inout("x2") name[0] => _,
@@ -428,9 +489,11 @@ fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             inout("x4") name[2] => _,
             inout("x5") name[3] => _,
             inout("x6") PHASE_TRACED | PHASE_GUARDED => _,
-            out("x7") _, out("x8") _, out("x9") _, out("x10") _,
-            inout("x11") vectors.0 => _, inout("x12") vectors.1 => _,
-            out("x13") _, out("x14") _, out("x15") _, out("x16") _,
+            out("x7") _, out("x8") _,
+            inout("x9") vectors.0 => _, inout("x10") vectors.1 => _,
+            out("x11") _, out("x12") _,
+            inout("x13") read_only.0 => _, inout("x14") read_only.1 => _,
+            out("x15") _, out("x16") _,
             out("x17") _, out("x18") _,
             inout("x20") code => _,
             inout("x21") regs[0] => _,
@@ -448,11 +511,13 @@ fn phase_el1(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
 }
 
 /// The phase at EL0: `el0::EL0_SAVE` is filled outside the phase as `el0_call` fills it (so
-/// that the SVC comes back to label 2 through `el0_return`), then the phase ERETs to the EL0
-/// loop, SP_EL0 = `sp`, interrupts masked. Returns the PHASE_END result.
+/// that the last SVC comes back to label 2 through `el0_return`), then the phase ERETs to the
+/// EL0 loop, SP_EL0 = `sp`, interrupts masked. Each iteration's SVC is counted by the vector
+/// table's PHASE_ITERATION. Returns the PHASE_END result.
 fn phase_el0(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
     let name: [u64; 4] = pack_bytes(NAME.as_bytes());
     let vectors = vectors();
+    let read_only = read_only();
     let r: u64;
     // SAFETY: EL0 runs the harness loop and the snippet (user memory only: EL1's is not
     // EL0-accessible) and comes back by SVC through el0_return, which restores x19–x30 and
@@ -466,11 +531,15 @@ fn phase_el0(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             "mov x11, #0x3c0",
             "msr spsr_el1, x11",
             "msr sp_el0, x26",
-            // The guard: the phase end below (3:) and the vector table make the calls.
+            // The guard: the phase end below (3:) and the vector table end the phase; the
+            // vector table's HVC at `mtex_snippet_iteration` counts an iteration, of x12.
             "adr x7, 3f",
             "add x8, x7, #16",
-            "mov x9, x12",
-            "mov x10, x13",
+            "mov x9, x16",
+            "mov x10, x17",
+            "mov x11, x18",
+            "mov x12, x27",
+            "mov x14, x15",
             "hvc #0",
             "eret",
             "2: mov x15, x28",
@@ -485,10 +554,12 @@ fn phase_el0(code: u64, regs: &[u64; 5], sp: u64, iters: u64) -> u64 {
             inout("x4") name[2] => _,
             inout("x5") name[3] => _,
             inout("x6") PHASE_TRACED | PHASE_GUARDED => _,
-            out("x7") _, out("x8") _, out("x9") _, out("x10") _, out("x11") _,
-            inout("x12") vectors.0 => _, inout("x13") vectors.1 => _,
+            out("x7") _, out("x8") _, out("x9") _, out("x10") _, out("x11") _, out("x12") _,
+            inout("x13") read_only.0 => _,
             inout("x14") (&raw const mtex_snippet_el0) as u64 => _,
-            out("x15") _, out("x16") _, out("x17") _, out("x18") _,
+            inout("x15") read_only.1 => _,
+            inout("x16") vectors.0 => _, inout("x17") vectors.1 => _,
+            inout("x18") (&raw const mtex_snippet_iteration) as u64 => _,
             inout("x20") code => _,
             inout("x21") regs[0] => _,
             inout("x22") regs[1] => _,

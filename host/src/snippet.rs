@@ -1,7 +1,9 @@
 //! `mtex snippet FILE.S`: assembles a user's AArch64 code on the host (binutils), hands the
-//! bytes to the guest as data (`mtex.snippet=<hex>` on the command line: the images are built
-//! once, never per snippet) and runs them as one traced phase in a fixed environment
-//! (guest/src/snippet.rs), then prints the phase's counts in every view.
+//! bytes to the machine as data (a file QEMU gives it through fw_cfg, which the hypervisor
+//! reads and passes the guest as `mtex.snippet=<hex>`: the images are built once, never per
+//! snippet, and the code is never on QEMU's command line, which every local user can read)
+//! and runs them as one traced phase in a fixed environment (guest/src/snippet.rs), then
+//! prints the phase's counts in every view.
 //!
 //! The environment, as the snippet finds it on every call (docs/snippets.md, "Environment"):
 //!
@@ -39,16 +41,21 @@ pub const MARCH: &str = "-march=armv8.5-a+memtag";
 pub const PHASE: &str = "snippet";
 
 /// Instructions the harness adds to the phase (guest/src/snippet.rs): at EL1, five MOVs, BLR,
-/// SUBS and B.NE per iteration, then the MOV and four instructions that close the phase.
-pub const HARNESS_EL1_PER_ITER: u64 = 8;
+/// the three of the PHASE_ITERATION call that has the hypervisor count the iteration, SUBS
+/// and B.NE per iteration, then the MOV and four instructions that close the phase.
+pub const HARNESS_EL1_PER_ITER: u64 = 11;
 pub const HARNESS_EL1_FIXED: u64 = 5;
-/// At EL0: the same eight per iteration, and the SVC back.
-pub const HARNESS_EL0_PER_ITER: u64 = 8;
+/// At EL0: five MOVs, BLR, the SVC to the vector that counts the iteration, SUBS and B.NE per
+/// iteration, and the SVC back.
+pub const HARNESS_EL0_PER_ITER: u64 = 9;
 pub const HARNESS_EL0_FIXED: u64 = 1;
-/// At EL1 around an EL0 snippet: the ERET, the lower-EL vector (5), `el0_return` (12: its 7
+/// At EL1 per iteration of an EL0 snippet: the lower-EL vector's 10 that tell the
+/// iteration's SVC, its PHASE_ITERATION call (3) and the ERET back.
+pub const HARNESS_EL0_AT_EL1_PER_ITER: u64 = 14;
+/// At EL1 around an EL0 snippet: the ERET, the lower-EL vector (11), `el0_return` (12: its 7
 /// loads run with PSTATE.TCO set by the exception entry, so they are never checked), and
 /// the 5 that close the phase.
-pub const HARNESS_EL0_AT_EL1: u64 = 23;
+pub const HARNESS_EL0_AT_EL1: u64 = 29;
 /// The loads `el0_return` makes at EL1 in an EL0 run (in *accesses*, never checked).
 pub const HARNESS_EL0_LOADS_AT_EL1: u64 = 7;
 /// After an exception the harness's vector table ends the phase: 4 instructions (the
@@ -165,7 +172,7 @@ pub fn assemble(file: &Path) -> Result<std::result::Result<(Vec<u8>, String), As
         .arg(MARCH)
         .arg("-o")
         .arg(&obj)
-        .arg(file)
+        .arg(source_arg(file))
         .output()
         .with_context(|| {
             format!("running {ASSEMBLER} (package binutils-aarch64-linux-gnu: scripts/ensure-deps)")
@@ -176,6 +183,17 @@ pub fn assemble(file: &Path) -> Result<std::result::Result<(Vec<u8>, String), As
     }
     let elf = std::fs::read(&obj).with_context(|| format!("reading {}", obj.display()))?;
     Ok(text_of(&elf).map(|code| (code, messages)))
+}
+
+/// `file` as the assembler is given it: never as an option. A relative path that starts
+/// with `-` (`-o/elsewhere`, `-`) would be read as one — an output file, standard input — so
+/// a relative path is given as `./PATH`.
+pub fn source_arg(file: &Path) -> PathBuf {
+    if file.is_absolute() {
+        file.to_path_buf()
+    } else {
+        Path::new(".").join(file)
+    }
 }
 
 /// [`assemble`] of source text (written to a temporary `snippet.S`).
@@ -266,17 +284,53 @@ pub fn text_of(elf: &[u8]) -> std::result::Result<Vec<u8>, AsmError> {
     Ok(code)
 }
 
-/// The `KEY=VALUE` options that carry `code` and `env` to the guest.
-pub fn options(code: &[u8], env: &Env) -> Vec<String> {
-    let hex: String = code.iter().map(|b| format!("{b:02x}")).collect();
+/// The `KEY=VALUE` options that carry `env` to the guest. The code itself travels apart
+/// ([`run_config`]): as `mtex.snippet=HEX` it would be on QEMU's command line, which every
+/// user of the host can read for the run's length.
+pub fn options(env: &Env) -> Vec<String> {
     vec![
-        format!("snippet={hex}"),
         format!("snippet_tcf={}", env.tcf.name()),
         format!("snippet_tcf0={}", env.tcf0.name()),
         format!("snippet_tcma1={}", u8::from(env.tcma1)),
         format!("snippet_el={}", env.el),
         format!("snippet_iters={}", env.iters),
     ]
+}
+
+/// The run's command line, checked as the guest will read it — the code included as
+/// `mtex.snippet=HEX`, which the hypervisor adds from fw_cfg — and returned without the
+/// code.
+pub fn checked_cmdline(code: &[u8], env: &Env, extra: &[String]) -> Result<String> {
+    let hex: String = code.iter().map(|b| format!("{b:02x}")).collect();
+    let mut opts = vec![format!("snippet={hex}")];
+    opts.extend(options(env));
+    opts.extend_from_slice(extra);
+    let line = qemu::cmdline("snippet", &opts)?;
+    Ok(line
+        .split_whitespace()
+        .filter(|w| !w.starts_with("mtex.snippet="))
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
+/// The QEMU settings that run `code` under `env`: the code in `dir/snippet.bin` (made new,
+/// mode 0600), handed to the machine as fw_cfg's `opt/mtex/snippet`, which the hypervisor
+/// reads at boot; nothing of it on QEMU's command line.
+pub fn run_config(code: &[u8], env: &Env, extra: &[String], dir: &Path) -> Result<RunConfig> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let line = checked_cmdline(code, env, extra)?;
+    let file = dir.join("snippet.bin");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&file)
+        .and_then(|mut f| f.write_all(code))
+        .with_context(|| format!("writing {}", file.display()))?;
+    let mut cfg = RunConfig::with_default_limits(line, true);
+    cfg.fw_cfg.push((mtex_platform::fw_cfg::SNIPPET_FILE, file));
+    Ok(cfg)
 }
 
 /// Runs `code` under `env` (under `-icount shift=0`) and returns the report.
@@ -291,10 +345,9 @@ pub fn run_with(
     env: &Env,
     extra: &[String],
 ) -> Result<(Report, qemu::Console)> {
-    let mut opts = options(code, env);
-    opts.extend_from_slice(extra);
-    let line = qemu::cmdline("snippet", &opts)?;
-    let cfg = RunConfig::with_default_limits(line, true);
+    // The code's file lives as long as the run (QEMU reads it at start).
+    let dir = qemu::TempDir::new("snippet-run")?;
+    let cfg = run_config(code, env, extra, dir.path())?;
     let console = qemu::run(images, &cfg)?;
     Ok((console.report(), console))
 }
@@ -303,7 +356,7 @@ pub fn run_with(
 pub fn harness_instructions(env: &Env) -> (u64, u64) {
     if env.el == 0 {
         (
-            HARNESS_EL0_AT_EL1,
+            HARNESS_EL0_AT_EL1_PER_ITER * env.iters + HARNESS_EL0_AT_EL1,
             HARNESS_EL0_PER_ITER * env.iters + HARNESS_EL0_FIXED,
         )
     } else {
@@ -322,14 +375,43 @@ fn exception_class(r: &Report) -> Option<u64> {
     }
 }
 
-/// Instructions the harness adds at (EL1, EL0) when an exception ended the phase: known
-/// only with one iteration (which one was cut short is not known otherwise).
-pub fn harness_instructions_to_exception(env: &Env) -> Option<(u64, u64)> {
-    (env.iters == 1).then_some(if env.el == 0 {
-        (1 + VECTOR_TO_PHASE_END_FROM_EL0, HARNESS_BEFORE_CALL)
+/// Instructions the harness adds at (EL1, EL0) when an exception ended the phase after
+/// `done` whole iterations (the hypervisor's count; with one iteration, 0): not known
+/// without either.
+pub fn harness_instructions_to_exception(env: &Env, done: Option<u64>) -> Option<(u64, u64)> {
+    let k = done.or((env.iters == 1).then_some(0))?;
+    Some(if env.el == 0 {
+        (
+            1 + HARNESS_EL0_AT_EL1_PER_ITER * k + VECTOR_TO_PHASE_END_FROM_EL0,
+            HARNESS_EL0_PER_ITER * k + HARNESS_BEFORE_CALL,
+        )
     } else {
-        (HARNESS_BEFORE_CALL + VECTOR_TO_PHASE_END, 0)
+        (
+            HARNESS_EL1_PER_ITER * k + HARNESS_BEFORE_CALL + VECTOR_TO_PHASE_END,
+            0,
+        )
     })
+}
+
+/// What is wrong with the iterations of the snippet's phase, if anything: the hypervisor
+/// counted them at the harness's own call after each (`PHASE_ITERATION`), and they must be
+/// those asked for. (A count that is not what the harness said is a problem of the report
+/// already.)
+pub fn iterations_problem(r: &Report, env: &Env) -> Option<String> {
+    let p = r.phase(PHASE)?;
+    match p.iterations {
+        None if p.end.is_some() => Some(
+            "the hypervisor sent no count of the snippet's iterations: the phase was not the \
+             harness's guarded one"
+                .into(),
+        ),
+        None => None,
+        Some(it) if it.wanted != env.iters => Some(format!(
+            "the harness said it makes {} iterations, not the {} asked for",
+            it.wanted, env.iters
+        )),
+        Some(_) => None,
+    }
 }
 
 /// What is wrong with the snippet's phase as the report has it, if anything: it must be
@@ -377,6 +459,13 @@ pub fn summary(r: &Report, env: &Env, name: &str, code_len: usize) -> String {
             "  (partial: the phase never ended; counts up to where the run stopped)"
         );
     }
+    if let Some(it) = phase.iterations {
+        let _ = writeln!(
+            out,
+            "  iterations: {} of {}, counted by the hypervisor",
+            it.counted, it.wanted
+        );
+    }
     out.push_str(&views_table(&t));
     out.push('\n');
     let u = t.uaccess;
@@ -396,7 +485,12 @@ pub fn summary(r: &Report, env: &Env, name: &str, code_len: usize) -> String {
             );
         }
         None => {
-            let (h1, h0) = harness_instructions(env);
+            // The iterations the hypervisor counted are those the harness made.
+            let made = Env {
+                iters: phase.iterations.map_or(env.iters, |i| i.counted),
+                ..*env
+            };
+            let (h1, h0) = harness_instructions(&made);
             let _ = writeln!(
                 out,
                 "  instructions: EL1 {i1} / EL0 {i0} (the harness's: {h1} / {h0}; the \
@@ -417,7 +511,7 @@ pub fn summary(r: &Report, env: &Env, name: &str, code_len: usize) -> String {
                  ended the phase\n    (the vector's {vector} that end it are in; the guest's \
                  exception handler after it is not)"
             );
-            match harness_instructions_to_exception(env) {
+            match harness_instructions_to_exception(env, phase.iterations.map(|i| i.counted)) {
                 Some((h1, h0)) => {
                     let _ = writeln!(
                         out,
@@ -429,9 +523,9 @@ pub fn summary(r: &Report, env: &Env, name: &str, code_len: usize) -> String {
                 None => {
                     let _ = writeln!(
                         out,
-                        "    the harness's: {HARNESS_BEFORE_CALL} in the iteration cut short, 8 in \
-                         each before it, and the vector's; which iteration is not known, so the \
-                         snippet's share is not shown (run it with --iters 1)"
+                        "    the harness's: {HARNESS_BEFORE_CALL} in the iteration cut short, its \
+                         whole iterations before it, and the vector's; how many iterations \
+                         there were is not known, so the snippet's share is not shown"
                     );
                 }
             }
@@ -539,9 +633,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         extra.push(format!("watchdog_ms={ms}"));
     }
     // The command line is checked before anything is built.
-    let mut opts = options(&code, &env);
-    opts.extend_from_slice(&extra);
-    qemu::cmdline("snippet", &opts)?;
+    checked_cmdline(&code, &env, &extra)?;
     let mut json = crate::json_out::JsonOut::open(args.json.as_deref())?;
     let images = images::build()?;
     let (r, console) = run_with(&images, &code, &env, &extra)?;
@@ -559,7 +651,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // What the hypervisor's guard refused is among the report's problems already; the
     // phase's own shape is checked here too, so that no count is taken for the snippet's
     // whole run unless the harness opened and closed its one phase.
-    let problem = phase_problem(&r);
+    let problem = phase_problem(&r).or_else(|| iterations_problem(&r, &env));
     if let Some(p) = &problem {
         println!("PROBLEM: {p}");
     }
@@ -571,4 +663,65 @@ pub fn run(args: Args) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// The code travels in a file of the run's own directory (mode 0600), handed to QEMU by
+    /// name: no byte of it is on QEMU's command line, which `ps` shows every user.
+    #[test]
+    fn the_qemu_command_line_carries_no_snippet_bytes() {
+        // A `.incbin` of a file only its owner may read: these bytes must stay theirs.
+        let code: Vec<u8> = b"\x5f\x24\x03\xd5secret-bytes-012\xc0\x03\x5f\xd6".to_vec();
+        let dir = qemu::TempDir::new("snippet-cmdline-test").unwrap();
+        let env = Env::default();
+        let cfg = run_config(&code, &env, &["step=plain".into()], dir.path()).unwrap();
+        let images = Images {
+            hyp_elf: "hyp.elf".into(),
+            hyp_image: "hyp.bin".into(),
+            guest_image: "guest.bin".into(),
+            guest_elf: "guest.elf".into(),
+        };
+        let cmd = qemu::command(&images, &cfg);
+        let args: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let line = args.join(" ");
+        let hex: String = code.iter().map(|b| format!("{b:02x}")).collect();
+        assert!(!line.contains(&hex), "{line}");
+        assert!(!line.contains(&hex[..16]), "{line}");
+        assert!(!line.contains("mtex.snippet="), "{line}");
+        assert!(!line.contains("secret-bytes"), "{line}");
+        // The environment is still on it, and the code's file by name.
+        assert!(
+            line.contains("mtex.guest=snippet mtex.snippet_tcf=sync"),
+            "{line}"
+        );
+        assert!(line.contains("mtex.step=plain"), "{line}");
+        let file = dir.path().join("snippet.bin");
+        let fw = format!("name=opt/mtex/snippet,file={}", file.display());
+        assert!(
+            args.windows(2).any(|w| w[0] == "-fw_cfg" && w[1] == fw),
+            "{line}"
+        );
+        assert_eq!(std::fs::read(&file).unwrap(), code);
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // A file already there (another user's) is never written through.
+        assert!(run_config(&code, &env, &[], dir.path()).is_err());
+    }
+
+    #[test]
+    fn a_relative_source_path_is_never_an_option() {
+        assert_eq!(
+            source_arg(Path::new("-o/abs/path")),
+            Path::new("./-o/abs/path")
+        );
+        assert_eq!(source_arg(Path::new("-")), Path::new("./-"));
+        assert_eq!(source_arg(Path::new("/a/b.S")), Path::new("/a/b.S"));
+    }
 }

@@ -8,6 +8,7 @@
 
 use alloc::string::String;
 use mtex_platform::boot_info::{BOOT_INFO_MAGIC, BootMode};
+use mtex_platform::fw_cfg;
 use mtex_platform::guest_vm::{self, GuestRam};
 use mtex_platform::{BootInfo, BootPath, Console, Machine, Region};
 
@@ -315,10 +316,12 @@ fn from_device_tree(at: u64) -> Result<Boot, BootError> {
             Region::new(base, ram_size),
         ],
     );
+    let mut cmdline = String::from(info.bootargs);
+    snippet_from_fw_cfg(tree, &mut cmdline).map_err(|why| fail(console, why))?;
     Ok(Boot {
         path: BootPath::KernelDtb,
         machine,
-        cmdline: String::from(info.bootargs),
+        cmdline,
         guest_image: image,
         guest_ram: GuestRam::sized(base, ram_size),
         staging: [tree_region, image],
@@ -326,6 +329,57 @@ fn from_device_tree(at: u64) -> Result<Boot, BootError> {
         firmware: None,
         cpu_heap,
     })
+}
+
+/// QEMU's fw_cfg registers (`mtex_platform::fw_cfg`), read with the MMU off: device memory.
+struct FwCfgMmio(u64);
+
+impl fw_cfg::Port for FwCfgMmio {
+    fn select(&mut self, item: u16) {
+        // SAFETY: the selector register of the fw_cfg device the machine's tree names, written
+        // with the MMU off (a device access); selecting an item has no other effect.
+        unsafe { core::ptr::write_volatile((self.0 + fw_cfg::SELECTOR) as *mut u16, item.to_be()) }
+    }
+    fn read(&mut self) -> u8 {
+        // SAFETY: its data register, read with the MMU off; a read only moves the offset.
+        unsafe { core::ptr::read_volatile((self.0 + fw_cfg::DATA) as *const u8) }
+    }
+}
+
+/// A snippet's code, when the host gave it as fw_cfg's file `opt/mtex/snippet` (off QEMU's
+/// command line, which every user of the host can read): added to the options as
+/// `mtex.snippet=HEX`, as the guest reads it. Looked up for the snippet program only.
+fn snippet_from_fw_cfg(tree: &[u8], cmdline: &mut String) -> Result<(), &'static str> {
+    use core::fmt::Write as _;
+    use mtex_abi::options::{SnippetOptions, value};
+    if value(cmdline, "guest") != Some("snippet") {
+        return Ok(());
+    }
+    // Registers that reach the selector, or none read.
+    let Some(regs) = mtex_dt::machine::fw_cfg(tree)
+        .ok()
+        .flatten()
+        .filter(|r| r.size >= fw_cfg::SELECTOR + 2)
+    else {
+        return Ok(());
+    };
+    let mut port = FwCfgMmio(regs.base);
+    let Some(file) = fw_cfg::find(&mut port, fw_cfg::SNIPPET_FILE) else {
+        return Ok(());
+    };
+    if value(cmdline, "snippet").is_some() {
+        return Err("the snippet given twice: mtex.snippet and fw_cfg's opt/mtex/snippet");
+    }
+    if file.size == 0 || file.size as usize > SnippetOptions::MAX_BYTES {
+        return Err("fw_cfg's opt/mtex/snippet is empty or longer than 8192 bytes");
+    }
+    let mut code = alloc::vec![0u8; file.size as usize];
+    let n = fw_cfg::read(&mut port, file, &mut code);
+    cmdline.push_str(" mtex.snippet=");
+    for b in &code[..n] {
+        let _ = write!(cmdline, "{b:02x}");
+    }
+    Ok(())
 }
 
 /// The highest free RAM that holds every secondary CPU's allocations (`smp::allocations`)

@@ -142,6 +142,9 @@ fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
         ExceptionClass::Hvc64 => crate::hypercall::handle(hyp, ctx),
         ExceptionClass::Smc64 => crate::psci::handle_guest_smc(hyp, ctx),
         ExceptionClass::WfiWfe => wfx(hyp, ctx),
+        ExceptionClass::DataAbortLower if crate::hypercall::is_protected_write(hyp, esr) => {
+            crate::hypercall::protected_write(hyp, ctx)
+        }
         ExceptionClass::DataAbortLower if crate::doorbell::is_doorbell(hyp, esr) => {
             crate::doorbell::ring(hyp, ctx, esr)
         }

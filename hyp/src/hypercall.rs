@@ -12,40 +12,24 @@ use mtex_abi::report::{
 use mtex_abi::scenario::PhaseParams;
 use tock_registers::interfaces::Readable;
 
-/// A guarded phase's callers (`hc::PHASE_GUARDED`): two ranges of guest VAs, end exclusive.
+/// True when the guarded phase open (if any) takes the call at `pc` (`mtex_vm::guard`: the
+/// one call its site makes, from the harness's own instruction); otherwise the call is
+/// reported as refused and the caller returns NOT_SUPPORTED.
 ///
 /// Why the hypervisor, and why by address: code run inside the phase (a snippet at EL1) has
 /// every privilege the guest's own harness has, and can make any call the harness makes —
 /// from its own code, from code it writes elsewhere, or through the guest's functions that
-/// make them. The one thing it cannot choose is where the harness's calls are: the harness
-/// names them before that code runs, and the hypervisor reads each call's address from
-/// ELR_EL2, not from the guest. So PHASE_END of the phase, and the run's end while it is
-/// open, can come only from there; anything else is refused and reported, the phase goes on
-/// and the host fails the run. What this cannot tell apart is code that branches into the
-/// harness's own call sites (or rewrites them): the harness's sites are at its phase's end
-/// and in its exception vectors, so reaching them ends the phase as the harness would,
-/// with the counts up to there.
-#[derive(Clone, Copy, Debug)]
-pub struct CallGuard {
-    pub phase: u32,
-    pub allowed: [(u64, u64); 2],
-}
-
-impl CallGuard {
-    fn allows(&self, pc: u64) -> bool {
-        self.allowed
-            .iter()
-            .any(|&(start, end)| (start..end).contains(&pc))
-    }
-}
-
-/// True when the guarded phase open (if any) lets the call at `pc` through; otherwise the
-/// call is reported as refused and the caller returns NOT_SUPPORTED.
+/// make them. What it cannot choose is where the harness's calls are, which the harness
+/// named before that code ran; the address of a call, which the hypervisor reads from
+/// ELR_EL2 and translates by AT, not from anything the guest says; and stage 2, which keeps
+/// the harness's code read-only while the phase is open. Code that branches into the
+/// harness's own call sites ends the phase or counts an iteration as the harness would
+/// there: the iterations counted then differ from those the harness said it makes.
 pub fn guard_allows(hyp: &mut Hyp, ctx: &GuestContext, conduit: Conduit, pc: u64) -> bool {
     let Some(g) = hyp.call_guard else {
         return true;
     };
-    if g.allows(pc) {
+    if conduit == Conduit::Hvc && g.allows(ctx.x[0], pc, el1_ipa) {
         return true;
     }
     hyp.report.send(&Record::CallRefused(CallRefused {
@@ -55,6 +39,39 @@ pub fn guard_allows(hyp: &mut Hyp, ctx: &GuestContext, conduit: Conduit, pc: u64
         phase: g.phase,
     }));
     false
+}
+
+/// Where stage 1 maps the EL1 instruction address `va` now (AT S1E1R), if anywhere.
+fn el1_ipa(va: u64) -> Option<u64> {
+    crate::trace::translate(va, false).map(|(ipa, _)| ipa)
+}
+
+/// A stage-2 permission fault on memory a guarded phase keeps read-only: the guest wrote the
+/// harness's code (or the guest's) while the phase was open. True if `esr` is one.
+pub fn is_protected_write(hyp: &Hyp, esr: mtex_arch::Esr) -> bool {
+    use aarch64_cpu::registers::{FAR_EL2, HPFAR_EL2};
+    // DFSC 0b0011xx: a permission fault, at any level.
+    const PERMISSION: u64 = 0b00_1100;
+    let Some(g) = hyp.call_guard else {
+        return false;
+    };
+    let ipa = mtex_arch::el2_bits::hpfar::ipa_page(HPFAR_EL2.get()) | (FAR_EL2.get() & 0xfff);
+    esr.0 & 0x3c == PERMISSION && g.protects(ipa)
+}
+
+/// Ends the run on the write [`is_protected_write`] found: the code the phase ran is no
+/// longer the harness's, and nothing it counted from there on could be vouched for.
+pub fn protected_write(hyp: &mut Hyp, ctx: &GuestContext) -> ! {
+    use aarch64_cpu::registers::{FAR_EL2, HPFAR_EL2};
+    let far = FAR_EL2.get();
+    let ipa = mtex_arch::el2_bits::hpfar::ipa_page(HPFAR_EL2.get()) | (far & 0xfff);
+    let phase = hyp.call_guard.map_or(0, |g| g.phase);
+    hyp.finish(ExitReason::ProtectedWrite {
+        far,
+        ipa,
+        phase,
+        at: ctx.state(),
+    })
 }
 
 #[inline(never)]
@@ -71,6 +88,13 @@ pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext) {
         f if f == hc::PHASE_END as u64 => phase_end(hyp, ctx),
         f if f == hc::CONSOLE_WRITE as u64 => console_write(hyp, ctx),
         f if f == hc::EXIT as u64 => hyp.finish(ExitReason::GuestExit { status: ctx.x[1] }),
+        f if f == hc::PHASE_ITERATION as u64 => match &mut hyp.call_guard {
+            Some(g) => {
+                g.count();
+                ret::SUCCESS
+            }
+            None => ret::INVALID_PARAMETERS,
+        },
         _ => {
             hyp.report.send(&Record::UnknownCall(UnknownCall {
                 conduit: Conduit::Hvc,
@@ -128,10 +152,17 @@ fn phase_begin(hyp: &mut Hyp, ctx: &mut GuestContext) -> u64 {
     } else {
         None
     };
-    let guard = (flags & hc::PHASE_GUARDED != 0).then(|| CallGuard {
-        phase: id,
-        allowed: [(ctx.x[7], ctx.x[8]), (ctx.x[9], ctx.x[10])],
-    });
+    // A guarded phase: its harness's code read-only at stage 2 from here to its end, and
+    // calls taken only from its own sites (`mtex_vm::guard`).
+    let guard = if flags & hc::PHASE_GUARDED != 0 {
+        let regs: [u64; 8] = core::array::from_fn(|i| ctx.x[7 + i]);
+        match mtex_vm::guard::Guard::new(id, regs, el1_ipa) {
+            Ok(g) if crate::mmu::protect(g.read_only, true) => Some(g),
+            _ => return ret::INVALID_PARAMETERS,
+        }
+    } else {
+        None
+    };
     let regs = [ctx.x[2], ctx.x[3], ctx.x[4], ctx.x[5]];
     let bytes: [u8; hc::PHASE_NAME_BYTES] = hc::unpack_bytes(&regs);
     hyp.call_guard = guard;
@@ -245,7 +276,10 @@ pub fn close_phase(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
     hyp.phase.as_ref()?;
     crate::sample::close(hyp, ctx);
     let (id, stats, pmu, more, watch) = hyp.end_phase()?;
-    hyp.call_guard = None;
+    if let Some(g) = hyp.call_guard.take() {
+        crate::mmu::protect(g.read_only, false);
+        hyp.report.send(&Record::PhaseIterations(g.iterations()));
+    }
     if let Some(l) = &mut hyp.last_run {
         l.passes = pmu.passes;
     }

@@ -9,6 +9,7 @@ use aarch64_paging::descriptor::{El23Attributes, PhysicalAddress, Stage2Attribut
 use aarch64_paging::idmap::{IdMap, IdTranslation};
 use aarch64_paging::paging::{Constraints, El2, MemoryRegion, Stage2};
 use alloc::boxed::Box;
+use core::sync::atomic::{AtomicPtr, Ordering};
 use mtex_platform::guest_vm::GuestRam;
 use mtex_platform::{Errata, Region};
 use tock_registers::fields::FieldValue;
@@ -121,6 +122,22 @@ pub fn enable_el2(normal: &[Region], devices: &[Region]) {
 pub fn enable_stage2(guest: GuestRam, devices: &[Region], errata: Errata) {
     let mut map = Mapping::new(IdTranslation::new(), S2_ROOT_LEVEL, Stage2);
     let ipa = guest.ipa;
+    // The first pages of the guest's image in pages of their own: a guarded phase makes
+    // some of them read-only while it is open (`protect`), which then changes page entries'
+    // permissions alone, as the architecture allows on a live table. Mapped before the rest
+    // of RAM, which leaves pages it finds as they are (a block already mapping the same
+    // would not be split).
+    let image = PROTECTABLE;
+    if ipa.contains(&image) {
+        let pa = guest.pa + (image.base - ipa.base);
+        map.map_range(
+            &MemoryRegion::new(image.base as usize, image.end() as usize),
+            PhysicalAddress(pa as usize),
+            S2_RAM,
+            Constraints::NO_BLOCK_MAPPINGS,
+        )
+        .expect("map the guest image's first pages");
+    }
     map.map_range(
         &MemoryRegion::new(ipa.base as usize, ipa.end() as usize),
         PhysicalAddress(guest.pa as usize),
@@ -145,7 +162,53 @@ pub fn enable_stage2(guest: GuestRam, devices: &[Region], errata: Errata) {
     // The UART is not mapped for the guest: it carries the report stream, and a guest that
     // owned it could disable it (stopping EL2's output), loop it back or forge frames. The
     // guest's console is the CONSOLE_WRITE hypercall.
-    activate_stage2(map, vtcr(VTCR_EL2::SL0::Granule4KBLevel1, S2_T0SZ, errata));
+    let map = activate_stage2(map, vtcr(VTCR_EL2::SL0::Granule4KBLevel1, S2_T0SZ, errata));
+    GUEST_STAGE2.store(map, Ordering::Relaxed);
+}
+
+/// What a guarded phase may make read-only: the first 2 MiB of the guest's image (the
+/// built-in guest's code and read-only data are a fraction of it).
+const PROTECTABLE: Region = Region::new(mtex_platform::guest_vm::IMAGE_ADDR, 2 << 20);
+
+/// Stage 2 as `enable_stage2` built it (null in install mode, whose stage 2 is the
+/// firmware's map and is never changed).
+static GUEST_STAGE2: AtomicPtr<Mapping<IdTranslation<Stage2Attributes>, Stage2>> =
+    AtomicPtr::new(core::ptr::null_mut());
+
+/// Makes guest RAM `[start, end)` (page-aligned) read-only at stage 2, or read-write again:
+/// the code of a guarded phase's harness, and the guest's, while the phase is open. False,
+/// with nothing changed, outside [`PROTECTABLE`] or in install mode.
+///
+/// Only the permission bits of page entries change (the pages were split at boot), so the
+/// table stays live; the library invalidates each page's stage-2 TLB entries, and the VM's
+/// combined stage-1-and-2 entries go here, on every CPU. The lower levels of the table are
+/// shared by every CPU's root (`stage2_roots`): each CPU sees the change.
+pub fn protect((start, end): (u64, u64), read_only: bool) -> bool {
+    let map = GUEST_STAGE2.load(Ordering::Relaxed);
+    if map.is_null() || start < PROTECTABLE.base || end > PROTECTABLE.end() || start >= end {
+        return false;
+    }
+    // SAFETY: the mapping was leaked at boot and is changed only here, by the CPU that holds
+    // the hypervisor state (every caller does), so this is the only reference in use.
+    let map = unsafe { &mut *map };
+    let access = if read_only {
+        Stage2Attributes::S2AP_ACCESS_RO
+    } else {
+        Stage2Attributes::S2AP_ACCESS_RW
+    };
+    let done = map
+        .modify_range(&MemoryRegion::new(start as usize, end as usize), &|_, d| {
+            if d.level() != 3 {
+                return Err(());
+            }
+            let flags = d.flags().difference(Stage2Attributes::S2AP_ACCESS_RW) | access;
+            d.set(d.output_address(), flags)
+        })
+        .is_ok();
+    // SAFETY: invalidating this VMID's stage-1&2 TLB entries on every CPU has no effect on
+    // memory.
+    unsafe { core::arch::asm!("dsb ishst", "tlbi vmalls12e1is", "dsb ish", "isb") };
+    done
 }
 
 /// VTCR_EL2: RES1 bit 31, 4 KiB granule, inner-shareable write-back walks, the root level
@@ -200,7 +263,11 @@ pub fn enable_stage2_identity(ram: &[Region], holes: &[Region], errata: Errata) 
 }
 
 /// Sets VTCR_EL2, makes `map` the guest's stage 2 for good, and copies its root per CPU.
-fn activate_stage2(map: Mapping<IdTranslation<Stage2Attributes>, Stage2>, vtcr: u64) {
+/// Returns the map, leaked.
+fn activate_stage2(
+    map: Mapping<IdTranslation<Stage2Attributes>, Stage2>,
+    vtcr: u64,
+) -> &'static mut Mapping<IdTranslation<Stage2Attributes>, Stage2> {
     VTCR_EL2.set(vtcr);
     barrier::isb(barrier::SY);
     let map = Box::leak(Box::new(map));
@@ -210,6 +277,7 @@ fn activate_stage2(map: Mapping<IdTranslation<Stage2Attributes>, Stage2>, vtcr: 
     unsafe { core::arch::asm!("tlbi vmalls12e1", "dsb nsh", "isb") };
     // Each CPU walks a copy of this root (`stage2_roots`).
     crate::stage2_roots::set_template();
+    map
 }
 
 /// CTR_EL0.DminLine: the smallest data cache line, in bytes.

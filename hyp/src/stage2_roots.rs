@@ -9,7 +9,8 @@
 //! entries on every CPU (TLBI VMALLS12E1IS, then DSB ISH, which waits for it to complete
 //! everywhere); from then on each other CPU's next instruction fetch, data access or table
 //! walk faults to EL2, where the CPU restores its root and joins before the instruction is
-//! retried. The lower levels of the tables are shared and never change after boot; only the
+//! retried. The lower levels of the tables are shared and never change after boot (but for
+//! the write permission of a guarded phase's pages, `mmu::protect`); only the
 //! 512 root entries are copied. A CPU asleep in WFI fetches nothing until it wakes, so it
 //! joins at its first instruction after waking, and counts nothing before.
 //!

@@ -194,8 +194,9 @@ pub struct Hyp {
     /// Where the doorbell page is (Linux modes): `DOORBELL_IPA`, or installed under the
     /// firmware the page the loader reserved.
     pub doorbell_ipa: u64,
-    /// While a phase opened with PHASE_GUARDED is open: the only code that may make calls.
-    pub call_guard: Option<crate::hypercall::CallGuard>,
+    /// While a phase opened with PHASE_GUARDED is open: the only calls taken, from where,
+    /// the memory kept read-only, and the harness's iterations so far.
+    pub call_guard: Option<mtex_vm::guard::Guard>,
     /// The machine's CPUs (MPIDR_EL1 values), which are the guest's, and their power states
     /// under the guest's PSCI calls.
     pub machine_cpus: alloc::vec::Vec<u64>,
@@ -492,6 +493,11 @@ impl Hyp {
             // out of its PMU and oracle checks, as for a phase that ended.
             report.send(&mtex_abi::Record::StepEngine(v.tracer.engine()));
             v.tracer.send_profile(id, report);
+        }
+        // A guarded phase that never ended: the iterations its harness made up to here.
+        if let Some(g) = self.call_guard.take() {
+            self.report
+                .send(&mtex_abi::Record::PhaseIterations(g.iterations()));
         }
         // The writes other CPUs queued and nobody framed: theirs, in their phases.
         let me = self.this_cpu();

@@ -16,6 +16,7 @@ pub mod arm64_image;
 pub mod boot_info;
 pub mod errata;
 pub mod firmware_el1;
+pub mod fw_cfg;
 pub mod guest_vm;
 pub mod linux_bundle;
 pub mod machine;

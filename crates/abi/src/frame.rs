@@ -209,6 +209,14 @@ mod tests {
             (any_state(), any_text())
                 .prop_map(|(at, reason)| ExitReason::TraceUnsupported { at, reason }),
             any_text().prop_map(|reason| ExitReason::BootFailed { reason }),
+            (any::<[u64; 2]>(), any::<u32>(), any_state()).prop_map(|(v, phase, at)| {
+                ExitReason::ProtectedWrite {
+                    far: v[0],
+                    ipa: v[1],
+                    phase,
+                    at,
+                }
+            }),
         ]
     }
 
@@ -528,6 +536,13 @@ mod tests {
                         at,
                     }
                 )),
+            (any::<u32>(), any::<[u64; 2]>()).prop_map(|(id, v)| Record::PhaseIterations(
+                crate::report::PhaseIterations {
+                    id,
+                    wanted: v[0],
+                    counted: v[1],
+                }
+            )),
         ]
     }
 

@@ -32,6 +32,10 @@ pub const PHASE_END: u32 = function_id(2);
 pub const CONSOLE_WRITE: u32 = function_id(3);
 /// `x1 = status`: the guest is done; 0 means success. Does not return.
 pub const EXIT: u32 = function_id(4);
+/// No arguments → SUCCESS: one iteration of the open guarded phase's harness
+/// ([`PHASE_GUARDED`]), counted by the hypervisor. Taken only from the one instruction the
+/// harness named at PHASE_BEGIN (x11); INVALID_PARAMETERS with no guarded phase open.
+pub const PHASE_ITERATION: u32 = function_id(5);
 
 /// PHASE_BEGIN flag: single-step the phase and count every tag-checked access.
 pub const PHASE_TRACED: u64 = 1 << 0;
@@ -50,17 +54,25 @@ pub const PHASE_REPEATABLE: u64 = 1 << 3;
 /// the guest image's MSR TCO sites with breakpoints (untraced runs: a traced run's trace
 /// counts every MSR TCO already).
 pub const PHASE_WATCH_TCO: u64 = 1 << 4;
-/// PHASE_BEGIN flag (not with [`PHASE_PARAMS`]): while this phase is open, only code at
-/// `x7..x8` or `x9..x10` (guest virtual addresses, end exclusive) may make calls — mtex's
-/// or PSCI's. A call from anywhere else is refused (NOT_SUPPORTED) and reported
-/// ([`crate::report::CallRefused`]), and the phase goes on. The guest's own harness around
-/// code it does not trust (`mtex snippet`) opens its phase this way, so that what that code
-/// does cannot end the phase, open another, or end the run: only the harness, at the
-/// places it named before the code ran, can.
+/// PHASE_BEGIN flag (not with [`PHASE_PARAMS`]): the phase runs code its harness does not
+/// trust (`mtex snippet`), and the hypervisor, not the guest, vouches for it. The harness
+/// names, before that code runs: `x7..x8` and `x9..x10`, the code that may end the phase
+/// (guest virtual addresses, end exclusive: its own phase end and its exception vectors);
+/// `x11`, the address of the HVC that makes [`PHASE_ITERATION`] once per iteration; `x12`,
+/// the iterations it makes (at least 1); `x13..x14`, guest physical memory (page-aligned)
+/// that holds that code, which stage 2 makes read-only while the phase is open. While it is
+/// open the hypervisor takes PHASE_END only from `x7..x10` and PHASE_ITERATION only from
+/// `x11`, each only if its instruction is still where stage 1 mapped it at PHASE_BEGIN;
+/// every other call (mtex's or PSCI's) is refused (NOT_SUPPORTED) and reported
+/// ([`crate::report::CallRefused`]), and the phase goes on. A write to the read-only memory
+/// ends the run ([`crate::report::ExitReason::ProtectedWrite`]). At the phase's end the
+/// hypervisor reports the iterations it counted ([`crate::report::PhaseIterations`]).
+/// INVALID_PARAMETERS when a range is empty or not aligned, a call site is not mapped into
+/// the read-only memory, or the hypervisor cannot make that memory read-only.
 pub const PHASE_GUARDED: u64 = 1 << 5;
 
 /// Version of this ABI, major in bits 31:16, minor in 15:0.
-pub const ABI_VERSION: u64 = 1 << 16 | 3;
+pub const ABI_VERSION: u64 = 1 << 16 | 4;
 
 /// Bytes of a phase name carried in x2..x5.
 pub const PHASE_NAME_BYTES: usize = 32;

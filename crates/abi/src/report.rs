@@ -102,6 +102,20 @@ pub enum Record {
     /// inside the guest would print 0 for it. Sent once per counter and event. After
     /// PhaseSampled so that older logs still decode.
     GuestPmuEvent(GuestPmuEvent),
+    /// The iterations a guarded phase's harness made, as the hypervisor counted them
+    /// (`crate::hypercall::PHASE_ITERATION`), with those it said it would make: first of the
+    /// phase's closing records, or sent when the run ends inside the phase. After
+    /// GuestPmuEvent so that older logs still decode.
+    PhaseIterations(PhaseIterations),
+}
+
+/// A guarded phase's iterations: those its harness said at PHASE_BEGIN it would make, and
+/// the PHASE_ITERATION calls the hypervisor took from the harness's own instruction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseIterations {
+    pub id: u32,
+    pub wanted: u64,
+    pub counted: u64,
 }
 
 /// One unit of a sampled phase: consecutive instructions the step engine traced exactly.
@@ -695,6 +709,15 @@ pub enum ExitReason {
     HypPanic { message: Message },
     /// The hypervisor could not start the guest.
     BootFailed { reason: Message },
+    /// The guest wrote memory that stage 2 keeps read-only while a guarded phase is open
+    /// (`crate::hypercall::PHASE_GUARDED`: the harness's code and the guest's): at `far`,
+    /// guest physical `ipa`, in that phase.
+    ProtectedWrite {
+        far: u64,
+        ipa: u64,
+        phase: u32,
+        at: GuestState,
+    },
 }
 
 impl ExitReason {

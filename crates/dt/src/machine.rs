@@ -77,6 +77,18 @@ pub fn spare_uart(dtb: &[u8]) -> Result<Option<(Region, u32)>, DtError> {
     Ok(spi.map(|spi| (r, spi)))
 }
 
+/// QEMU's fw_cfg device (`qemu,fw-cfg-mmio`, `mtex_platform::fw_cfg`): its registers, if the
+/// machine has one.
+pub fn fw_cfg(dtb: &[u8]) -> Result<Option<Region>, DtError> {
+    check_structure(dtb)?;
+    let fdt = Fdt::new(dtb).map_err(|_| DtError::Parse)?;
+    let root = fdt.all_nodes().next().ok_or(DtError::Parse)?;
+    Ok(find(root, |n| {
+        is_compatible(n, "qemu,fw-cfg-mmio") && !disabled(n)
+    })
+    .and_then(|(node, parent)| reg(node, parent).next()))
+}
+
 /// `#address-cells` and `#size-cells`: how a node's children write their `reg`.
 #[derive(Clone, Copy, Debug)]
 struct Cells {

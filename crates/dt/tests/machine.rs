@@ -276,3 +276,12 @@ fn the_spare_uart_is_the_pl011_that_is_not_the_console() {
     // With one -serial there is none: Linux mode must then refuse, not share the console.
     assert_eq!(mtex_dt::machine::spare_uart(QEMU_VIRT_DTB).unwrap(), None);
 }
+
+/// QEMU's fw_cfg device, where a snippet's code comes from off QEMU's command line.
+#[test]
+fn fw_cfg_is_found_where_qemu_puts_it() {
+    let r = mtex_dt::machine::fw_cfg(QEMU_VIRT_DTB)
+        .unwrap()
+        .expect("QEMU's virt has fw_cfg");
+    assert_eq!((r.base, r.size), (0x0902_0000, 0x18));
+}

@@ -1,16 +1,18 @@
 //! The hypervisor's decisions about its virtual machine, kept apart from the code that needs
 //! the CPU so that they build and are tested on the host: what a PSCI call from the guest
-//! does to its CPUs ([`power`]), whether a PHASE_BEGIN may open a phase and what each pass of
+//! does to its CPUs ([`power`]), which calls a guarded phase takes and the iterations its
+//! harness made ([`guard`]), whether a PHASE_BEGIN may open a phase and what each pass of
 //! a run is for ([`phase`]), who counts a window that every CPU counts ([`window`]), which
 //! emulation a trapped MSR or MRS takes and what a control write leaves ([`sysreg`]), what the
-//! guest reads back of the records ([`results`]), when a sampled phase traces ([`sample`]), which part of the
-//! counter is the hypervisor's time and how each CPU's guest clock follows the machine's
-//! ([`guest_clock`]). The hypervisor applies a decision (starts a physical CPU, answers the guest); it does not make
+//! guest reads back of the records ([`results`]), when a sampled phase traces ([`sample`]), which part of the counter is the hypervisor's
+//! time and how each CPU's guest clock follows the machine's ([`guest_clock`]). The
+//! hypervisor applies a decision (starts a physical CPU, answers the guest); it does not make
 //! it.
 #![cfg_attr(not(test), no_std)]
 
 extern crate alloc;
 
+pub mod guard;
 pub mod guest_clock;
 pub mod heap;
 pub mod phase;

@@ -36,6 +36,10 @@ pub struct RunConfig {
     pub second_serial: Option<PathBuf>,
     /// The oracle plugin, whose check `Console::report` applies (`crate::oracle_check`).
     pub oracle: Option<crate::oracle_check::OracleRun>,
+    /// Files handed to the machine through QEMU's fw_cfg (`-fw_cfg name=NAME,file=PATH`), for
+    /// what must not be on QEMU's command line, which every user of the host can read: a
+    /// snippet's code (`mtex_platform::fw_cfg::SNIPPET_FILE`).
+    pub fw_cfg: Vec<(&'static str, PathBuf)>,
 }
 
 /// How QEMU starts the hypervisor.
@@ -70,6 +74,7 @@ impl Default for RunConfig {
             virtualization: true,
             second_serial: None,
             oracle: None,
+            fw_cfg: Vec::new(),
         }
     }
 }
@@ -183,6 +188,11 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
     }
     if cfg.icount {
         c.args(["-icount", "shift=0,sleep=off"]);
+    }
+    for (name, file) in &cfg.fw_cfg {
+        // QEMU's option syntax: a comma inside a value is written twice.
+        let file = file.display().to_string().replace(',', ",,");
+        c.arg("-fw_cfg").arg(format!("name={name},file={file}"));
     }
     if let Some(o) = &cfg.oracle {
         // Nothing stale is read as this run's.

@@ -15,6 +15,7 @@ mod tests;
 fn stopped_at(e: &ExitReason) -> Option<GuestState> {
     match *e {
         ExitReason::UnhandledGuestExit { at, .. }
+        | ExitReason::ProtectedWrite { at, .. }
         | ExitReason::Watchdog { at, .. }
         | ExitReason::TraceUnsupported { at, .. } => Some(at),
         _ => None,
@@ -124,6 +125,10 @@ pub(super) fn check_figures(r: &mut Report) {
                 emulator,
             ));
         }
+    }
+    // Code inside a guarded phase tried to rewrite its harness (or the guest after it).
+    if let Some(e @ ExitReason::ProtectedWrite { .. }) = r.summary.map(|s| s.exit) {
+        problems.push(describe_exit(&e));
     }
     r.problems.extend(problems);
 }

@@ -13,6 +13,7 @@ pub fn call_name(function: u64) -> String {
         (hc::PHASE_END, "PHASE_END"),
         (hc::CONSOLE_WRITE, "CONSOLE_WRITE"),
         (hc::EXIT, "EXIT"),
+        (hc::PHASE_ITERATION, "PHASE_ITERATION"),
         (0x8400_0008, "PSCI SYSTEM_OFF"),
         (0x8400_0009, "PSCI SYSTEM_RESET"),
         (0x8400_0012, "PSCI SYSTEM_RESET2"),
@@ -83,6 +84,18 @@ pub fn describe_exit(e: &ExitReason) -> String {
             format!("trace stopped at pc {:#x} (EL{}): {reason}", at.pc, at.el)
         }
         ExitReason::BootFailed { reason } => format!("boot failed: {reason}"),
+        ExitReason::ProtectedWrite {
+            far,
+            ipa,
+            phase,
+            at,
+        } => format!(
+            "the guest wrote {far:#x} (IPA {ipa:#x}) at pc {:#x} EL{}, in the guest's code or \
+             read-only data, which are read-only while phase {phase} is open (its harness's \
+             code, and the guest's that runs after it): the write was stopped, and the run \
+             ended there",
+            at.pc, at.el
+        ),
     }
 }
 

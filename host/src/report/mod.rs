@@ -87,6 +87,9 @@ pub struct Phase {
     /// A sampled phase (`mtex.sample`): its units and how it was sampled. Its `trace` is
     /// None: only estimates are made of it (`crate::report::sampled`).
     pub sampled: Option<Sampled>,
+    /// A guarded phase (`mtex snippet`'s): the iterations its harness said it makes and
+    /// those the hypervisor counted.
+    pub iterations: Option<mtex_abi::report::PhaseIterations>,
 }
 
 /// A sampled phase's units, as traced, and the record of its schedule (None until its end).

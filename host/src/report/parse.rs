@@ -369,6 +369,25 @@ fn apply(r: &mut Report, seq: u32, record: Record, cpu: &mut u32) {
                 h.id
             )),
         },
+        // A guarded phase's iterations, counted by the hypervisor at its harness's own call:
+        // a loop that did not run as the harness said is not the measurement it claims.
+        Record::PhaseIterations(it) => match r.phases.iter_mut().rev().find(|p| p.id == it.id) {
+            Some(p) if p.iterations.is_none() => {
+                if it.counted != it.wanted {
+                    r.problems.push(format!(
+                        "phase {} ({}): {} of the {} iterations its harness makes were made, \
+                         as the hypervisor counted them at the harness's own call after each; \
+                         its counts are not those of {} iterations",
+                        p.id, p.name, it.counted, it.wanted, it.wanted
+                    ));
+                }
+                p.iterations = Some(it);
+            }
+            _ => r.problems.push(format!(
+                "record {seq}: iterations of phase {}, which was not open or had them already",
+                it.id
+            )),
+        },
         Record::CpuTrace(c) => match r.phases.iter_mut().rev().find(|p| p.id == c.id) {
             Some(p) if p.trace.is_none() && !p.cpus.iter().any(|o| o.cpu == c.cpu) => {
                 // The CPUs' shares arrive in the order they end; every output lists them by

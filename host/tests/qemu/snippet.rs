@@ -97,7 +97,7 @@ fn tagged_loads_through_x0_are_checked_reads_at_el1() {
     assert_eq!(t.accesses, rd_k(N));
     let env = Env::default();
     let (h1, h0) = snippet::harness_instructions(&env);
-    assert_eq!((h1, h0), (13, 0));
+    assert_eq!((h1, h0), (16, 0));
     assert_eq!(t.instructions_el1, N + 1 + h1);
     assert_eq!(t.instructions_el0, 0);
 }
@@ -766,4 +766,127 @@ fn streaming_mode_is_refused_before_any_access_is_counted() {
             .is_none_or(|t| t.accesses.rd_k == 0 && t.architectural.rd_k == 0),
         "{text}"
     );
+}
+
+/// The 32-bit words of `source`'s instructions.
+fn words(source: &str) -> Vec<u32> {
+    assemble(source)
+        .chunks(4)
+        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect()
+}
+
+/// Runs `mtex snippet` on `source` with `args`: (exit code, standard output).
+fn mtex_snippet(source: &str, args: &[&str]) -> (Option<i32>, String) {
+    let dir = mtex::qemu::TempDir::new("snippet-test").unwrap();
+    let file = dir.path().join("hostile.S");
+    std::fs::write(&file, source).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .arg("snippet")
+        .arg(&file)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), format!("{stdout}\n{stderr}"))
+}
+
+/// A snippet that finds the harness's loop counter instruction from its return address
+/// (`subs x27, x27, #1`, within 8 instructions of x30) and makes it count 5 at a time, so
+/// that `--iters 10` calls it twice. The harness's code is read-only while the snippet runs:
+/// the store ends the run with a record naming it, and the command exits 1.
+#[test]
+fn a_snippet_that_rewrites_the_harness_loop_counter_fails_the_run() {
+    let subs = words("subs x27, x27, #1\nsubs x27, x27, #5\n");
+    let src = format!(
+        "ldr x9, [x0]\n{}{}mov x10, x30\nmov x11, #8\n\
+         1: ldr w12, [x10]\ncmp w12, w13\nb.eq 2f\nadd x10, x10, #4\nsubs x11, x11, #1\n\
+         b.ne 1b\nret\n\
+         2: str w14, [x10]\ndc cvau, x10\ndsb ish\nic ivau, x10\ndsb ish\nisb\nret\n",
+        load_imm("x13", u64::from(subs[0])),
+        load_imm("x14", u64::from(subs[1])),
+    );
+    let (code, out) = mtex_snippet(&src, &["--iters", "10"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("PROBLEM: ") && out.contains("read-only while"),
+        "{out}"
+    );
+}
+
+/// A snippet that rewrites the guest's fault reporter (the branch target of its exception
+/// vector, found from VBAR_EL1) to call EXIT(0), then faults on a mismatching tag: the run
+/// would end "successfully" a third of the way into its first of 10 iterations. The guest's
+/// code is read-only while the snippet runs: the store ends the run, and the command exits 1.
+#[test]
+fn a_snippet_that_rewrites_the_guests_fault_reporter_fails_the_run() {
+    use mtex_abi::hypercall as hc;
+    let exit0 = words(&format!(
+        "{}mov x1, xzr\nhvc #0\n",
+        load_imm("x0", u64::from(hc::EXIT))
+    ));
+    let mut write = String::new();
+    for (i, w) in exit0.iter().enumerate() {
+        write.push_str(&load_imm("x15", u64::from(*w)));
+        write.push_str(&format!("str w15, [x10, #{}]\n", 4 * i));
+    }
+    let src = format!(
+        "ldr x9, [x0]\nmrs x10, vbar_el1\nadd x10, x10, #0x200\nmov x11, #16\n\
+         movz w14, #0x1400, lsl #16\n\
+         1: ldr w12, [x10]\nand w13, w12, #0xfc000000\ncmp w13, w14\nb.eq 2f\n\
+         add x10, x10, #4\nsubs x11, x11, #1\nb.ne 1b\nret\n\
+         2: sbfx x12, x12, #0, #26\nadd x10, x10, x12, lsl #2\n{write}\
+         dc cvau, x10\nadd x11, x10, #{last}\ndc cvau, x11\ndsb ish\n\
+         ic ivau, x10\nic ivau, x11\ndsb ish\nisb\n\
+         eor x9, x0, #0x0100000000000000\nldr x9, [x9]\nret\n",
+        last = 4 * (exit0.len() - 1),
+    );
+    let (code, out) = mtex_snippet(&src, &["--iters", "10"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("PROBLEM: ") && out.contains("read-only while"),
+        "{out}"
+    );
+}
+
+/// A snippet that breaks the calling convention and sets the harness's loop counter (x27)
+/// to 1 runs once where 10 iterations were asked for, at EL1 and at EL0: the hypervisor
+/// counts the harness's iterations itself, and the command exits 1 naming the shortfall.
+#[test]
+fn a_snippet_that_changes_the_harness_loop_register_fails_the_run() {
+    for el in ["1", "0"] {
+        let (code, out) = mtex_snippet(
+            "ldr x9, [x0]\nmov x27, #1\nret\n",
+            &["--iters", "10", "--el", el],
+        );
+        assert_eq!(code, Some(1), "EL{el}: {out}");
+        assert!(
+            out.contains("PROBLEM: ") && out.contains("1 of the 10 iterations"),
+            "EL{el}: {out}"
+        );
+    }
+}
+
+/// A snippet that keeps the convention, with `--iters 10`: exactly 10 iterations, each
+/// counted by the hypervisor, 10 checked reads, exit 0.
+#[test]
+fn ten_iterations_are_ten_and_the_hypervisor_counted_them() {
+    let (code, out) = mtex_snippet("ldr x9, [x0]\nret\n", &["--iters", "10"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("10 iterations"), "{out}");
+    assert!(
+        out.contains("iterations: 10 of 10, counted by the hypervisor"),
+        "{out}"
+    );
+    assert!(!out.contains("PROBLEM"), "{out}");
+    let t = run_ok(
+        "ldr x9, [x0]\nret\n",
+        Env {
+            iters: 10,
+            ..Env::default()
+        },
+    );
+    assert_eq!(t.architectural, rd_k(10));
 }
