@@ -111,8 +111,12 @@ pub fn load(path: &Path) -> Result<Loaded> {
     // A Linux run's directory: results.json is its windows, report.json its own report.
     let linux = if dir.join(crate::compare::RESULTS_JSON).is_file() {
         let file = dir.join("report.json");
-        let text =
-            crate::input::read_text(&file, "Linux-mode report", crate::input::DOCUMENT_LIMIT)?;
+        let text = crate::input::read_text_in_dir(
+            &dir,
+            "report.json",
+            "Linux-mode report",
+            crate::input::DOCUMENT_LIMIT,
+        )?;
         Some(
             serde_json::from_str(&text)
                 .with_context(|| format!("reading {} (Linux mode's report)", file.display()))?,
@@ -123,13 +127,21 @@ pub fn load(path: &Path) -> Result<Loaded> {
     Ok(Loaded { doc, linux, dir })
 }
 
-/// Each run's own report, parsed again from its console log in `dir` (`NAME-K.log`).
+/// Each run's own report, parsed again from its console log in `dir` (`NAME-K.log`): read
+/// from inside `dir` only, whatever the document names.
 pub fn reports(doc: &Results, dir: &Path) -> Result<Vec<Report>> {
     doc.runs
         .iter()
         .map(|run| {
-            let log = dir.join(format!("{}-{}.log", run.name, run.repeat + 1));
-            let bytes = crate::input::read(&log, "console log", crate::input::LOG_LIMIT)?;
+            let log = run.log_file().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "run name {:?}: not a file name in {}",
+                    run.name,
+                    dir.display()
+                )
+            })?;
+            let bytes =
+                crate::input::read_in_dir(dir, &log, "console log", crate::input::LOG_LIMIT)?;
             Ok(crate::report::parse_bytes(&bytes))
         })
         .collect()

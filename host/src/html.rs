@@ -236,15 +236,18 @@ fn flame_graphs(h: &mut String, doc: &Results) {
 
 fn run_section(h: &mut String, doc: &Results, run: &Run) {
     let label = run_label(doc, run);
+    // A link only to a plain file name beside the page: a run's name from elsewhere is
+    // never a URL or a path out of the results directory.
+    let log = run.log_file().map_or_else(String::new, |f| {
+        format!(" Console log: <a href=\"{}\">{}</a>", attr(&f), text(&f))
+    });
     let _ = writeln!(
         h,
-        "<h2>{}</h2>\n<p>{} — <span class=\"{}\">{}</span>. Console log: <a href=\"{}\">{}</a></p>",
+        "<h2>{}</h2>\n<p>{} — <span class=\"{}\">{}</span>.{log}</p>",
         text(&label),
         text(&run.end),
         if run.success { "ok" } else { "bad" },
         if run.success { "success" } else { "FAILED" },
-        attr(&format!("{}-{}.log", run.name, run.repeat + 1)),
-        text(&format!("{}-{}.log", run.name, run.repeat + 1)),
     );
     if let Some(b) = &run.boot {
         let _ = writeln!(
@@ -347,5 +350,35 @@ mod tests {
         assert!(!html.contains("<script"));
         let plain = page(&Results::single(&crate::report::Report::default())).unwrap();
         assert!(!plain.contains("flame-graphs"));
+    }
+
+    #[test]
+    fn every_link_is_a_plain_file_name_beside_the_page() {
+        let mut doc = crate::profile::fixture::results();
+        let html = page(&doc).unwrap();
+        assert!(
+            html.contains("<a href=\"run-1.log\">run-1.log</a>"),
+            "{html}"
+        );
+        for name in [
+            "javascript:alert(1)//",
+            "../../../../etc/passwd",
+            "/abs/outside",
+        ] {
+            doc.runs[0].name = name.to_string();
+            let html = page(&doc).unwrap();
+            let hrefs: Vec<&str> = html
+                .split("href=\"")
+                .skip(1)
+                .map(|s| &s[..s.find('"').unwrap()])
+                .collect();
+            assert!(!hrefs.is_empty());
+            for h in hrefs {
+                assert!(
+                    !h.contains(':') && !h.starts_with('/') && !h.split('/').any(|c| c == ".."),
+                    "{name}: href {h:?}"
+                );
+            }
+        }
     }
 }

@@ -111,9 +111,85 @@ pub fn read_text(path: &Path, what: &str, limit: u64) -> Result<String, InputErr
     })
 }
 
+/// Reads the file `name` of the directory `dir` (a results directory) with [`read`], and
+/// nothing outside `dir`: `name` must be a plain file name, and a symbolic link must lead to
+/// a file inside `dir` (a directory copied from another machine may hold any link).
+pub fn read_in_dir(dir: &Path, name: &str, what: &str, limit: u64) -> Result<Vec<u8>, InputError> {
+    let path = dir.join(name);
+    let mut parts = Path::new(name).components();
+    if !matches!(
+        (parts.next(), parts.next()),
+        (Some(std::path::Component::Normal(_)), None)
+    ) {
+        return Err(InputError(format!(
+            "{name:?}: not a file name in {} (the {what} is read only from inside it)",
+            dir.display()
+        )));
+    }
+    // A file that is not there is said by `read`, as for any other input.
+    if let (Ok(inside), Ok(real)) = (dir.canonicalize(), path.canonicalize()) {
+        if !real.starts_with(&inside) {
+            return Err(InputError(format!(
+                "{}: leads to {}, outside {}: the {what} is read only from inside it",
+                path.display(),
+                real.display(),
+                dir.display()
+            )));
+        }
+        return read(&real, what, limit);
+    }
+    read(&path, what, limit)
+}
+
+/// [`read_in_dir`] as UTF-8 text.
+pub fn read_text_in_dir(
+    dir: &Path,
+    name: &str,
+    what: &str,
+    limit: u64,
+) -> Result<String, InputError> {
+    let path = dir.join(name);
+    String::from_utf8(read_in_dir(dir, name, what, limit)?).map_err(|e| {
+        InputError(format!(
+            "{}: the {what} is not UTF-8 text (byte {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_of_a_directory_is_read_from_inside_it_only() {
+        let d = std::env::temp_dir().join(format!("mtex-input-dir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let inside = d.join("results");
+        std::fs::create_dir_all(&inside).unwrap();
+        std::fs::write(d.join("secret"), b"outside").unwrap();
+        std::fs::write(inside.join("a.log"), b"inside").unwrap();
+        assert_eq!(
+            read_in_dir(&inside, "a.log", "log", 100).unwrap(),
+            b"inside"
+        );
+        std::os::unix::fs::symlink("a.log", inside.join("b.log")).unwrap();
+        assert_eq!(
+            read_in_dir(&inside, "b.log", "log", 100).unwrap(),
+            b"inside"
+        );
+        std::os::unix::fs::symlink(d.join("secret"), inside.join("c.log")).unwrap();
+        let e = read_in_dir(&inside, "c.log", "log", 100).unwrap_err().0;
+        assert!(e.contains("outside") && e.contains("c.log"), "{e}");
+        for name in ["../secret", "/etc/passwd", "", "x/../../secret"] {
+            let e = read_in_dir(&inside, name, "log", 100).unwrap_err().0;
+            assert!(e.contains("not a file name"), "{name}: {e}");
+        }
+        let e = read_in_dir(&inside, "none.log", "log", 100).unwrap_err().0;
+        assert!(e.ends_with("none.log: no such file (the log)"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
 
     #[test]
     fn a_regular_file_is_read_and_anything_else_named() {

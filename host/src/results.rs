@@ -559,7 +559,31 @@ impl Results {
                 "not an {SCHEMA} version {VERSION} document (schema {schema:?}, version {version})"
             );
         }
-        Ok(serde_json::from_value(v)?)
+        let doc: Self = serde_json::from_value(v)?;
+        // A results directory travels between machines, and a run's name names its files
+        // there (`NAME-K.log`, the page's links to them): a name mtex would not have written
+        // (a path, `..`, a URL) is refused, never followed.
+        if let Some(r) = doc
+            .runs
+            .iter()
+            .find(|r| !crate::scenario_file::is_safe_name(&r.name))
+        {
+            anyhow::bail!(
+                "run name {:?}: not a name mtex writes (letters, digits, - and _, at most 64); \
+                 it would name a file outside the results directory or a link elsewhere",
+                r.name
+            );
+        }
+        Ok(doc)
+    }
+}
+
+impl Run {
+    /// Its console log's file name in the results directory (`NAME-K.log`); None for a name
+    /// that is not a plain file name (no such document is read: see `Results::from_json`).
+    pub fn log_file(&self) -> Option<String> {
+        crate::scenario_file::is_safe_name(&self.name)
+            .then(|| format!("{}-{}.log", self.name, u64::from(self.repeat) + 1))
     }
 }
 
@@ -653,5 +677,22 @@ mod tests {
         let e = Results::from_json(r#"{"schema":"mtex-report","version":2}"#).unwrap_err();
         assert!(e.to_string().contains("version 2"), "{e}");
         assert!(Results::from_json(r#"{"runs":[]}"#).is_err());
+    }
+
+    #[test]
+    fn a_run_name_that_is_not_a_file_name_is_refused() {
+        let mut doc = Results::single(&Report::default());
+        assert_eq!(doc.runs[0].log_file().as_deref(), Some("run-1.log"));
+        for name in [
+            "javascript:alert(1)//",
+            "../../../../etc/passwd",
+            "/abs/outside",
+            "",
+        ] {
+            doc.runs[0].name = name.to_string();
+            assert_eq!(doc.runs[0].log_file(), None, "{name}");
+            let e = Results::from_json(&serde_json::to_string(&doc).unwrap()).unwrap_err();
+            assert!(e.to_string().contains(&format!("run name {name:?}")), "{e}");
+        }
     }
 }

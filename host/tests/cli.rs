@@ -815,3 +815,260 @@ fn parse_names_trapped_writes_from_a_symbol_file() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `mtex snippet`'s file is never an option of the assembler: a relative path `-o/ABS` is the
+/// file of that name (here a snippet that assembles), and nothing is written at ABS. The run
+/// stops at `--json`'s path, before anything is built.
+#[test]
+fn a_snippet_path_is_never_an_assembler_option() {
+    let d = scratch("snippet-path");
+    let target = d.join("escaped.o");
+    let rel = format!("-o{}", target.display());
+    let source = d.join(&rel);
+    std::fs::create_dir_all(source.parent().unwrap()).unwrap();
+    std::fs::write(&source, "ret\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .args(["snippet", "--json", "/nonexistent/dir/x.json", "--", &rel])
+        .current_dir(&d)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--json /nonexistent/dir/x.json"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("snippet.o"), "{stderr}");
+    assert!(!target.exists(), "the assembler wrote {}", target.display());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A results directory may come from another machine: a run name in its report.json that is
+/// not a plain file name (a URL, a path up or away) is refused by `mtex report` in every form
+/// and by `mtex compare`, never made a link or a path; and a file of the directory that is a
+/// link to outside it is never read.
+#[test]
+fn a_results_directory_is_read_from_inside_it_only() {
+    let d = scratch("results-names");
+    let log =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernel-getpid-futex.log");
+    let json = mtex(&["parse", "--json", log.to_str().unwrap()]).stdout;
+    let results = d.join("results");
+    std::fs::create_dir_all(&results).unwrap();
+    // What an escaping name would reach: a log outside the directory.
+    std::fs::copy(&log, d.join("secret-1.log")).unwrap();
+    std::fs::copy(&log, d.join("outside-1.log")).unwrap();
+    let dir = results.to_str().unwrap();
+    let outside = d.join("outside");
+    for name in [
+        "javascript:alert(1)//",
+        "../secret",
+        "../../../../etc/passwd",
+        outside.to_str().unwrap(),
+    ] {
+        let named = json.replacen("\"name\": \"run\"", &format!("\"name\": {name:?}"), 1);
+        assert_ne!(named, json);
+        std::fs::write(results.join("report.json"), &named).unwrap();
+        let quoted = format!("{name:?}");
+        for form in ["html", "matrix", "text"] {
+            refused(
+                &["report", dir, "--format", form],
+                &["run name", quoted.as_str()],
+            );
+        }
+        refused(&["compare", dir, dir], &["run name", quoted.as_str()]);
+    }
+    // A good name, but its log a link to outside the directory.
+    std::fs::write(results.join("report.json"), &json).unwrap();
+    std::os::unix::fs::symlink(d.join("secret-1.log"), results.join("run-1.log")).unwrap();
+    refused(
+        &["report", dir, "--format", "matrix"],
+        &["run-1.log", "outside"],
+    );
+    // So is report.json itself.
+    let linked = d.join("linked");
+    std::fs::create_dir_all(&linked).unwrap();
+    std::fs::write(d.join("elsewhere.json"), &json).unwrap();
+    std::os::unix::fs::symlink(d.join("elsewhere.json"), linked.join("report.json")).unwrap();
+    let linked = linked.to_str().unwrap();
+    refused(&["report", linked], &["report.json", "outside"]);
+    refused(&["compare", linked, dir], &["report.json", "outside"]);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Runs `mtex args` with the tripwires of `d` first on PATH: it must be refused (exit 2)
+/// with every one of `needles` in its message, before dpkg, apt, cargo or QEMU ran.
+fn refused_before_tools(d: &std::path::Path, args: &[&str], needles: &[&str]) {
+    let (bin, reached) = tripwires(d);
+    let start = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .args(args)
+        .env("PATH", &bin)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(start.elapsed() < Duration::from_secs(20), "{args:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    for n in needles {
+        assert!(stderr.contains(n), "{args:?}: {stderr:?} lacks {n:?}");
+    }
+    assert!(
+        !reached.exists(),
+        "{args:?} reached {}",
+        std::fs::read_to_string(&reached).unwrap_or_default()
+    );
+}
+
+/// A Linux scenario's values that would pass vacuously (a drop of at least -inf%), never
+/// hold (NaN), or run without end (10^28 iterations, 10,000 workloads) are refused by the
+/// check of the whole file, and a value of the wrong type or an unknown key names the file
+/// and its field — all before anything is fetched, built or booted.
+#[test]
+fn a_linux_scenario_out_of_bounds_is_refused_naming_file_and_field() {
+    let d = scratch("linux-scenario-bounds");
+    let f = d.join("s.toml");
+    let good = "version = 1\n[kernels]\na = \"6.12\"\nb = \"7.3\"\n[[linux]]\nname = \"x\"\n\
+                kernels = [\"a\", \"b\"]\nworkloads = [\"getpid 1000\"]\n[[expect]]\n\
+                counter = \"tfsr_reads\"\nfrom = \"a\"\nto = \"b\"\ndrop_at_least = 50\n";
+    let many: Vec<String> = (1..=10_000).map(|i| format!("\"getpid {i}\"")).collect();
+    let cases = [
+        (
+            good.replace("drop_at_least = 50", "drop_at_least = -inf"),
+            "s.toml:13: expect[0].drop_at_least: -inf: expected 0 to 100000 (per cent)",
+        ),
+        (
+            good.replace("drop_at_least = 50", "rise_at_most = inf"),
+            "s.toml:13: expect[0].rise_at_most: inf: expected 0 to 100000",
+        ),
+        (
+            good.replace("drop_at_least = 50", "drop_at_least = nan"),
+            "s.toml:13: expect[0].drop_at_least: NaN",
+        ),
+        (
+            good.replace("getpid 1000", "getpid 10000000000000000000000000000"),
+            "s.toml:8: linux[0].workloads: \"getpid 10000000000000000000000000000\"",
+        ),
+        (
+            good.replace("\"getpid 1000\"", &many.join(", ")),
+            "s.toml:8: linux[0].workloads: 10000 workloads: 1 to 32",
+        ),
+        (
+            good.replace("a = \"6.12\"", "a = 612"),
+            "s.toml:3: kernels.a: invalid type: integer `612`",
+        ),
+        (
+            good.replace("b = \"7.3\"", "b = { kasan = \"sync\", patchs = [] }"),
+            "s.toml:4: kernels.b: unknown field `patchs`",
+        ),
+        (
+            good.replace("workloads = [", "repeat = -1\nworkloads = ["),
+            "s.toml:8: linux[0].repeat: invalid value: integer `-1`",
+        ),
+    ];
+    for (text, want) in &cases {
+        std::fs::write(&f, text).unwrap();
+        refused_before_tools(&d, &["linux", "--scenario", f.to_str().unwrap()], &[want]);
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// An option a command would leave unused is refused naming it, before anything runs: a
+/// per-run option of `mtex linux` beside a scenario file (which says it for every run), a
+/// guest program for an ESP in install mode, zero compile jobs.
+#[test]
+fn options_a_command_would_ignore_are_refused_naming_them() {
+    let d = scratch("ignored-options");
+    let f = d.join("s.toml");
+    std::fs::write(
+        &f,
+        "version = 1\n[kernels]\na = \"6.12\"\n[[linux]]\nname = \"x\"\nkernels = [\"a\"]\n\
+         workloads = [\"getpid\"]\n",
+    )
+    .unwrap();
+    let f = f.to_str().unwrap();
+    for (extra, option) in [
+        (&["--kernel", "6.1"][..], "--kernel"),
+        (&["--tcf0", "async"], "--tcf0"),
+        (&["--workload", "getpid"], "--workload"),
+        (&["--symbols", "/nonexistent/System.map"], "--symbols"),
+        (&["--verbose"], "--verbose"),
+        (&["--json", "/nonexistent/x.json"], "--json"),
+    ] {
+        let mut args = vec!["linux", "--scenario", f];
+        args.extend_from_slice(extra);
+        refused_before_tools(&d, &args, &["--scenario", option, "cannot be used with"]);
+    }
+    let esp = d.join("esp");
+    refused(
+        &[
+            "esp",
+            esp.to_str().unwrap(),
+            "--install",
+            "--guest",
+            "controls",
+        ],
+        &["--install", "--guest", "cannot be used with"],
+    );
+    assert!(!esp.exists(), "the ESP was written");
+    for jobs in ["0", "-1", "1025"] {
+        refused_before_tools(
+            &d,
+            &["kernel", "build", "--jobs", jobs],
+            &["--jobs", jobs, "1 to 1024"],
+        );
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A Linux-mode run's results against the built-in guest's have no phase in common: `mtex
+/// compare` says nothing is comparable and why (exit 2), rather than an empty comparison.
+#[test]
+fn compare_refuses_a_linux_run_against_a_built_in_guest_run() {
+    let d = scratch("compare-kinds");
+    let log =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernel-getpid-futex.log");
+    let json = mtex(&["parse", "--json", log.to_str().unwrap()]).stdout;
+    let builtin = d.join("builtin");
+    std::fs::create_dir_all(&builtin).unwrap();
+    std::fs::write(builtin.join("report.json"), &json).unwrap();
+    // A Linux-mode run: results.json with the kernel it booted, its windows as phases.
+    let mut doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    doc["kernel"] = serde_json::json!({
+        "release": "6.12.117+deb12-arm64",
+        "package": "linux-image-6.12.117+deb12-arm64",
+        "version": "6.12.117-1~deb12u1",
+        "sha256": "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+    });
+    doc["runs"][0]["name"] = "linux".into();
+    for (i, p) in doc["runs"][0]["phases"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .enumerate()
+    {
+        p["name"] = format!("window {}", i + 1).into();
+    }
+    let linux = d.join("linux");
+    std::fs::create_dir_all(&linux).unwrap();
+    std::fs::write(linux.join("results.json"), doc.to_string()).unwrap();
+    let (l, b) = (linux.to_str().unwrap(), builtin.to_str().unwrap());
+    for args in [
+        vec!["compare", l, b],
+        vec!["compare", b, l],
+        vec!["compare", l, b, "--format", "csv"],
+        vec!["compare", l, b, "--by", "function"],
+    ] {
+        refused(
+            &args,
+            &["nothing is comparable", l, "Linux-mode", b, "built-in"],
+        );
+    }
+    // Each compared with its own kind is a comparison, as before.
+    for (x, y) in [(l, l), (b, b)] {
+        let o = mtex(&["compare", x, y]);
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

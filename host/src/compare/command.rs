@@ -69,14 +69,23 @@ pub const RESULTS_JSON: &str = "results.json";
 /// there, its report.json being Linux mode's own report) or else its `report.json`; else the
 /// file itself.
 pub fn load(path: &Path) -> anyhow::Result<Results> {
-    let file = if path.is_dir() {
-        Some(path.join(RESULTS_JSON))
-            .filter(|f| f.exists())
-            .unwrap_or_else(|| path.join("report.json"))
+    let what = "results document";
+    let limit = crate::input::DOCUMENT_LIMIT;
+    let (file, text) = if path.is_dir() {
+        // Read from inside the directory only, whatever links it holds.
+        let name = if path.join(RESULTS_JSON).exists() {
+            RESULTS_JSON
+        } else {
+            "report.json"
+        };
+        let text = crate::input::read_text_in_dir(path, name, what, limit)?;
+        (path.join(name), text)
     } else {
-        path.to_path_buf()
+        (
+            path.to_path_buf(),
+            crate::input::read_text(path, what, limit)?,
+        )
     };
-    let text = crate::input::read_text(&file, "results document", crate::input::DOCUMENT_LIMIT)?;
     Results::from_json(&text).with_context(|| format!("reading {}", file.display()))
 }
 
@@ -129,8 +138,36 @@ pub fn check_selection(
     Ok(())
 }
 
-/// Runs it: exit 0 for any comparison made, even of nothing; unreadable input is an error
-/// (`main` prints it, exit 2).
+/// What kind of run a document is of, in words: a Linux-mode run's windows or the built-in
+/// guest's phases.
+fn kind(doc: &Results) -> &'static str {
+    if doc.kernel.is_some() {
+        "a Linux-mode run's results (the windows of a Linux kernel: `window 1`, …)"
+    } else {
+        "the built-in guest's results (phases of a workload under a policy, or a program's own)"
+    }
+}
+
+/// When nothing of A meets anything of B and the two are of different kinds — a Linux-mode
+/// run against the built-in guest — there is nothing to compare, and why: an error, not an
+/// empty comparison that would look like "no change".
+fn nothing_comparable(a_path: &Path, a: &Results, b_path: &Path, b: &Results) -> Option<String> {
+    (a.kernel.is_some() != b.kernel.is_some()).then(|| {
+        format!(
+            "nothing is comparable: {} holds {} and {} {}: no phase of one meets a phase \
+             of the other (phases meet by run, name and occurrence). Compare Linux-mode results \
+             with Linux-mode results, and the built-in guest's with the built-in guest's",
+            a_path.display(),
+            kind(a),
+            b_path.display(),
+            kind(b)
+        )
+    })
+}
+
+/// Runs it: exit 0 for any comparison made, even of nothing between results of one kind;
+/// unreadable input, or results of two kinds with nothing in common, is an error (`main`
+/// prints it, exit 2).
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let a = load(&args.a)?;
     let b = load(&args.b)?;
@@ -153,6 +190,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.counter
         );
         let f = by_function(&a, &sa, &b, &sb, &args.counter);
+        if f.is_empty()
+            && let Some(why) = nothing_comparable(&args.a, &a, &args.b, &b)
+        {
+            anyhow::bail!("{why}");
+        }
         if f.is_empty() {
             eprintln!(
                 "mtex compare: no phase of {} meets one of {}",
@@ -167,6 +209,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let c = compare(&a, &sa, &b, &sb);
+    if c.phases.is_empty()
+        && let Some(why) = nothing_comparable(&args.a, &a, &args.b, &b)
+    {
+        anyhow::bail!("{why}");
+    }
     if c.phases.is_empty() {
         // Still a comparison (of nothing): the output lists what is on each side.
         eprintln!(

@@ -47,10 +47,14 @@ pub struct Args {
     /// A configuration fragment of your own (CONFIG_X=value lines), merged last.
     #[arg(long = "config", value_name = "FILE")]
     pub configs: Vec<PathBuf>,
-    /// Parallel compile jobs (default: the machine's cores).
-    #[arg(long)]
+    /// Parallel compile jobs, 1 to 1024 (default: the machine's cores).
+    #[arg(long, allow_negative_numbers = true,
+        value_parser = crate::input::number_in(1u32, MAX_JOBS))]
     pub jobs: Option<u32>,
 }
+
+/// The most compile jobs `--jobs` takes.
+pub const MAX_JOBS: u32 = 1024;
 
 /// What `mtex-kernel.json` says of a built kernel.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]

@@ -117,8 +117,11 @@ pub struct Args {
     pub symbols: Option<PathBuf>,
     /// Run a Linux scenario file instead: its kernels (by release, path, or built by `mtex
     /// kernel build`), workloads, modes and expectations (docs/linux.md#scenario-files). The
-    /// exit status is 1 when an expectation fails.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["workload", "json"])]
+    /// exit status is 1 when an expectation fails. The file says what --kernel, --workload,
+    /// --tcf0 and --symbols would (they are refused with it), and prints its own tables (no
+    /// --json, --verbose).
+    #[arg(long, value_name = "FILE",
+        conflicts_with_all = ["kernel", "workload", "tcf0", "symbols", "json", "verbose"])]
     pub scenario: Option<PathBuf>,
     /// With --scenario: build the kernels it builds, and boot nothing.
     #[arg(long, requires = "scenario")]

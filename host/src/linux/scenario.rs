@@ -29,13 +29,23 @@
 //! Everything is checked before any kernel is built or booted; an error names the file, the
 //! line and the field.
 
-use crate::scenario_file::locate::line_of;
-use crate::scenario_file::{change_percent, is_known_counter, is_safe_name, safe_stem};
+use crate::scenario_file::locate::{field_path, line_of};
+use crate::scenario_file::{
+    change_percent, check_percent, is_known_counter, is_safe_name, safe_stem,
+};
 use anyhow::{Result, bail};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use toml::Spanned;
+
+/// At most this many `[[linux]]` tables, kernels in one, and workloads in one (each runs in
+/// every mode of its `tcf0`, a window each).
+pub const MAX_RUNS: usize = 16;
+pub const MAX_KERNELS: usize = 8;
+pub const MAX_WORKLOADS: usize = 32;
+/// A named workload's numbers (iterations, threads, requests…): each 1 to this.
+pub const MAX_COUNT: u64 = 10_000_000;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,11 +61,39 @@ struct FileRaw {
     expect: Vec<Spanned<ExpectRaw>>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+/// A kernel: a string (what `mtex linux --kernel` takes) or a table (what `mtex kernel
+/// build` takes). Read by hand rather than as an untagged enum, whose one error ("did not
+/// match any variant") would hide which key was wrong.
+#[derive(Debug)]
 enum KernelRaw {
     Given(String),
     Build(BuildRaw),
+}
+
+impl<'de> Deserialize<'de> for KernelRaw {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Kernel;
+        impl<'de> serde::de::Visitor<'de> for Kernel {
+            type Value = KernelRaw;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a string (what `mtex linux --kernel` takes) or a table (what `mtex kernel \
+                     build` takes: source, kasan, patches, config)",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<KernelRaw, E> {
+                Ok(KernelRaw::Given(s.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<KernelRaw, A::Error> {
+                BuildRaw::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(KernelRaw::Build)
+            }
+        }
+        d.deserialize_any(Kernel)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -91,8 +129,8 @@ struct ExpectRaw {
     from: Option<Spanned<String>>,
     to: Option<Spanned<String>>,
     kernel: Option<Spanned<String>>,
-    drop_at_least: Option<f64>,
-    rise_at_most: Option<f64>,
+    drop_at_least: Option<Spanned<f64>>,
+    rise_at_most: Option<Spanned<f64>>,
     fewer_by_at_least: Option<u64>,
     equal: Option<bool>,
     at_least: Option<u64>,
@@ -238,10 +276,13 @@ pub fn parse(file: &str, stem: &str, text: &str, base: &Path) -> Result<LinuxSce
     let at = |span: std::ops::Range<usize>, field: &str, problem: String| {
         anyhow::anyhow!("{file}:{}: {field}: {problem}", line_of(text, span.start))
     };
-    let raw: FileRaw = toml::from_str(text).map_err(|e| {
-        let line = e.span().map_or(0, |s| line_of(text, s.start));
-        anyhow::anyhow!("{file}:{line}: {}", e.message().trim_end())
-    })?;
+    let raw: FileRaw = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
+    if raw.linux.len() > MAX_RUNS {
+        bail!(
+            "{file}: {} [[linux]] tables: at most {MAX_RUNS}",
+            raw.linux.len()
+        );
+    }
     if *raw.version.get_ref() != 1 {
         return Err(at(
             raw.version.span(),
@@ -339,14 +380,15 @@ pub fn parse(file: &str, stem: &str, text: &str, base: &Path) -> Result<LinuxSce
                 format!("{name:?}: letters, digits, - and _, one name per [[linux]]"),
             ));
         }
-        if r.kernels.get_ref().is_empty() {
+        let n_kernels = r.kernels.get_ref().len();
+        if !(1..=MAX_KERNELS).contains(&n_kernels) {
             return Err(at(
                 r.kernels.span(),
                 &f("kernels"),
-                "at least one kernel".into(),
+                format!("{n_kernels} kernels: 1 to {MAX_KERNELS}"),
             ));
         }
-        for k in r.kernels.get_ref() {
+        for (j, k) in r.kernels.get_ref().iter().enumerate() {
             if !kernels.contains_key(k) {
                 return Err(at(
                     r.kernels.span(),
@@ -354,32 +396,31 @@ pub fn parse(file: &str, stem: &str, text: &str, base: &Path) -> Result<LinuxSce
                     format!("{k:?} is not in [kernels]"),
                 ));
             }
+            if r.kernels.get_ref()[..j].contains(k) {
+                return Err(at(
+                    r.kernels.span(),
+                    &f("kernels"),
+                    format!("{k:?} twice (repeat = N boots a kernel more than once)"),
+                ));
+            }
         }
-        if r.workloads.get_ref().is_empty() {
+        let n_workloads = r.workloads.get_ref().len();
+        if !(1..=MAX_WORKLOADS).contains(&n_workloads) {
             return Err(at(
                 r.workloads.span(),
                 &f("workloads"),
-                "at least one workload".into(),
+                format!("{n_workloads} workloads: 1 to {MAX_WORKLOADS}"),
             ));
         }
-        for w in r.workloads.get_ref() {
-            let n = w.split_whitespace().next().unwrap_or_default();
-            let ok = super::NAMED_WORKLOADS.iter().any(|(x, _)| *x == n)
-                && w.split_whitespace()
-                    .skip(1)
-                    .all(|a| a.bytes().all(|b| b.is_ascii_digit()));
-            if !ok {
+        for (j, w) in r.workloads.get_ref().iter().enumerate() {
+            if let Err(problem) = check_workload(w) {
+                return Err(at(r.workloads.span(), &f("workloads"), problem));
+            }
+            if r.workloads.get_ref()[..j].contains(w) {
                 return Err(at(
                     r.workloads.span(),
                     &f("workloads"),
-                    format!(
-                        "{w:?}: a named workload with numeric arguments ({})",
-                        super::NAMED_WORKLOADS
-                            .iter()
-                            .map(|(n, _)| *n)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
+                    format!("{w:?} twice: each workload is one window per mode"),
                 ));
             }
         }
@@ -396,6 +437,11 @@ pub fn parse(file: &str, stem: &str, text: &str, base: &Path) -> Result<LinuxSce
                 }
                 if t.get_ref().is_empty() {
                     return Err(at(t.span(), &f("tcf0"), "at least one mode".into()));
+                }
+                for (j, m) in t.get_ref().iter().enumerate() {
+                    if t.get_ref()[..j].contains(m) {
+                        return Err(at(t.span(), &f("tcf0"), format!("{m:?} twice")));
+                    }
                 }
                 t.get_ref().clone()
             }
@@ -487,9 +533,15 @@ pub fn parse(file: &str, stem: &str, text: &str, base: &Path) -> Result<LinuxSce
             kernel_of(&e.to, "to")?,
             kernel_of(&e.kernel, "kernel")?,
         );
+        // The built-in scenarios' check: NaN or an infinity would hold always, or never.
+        let percent = |p: &Option<Spanned<f64>>, key: &str| -> Result<Option<f64>> {
+            p.as_ref()
+                .map(|p| check_percent(*p.get_ref()).map_err(|e| at(p.span(), &f(key), e)))
+                .transpose()
+        };
         let rules: Vec<Rule> = [
-            e.drop_at_least.map(Rule::DropAtLeast),
-            e.rise_at_most.map(Rule::RiseAtMost),
+            percent(&e.drop_at_least, "drop_at_least")?.map(Rule::DropAtLeast),
+            percent(&e.rise_at_most, "rise_at_most")?.map(Rule::RiseAtMost),
             e.fewer_by_at_least.map(Rule::FewerByAtLeast),
             e.equal.filter(|b| *b).map(|_| Rule::Equal),
             e.at_least.map(Rule::AtLeast),
@@ -542,6 +594,92 @@ pub fn parse(file: &str, stem: &str, text: &str, base: &Path) -> Result<LinuxSce
         kernels,
         runs,
         expectations,
+    })
+}
+
+/// A `[[linux]]` workload: a named workload and at most as many numbers as it takes (its
+/// defaults' count), each 1 to [`MAX_COUNT`].
+fn check_workload(w: &str) -> std::result::Result<(), String> {
+    let mut words = w.split_whitespace();
+    let name = words.next().unwrap_or_default();
+    let names = || {
+        super::NAMED_WORKLOADS
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let Some((_, defaults)) = super::NAMED_WORKLOADS.iter().find(|(n, _)| *n == name) else {
+        return Err(format!(
+            "{w:?}: a named workload with numeric arguments ({})",
+            names()
+        ));
+    };
+    let numbers: Vec<&str> = words.collect();
+    let takes = defaults.split_whitespace().count();
+    if numbers.len() > takes {
+        return Err(format!(
+            "{w:?}: {name} takes {takes} number{} ({})",
+            if takes == 1 { "" } else { "s" },
+            if takes == 0 {
+                "none".to_string()
+            } else {
+                format!("default {defaults}")
+            }
+        ));
+    }
+    for n in numbers {
+        let ok = n.bytes().all(|b| b.is_ascii_digit())
+            && n.parse::<u64>().is_ok_and(|v| (1..=MAX_COUNT).contains(&v));
+        if !ok {
+            return Err(format!(
+                "{w:?}: {n}: a workload's numbers are whole numbers, 1 to {MAX_COUNT}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A TOML error of the file, with its line and the field it is in (`linux[0].repeat`), and
+/// for a value of the wrong type what the field takes.
+fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> anyhow::Error {
+    let message = e.message().trim_end();
+    let Some(span) = e.span() else {
+        return anyhow::anyhow!("{file}: {message}");
+    };
+    let line = line_of(text, span.start);
+    match field_path(text, span.start) {
+        Some((field, key)) => {
+            let takes = match takes(&field, &key) {
+                Some(t) if message.starts_with("invalid") => format!("; {field} takes {t}"),
+                _ => String::new(),
+            };
+            anyhow::anyhow!("{file}:{line}: {field}: {message}{takes}")
+        }
+        None => anyhow::anyhow!("{file}:{line}: {message}"),
+    }
+}
+
+/// What a field of a Linux scenario takes, for the messages of type errors.
+fn takes(field: &str, key: &str) -> Option<&'static str> {
+    let table = field.split(['[', '.']).next().unwrap_or_default();
+    Some(match (table, key) {
+        (_, "version") if field == "version" => "the number 1",
+        (_, "name") if field == "name" => "a string of letters, digits, - and _",
+        (_, "description") if field == "description" => "a string",
+        ("linux", "name") => "a string of letters, digits, - and _",
+        ("linux", "kernels") => "a list of names from [kernels]",
+        ("linux", "workloads") => "a list of strings, each a named workload and its numbers",
+        ("linux", "tcf0") => "a list of modes: none, sync, async, asymm",
+        ("linux", "append") => "a list of strings, one kernel command-line word each",
+        ("linux", "repeat") => "a whole number, 1 to 20",
+        ("expect", "drop_at_least" | "rise_at_most") => "a number, 0 to 100000 (per cent)",
+        ("expect", "fewer_by_at_least" | "at_least" | "at_most") => "a whole number, at least 0",
+        ("expect", "equal") => "true",
+        ("expect", _) => "a string",
+        ("kernels", "source" | "kasan") => "a string",
+        ("kernels", "patches" | "config") => "a list of file paths",
+        _ => return None,
     })
 }
 
@@ -637,6 +775,86 @@ at_most = 0
             );
             assert!(e.contains(want), "{e}\n  wanted {want}");
         }
+    }
+
+    /// Each value that would pass vacuously, never hold, or run without end is refused by the
+    /// check of the whole file, and every error names the file and the field.
+    #[test]
+    fn bounds_and_types_are_checked_naming_the_field() {
+        let many: Vec<String> = (0..10_000)
+            .map(|i| format!("\"getpid {}\"", i + 1))
+            .collect();
+        let cases = [
+            (
+                GOOD.replace("fewer_by_at_least = 10", "drop_at_least = -inf"),
+                "t.toml:17: expect[0].drop_at_least: -inf: expected 0 to 100000 (per cent)",
+            ),
+            (
+                GOOD.replace("fewer_by_at_least = 10", "rise_at_most = inf"),
+                "t.toml:17: expect[0].rise_at_most: inf: expected 0 to 100000",
+            ),
+            (
+                GOOD.replace("fewer_by_at_least = 10", "drop_at_least = nan"),
+                "expect[0].drop_at_least: NaN: expected 0 to 100000",
+            ),
+            (
+                GOOD.replace(
+                    "\"getpid 1000\"",
+                    "\"getpid 10000000000000000000000000000\"",
+                ),
+                "t.toml:9: linux[0].workloads: \"getpid 10000000000000000000000000000\": \
+                 10000000000000000000000000000: a workload's numbers are whole numbers, 1 to \
+                 10000000",
+            ),
+            (
+                GOOD.replace("\"getpid 1000\"", "\"getpid 0\""),
+                "1 to 10000000",
+            ),
+            (
+                GOOD.replace("\"getpid 1000\"", "\"getpid 1 2\""),
+                "\"getpid 1 2\": getpid takes 1 number (default 1000)",
+            ),
+            (
+                GOOD.replace("\"getpid 1000\", \"fork\"", &many.join(", ")),
+                "t.toml:9: linux[0].workloads: 10000 workloads: 1 to 32",
+            ),
+            (
+                GOOD.replace("\"fork\"]", "\"getpid 1000\"]"),
+                "linux[0].workloads: \"getpid 1000\" twice",
+            ),
+            (
+                GOOD.replace("a = \"6.12\"", "stock = 612"),
+                "t.toml:4: kernels.stock: invalid type: integer `612`, expected a string (what \
+                 `mtex linux --kernel` takes) or a table",
+            ),
+            (
+                GOOD.replace("kasan = \"sync\"", "kasan = \"sync\", patchs = []"),
+                "t.toml:5: kernels.b: unknown field `patchs`, expected one of",
+            ),
+            (
+                GOOD.replace("tcf0 = [\"none\", \"sync\"]", "repeat = -1"),
+                "t.toml:10: linux[0].repeat: invalid value: integer `-1`, expected u32; \
+                 linux[0].repeat takes a whole number, 1 to 20",
+            ),
+            (
+                GOOD.replace("[[expect]]\nworkload", "[[expect]]\npatchs = 1\nworkload"),
+                "t.toml:12: expect[0].patchs: unknown field `patchs`",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = format!(
+                "{:#}",
+                parse("t.toml", "t", &text, Path::new("/x")).unwrap_err()
+            );
+            assert!(e.contains(want), "{e}\n  wanted {want}");
+        }
+    }
+
+    #[test]
+    fn the_patch_scenario_is_within_every_bound() {
+        let file = crate::images::workspace_root().join("scripts/scenarios/kernel-patches.toml");
+        let s = load(&file).unwrap();
+        assert!(!s.runs.is_empty() && !s.expectations.is_empty());
     }
 
     #[test]

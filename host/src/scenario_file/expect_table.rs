@@ -98,19 +98,14 @@ pub(super) fn expect(
     ]
     .into_iter()
     .flatten()
-    .map(|(p, r)| {
-        if (0.0..=100_000.0).contains(p.get_ref()) {
-            Ok(r)
-        } else {
+    .map(|(p, r)| match check_percent(*p.get_ref()) {
+        Ok(_) => Ok(r),
+        Err(problem) => {
             let key = match r {
                 Rule::DropAtLeast(_) => "drop_at_least",
                 _ => "rise_at_most",
             };
-            Err(cx.at(
-                p.span(),
-                &at(key),
-                format!("{}: expected 0 to 100000 (per cent)", p.get_ref()),
-            ))
+            Err(cx.at(p.span(), &at(key), problem))
         }
     })
     .chain(
@@ -137,6 +132,16 @@ pub(super) fn expect(
         to: (to_run, raw.to.get_ref().clone()),
         rule,
     })
+}
+
+/// A rule's per cent (`drop_at_least`, `rise_at_most`): 0 to 100000. NaN and the infinities
+/// are outside it — a drop of at least -inf% would hold whatever was measured, and NaN never.
+pub fn check_percent(p: f64) -> Result<f64, String> {
+    if (0.0..=100_000.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(format!("{p}: expected 0 to 100000 (per cent)"))
+    }
 }
 
 /// The counters an untraced phase has (see `results::counters`); and every `untraced.` one.

@@ -70,9 +70,18 @@ const ALLOWED: &[(&str, &str)] = &[
     ("equal", "true"),
 ];
 
-/// The field at byte `at` of `text`, as errors name it (`run[1].hz`, `version`): the key of
-/// the nearest `key =` line at or above it, in the `[[run]]`/`[[expect]]` table it is in.
+/// The field at byte `at` of `text`, as errors name it (`run[1].hz`, `version`), and what it
+/// takes: see [`field_path`].
 pub(super) fn field_at(text: &str, at: usize) -> Option<(String, &'static str)> {
+    let (field, key) = field_path(text, at)?;
+    let allowed = ALLOWED.iter().find(|(k, _)| *k == key).map(|(_, a)| *a)?;
+    Some((field, allowed))
+}
+
+/// The field at byte `at` of `text` (`run[1].hz`, `kernels.stock`, `version`) and its key
+/// (`hz`): the key of the nearest `key =` line at or above it, in the table it is in — the
+/// n-th of an array of tables (`[[run]]`), or a table (`[kernels]`).
+pub(crate) fn field_path(text: &str, at: usize) -> Option<(String, String)> {
     let upto = &text[..at.min(text.len())];
     let line_start = upto.rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[line_start..]
@@ -83,7 +92,10 @@ pub(super) fn field_at(text: &str, at: usize) -> Option<(String, &'static str)> 
     for line in text[..line_end].lines().rev() {
         let l = line.trim();
         if l.starts_with('[') {
-            table = Some(l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+            let h = header(l);
+            let array = h.starts_with("[[");
+            let name = h.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+            table = Some((name, array));
             break;
         }
         if key.is_none()
@@ -95,19 +107,24 @@ pub(super) fn field_at(text: &str, at: usize) -> Option<(String, &'static str)> 
             }
         }
     }
-    let key = key?;
-    let allowed = ALLOWED.iter().find(|(k, _)| *k == key).map(|(_, a)| *a)?;
+    let key: String = key?;
     let field = match table {
-        Some(t) => {
-            let header = format!("[[{t}]]");
+        Some((t, true)) => {
+            let wanted = format!("[[{t}]]");
             let index = text[..line_start]
                 .lines()
-                .filter(|l| l.trim() == header)
+                .filter(|l| header(l.trim()) == wanted)
                 .count()
                 .saturating_sub(1);
             format!("{t}[{index}].{key}")
         }
-        None => key,
+        Some((t, false)) => format!("{t}.{key}"),
+        None => key.clone(),
     };
-    Some((field, allowed))
+    Some((field, key))
+}
+
+/// A table's header line without its comment: `[[linux]]  # …` is `[[linux]]`.
+fn header(line: &str) -> &str {
+    line.split_once('#').map_or(line, |(h, _)| h).trim()
 }

@@ -53,7 +53,7 @@ mod run_table;
 #[cfg(test)]
 mod tests;
 
-pub use expect_table::is_known_counter;
+pub use expect_table::{check_percent, is_known_counter};
 
 use expect_table::expect;
 use locate::{Ctx, field_at, line_of};
