@@ -407,6 +407,7 @@ mod tests {
                 ts: 500_000,
             }],
             console: vec![],
+            power_calls: vec![],
             problems: vec![],
             notes: vec![],
         };

@@ -77,8 +77,20 @@ pub struct Run {
     pub phases: Vec<PhaseOut>,
     pub writes: Vec<WriteOut>,
     pub console: Vec<String>,
+    /// The guest's PSCI CPU_ON and CPU_OFF calls, each with its answer; absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub power_calls: Vec<PowerCallOut>,
     pub problems: Vec<String>,
+    /// What is still exact but said, among them every call the hypervisor refused.
     pub notes: Vec<String>,
+}
+
+/// A PSCI power call as the report shows it (`CPU 0: CPU_ON of 0x1 at 0x40081000 (context
+/// 0x0) at pc 0x40080010: DENIED, phase 1 open`), and whether it succeeded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PowerCallOut {
+    pub call: String,
+    pub succeeded: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -503,8 +515,22 @@ pub fn run(name: &str, repeat: u32, r: &Report) -> Run {
             .collect(),
         writes: r.writes.iter().map(write_out).collect(),
         console: r.console.clone(),
+        power_calls: r
+            .power_calls
+            .iter()
+            .map(|c| PowerCallOut {
+                call: crate::report::describe_power_call(c),
+                succeeded: c.result == 0,
+            })
+            .collect(),
         problems: r.problems.clone(),
-        notes: r.notes.clone(),
+        // Every call refused, but those the run relied on: they are among its problems.
+        notes: r
+            .notes
+            .iter()
+            .cloned()
+            .chain(crate::report::power::notes(r))
+            .collect(),
     }
 }
 

@@ -544,6 +544,7 @@ mod tests {
             phases,
             writes: vec![],
             console: vec!["kernel: tick".into()],
+            power_calls: vec![],
             problems: vec![],
             notes: vec![],
         };

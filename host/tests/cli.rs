@@ -125,6 +125,51 @@ fn bad_values_are_refused_in_full_naming_them() {
 }
 
 #[test]
+fn sampling_the_kernel_on_two_cpus_is_refused_naming_sample() {
+    // It ran, traced whole, with exact figures: the sampling was dropped unsaid.
+    let smp = "run --guest kernel --opt cpus=2 --opt hz=0 --opt trace=only \
+               --opt workloads=getpid --opt policies=entry-tco --opt sample=1000:25";
+    let args: Vec<&str> = smp.split_whitespace().collect();
+    refused(
+        &args,
+        &["bad option mtex.sample", "one CPU", "mtex.sample=1000:25"],
+    );
+    // Nor is there a traced phase to sample with trace=0.
+    refused(
+        &["run", "--opt", "trace=0", "--opt", "sample=1000:25"],
+        &["bad option mtex.sample", "trace=0"],
+    );
+}
+
+#[test]
+fn an_option_the_guest_program_does_not_read_is_refused_naming_both() {
+    // cpus=2 alone gave the controls program one CPU; with the kernel's keys beside it, two.
+    for extra in ["", "--opt hz=0 --opt trace=only --opt workloads=getpid"] {
+        let line = format!("run --guest controls --opt cpus=2 {extra}");
+        let args: Vec<&str> = line.split_whitespace().collect();
+        refused(
+            &args,
+            &[
+                "--opt cpus=2",
+                "the controls program does not read mtex.cpus",
+                "--guest kernel",
+            ],
+        );
+    }
+    refused(
+        &["run", "--guest", "trace", "--opt", "bench_n=10"],
+        &[
+            "the trace program does not read mtex.bench_n",
+            "--guest el0",
+        ],
+    );
+    let esp: Vec<&str> = "esp /nonexistent/esp --guest spin --opt hz=0"
+        .split_whitespace()
+        .collect();
+    refused(&esp, &["the spin program does not read mtex.hz"]);
+}
+
+#[test]
 fn zero_timeout_is_refused() {
     refused(&["run", "--timeout", "0"], &["--timeout"]);
     refused(&["run", "--timeout=-1"], &["--timeout"]);

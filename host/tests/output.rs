@@ -626,6 +626,7 @@ fn run() -> impl Strategy<Value = Run> {
                 phases,
                 writes,
                 console,
+                power_calls: Vec::new(),
                 problems,
                 notes,
             },

@@ -480,6 +480,21 @@ impl GuestProgram {
             .find(|(_, p)| *p == self)
             .map_or("?", |(n, _)| n)
     }
+
+    /// Whether this program reads `mtex.<key>` (a key of [`KNOWN_KEYS`]). The hypervisor's
+    /// options and `mtex.guest` apply whatever the program; the kernel scenario's keys only to
+    /// `kernel`, `mtex.bench_n` to the programs whose loops it sizes, `mtex.snippet*` only to
+    /// `snippet`. Any other program would boot with the option left unread: the host refuses
+    /// it, naming the key and the program.
+    pub fn reads(self, key: &str) -> bool {
+        match key {
+            "policies" | "workloads" | "tcf0" | "hz" | "trace" | "cpus" => self == Self::Kernel,
+            "bench_n" => matches!(self, Self::BenchTraps | Self::BenchTrace | Self::El0),
+            "snippet" | "snippet_tcf" | "snippet_tcf0" | "snippet_tcma1" | "snippet_el"
+            | "snippet_iters" => self == Self::Snippet,
+            _ => true,
+        }
+    }
 }
 
 /// The guest's options.
@@ -489,9 +504,6 @@ pub struct GuestOptions {
     pub program: GuestProgram,
     /// `mtex.bench_n`: trapped writes per benchmark round.
     pub bench_n: u64,
-    /// The hypervisor's memory as the guest learns it from `mtex.hyp_base` (used only by
-    /// the `touch-hyp` program, which must fault on it).
-    pub probe_addr: u64,
     /// The `snippet` program's environment (`mtex.snippet_*`).
     pub snippet: SnippetOptions,
     /// `mtex.log` ([`parse_log`]).
@@ -518,7 +530,6 @@ impl GuestOptions {
                 problem: "must be between 1 and 1000000",
             });
         }
-        let probe_addr = parse_u64(cmdline, "probe_addr", 0x4020_0000)?;
         let snippet = SnippetOptions::parse(cmdline)?;
         if program == GuestProgram::Snippet && value(cmdline, "snippet").is_none() {
             return Err(OptionError {
@@ -529,7 +540,6 @@ impl GuestOptions {
         Ok(Self {
             program,
             bench_n,
-            probe_addr,
             snippet,
             log: parse_log(cmdline)?,
         })
@@ -663,7 +673,6 @@ pub const KNOWN_KEYS: &[&str] = &[
     "selftest",
     "log",
     "bench_n",
-    "probe_addr",
     "policies",
     "workloads",
     "tcf0",
@@ -699,6 +708,7 @@ pub fn unknown_key(cmdline: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
 
     #[test]
@@ -869,6 +879,22 @@ mod tests {
             GuestOptions::parse("mtex.bench_n=-1").unwrap_err().key,
             "bench_n"
         );
+    }
+
+    #[test]
+    fn each_program_reads_the_hypervisor_s_keys_and_only_its_own() {
+        use GuestProgram as G;
+        assert!(G::Kernel.reads("cpus") && G::Kernel.reads("sample"));
+        assert!(!G::Default.reads("cpus") && !G::HostileSmp.reads("workloads"));
+        assert!(G::Default.reads("sample") && G::Spin.reads("watchdog_ms"));
+        assert!(G::Snippet.reads("snippet_el") && !G::Kernel.reads("snippet_el"));
+        assert!(G::El0.reads("bench_n") && !G::Trace.reads("bench_n"));
+        for k in KNOWN_KEYS {
+            assert!(
+                G::ALL.iter().any(|(_, p)| p.reads(k)),
+                "no program reads mtex.{k}"
+            );
+        }
     }
 
     #[test]

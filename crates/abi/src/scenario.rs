@@ -486,6 +486,22 @@ impl Scenario {
                 ));
             }
         }
+        // Sampling (the hypervisor's `mtex.sample`) is of traced phases on one CPU: the EL2
+        // timer that begins each unit is one CPU's. Refused here rather than left undone.
+        if value(cmdline, "sample").is_some() {
+            if s.cpus > 1 {
+                return Err(err(
+                    "sample",
+                    "a sampled phase runs on one CPU (its timer and units are one CPU's): leave mtex.cpus at 1",
+                ));
+            }
+            if !s.traced {
+                return Err(err(
+                    "sample",
+                    "sampling samples traced phases, and mtex.trace=0 has none",
+                ));
+            }
+        }
         Ok(s)
     }
 
@@ -596,6 +612,11 @@ mod tests {
             ("mtex.cpus=2 mtex.hz=0 mtex.trace=only", "cpus"),
             ("mtex.cpus=2 mtex.trace=only mtex.workloads=getpid", "cpus"),
             ("mtex.cpus=2 mtex.hz=0 mtex.workloads=getpid", "cpus"),
+            (
+                "mtex.cpus=2 mtex.hz=0 mtex.trace=only mtex.workloads=getpid mtex.sample=1000:25",
+                "sample",
+            ),
+            ("mtex.trace=0 mtex.sample=1000:25", "sample"),
         ] {
             assert_eq!(Scenario::parse(line).unwrap_err().key, key, "{line}");
         }
@@ -609,6 +630,10 @@ mod tests {
         .unwrap();
         assert_eq!((s.cpus, s.runs().count()), (4, 8 * 5));
         assert_eq!(Scenario::parse("").unwrap().cpus, 1);
+        // Sampled on one CPU, traced (with or without the untraced passes).
+        for line in ["mtex.sample=1000:25", "mtex.sample=1000:25 mtex.trace=only"] {
+            assert!(Scenario::parse(line).is_ok(), "{line}");
+        }
     }
 
     #[test]

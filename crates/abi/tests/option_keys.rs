@@ -98,7 +98,7 @@ fn every_key_a_parser_reads_is_listed() {
         }
     }
     // The scan works: it sees the scenario's and the hypervisor's keys.
-    for sample in ["policies", "watchdog_ms", "probe_addr"] {
+    for sample in ["policies", "watchdog_ms", "bench_n"] {
         assert!(read.iter().any(|(k, _)| k == sample), "{read:?}");
     }
     for (key, file) in &read {

@@ -105,8 +105,14 @@ impl RunConfig {
             icount,
             timeout: default_timeout(budget_ms, icount),
             watch_budget_ms: Some(budget_ms),
-            // The kernel's scenario on several CPUs (`mtex.cpus`) needs them.
-            cpus: mtex_abi::scenario::Scenario::parse(&cmdline).map_or(1, |s| s.cpus),
+            // The kernel's scenario on several CPUs (`mtex.cpus`) needs them; no other
+            // program reads the key.
+            cpus: match mtex_abi::options::GuestOptions::parse(&cmdline) {
+                Ok(g) if g.program == mtex_abi::options::GuestProgram::Kernel => {
+                    mtex_abi::scenario::Scenario::parse(&cmdline).map_or(1, |s| s.cpus)
+                }
+                _ => 1,
+            },
             ..Self::default()
         }
     }
@@ -278,5 +284,14 @@ mod tests {
         assert_eq!(cfg.timeout, Duration::from_millis(30_400));
         let cfg = RunConfig::with_default_limits("mtex.guest=spin".into(), true);
         assert_eq!(cfg.watch_budget_ms, Some(HypOptions::DEFAULT_WATCHDOG_MS));
+    }
+
+    #[test]
+    fn only_the_kernel_program_gets_the_cpus_its_scenario_asks_for() {
+        let smp = "mtex.cpus=2 mtex.hz=0 mtex.trace=only mtex.workloads=getpid";
+        let cpus = |line: String| RunConfig::with_default_limits(line, true).cpus;
+        assert_eq!(cpus(format!("mtex.guest=kernel {smp}")), 2);
+        assert_eq!(cpus(smp.to_string()), 2);
+        assert_eq!(cpus(format!("mtex.guest=controls {smp}")), 1);
     }
 }

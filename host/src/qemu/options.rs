@@ -5,7 +5,7 @@
 //! guest, not with QEMU.
 
 use anyhow::{Result, anyhow, bail};
-use mtex_abi::options::{self, GuestOptions, HypOptions, KNOWN_KEYS, OptionError};
+use mtex_abi::options::{self, GuestOptions, GuestProgram, HypOptions, KNOWN_KEYS, OptionError};
 use mtex_abi::scenario::Scenario;
 
 /// The guest budget of a kernel scenario run unless `--opt watchdog_ms=` says otherwise.
@@ -43,15 +43,24 @@ pub fn cmdline(guest: &str, opts: &[String]) -> Result<String> {
     if let Some(key) = options::unknown_key(&line) {
         bail!("{}", unknown_key_message(key));
     }
-    if guest == "kernel" {
+    let program = GuestOptions::parse(&line)
+        .map_err(|e| option_error(&line, e, GuestOptions::parse))?
+        .program;
+    // A key the program does not read would boot with its default in force, unsaid.
+    for o in opts {
+        let key = o.split_once('=').map_or(o.as_str(), |(k, _)| k);
+        if !program.reads(key) {
+            bail!("--opt {o}: {}", not_read_message(program, key));
+        }
+    }
+    if program == GuestProgram::Kernel {
         Scenario::parse(&line).map_err(|e| option_error(&line, e, Scenario::parse))?;
     }
     let hyp = HypOptions::parse(&line).map_err(|e| option_error(&line, e, HypOptions::parse))?;
-    GuestOptions::parse(&line).map_err(|e| option_error(&line, e, GuestOptions::parse))?;
     // A phase on several CPUs is counted on each, but the per-PC table follows one CPU: the
     // hypervisor would refuse every phase.
     if let Ok(s) = Scenario::parse(&line)
-        && guest == "kernel"
+        && program == GuestProgram::Kernel
         && s.cpus > 1
         && (hyp.profile || hyp.stacks)
     {
@@ -62,6 +71,20 @@ pub fn cmdline(guest: &str, opts: &[String]) -> Result<String> {
         );
     }
     Ok(line)
+}
+
+/// `the controls program does not read mtex.cpus: it is an option of --guest kernel`.
+fn not_read_message(program: GuestProgram, key: &str) -> String {
+    let readers: Vec<&str> = GuestProgram::ALL
+        .iter()
+        .filter(|(_, p)| p.reads(key))
+        .map(|(name, _)| *name)
+        .collect();
+    format!(
+        "the {} program does not read mtex.{key}: it is an option of --guest {}",
+        program.name(),
+        readers.join(", --guest ")
+    )
 }
 
 /// `unknown option mtex.policy (did you mean mtex.policies?); the options are ...`, every
@@ -169,6 +192,60 @@ mod tests {
             cmdline("spin", &["watchdog_ms=200".into()]).unwrap(),
             "mtex.guest=spin mtex.watchdog_ms=200"
         );
+    }
+
+    #[test]
+    fn a_key_the_program_does_not_read_is_refused_naming_it_and_the_program() {
+        // Without the check, cpus=2 gave one CPU, and two once the kernel's keys parsed too.
+        for opts in [
+            &["cpus=2"][..],
+            &["cpus=2", "hz=0", "trace=only", "workloads=getpid"],
+        ] {
+            let opts: Vec<String> = opts.iter().map(|o| o.to_string()).collect();
+            let m = cmdline("controls", &opts).unwrap_err().to_string();
+            assert!(
+                m.starts_with("--opt cpus=2: the controls program does not read mtex.cpus"),
+                "{m}"
+            );
+            assert!(m.ends_with("--guest kernel"), "{m}");
+        }
+        let m = cmdline("trace", &["bench_n=5".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            m.ends_with("--guest bench-traps, --guest bench-trace, --guest el0"),
+            "{m}"
+        );
+        let m = cmdline("kernel", &["snippet_el=0".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            m.contains("mtex.snippet_el") && m.contains("--guest snippet"),
+            "{m}"
+        );
+        // The hypervisor's keys apply to every program.
+        assert!(cmdline("controls", &["sample=1000:25".into(), "runs=0".into()]).is_ok());
+        assert!(cmdline("el0", &["bench_n=5".into()]).is_ok());
+    }
+
+    #[test]
+    fn sampling_the_kernel_on_several_cpus_or_untraced_is_refused_naming_sample() {
+        let smp = ["cpus=2", "hz=0", "trace=only", "workloads=getpid"].map(String::from);
+        let mut opts = smp.to_vec();
+        opts.push("sample=1000:25".into());
+        let m = cmdline("kernel", &opts).unwrap_err().to_string();
+        assert!(
+            m.starts_with("bad option mtex.sample: a sampled phase runs on one CPU"),
+            "{m}"
+        );
+        let m = cmdline("kernel", &["trace=0".into(), "sample=1000:25".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            m.starts_with("bad option mtex.sample: sampling samples traced"),
+            "{m}"
+        );
+        assert!(cmdline("kernel", &["sample=1000:25".into()]).is_ok());
     }
 
     #[test]

@@ -126,6 +126,8 @@ pub(super) fn check_figures(r: &mut Report) {
             ));
         }
     }
+    // A CPU_ON the hypervisor denied, which a phase then ran without.
+    problems.extend(super::power::problems(r));
     // Code inside a guarded phase tried to rewrite its harness (or the guest after it).
     if let Some(e @ ExitReason::ProtectedWrite { .. }) = r.summary.map(|s| s.exit) {
         problems.push(describe_exit(&e));

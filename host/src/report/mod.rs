@@ -4,7 +4,8 @@
 //! This module holds the report's types, what a run reported as the host keeps it. Reading
 //! the console into them is `parse`; listing the figures the run cannot vouch for is
 //! `checks`; the words for calls, PMU figures and endings, which the problems and every
-//! renderer share, are `describe`. Each can be read without the others' detail.
+//! renderer share, are `describe`; the PSCI calls the hypervisor refused are `power`. Each
+//! can be read without the others' detail.
 
 use mtex_abi::report::{
     Boot, GuestState, PhasePmu, PhaseStats, PmuCount, PmuValue, Summary, TcoSite, TcoWatch,
@@ -16,6 +17,7 @@ use serde::Serialize;
 mod checks;
 mod describe;
 mod parse;
+pub mod power;
 pub mod sampled;
 #[cfg(test)]
 mod test_stream;
@@ -217,6 +219,12 @@ pub struct Report {
     pub is_results_snapshot: bool,
     /// The guest's PSCI CPU_ON and CPU_OFF calls, with their answers.
     pub power_calls: Vec<mtex_abi::report::PowerCall>,
+    /// For each of `power_calls`, how many phases had begun when it was made, and how many
+    /// began in all (whether a phase ran after a refused call: `power`).
+    #[serde(skip)]
+    pub power_call_phases_begun: Vec<usize>,
+    #[serde(skip)]
+    pub phases_begun: usize,
     /// The guest's debug-register writes, kept in its shadow (never reaching the hardware).
     pub debug_writes: Vec<mtex_abi::report::DebugWrite>,
     /// How the step engine ran each traced phase (by phase id).

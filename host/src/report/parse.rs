@@ -199,16 +199,19 @@ fn apply(r: &mut Report, seq: u32, record: Record, cpu: &mut u32) {
         Record::OnCpu(o) => *cpu = o.cpu,
         Record::ResultsTaken(t) => r.results_taken.push((seq, t)),
         Record::Boot(b) => r.boot = Some(b),
-        Record::PhaseBegin(p) => r.phases.push(Phase {
-            id: p.id,
-            name: p.name.as_str().to_string(),
-            params: p.params,
-            begin_ts: p.ts,
-            begin: p.at,
-            end_ts: None,
-            end: None,
-            ..Phase::default()
-        }),
+        Record::PhaseBegin(p) => {
+            r.phases_begun += 1;
+            r.phases.push(Phase {
+                id: p.id,
+                name: p.name.as_str().to_string(),
+                params: p.params,
+                begin_ts: p.ts,
+                begin: p.at,
+                end_ts: None,
+                end: None,
+                ..Phase::default()
+            })
+        }
         Record::PhaseEnd(e) => match r.phases.iter_mut().rev().find(|p| p.id == e.id) {
             Some(p) if p.stats.is_none() => {
                 p.end_ts = Some(e.ts);
@@ -342,7 +345,10 @@ fn apply(r: &mut Report, seq: u32, record: Record, cpu: &mut u32) {
             mtex_abi::report::pmu_event::name(e.event).unwrap_or("an MTE event"),
             e.at.pc
         )),
-        Record::PowerCall(c) => r.power_calls.push(c),
+        Record::PowerCall(c) => {
+            r.power_call_phases_begun.push(r.phases_begun);
+            r.power_calls.push(c)
+        }
         Record::SampleUnit(u) => match r.phases.iter_mut().rev().find(|p| p.id == u.id) {
             Some(p) if p.end.is_none() && p.trace.is_none() => {
                 p.sampled.get_or_insert_default().stretches.push(u)

@@ -500,6 +500,68 @@ fn cpu_power_calls_that_misuse_psci_get_errors_records_and_exact_phases() {
     let writes: Vec<u64> = r.debug_writes.iter().map(|w| w.value).collect();
     assert_eq!(writes, [r.power_calls[5].context_id; 2]);
     assert_second_cpus_phase(&r);
+    assert_refusals_reported(&r);
+}
+
+/// Every call refused is a line of the report — in report.json's run (its `power_calls` and
+/// notes) and in the summary — and none is a problem: the CPU_ON denied inside phase 1 was
+/// made again, with success, before the next phase began.
+fn assert_refusals_reported(r: &Report) {
+    let doc = mtex::results::Results::single(r);
+    let run = &doc.runs[0];
+    let calls: Vec<(&str, bool)> = run
+        .power_calls
+        .iter()
+        .map(|c| (c.call.as_str(), c.succeeded))
+        .collect();
+    assert_eq!(calls.len(), r.power_calls.len(), "{calls:#?}");
+    assert!(
+        calls[4].0.ends_with("DENIED, phase 1 open") && !calls[4].1,
+        "{calls:#?}"
+    );
+    let refused: Vec<&String> = run
+        .notes
+        .iter()
+        .filter(|n| n.starts_with("CPU power call refused: "))
+        .collect();
+    let failed = r.power_calls.iter().filter(|c| c.result != 0).count();
+    assert_eq!(refused.len(), failed, "{:#?}", run.notes);
+    let summary = mtex::summary::render(&doc, None, true);
+    for want in [
+        "NOTE: CPU power call refused: CPU 0: CPU_OFF at pc",
+        "NOTE: CPU power call refused: CPU 0: CPU_ON of 0x1 at",
+    ] {
+        assert!(summary.contains(want), "{want}:\n{summary}");
+    }
+    assert!(summary.contains("DENIED, phase 1 open"), "{summary}");
+    assert!(
+        !run.problems.iter().any(|p| p.contains("DENIED")),
+        "{:?}",
+        run.problems
+    );
+}
+
+/// On one CPU the CPU_ON denied inside phase 1 is never answered with a start (the machine
+/// has no second CPU), and the guest goes on to open phase 2: the run relied on the denied
+/// call, and it is a problem of the run, in the summary and report.json.
+#[test]
+fn a_denied_cpu_on_that_a_later_phase_ran_without_is_a_problem() {
+    let r = boot("mtex.guest=hostile-smp");
+    let denied: Vec<&String> = r.problems.iter().filter(|p| p.contains("DENIED")).collect();
+    assert_eq!(denied.len(), 1, "{:#?}", r.problems);
+    assert!(
+        denied[0].starts_with("CPU 0: CPU_ON of 0x1 at ")
+            && denied[0].contains("DENIED, phase 1 open: the CPU was never started after it"),
+        "{denied:?}"
+    );
+    let doc = mtex::results::Results::single(&r);
+    assert!(doc.runs[0].problems.contains(denied[0]));
+    let summary = mtex::summary::render(&doc, None, true);
+    assert!(
+        summary.contains("PROBLEM: CPU 0: CPU_ON of 0x1 at "),
+        "{summary}"
+    );
+    assert!(!doc.success);
 }
 
 /// Phase 5, traced with both CPUs on: the first CPU's share is its loop's arithmetic, the
