@@ -463,6 +463,155 @@ fn abi_page_names_every_call_flag_and_record() {
     assert!(missing.is_empty(), "docs/abi.md has no row for {missing:?}");
 }
 
+/// What marks a fenced excerpt as Linux mode's output: its windows, the side-by-side table,
+/// the kernel's release, system calls and uaccess rows, the oracle's lines, a Linux
+/// scenario's kernel names.
+const LINUX_OUTPUT: [&str; 12] = [
+    "window",
+    "Window",
+    "Kernels side by side",
+    "mtex linux",
+    "linux-image",
+    "(syscall ",
+    "[syscall ",
+    "(uaccess)",
+    "oracle (QEMU",
+    "(TCF0 ",
+    "debian-",
+    "+deb1",
+];
+
+/// The fenced blocks and tables of a markdown text that show Linux mode's figures, each with
+/// its first line's number, its text and the paragraph just above it (where its caption is):
+/// a fenced block (not shell, TOML, Rust or JSON) holding any of [`LINUX_OUTPUT`], or a table
+/// that names Debian's 6.12 or 7.3 beside a figure of four digits or more.
+fn linux_excerpts(text: &str) -> Vec<(usize, String, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let above = |start: usize| -> String {
+        let mut i = start;
+        while i > 0 && lines[i - 1].trim().is_empty() {
+            i -= 1;
+        }
+        let end = i;
+        while i > 0 && !lines[i - 1].trim().is_empty() && !lines[i - 1].starts_with('#') {
+            i -= 1;
+        }
+        lines[i..end].join("\n")
+    };
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let t = lines[i].trim_start();
+        if let Some(lang) = t.strip_prefix("```") {
+            let end = (i + 1..lines.len())
+                .find(|&j| lines[j].trim_start().starts_with("```"))
+                .unwrap_or(lines.len());
+            let body = lines[i + 1..end].join("\n");
+            let code = ["sh", "bash", "toml", "rust", "json"].contains(&lang.trim());
+            if !code && LINUX_OUTPUT.iter().any(|m| body.contains(m)) {
+                found.push((i + 2, body, above(i)));
+            }
+            i = end + 1;
+        } else if t.starts_with('|') {
+            let end = (i..lines.len())
+                .find(|&j| !lines[j].trim_start().starts_with('|'))
+                .unwrap_or(lines.len());
+            let body = lines[i..end].join("\n");
+            let kernels = ["6.12", "7.3 ", "7.3:", "7.3 |"]
+                .iter()
+                .any(|k| body.contains(k));
+            if kernels && has_thousands(&body) {
+                found.push((i + 1, body, above(i)));
+            }
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    found
+}
+
+/// Whether `s` holds a figure written with a thousands separator (`68,168`).
+fn has_thousands(s: &str) -> bool {
+    let b = s.as_bytes();
+    (1..b.len().saturating_sub(3)).any(|i| {
+        b[i] == b',' && b[i - 1].is_ascii_digit() && b[i + 1..i + 4].iter().all(u8::is_ascii_digit)
+    })
+}
+
+/// Whether `s` names a kernel release exactly: three numbers (`6.12.117+deb12-arm64`,
+/// `7.3.4`), not a series (`6.12`), nor mtex's own version (`mtex 0.1.0`).
+fn names_exact_release(s: &str) -> bool {
+    let words: Vec<&str> = s
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '.'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.iter().enumerate().any(|(i, w)| {
+        let parts: Vec<&str> = w.trim_matches('.').split('.').collect();
+        parts.len() == 3
+            && parts
+                .iter()
+                .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            && (i == 0 || words[i - 1] != "mtex")
+    })
+}
+
+/// Whether `s` marks what follows as an example: `Example from 2026-12-03, mtex 0.1.0`.
+fn marks_an_example(s: &str) -> bool {
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    s.match_indices("xample from ").any(|(at, m)| {
+        let rest = &s[at + m.len()..];
+        let date = rest.get(..10).unwrap_or("");
+        let dated = date.len() == 10
+            && date.bytes().enumerate().all(|(i, b)| {
+                if i == 4 || i == 7 {
+                    b == b'-'
+                } else {
+                    b.is_ascii_digit()
+                }
+            });
+        dated
+            && rest[10..]
+                .strip_prefix(", mtex ")
+                .and_then(|v| v.split(|c: char| !(c.is_ascii_digit() || c == '.')).next())
+                .is_some_and(|v| v.split('.').filter(|n| !n.is_empty()).count() == 3)
+    })
+}
+
+/// Linux mode's figures are one kernel's on one day: Debian's point releases move (`--kernel
+/// 6.12` fetches a later 6.12 next month, whose counts differ), and no test reruns a Linux
+/// excerpt. So each excerpt of Linux output in the README and docs names its exact kernel
+/// (`6.12.117+deb12-arm64`, in the excerpt or its caption) and is marked as an example of a
+/// date and an mtex version in the paragraph just above it (`Example from 2026-12-03, mtex
+/// 0.1.0, …`).
+#[test]
+fn linux_excerpts_name_their_kernel_and_are_marked_as_examples() {
+    let mut wrong = Vec::new();
+    let mut seen = 0;
+    for path in markdown_files() {
+        for (line, body, caption) in linux_excerpts(&read(&path)) {
+            seen += 1;
+            let at = format!("{}:{line}", shown(&path));
+            if !names_exact_release(&body) && !names_exact_release(&caption) {
+                wrong.push(format!(
+                    "{at}: names no exact kernel release (6.12.117+deb12-arm64)"
+                ));
+            }
+            if !marks_an_example(&caption) {
+                wrong.push(format!(
+                    "{at}: not marked as an example (\"Example from YYYY-MM-DD, mtex X.Y.Z\" in \
+                     the paragraph above it)"
+                ));
+            }
+        }
+    }
+    assert!(
+        seen >= 10,
+        "only {seen} Linux excerpts found: the search stopped looking"
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 /// The helpers above decide what the other checks see (a heading's anchor, a line's links,
 /// a source's prose, a misused word): each is pinned here on the kinds of text the tree holds,
 /// so that a check that passes is not one that stopped looking.
@@ -477,6 +626,24 @@ fn the_checks_themselves() {
         ["x.md#y", "dir/", "z"]
     );
     assert_eq!(link_targets(&without_code_spans("`[c](z)` [d](w)")), ["w"]);
+    assert!(names_exact_release("6.12 = 6.12.117+deb12-arm64") && names_exact_release("7.3.4"));
+    assert!(!names_exact_release(
+        "Debian 6.12 against 7.3, 1,287,637 in 31.5 s"
+    ));
+    assert!(!names_exact_release("example from 2026-12-03, mtex 0.1.0"));
+    assert!(marks_an_example(
+        "(Example from 2026-12-03, mtex 0.1.0, with …)"
+    ));
+    assert!(marks_an_example("Example from\n2026-12-03, mtex 0.1.0."));
+    assert!(!marks_an_example("Example from December, mtex 0.1.0") && !marks_an_example("mtex"));
+    let excerpts = linux_excerpts(
+        "Caption.\n\n```text\n window 1\n```\n\n```sh\ncargo mtex linux\n```\n\
+         | a | b |\n| 6.12 | 68,168 |\n\n```\nphase 1: 1,270\n```\n",
+    );
+    let lines: Vec<usize> = excerpts.iter().map(|e| e.0).collect();
+    assert_eq!(lines, [4, 10]);
+    assert_eq!(excerpts[0].2, "Caption.");
+    assert!(has_thousands("68,168") && !has_thousands("6.12, 7.3") && !has_thousands("1,2"));
     assert_eq!(
         misuse("the seed's v1 patch"),
         Some("\"seed\": name the patch thread by its subject")

@@ -381,15 +381,105 @@ fn kbuf_probe_kernel_checks_grow_with_n_and_vanish_when_tcf_is_elided() {
     }
 }
 
+/// What `./scripts/run` prints: `mtex run` of scripts/scenarios/default.toml, with its
+/// results directory the first in `mtex-results`.
+fn default_matrix_as_scripts_run_prints_it() -> (Vec<Report>, [String; 3]) {
+    use mtex::forms::{self, Form};
+    let file = mtex::images::workspace_root().join("scripts/scenarios/default.toml");
+    let plan = mtex::scenario_file::load(&file).expect("the default scenario");
+    let dir = qemu::TempDir::new("test-default-matrix").unwrap();
+    let (doc, reports) =
+        mtex::scenario_run::run(&plan, images(), dir.path(), &|cfg| Ok((cfg, None)))
+            .expect("running the default matrix");
+    let rest = forms::rest(std::path::Path::new("mtex-results/default-matrix-1"));
+    let [text, full, matrix] = [Form::Text, Form::Full, Form::Matrix].map(|form| {
+        forms::render(&doc, form, || Ok(reports.clone()), Some(&rest)).expect("rendering")
+    });
+    (reports, [text, full, matrix])
+}
+
+/// The fenced excerpt of `doc` (a path from the workspace root) whose first line starts with
+/// `first`.
+fn excerpt(doc: &str, first: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(mtex::images::workspace_root().join(doc)).unwrap();
+    let mut blocks = text.split("```").skip(1).step_by(2).filter_map(|b| {
+        let body = b.split_once('\n')?.1;
+        body.starts_with(first)
+            .then(|| body.lines().map(str::to_string).collect::<Vec<_>>())
+    });
+    let block = blocks
+        .next()
+        .unwrap_or_else(|| panic!("{doc}: no excerpt starting {first:?}"));
+    assert!(
+        blocks.next().is_none(),
+        "{doc}: two excerpts start {first:?}"
+    );
+    block
+}
+
+/// `doc`'s excerpt that starts with `first` is what `printed` holds: its lines one after
+/// another, where a line `...` stands for lines left out and a line ending in ` ...` for the
+/// rest of a line cut short.
+fn assert_excerpt_printed(doc: &str, first: &str, printed: &str) {
+    let printed_lines: Vec<&str> = printed.lines().collect();
+    let matches = |want: &str, line: &str| match want.strip_suffix(" ...") {
+        Some(start) => line.starts_with(start.trim_end()),
+        None => line == want,
+    };
+    let mut at = 0; // the next printed line
+    let mut skip = true; // the next excerpt line may be further on
+    for want in excerpt(doc, first) {
+        if want.trim() == "..." {
+            skip = true;
+            continue;
+        }
+        let found = if skip {
+            printed_lines[at..]
+                .iter()
+                .position(|l| matches(&want, l))
+                .map(|i| at + i)
+        } else {
+            printed_lines
+                .get(at)
+                .filter(|l| matches(&want, l))
+                .map(|_| at)
+        };
+        let Some(i) = found else {
+            panic!(
+                "{doc}: the excerpt's line\n{want}\nis not what the run prints there; regenerate \
+                 the excerpt from what it prints now:\n{printed}"
+            );
+        };
+        (at, skip) = (i + 1, false);
+    }
+}
+
 #[test]
-fn the_default_matrix_runs_every_workload_under_every_policy_without_a_fault() {
-    // The scenario `./scripts/run` shows. `scenario` checks: success, one traced phase per
+fn the_default_matrix_runs_every_workload_under_every_policy_and_prints_the_readme_s_excerpt() {
+    // The scenario `./scripts/run` shows, as it runs it: success, one traced phase per
     // (policy, workload), no tag-check fault, nothing the decoder could not model.
-    let r = scenario("", 600);
+    let (reports, [text, full, matrix]) = default_matrix_as_scripts_run_prints_it();
+    let [r] = &reports[..] else { panic!("one run") };
+    assert!(r.succeeded(), "{}", mtex::render::text(r));
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
     let s = Scenario::parse("").unwrap();
+    assert_eq!(r.phases.len(), s.runs().count(), "one phase per run");
     for (p, want) in r.phases.iter().zip(s.runs()) {
         assert_eq!(p.params, Some(want));
+        let t = trace(p);
+        assert_eq!(t.tag_check_faults, 0, "{}", p.name);
+        assert_eq!((t.unknown_mem, t.runs_lost), (0, 0), "{}", p.name);
     }
+    // The figures the README and getting-started show are what `./scripts/run` prints.
+    let summary = format!(
+        "mtex {}: 1 run of scenario default-matrix",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_excerpt_printed("README.md", &summary, &text);
+    assert_excerpt_printed("docs/getting-started.md", &summary, &text);
+    let block = " Performance counter stats for 'futex-hash";
+    assert_excerpt_printed("docs/getting-started.md", block, &full);
+    assert_excerpt_printed("docs/getting-started.md", "Policy matrix", &matrix);
 }
 
 #[test]
