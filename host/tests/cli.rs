@@ -551,8 +551,17 @@ fn linux_options_are_refused_before_dpkg_apt_or_qemu() {
     std::fs::write(&file, "").unwrap();
     let under_file = file.join("results");
     let under_file = under_file.to_str().unwrap();
-    let cases: [(&[&str], &[&str]); 12] = [
+    let cases: [(&[&str], &[&str]); 14] = [
         (&["--sample", "1000"], &["--sample 1000"]),
+        // The same through --append, where the option's checks would not see it.
+        (
+            &["--cpus", "2", "--append", "mtex.sample=1000:30"],
+            &["--append \"mtex.sample=1000:30\"", "give --sample"],
+        ),
+        (
+            &["--append", "mtex.profile=1"],
+            &["--append \"mtex.profile=1\"", "give --profile"],
+        ),
         (
             &["--sample", "1000:30", "--cpus", "2"],
             &["--sample with --cpus 2", "use --cpus 1"],

@@ -145,6 +145,16 @@ const OWN_WORDS: [&str; 5] = [
     "mtex.guest=",
 ];
 
+/// The hypervisor's options that Linux mode has an option of its own for, and that option:
+/// given through `--append` they would skip its checks (a sampled window on several CPUs, a
+/// profile of a sampled window), so they are refused there.
+const FLAG_WORDS: [(&str, &str); 4] = [
+    ("mtex.sample=", "--sample"),
+    ("mtex.sample_seed=", "--sample-seed"),
+    ("mtex.profile=", "--profile"),
+    ("mtex.stacks=", "--stacks"),
+];
+
 /// Linux's limit on its command line (arm64's COMMAND_LINE_SIZE, with its NUL).
 const CMDLINE_MAX: usize = 2047;
 
@@ -204,6 +214,12 @@ pub fn check_args(args: &Args) -> Result<()> {
         }
         if let Some(own) = OWN_WORDS.iter().find(|o| w.starts_with(*o)) {
             bail!("--append {w:?}: mtex sets {own} itself (Linux mode needs its own value)");
+        }
+        if let Some((_, flag)) = FLAG_WORDS.iter().find(|(o, _)| w.starts_with(*o)) {
+            bail!(
+                "--append {w:?}: give {flag} instead, which Linux mode checks against its other \
+                 options (the CPUs, the profile) before anything boots"
+            );
         }
     }
     if let Some(sample) = &args.sample {
