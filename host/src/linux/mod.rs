@@ -8,6 +8,7 @@ pub mod ab;
 pub mod console_checks;
 pub mod fetch;
 pub mod initramfs;
+pub mod interrupt_rate;
 pub mod local;
 pub mod newer;
 pub mod report;

@@ -56,7 +56,7 @@ pub struct UnclosedWindow {
 
 /// One trace window: what the CPU executed at EL0 and EL1 between the workload's OPEN and
 /// CLOSE doorbell stores, stepped.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Window {
     pub id: u32,
     /// The workload's own line naming it (`mtex-work --window 1 ...`), if it printed one.
@@ -543,6 +543,10 @@ pub fn analyse(
         })
         .collect();
 
+    let tick = std::fs::read_to_string(&kernel.config)
+        .ok()
+        .and_then(|c| super::interrupt_rate::config_hz(&c));
+    notes.extend(super::interrupt_rate::notes(&windows, tick));
     if !icount && !windows.is_empty() {
         notes.push(
             "without -icount the guest clock's times are approximate (QEMU's own time per exit \
@@ -813,9 +817,8 @@ fn cpus_text(w: &Window) -> String {
     );
     format!(
         "  counted on {} CPUs, each from its first instruction after the open to its first exit \
-         after the close (the PMU figures are withheld: a CPU's PMU counts that CPU only; on \
-         QEMU under -icount each CPU's clock also ran while the others were in EL2, so timer \
-         interrupts came more often than untraced: docs/linux.md#cpus):\n{t}",
+         after the close (the PMU figures are withheld: a CPU's PMU counts that CPU only; \
+         every CPU's clock is the machine's one guest time: docs/linux.md#cpus):\n{t}",
         w.cpus.len()
     )
 }
