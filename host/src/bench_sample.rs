@@ -271,16 +271,7 @@ mod tests {
     use crate::sample::{Estimate, NotEstimable};
 
     fn est(value: f64, half_width: f64) -> Estimate {
-        Estimate {
-            value,
-            half_width,
-            level: 0.95,
-            units: 200,
-            met: 200,
-            sampled: 0.03,
-            exact: false,
-            not_estimable: None,
-        }
+        Estimate::example(value, half_width, 200)
     }
 
     #[test]

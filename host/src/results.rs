@@ -93,6 +93,17 @@ pub struct PowerCallOut {
     pub succeeded: bool,
 }
 
+/// The guest's power calls as report.json gives them, built-in guest and Linux alike.
+pub fn power_calls(r: &Report) -> Vec<PowerCallOut> {
+    r.power_calls
+        .iter()
+        .map(|c| PowerCallOut {
+            call: crate::report::describe_power_call(c),
+            succeeded: c.result == 0,
+        })
+        .collect()
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Boot {
     /// `kernel+dtb`, `uefi+dtb`, `uefi+acpi`.
@@ -515,14 +526,7 @@ pub fn run(name: &str, repeat: u32, r: &Report) -> Run {
             .collect(),
         writes: r.writes.iter().map(write_out).collect(),
         console: r.console.clone(),
-        power_calls: r
-            .power_calls
-            .iter()
-            .map(|c| PowerCallOut {
-                call: crate::report::describe_power_call(c),
-                succeeded: c.result == 0,
-            })
-            .collect(),
+        power_calls: power_calls(r),
         problems: r.problems.clone(),
         // Every call refused, but those the run relied on: they are among its problems.
         notes: r

@@ -257,6 +257,21 @@ fn t_quantile(df: usize, level: f64) -> Option<f64> {
 }
 
 impl Estimate {
+    /// An estimate with an interval, from `units` units that all met it, for tests.
+    #[cfg(test)]
+    pub fn example(value: f64, half_width: f64, units: usize) -> Self {
+        Estimate {
+            value,
+            half_width,
+            level: 0.95,
+            units,
+            met: units,
+            sampled: 0.01,
+            exact: false,
+            not_estimable: None,
+        }
+    }
+
     /// The estimate with the judgements of [`MIN_UNITS`] and [`MIN_MET`] (at most those given)
     /// applied: fewer units, or fewer units met, and it is not estimable. An exact one stays
     /// exact; a counter that is the EL's instructions themselves needs no unit to meet it.
@@ -387,16 +402,7 @@ mod tests {
     use proptest::test_runner::{RngAlgorithm, TestRng};
 
     fn est(value: f64, half_width: f64) -> Estimate {
-        Estimate {
-            value,
-            half_width,
-            level: 0.95,
-            units: 40,
-            met: 40,
-            sampled: 0.01,
-            exact: false,
-            not_estimable: None,
-        }
+        Estimate::example(value, half_width, 40)
     }
 
     #[test]

@@ -975,10 +975,10 @@ fn refused_before_tools(d: &std::path::Path, args: &[&str], needles: &[&str]) {
     );
 }
 
-/// A Linux scenario's values that would pass vacuously (a drop of at least -inf%), never
-/// hold (NaN), or run without end (10^28 iterations, 10,000 workloads) are refused by the
-/// check of the whole file, and a value of the wrong type or an unknown key names the file
-/// and its field — all before anything is fetched, built or booted.
+/// A Linux scenario's values that would pass vacuously (a drop of at least -inf%), run without
+/// end (10,000 workloads), or are of the wrong type are refused by the check of the whole
+/// file, naming the file and its field, before anything is fetched, built or booted (every
+/// bound and type is a unit test of `linux::scenario`; these go through the command).
 #[test]
 fn a_linux_scenario_out_of_bounds_is_refused_naming_file_and_field() {
     let d = scratch("linux-scenario-bounds");
@@ -993,28 +993,8 @@ fn a_linux_scenario_out_of_bounds_is_refused_naming_file_and_field() {
             "s.toml:13: expect[0].drop_at_least: -inf: expected 0 to 100000 (per cent)",
         ),
         (
-            good.replace("drop_at_least = 50", "rise_at_most = inf"),
-            "s.toml:13: expect[0].rise_at_most: inf: expected 0 to 100000",
-        ),
-        (
-            good.replace("drop_at_least = 50", "drop_at_least = nan"),
-            "s.toml:13: expect[0].drop_at_least: NaN",
-        ),
-        (
-            good.replace("getpid 1000", "getpid 10000000000000000000000000000"),
-            "s.toml:8: linux[0].workloads: \"getpid 10000000000000000000000000000\"",
-        ),
-        (
             good.replace("\"getpid 1000\"", &many.join(", ")),
             "s.toml:8: linux[0].workloads: 10000 workloads: 1 to 32",
-        ),
-        (
-            good.replace("a = \"6.12\"", "a = 612"),
-            "s.toml:3: kernels.a: invalid type: integer `612`",
-        ),
-        (
-            good.replace("b = \"7.3\"", "b = { kasan = \"sync\", patchs = [] }"),
-            "s.toml:4: kernels.b: unknown field `patchs`",
         ),
         (
             good.replace("workloads = [", "repeat = -1\nworkloads = ["),

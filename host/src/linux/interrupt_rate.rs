@@ -82,7 +82,10 @@ mod tests {
 
     #[test]
     fn the_tick_is_read_from_the_configuration() {
-        assert_eq!(config_hz("# c\nCONFIG_HZ_250=y\nCONFIG_HZ=250\n"), Some(250));
+        assert_eq!(
+            config_hz("# c\nCONFIG_HZ_250=y\nCONFIG_HZ=250\n"),
+            Some(250)
+        );
         assert_eq!(config_hz("CONFIG_HZ_250=y\n"), None);
         assert_eq!(config_hz("CONFIG_HZ=0\n"), None);
     }
@@ -107,7 +110,10 @@ mod tests {
         assert!(notes(&[no_clock], Some(250)).is_empty());
         // Unknown tick: judged against the highest.
         let n = notes(&[window(4001, 1000.0, 1)], None);
-        assert!(n[0].contains("1000 a second, the most Linux offers"), "{n:?}");
+        assert!(
+            n[0].contains("1000 a second, the most Linux offers"),
+            "{n:?}"
+        );
         assert!(notes(&[window(4000, 1000.0, 1)], None).is_empty());
     }
 }

@@ -200,18 +200,11 @@ pub struct LinuxReport {
     pub debug_writes: usize,
     /// Linux's PSCI CPU_ON and CPU_OFF calls, each with its answer.
     #[serde(default)]
-    pub power_calls: Vec<PowerCallLine>,
+    pub power_calls: Vec<crate::results::PowerCallOut>,
     pub problems: Vec<String>,
     pub notes: Vec<String>,
     /// The last lines of Linux's console when it did not reach /init (why it stopped).
     pub console_tail: Vec<String>,
-}
-
-/// A PSCI power call as the report shows it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PowerCallLine {
-    pub call: String,
-    pub succeeded: bool,
 }
 
 /// The lines between the init script's kallsyms markers.
@@ -580,14 +573,7 @@ pub fn analyse(
             .map(|c| format!("{:?} {:#x} at pc {:#x}", c.conduit, c.function, c.at.pc))
             .collect(),
         debug_writes: r.debug_writes.len(),
-        power_calls: r
-            .power_calls
-            .iter()
-            .map(|c| PowerCallLine {
-                call: crate::report::describe_power_call(c),
-                succeeded: c.result == 0,
-            })
-            .collect(),
+        power_calls: crate::results::power_calls(&r),
         writes,
         console_tail: if reached_init {
             Vec::new()

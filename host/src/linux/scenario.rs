@@ -732,6 +732,17 @@ at_most = 0
         );
     }
 
+    /// Each text is refused with an error that says `want`.
+    fn assert_refused(cases: &[(String, &str)]) {
+        for (text, want) in cases {
+            let e = format!(
+                "{:#}",
+                parse("t.toml", "t", text, Path::new("/x")).unwrap_err()
+            );
+            assert!(e.contains(want), "{e}\n  wanted {want}");
+        }
+    }
+
     #[test]
     fn mistakes_are_named_with_their_line_before_anything_runs() {
         let cases = [
@@ -768,13 +779,7 @@ at_most = 0
                 "expect[0].tcf0: \"asymm\" is not among ab's modes",
             ),
         ];
-        for (text, want) in cases {
-            let e = format!(
-                "{:#}",
-                parse("t.toml", "t", &text, Path::new("/x")).unwrap_err()
-            );
-            assert!(e.contains(want), "{e}\n  wanted {want}");
-        }
+        assert_refused(&cases);
     }
 
     /// Each value that would pass vacuously, never hold, or run without end is refused by the
@@ -841,13 +846,7 @@ at_most = 0
                 "t.toml:12: expect[0].patchs: unknown field `patchs`",
             ),
         ];
-        for (text, want) in cases {
-            let e = format!(
-                "{:#}",
-                parse("t.toml", "t", &text, Path::new("/x")).unwrap_err()
-            );
-            assert!(e.contains(want), "{e}\n  wanted {want}");
-        }
+        assert_refused(&cases);
     }
 
     #[test]

@@ -808,7 +808,13 @@ fn a_snippet_that_rewrites_the_harness_loop_counter_fails_the_run() {
         load_imm("x13", u64::from(subs[0])),
         load_imm("x14", u64::from(subs[1])),
     );
-    let (code, out) = mtex_snippet(&src, &["--iters", "10"]);
+    stopped_by_read_only_code(&src);
+}
+
+/// `src`, run 10 times, writes code that is read-only while its phase is open: the write
+/// ends the run, named as a problem, and the command exits 1.
+fn stopped_by_read_only_code(src: &str) {
+    let (code, out) = mtex_snippet(src, &["--iters", "10"]);
     assert_eq!(code, Some(1), "{out}");
     assert!(
         out.contains("PROBLEM: ") && out.contains("read-only while"),
@@ -843,12 +849,7 @@ fn a_snippet_that_rewrites_the_guests_fault_reporter_fails_the_run() {
          eor x9, x0, #0x0100000000000000\nldr x9, [x9]\nret\n",
         last = 4 * (exit0.len() - 1),
     );
-    let (code, out) = mtex_snippet(&src, &["--iters", "10"]);
-    assert_eq!(code, Some(1), "{out}");
-    assert!(
-        out.contains("PROBLEM: ") && out.contains("read-only while"),
-        "{out}"
-    );
+    stopped_by_read_only_code(&src);
 }
 
 /// A snippet that breaks the calling convention and sets the harness's loop counter (x27)
