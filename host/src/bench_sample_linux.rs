@@ -17,16 +17,28 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Instructions per unit, on average, and the mean gap in microseconds (under `-icount` a
-/// thousand instructions each): about 150 units in a futex-hash window of 5,000 waits.
-pub const UNIT: u64 = 1000;
-pub const GAP_US: u64 = 30;
+/// `--schedule UNIT:GAP_US`: the instructions per unit, on average, and the mean gap in
+/// microseconds (under `-icount` a thousand instructions each), as `--sample` takes them.
+/// The default, 200:1, gives about 4,200 units in a futex-hash window of 5,000 waits: units
+/// dense enough that the window's short stages of their own (the thread's creation at its
+/// start, its exit and join at its end, some 7,000 instructions each) hold several units
+/// under every schedule, which an interval needs (docs/sampling.md); 1000:30, 150 units a
+/// window, leaves them unmet in most schedules.
+pub fn parse_schedule(s: &str) -> Result<(u32, u32), String> {
+    let o = mtex_abi::options::SampleOptions::parse(&format!("mtex.sample={s}"))
+        .map_err(|e| e.problem.to_string())?
+        .ok_or("expected UNIT:GAP_US")?;
+    Ok((o.unit, o.gap_us))
+}
 /// The count the workload's arithmetic fixes: one per wait.
 pub const PER_WAIT: &str = "if_tcma1.mem_access_checked_rd:k";
 
 /// The figures of the benchmark.
 pub struct LinuxFigures {
     pub seeds: u64,
+    /// The schedule: mean instructions per unit, mean gap in microseconds.
+    pub unit: u32,
+    pub gap_us: u32,
     pub waits: u64,
     /// Per counter, against the whole trace, with the whole trace's count.
     pub by_counter: BTreeMap<&'static str, (CounterCoverage, u64)>,
@@ -47,7 +59,7 @@ struct Cli {
     args: Args,
 }
 
-fn args(waits: u64, out: &Path, sample: Option<u64>) -> Result<Args> {
+fn args(waits: u64, out: &Path, sample: Option<(u64, (u32, u32))>) -> Result<Args> {
     use clap::Parser;
     let mut words = vec![
         "linux".to_string(),
@@ -56,10 +68,10 @@ fn args(waits: u64, out: &Path, sample: Option<u64>) -> Result<Args> {
         "--out".into(),
         out.display().to_string(),
     ];
-    if let Some(seed) = sample {
+    if let Some((seed, (unit, gap_us))) = sample {
         words.extend([
             "--sample".into(),
-            format!("{UNIT}:{GAP_US}"),
+            format!("{unit}:{gap_us}"),
             "--sample-seed".into(),
             seed.to_string(),
         ]);
@@ -85,7 +97,12 @@ fn window(args: &Args, p: &linux::Prepared, what: &str) -> Result<(Phase, Durati
 }
 
 /// Runs the benchmark: the window traced whole, then sampled under `seeds` seeds.
-pub fn coverage(seeds: u64, waits: u64, out: &Path) -> Result<LinuxFigures> {
+pub fn coverage(
+    seeds: u64,
+    waits: u64,
+    (unit, gap_us): (u32, u32),
+    out: &Path,
+) -> Result<LinuxFigures> {
     let whole_args = args(waits, out, None)?;
     let p = linux::prepare(&whole_args)?;
     let (whole, whole_wall) = window(&whole_args, &p, "the whole trace")?;
@@ -93,6 +110,8 @@ pub fn coverage(seeds: u64, waits: u64, out: &Path) -> Result<LinuxFigures> {
     let whole_instructions = t.instructions_el0 + t.instructions_el1;
     let mut f = LinuxFigures {
         seeds,
+        unit,
+        gap_us,
         waits,
         by_counter: BTreeMap::new(),
         arithmetic: CounterCoverage::default(),
@@ -104,7 +123,7 @@ pub fn coverage(seeds: u64, waits: u64, out: &Path) -> Result<LinuxFigures> {
     };
     for seed in 1..=seeds {
         eprintln!("mtex: bench sample --linux: seed {seed} of {seeds}");
-        let a = args(waits, out, Some(seed))?;
+        let a = args(waits, out, Some((seed, (unit, gap_us))))?;
         let (w, wall) = window(&a, &p, &format!("sampled run {seed}"))?;
         f.sampled_wall += wall;
         let problems = crate::report::sampled::problems(&w, true);
@@ -157,10 +176,11 @@ pub fn holds(f: &LinuxFigures) -> bool {
 pub fn render(f: &LinuxFigures) -> String {
     let mut out = format!(
         "bench sample --linux: futex-hash {} 1 in a window, traced whole once, then sampled \
-         under {} random schedules (units of {UNIT} instructions, gaps of 0 to {} µs), 95% intervals\n",
+         under {} random schedules (units of {} instructions, gaps of 0 to {} µs), 95% intervals\n",
         f.waits,
         f.seeds,
-        2 * GAP_US
+        f.unit,
+        2 * f.gap_us
     );
     out.push_str(&format!(
         "  against the workload's arithmetic ({} waits, one checked read each):\n",

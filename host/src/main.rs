@@ -262,6 +262,10 @@ enum BenchCmd {
         #[arg(long, default_value_t = 5000, requires = "linux",
             value_parser = mtex::input::number_in(100u64, 10_000_000))]
         waits: u64,
+        /// With --linux, the units' mean instructions and the gaps' mean microseconds.
+        #[arg(long, value_name = "UNIT:GAP_US", default_value = "200:1", requires = "linux",
+            value_parser = mtex::bench_sample_linux::parse_schedule)]
+        schedule: (u32, u32),
     },
     /// What tracing costs on one CPU and on several: EL2 instructions per traced guest
     /// instruction, all CPUs' included, from the machine's clock under -icount shift=0.
@@ -640,10 +644,11 @@ fn real_main() -> Result<ExitCode> {
                     seeds,
                     linux: true,
                     waits,
+                    schedule,
                 }) => {
                     let out = mtex::linux::work_dir().join("bench-sample");
                     std::fs::create_dir_all(&out)?;
-                    let f = mtex::bench_sample_linux::coverage(seeds, waits, &out)?;
+                    let f = mtex::bench_sample_linux::coverage(seeds, waits, schedule, &out)?;
                     print!("{}", mtex::bench_sample_linux::render(&f));
                     Ok(if mtex::bench_sample_linux::holds(&f) {
                         ExitCode::SUCCESS

@@ -4,7 +4,9 @@
 //!
 //! - **Random gaps, not a period.** Each gap is drawn uniformly from 0 to twice the mean: a
 //!   fixed period would alias with the guest's own periodic work (a timer tick, a loop whose
-//!   iterations take as long), and sample the same place in it every time.
+//!   iterations take as long), and sample the same place in it every time. The phase's first
+//!   gap is what would be left of such a gap already under way, so that units begin as
+//!   often near the phase's start as anywhere else in it.
 //! - **A unit begins wherever the timer finds the guest**: at any instruction, at EL0 or EL1,
 //!   with interrupts masked or not (the EL2 timer's interrupt goes to EL2 whatever the
 //!   guest's PSTATE). The counts need no warm-up: whether an instruction's access is
@@ -91,14 +93,36 @@ impl Sampler {
         self.options.gap_us == 0
     }
 
+    /// The most ticks of the counter (at `hz`) a gap lasts: twice the mean.
+    fn most(&self, hz: u64) -> u64 {
+        (2 * self.options.gap_us as u64).saturating_mul(hz) / 1_000_000
+    }
+
     /// The next gap in counter ticks (at `hz`), or a unit at once when gaps are 0.
     fn next(&mut self, hz: u64) -> Next {
         if self.whole() {
             return Next::UnitNow;
         }
         // Uniform over the ticks of the counter in [0, 2·gap] microseconds.
-        let most = (2 * self.options.gap_us as u64).saturating_mul(hz) / 1_000_000;
-        Next::TimerIn(self.rng.u64(0..=most))
+        Next::TimerIn(self.rng.u64(0..=self.most(hz)))
+    }
+
+    /// The phase's first gap: what is left of a gap already under way when the phase
+    /// begins, as if the schedule had been running before it. A first gap drawn like the
+    /// others would begin a unit near the phase's start half as often as anywhere else (the
+    /// first unit could fall anywhere in twice the mean gap, and none before it), and a
+    /// phase's first stretch (a thread created, a buffer filled) would then weigh too little
+    /// in its estimates. What is left of a gap uniform on [0, M] has density 2(M − t)/M² on
+    /// [0, M]: t = M·(1 − √v) for v uniform on [0, 1], here with v = k/M² for k uniform on
+    /// 0..=M², in integers (no floating point in the hypervisor).
+    fn first(&mut self, hz: u64) -> Next {
+        if self.whole() {
+            return Next::UnitNow;
+        }
+        let most = u128::from(self.most(hz));
+        let k = self.rng.u128(0..=most * most);
+        // isqrt(k) ≤ most, so the difference is at most `most`, a u64.
+        Next::TimerIn((most - k.isqrt()) as u64)
     }
 
     /// Phase `id` opens sampled; the generator goes on from the last phase's draws (each
@@ -112,7 +136,7 @@ impl Sampler {
             id,
             ..StepEngine::default()
         };
-        self.next(hz)
+        self.first(hz)
     }
 
     /// The timer fired: whether a unit begins (not while one is traced, nor outside a phase).
@@ -251,6 +275,30 @@ mod tests {
         // Not a period: the gaps spread over their range.
         let distinct: std::collections::BTreeSet<_> = a.iter().collect();
         assert!(distinct.len() > 1000);
+    }
+
+    /// A unit begins as often near the phase's start as later on: the first gap is the rest
+    /// of a gap under way (mean a third of the longest gap), not a whole one (mean half).
+    #[test]
+    fn units_begin_as_often_at_the_phase_s_start_as_later() {
+        let most = 100_000u64; // 2·50 µs at 1 GHz
+        let firsts: alloc::vec::Vec<u64> = (0..20_000)
+            .map(|seed| match sampler(100, 50, seed).begin(1, HZ) {
+                Next::TimerIn(t) => t,
+                Next::UnitNow => panic!("a gap"),
+            })
+            .collect();
+        assert!(firsts.iter().all(|&t| t <= most));
+        let mean = firsts.iter().sum::<u64>() as f64 / firsts.len() as f64;
+        assert!(
+            (mean - most as f64 / 3.0).abs() < 1_000.0,
+            "mean first gap {mean}, a third of {most} expected"
+        );
+        // The renewal density of a stationary schedule is one unit a mean cycle everywhere:
+        // the first tenth of the longest gap holds 19% of first units (2·0.1 − 0.1²), where a
+        // first gap like the others would put 10% there.
+        let early = firsts.iter().filter(|&&t| t < most / 10).count() as f64 / 20_000.0;
+        assert!((early - 0.19).abs() < 0.015, "{early}");
     }
 
     #[test]
