@@ -6,6 +6,7 @@
 //! the CPUs' exits interleave differently from run to run (QEMU's turns fall elsewhere), so
 //! one clean run says little: the bench counts many.
 
+use crate::linux::interrupt_rate as rate;
 use crate::linux::{self, Args, Boot};
 use anyhow::Result;
 use std::path::Path;
@@ -24,6 +25,18 @@ pub struct ClockRuns {
     pub failures: Vec<String>,
     pub wall: Duration,
     pub slowest: Duration,
+    /// The most interrupts a run's window took per CPU and second of its guest time, and
+    /// that run's interrupts.
+    pub irq_rate: f64,
+    pub irqs: u64,
+}
+
+/// What one boot did: its first problem (None when clean), and its window's interrupts with
+/// their rate per CPU-second of guest time.
+struct Outcome {
+    failure: Option<String>,
+    irqs: u64,
+    irq_rate: f64,
 }
 
 #[derive(clap::Parser)]
@@ -49,23 +62,50 @@ fn args(cpus: u32, uefi: bool, out: &Path) -> Result<Args> {
     Ok(Cli::try_parse_from(words)?.args)
 }
 
-/// The first problem of one boot, None when it is clean.
-fn run_once(a: &Args, p: &linux::Prepared) -> Option<String> {
+/// One boot: clean when its window closed, nothing was wrong, and its interrupts were not
+/// far above any kernel's tick (a storm: the guest's clock ran ahead of its work).
+fn run_once(a: &Args, p: &linux::Prepared) -> Outcome {
     let booted = match linux::boot(a, p, Boot::Measured) {
         Ok(b) => b,
-        Err(e) => return Some(format!("{e:#}")),
+        Err(e) => {
+            return Outcome {
+                failure: Some(format!("{e:#}")),
+                irqs: 0,
+                irq_rate: 0.0,
+            };
+        }
     };
     let r = booted.console.report();
     let mut problems = linux::console_checks::clock_problems(&booted.linux);
     problems.extend(r.problems.iter().cloned());
-    if !r
+    let hz = r.boot.map_or(1, |b| b.counter_hz.max(1)) as f64;
+    let window = r
         .phases
         .iter()
-        .any(|p| p.name == "window 1" && p.end.is_some())
-    {
-        problems.push("window 1 never closed".into());
+        .find(|p| p.name == "window 1" && p.end.is_some());
+    let (mut irqs, mut irq_rate) = (0, 0.0);
+    match window {
+        None => problems.push("window 1 never closed".into()),
+        Some(w) => {
+            let entries = w.trace.map(|t| t.entries).unwrap_or_default();
+            irqs = entries.irq_el0 + entries.irq_el1;
+            if let (Some(b), Some(e)) = (w.begin_guest_clock, w.end_guest_clock) {
+                let ms = e.saturating_sub(b) as f64 * 1000.0 / hz;
+                irq_rate = rate::per_cpu_second(irqs, ms, w.cpus.len());
+            }
+            if rate::far_above(irqs, irq_rate, rate::HIGHEST_TICK) {
+                problems.push(format!(
+                    "{irqs} interrupts in the window, {irq_rate:.0} per CPU-second of guest \
+                     time: far above any kernel's tick"
+                ));
+            }
+        }
     }
-    problems.into_iter().next()
+    Outcome {
+        failure: problems.into_iter().next(),
+        irqs,
+        irq_rate,
+    }
 }
 
 /// Runs `runs` boots of each configuration (`cpus` × `uefi`).
@@ -83,16 +123,21 @@ pub fn runs(cpus: &[u32], uefi: &[bool], runs: u32, out: &Path) -> Result<Vec<Cl
                 failures: Vec::new(),
                 wall: Duration::ZERO,
                 slowest: Duration::ZERO,
+                irq_rate: 0.0,
+                irqs: 0,
             };
             for i in 1..=runs {
                 let how = if u { " through UEFI" } else { "" };
                 eprintln!("mtex: bench clocks: {c} CPUs{how}, run {i} of {runs}");
                 let start = Instant::now();
-                let failure = run_once(&a, &p);
+                let outcome = run_once(&a, &p);
                 let wall = start.elapsed();
                 r.wall += wall;
                 r.slowest = r.slowest.max(wall);
-                match failure {
+                if outcome.irq_rate > r.irq_rate {
+                    (r.irq_rate, r.irqs) = (outcome.irq_rate, outcome.irqs);
+                }
+                match outcome.failure {
                     None => r.clean += 1,
                     Some(f) => r.failures.push(format!("run {i}: {f}")),
                 }
@@ -107,9 +152,10 @@ pub fn runs(cpus: &[u32], uefi: &[bool], runs: u32, out: &Path) -> Result<Vec<Cl
 pub fn render(all: &[ClockRuns]) -> String {
     let mut out = format!(
         "bench clocks: `{WORKLOAD}` in a window, every CPU stepped; a run is clean when the \
-         window closes and Linux reports no stall, lockup or clock trouble\n  {:<22} {:>5} \
-         {:>6} {:>11} {:>11}\n",
-        "machine", "runs", "clean", "mean wall", "slowest"
+         window closes, Linux reports no stall, lockup or clock trouble, and the window's \
+         interrupts stay within 4 times any kernel's tick (4,000 per CPU-second of guest \
+         time)\n  {:<22} {:>5} {:>6} {:>11} {:>11} {:>22}\n",
+        "machine", "runs", "clean", "mean wall", "slowest", "most IRQ/CPU-s (IRQs)"
     );
     for r in all {
         let machine = format!(
@@ -118,11 +164,12 @@ pub fn render(all: &[ClockRuns]) -> String {
             if r.uefi { ", through UEFI" } else { "" }
         );
         out.push_str(&format!(
-            "  {machine:<22} {:>5} {:>6} {:>10.1}s {:>10.1}s\n",
+            "  {machine:<22} {:>5} {:>6} {:>10.1}s {:>10.1}s {:>22}\n",
             r.runs,
             r.clean,
             r.wall.as_secs_f64() / r.runs.max(1) as f64,
-            r.slowest.as_secs_f64()
+            r.slowest.as_secs_f64(),
+            format!("{:.0} ({})", r.irq_rate, r.irqs)
         ));
         for f in &r.failures {
             out.push_str(&format!("    {f}\n"));

@@ -27,6 +27,17 @@ pub fn config_hz(config: &str) -> Option<u32> {
         .filter(|&hz| hz > 0)
 }
 
+/// Interrupts per CPU and second of guest time: `irqs` in `ms` milliseconds on `cpus` CPUs.
+pub fn per_cpu_second(irqs: u64, ms: f64, cpus: usize) -> f64 {
+    irqs as f64 / (ms / 1000.0) / cpus.max(1) as f64
+}
+
+/// Whether `rate` (per CPU-second) is far above a tick of `tick` a second, from `irqs`
+/// interrupts.
+pub fn far_above(irqs: u64, rate: f64, tick: u32) -> bool {
+    irqs >= FEWEST && rate > TICKS_FAR_ABOVE * f64::from(tick)
+}
+
 /// A note for each window whose interrupts per CPU and second of its guest time were more
 /// than [`TICKS_FAR_ABOVE`] times the kernel's tick (`hz`, [`HIGHEST_TICK`] when unknown).
 pub fn notes(windows: &[Window], hz: Option<u32>) -> Vec<String> {
@@ -37,8 +48,8 @@ pub fn notes(windows: &[Window], hz: Option<u32>) -> Vec<String> {
             let ms = w.guest_clock_ms.filter(|&ms| ms > 0.0)?;
             let irqs = w.entries.irq_el0 + w.entries.irq_el1;
             let cpus = w.cpus.len().max(1);
-            let rate = irqs as f64 / (ms / 1000.0) / cpus as f64;
-            (irqs >= FEWEST && rate > TICKS_FAR_ABOVE * f64::from(tick)).then(|| {
+            let rate = per_cpu_second(irqs, ms, cpus);
+            far_above(irqs, rate, tick).then(|| {
                 format!(
                     "window {}: {} interrupts in {ms:.3} ms of guest time on {cpus} CPU{}, {} \
                      per CPU-second, more than {TICKS_FAR_ABOVE}× the kernel's tick ({tick} a \
