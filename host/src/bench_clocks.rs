@@ -64,7 +64,9 @@ fn args(cpus: u32, uefi: bool, out: &Path) -> Result<Args> {
 
 /// One boot: clean when its window closed, nothing was wrong, and its interrupts were not
 /// far above any kernel's tick (a storm: the guest's clock ran ahead of its work).
-fn run_once(a: &Args, p: &linux::Prepared) -> Outcome {
+/// A run that is not clean leaves its consoles in `keep` (`….linux.log`, `….hyp.log`): what
+/// Linux and the hypervisor said is what tells one stall from another.
+fn run_once(a: &Args, p: &linux::Prepared, keep: &Path) -> Outcome {
     let booted = match linux::boot(a, p, Boot::Measured) {
         Ok(b) => b,
         Err(e) => {
@@ -101,8 +103,16 @@ fn run_once(a: &Args, p: &linux::Prepared) -> Outcome {
             }
         }
     }
+    let failure = problems.into_iter().next();
+    if failure.is_some() {
+        if let Some(dir) = keep.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(keep.with_extension("linux.log"), &booted.linux);
+        let _ = std::fs::write(keep.with_extension("hyp.log"), &booted.console.text);
+    }
     Outcome {
-        failure: problems.into_iter().next(),
+        failure,
         irqs,
         irq_rate,
     }
@@ -130,7 +140,11 @@ pub fn runs(cpus: &[u32], uefi: &[bool], runs: u32, out: &Path) -> Result<Vec<Cl
                 let how = if u { " through UEFI" } else { "" };
                 eprintln!("mtex: bench clocks: {c} CPUs{how}, run {i} of {runs}");
                 let start = Instant::now();
-                let outcome = run_once(&a, &p);
+                let keep = out.join(format!(
+                    "unclean-{c}-cpus{}-run-{i}",
+                    if u { "-uefi" } else { "" }
+                ));
+                let outcome = run_once(&a, &p, &keep);
                 let wall = start.elapsed();
                 r.wall += wall;
                 r.slowest = r.slowest.max(wall);
@@ -139,7 +153,10 @@ pub fn runs(cpus: &[u32], uefi: &[bool], runs: u32, out: &Path) -> Result<Vec<Cl
                 }
                 match outcome.failure {
                     None => r.clean += 1,
-                    Some(f) => r.failures.push(format!("run {i}: {f}")),
+                    Some(f) => r.failures.push(format!(
+                        "run {i}: {f} (consoles: {})",
+                        keep.with_extension("*.log").display()
+                    )),
                 }
             }
             all.push(r);
