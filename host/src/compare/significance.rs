@@ -141,16 +141,8 @@ mod tests {
     use super::*;
 
     fn est(value: f64, half: Option<f64>, units: usize) -> Option<Stats> {
-        Some(estimate_stats(&crate::results::EstimateOut {
-            value,
-            half_width: half,
-            level: 0.95,
-            units,
-            met: units,
-            sampled: 0.01,
-            exact: false,
-            not_estimable: None,
-        }))
+        let e = crate::sample::Estimate::example(value, half.unwrap_or(f64::INFINITY), units);
+        Some(estimate_stats(&crate::results::EstimateOut::of(&e)))
     }
 
     #[test]
