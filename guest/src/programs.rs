@@ -69,6 +69,7 @@ pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
         | GuestProgram::HostileStackPatch
         | GuestProgram::HostileTcoPatch
         | GuestProgram::HostileExclusive
+        | GuestProgram::HostileImpdef
         | GuestProgram::HostileSample
         | GuestProgram::HostileRemap
         | GuestProgram::HostileYield

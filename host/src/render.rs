@@ -267,6 +267,10 @@ fn phase_notes(phases: &[Phase]) -> String {
                     t.failed_store_exclusives,
                     "failed store-exclusives (no access; a CPU may tag-check them)",
                 ),
+                (
+                    t.failed_cas,
+                    "CAS whose compare failed (counted as a write, judged alike; a CPU may write Unchecked, or not write)",
+                ),
                 (t.runs_lost, "breakpoint runs lost (not counted)"),
                 (t.unknown_mem, "load/stores not modelled (not judged)"),
                 (t.tco_site_overflow, "TCO writes beyond the site table"),

@@ -301,7 +301,7 @@ pub fn close_phase(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
         }
         hyp.report
             .send(&Record::PhaseTrace(PhaseTrace { id, counts }));
-        hyp.report.send(&Record::TraceMore(trace_more(id, &counts)));
+        send_trace_more(&mut hyp.report, id, &counts, true);
         let engine = hyp.vcpu().tracer.engine();
         hyp.report.send(&Record::StepEngine(engine));
         let (v, report) = hyp.vcpu_and_report();
@@ -349,8 +349,37 @@ fn console_write(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {
     len
 }
 
+/// Sends a traced phase's (or sampled unit's) counts that PhaseTrace does not carry: its
+/// TraceMore (if `always`, or when not zero) and its TraceImpdef when not zero.
+pub fn send_trace_more(
+    report: &mut crate::report::Reporter,
+    id: u32,
+    c: &mtex_trace::counts::TraceCounts,
+    always: bool,
+) {
+    let more = trace_more(id, c);
+    if always
+        || more
+            != (mtex_abi::report::TraceMore {
+                id,
+                ..Default::default()
+            })
+    {
+        report.send(&Record::TraceMore(more));
+    }
+    let impdef = mtex_abi::report::TraceImpdef {
+        id,
+        failed_cas: c.failed_cas,
+        exclusive_pairs_mixed: c.exclusive_pairs_mixed,
+        tagged_impdef: c.tagged_impdef,
+    };
+    if !impdef.is_zero() {
+        report.send(&Record::TraceImpdef(impdef));
+    }
+}
+
 /// A traced phase's counts that PhaseTrace does not carry, as their record does.
-pub fn trace_more(id: u32, c: &mtex_trace::counts::TraceCounts) -> mtex_abi::report::TraceMore {
+fn trace_more(id: u32, c: &mtex_trace::counts::TraceCounts) -> mtex_abi::report::TraceMore {
     mtex_abi::report::TraceMore {
         id,
         abandoned_el0: c.abandoned_el0,

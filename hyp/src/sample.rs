@@ -115,10 +115,7 @@ fn send_stretch(hyp: &mut Hyp, ctx: &mut GuestContext, lead: bool) {
     // The counts SampleUnit's encoding leaves out (instructions abandoned to an exception,
     // such as the doorbell store that closes a window inside a unit) follow it in their own
     // record, as a traced phase's do.
-    let more = crate::hypercall::trace_more(record.id, &counts);
-    if more.abandoned_el0 | more.abandoned_el1 | more.trapped_el0 | more.trapped_el1 != 0 {
-        hyp.report.send(&Record::TraceMore(more));
-    }
+    crate::hypercall::send_trace_more(&mut hyp.report, record.id, &counts, false);
 }
 
 /// Ends the unit being traced (or, in its lead, abandons it): its record goes out.

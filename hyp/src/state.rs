@@ -486,9 +486,7 @@ impl Hyp {
             report.send(&mtex_abi::Record::PhaseTrace(
                 mtex_abi::report::PhaseTrace { id, counts },
             ));
-            report.send(&mtex_abi::Record::TraceMore(crate::hypercall::trace_more(
-                id, &counts,
-            )));
+            crate::hypercall::send_trace_more(report, id, &counts, true);
             // The branches it executed for the guest are in the counts: the host takes them
             // out of its PMU and oracle checks, as for a phase that ended.
             report.send(&mtex_abi::Record::StepEngine(v.tracer.engine()));

@@ -17,13 +17,14 @@ use aarch64_cpu::registers::*;
 use mtex_abi::report::{StepEngine, TcoSite};
 use mtex_arch::el2_bits::{mdcr, mdscr, spsr};
 use mtex_arch::esr::ExceptionClass;
+use mtex_arch::mte_bits::par;
 use mtex_platform::guest_vm::GuestRam;
 use mtex_trace::EXCLUSIVE_RETRIES;
 use mtex_trace::callstack::{CallStack, ROOT, StackFrame};
 use mtex_trace::counts::{BlockGranules, Effect, Pending, Tally, TraceCounts};
 use mtex_trace::decode::Flow;
 use mtex_trace::decode::{self, Insn};
-use mtex_trace::predicate::Controls;
+use mtex_trace::predicate::{Controls, tagged_is_impdef};
 use mtex_trace::profile::{PcTable, user_space};
 use mtex_trace::run::{MAX_LEAVES, Plan};
 use tock_registers::interfaces::{Readable, Writeable};
@@ -31,6 +32,7 @@ use tock_registers::interfaces::{Readable, Writeable};
 mod code;
 mod cpu;
 mod exclusive;
+mod impdef;
 mod runs;
 
 use code::cached_page_words;
@@ -61,6 +63,8 @@ pub struct Tracer {
     stxr_status: Option<(u64, u8)>,
     /// The instruction just retired was a store-exclusive that failed (status 1).
     failed_stxr: Option<(u64, u8)>,
+    /// What the Arm ARM leaves to the CPU about the pending instruction (`impdef.rs`).
+    impdef: impdef::Watch,
     /// Runs were asked for (`mtex.runs=1`) and the CPU has the breakpoints they need.
     runs_enabled: bool,
     /// The step fast path may retire inert instructions (`mtex.step=fast`); off, every step
@@ -156,6 +160,7 @@ impl Tracer {
             exclusive_retries: 0,
             stxr_status: None,
             failed_stxr: None,
+            impdef: impdef::Watch::default(),
             runs_enabled: fast && runs && breakpoints() >= RUN_BREAKPOINTS,
             fast_enabled: fast,
             // The run tables are made when the CPU is set up (`make_tables`), where running
@@ -556,6 +561,15 @@ impl Tracer {
                 .note_abandoned(p.el, ExceptionClass::DataAbortLower);
             return false;
         }
+        if self.impdef.after(ctx, p, self.tally.counts_mut()) == impdef::Outcome::Unknown {
+            // A CAS/CASP that discarded what it read (Rs = XZR): whether its compare failed
+            // cannot be known, so its access is not judged (`unknown_mem`).
+            self.tally.retire(&Pending {
+                effect: Effect::UnknownMem,
+                ..*p
+            });
+            return true;
+        }
         if let Some((pc, 31)) = self.stxr_status
             && pc == p.pc
         {
@@ -694,6 +708,7 @@ impl Tracer {
             self.virq_pending = false;
         }
         self.note_exclusive(ctx, st.pc, word, &insn);
+        self.impdef.before(ctx, st.pc, &insn);
         let (pending, pages) = judge(
             (st.pc, st.el),
             (st.tco, ctx.spsr & spsr::UAO != 0),
@@ -768,7 +783,8 @@ fn judge(
     blocks: BlockGranules,
 ) -> (Pending, [Option<u64>; 2]) {
     let mut pages = [None; 2];
-    let p = Pending::new(
+    let mut impdef = false;
+    let mut p = Pending::new(
         pc,
         el,
         pstate,
@@ -780,9 +796,13 @@ fn judge(
         |va, as_el0| {
             let t = translate(va, as_el0);
             pages = [pages[1], t.map(|(ipa, _)| ipa & !0xfff)];
-            t.is_some_and(|(_, attr)| attr == ATTR_TAGGED)
+            let tagged = t.is_some_and(|(_, par)| (par >> par::ATTR_SHIFT) as u8 == ATTR_TAGGED);
+            impdef |= tagged && t.is_some_and(|(_, par)| tagged_is_impdef(controls, par));
+            tagged
         },
     );
+    // Checked only because such a page is Tagged (a CPU may take it as Untagged).
+    p.tagged_impdef = impdef && (p.read.views().architectural || p.write.views().architectural);
     let pages = if p.write.present() { pages } else { [None; 2] };
     (p, pages)
 }

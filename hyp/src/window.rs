@@ -228,7 +228,7 @@ fn finish(hyp: &mut Hyp) {
     let total = w.total;
     let r = &mut hyp.report;
     r.send(&Record::PhaseTrace(PhaseTrace { id, counts: total }));
-    r.send(&Record::TraceMore(crate::hypercall::trace_more(id, &total)));
+    crate::hypercall::send_trace_more(r, id, &total, true);
     r.send(&Record::StepEngine(w.engine));
     if let Some((record, sites)) = c.watch {
         for site in sites.into_iter().flatten() {

@@ -304,7 +304,7 @@ const UACCESS: [Counter; 6] = [
     ),
 ];
 
-const OTHER: [Counter; 19] = [
+const OTHER: [Counter; 22] = [
     other(
         "instructions:k",
         "instructions",
@@ -411,6 +411,27 @@ const OTHER: [Counter; 19] = [
         None,
         "store-exclusives that failed (no access)",
         |t| t.failed_store_exclusives,
+    ),
+    other(
+        "failed_cas",
+        "instructions",
+        None,
+        "CAS/CASP whose compare failed (counted as a read and a write; a CPU may write Unchecked, or not write)",
+        |t| t.failed_cas,
+    ),
+    other(
+        "exclusive_pairs_mixed",
+        "instructions",
+        None,
+        "store-exclusives Tag Checked otherwise than their load-exclusive (status UNKNOWN)",
+        |t| t.exclusive_pairs_mixed,
+    ),
+    other(
+        "tagged_impdef",
+        "accesses",
+        None,
+        "accesses checked only if Tagged memory mapped Non-shareable or with SCTLR_EL1.C = 0 is Tagged",
+        |t| t.tagged_impdef,
     ),
     other(
         "unknown_mem",
@@ -792,6 +813,7 @@ mod tests {
                     read: judged(rp, ra, ro),
                     write: judged(wp, wa, wo),
                     unprivileged: unpriv && el == 1,
+                    tagged_impdef: false,
                 };
                 tally.retire(&p);
                 accesses.push(p);

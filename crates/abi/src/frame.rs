@@ -510,6 +510,14 @@ mod tests {
                         timer_stopped: whole,
                     }
                 )),
+            (any::<u32>(), any::<[u64; 3]>()).prop_map(|(id, v)| Record::TraceImpdef(
+                crate::report::TraceImpdef {
+                    id,
+                    failed_cas: v[0],
+                    exclusive_pairs_mixed: v[1],
+                    tagged_impdef: v[2],
+                }
+            )),
             (any::<u32>(), any::<[u64; 4]>()).prop_map(|(id, v)| Record::TraceMore(
                 crate::report::TraceMore {
                     id,

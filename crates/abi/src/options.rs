@@ -413,6 +413,9 @@ pub enum GuestProgram {
     HostileTcoPatch,
     /// One LDXR/STXR pair per loop iteration, status ignored (not a retry loop).
     HostileExclusive,
+    /// What the Arm ARM leaves to the CPU: CAS/CASP whose compare fails, exclusive pairs
+    /// Tag Checked otherwise, Tagged memory mapped Non-shareable or with SCTLR_EL1.C = 0.
+    HostileImpdef,
     /// Points a live code page's entry at another page under trace (TLBI).
     HostileRemap,
     /// Behaves differently traced: an exclusive store no run carries fails when stepped,
@@ -441,7 +444,7 @@ pub enum GuestProgram {
 }
 
 impl GuestProgram {
-    pub const ALL: [(&'static str, GuestProgram); 30] = [
+    pub const ALL: [(&'static str, GuestProgram); 31] = [
         ("kernel", Self::Kernel),
         ("controls", Self::Default),
         ("unknown-hvc", Self::UnknownHvc),
@@ -463,6 +466,7 @@ impl GuestProgram {
         ("hostile-stack-patch", Self::HostileStackPatch),
         ("hostile-tco-patch", Self::HostileTcoPatch),
         ("hostile-exclusive", Self::HostileExclusive),
+        ("hostile-impdef", Self::HostileImpdef),
         ("hostile-remap", Self::HostileRemap),
         ("hostile-sample", Self::HostileSample),
         ("hostile-yield", Self::HostileYield),
@@ -520,7 +524,7 @@ impl GuestOptions {
                 .map(|(_, p)| *p)
                 .ok_or(OptionError {
                     key: "guest",
-                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-stack-patch, hostile-tco-patch, hostile-exclusive, hostile-remap, hostile-yield, hostile-abort-loop, hostile-smp, every-cpu, addresses, snippet, probe)",
+                    problem: "unknown program (kernel, controls, trace, differential, el0, unknown-hvc, touch-hyp, spin, bench-traps, bench-trace, exclusive-loop, hostile-debug, hostile-cpu, hostile-wfx, hostile-uart, hostile-vector, hostile-patch, hostile-stack-patch, hostile-tco-patch, hostile-exclusive, hostile-impdef, hostile-remap, hostile-yield, hostile-abort-loop, hostile-smp, every-cpu, addresses, snippet, probe)",
                 })?,
         };
         let bench_n = parse_u64(cmdline, "bench_n", 1000)?;

@@ -107,6 +107,10 @@ pub enum Record {
     /// phase's closing records, or sent when the run ends inside the phase. After
     /// GuestPmuEvent so that older logs still decode.
     PhaseIterations(PhaseIterations),
+    /// How many of a traced phase's (or sampled unit's) accesses rest on a choice the Arm
+    /// ARM leaves to the CPU (sent after its TraceMore, only when one is not zero). After
+    /// PhaseIterations so that older logs still decode.
+    TraceImpdef(TraceImpdef),
 }
 
 /// A guarded phase's iterations: those its harness said at PHASE_BEGIN it would make, and
@@ -316,6 +320,25 @@ pub struct TraceMore {
     /// Of those, the ones whose exception the instruction raised itself.
     pub trapped_el0: u64,
     pub trapped_el1: u64,
+}
+
+/// The counts of a traced phase that the Arm ARM leaves to the CPU
+/// (`mtex_trace::counts::TraceCounts` has each, with what it means).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceImpdef {
+    pub id: u32,
+    /// CAS/CASP whose compare failed.
+    pub failed_cas: u64,
+    /// Store-exclusives whose Tag Checked property differed from their load-exclusive's.
+    pub exclusive_pairs_mixed: u64,
+    /// Accesses Tag Checked only if Non-shareable or non-cacheable Tagged memory is Tagged.
+    pub tagged_impdef: u64,
+}
+
+impl TraceImpdef {
+    pub fn is_zero(&self) -> bool {
+        self.failed_cas | self.exclusive_pairs_mixed | self.tagged_impdef == 0
+    }
 }
 
 /// A refused doorbell access: what was stored where, by whom, and why it was refused.

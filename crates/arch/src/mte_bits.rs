@@ -4,7 +4,7 @@
 //! The positions come from arm-sysregs, which is generated from Arm's machine-readable
 //! register descriptions (AARCHMRS); nothing here is a hand-typed shift.
 
-use arm_sysregs::el1::registers::{GcrEl1, SctlrEl1, TcrEl1, TfsrEl1};
+use arm_sysregs::el1::registers::{GcrEl1, ParEl1, SctlrEl1, TcrEl1, TfsrEl1};
 
 /// SCTLR_EL1.
 pub mod sctlr {
@@ -23,6 +23,21 @@ pub mod sctlr {
     pub const TCF0_SHIFT: u32 = SctlrEl1::TCF0_SHIFT;
     pub const TCF_MASK: u64 = SctlrEl1::TCF_MASK;
     pub const TCF0_MASK: u64 = SctlrEl1::TCF0_MASK;
+    /// C: data accesses cacheable; with C = 0 Normal memory is Non-cacheable at stage 1, and
+    /// whether Tagged memory stays Tagged is CONSTRAINED UNPREDICTABLE.
+    pub const C: u64 = SctlrEl1::C.bits();
+}
+
+/// PAR_EL1 after a successful AT: what decides whether the memory is Tagged.
+pub mod par {
+    use super::ParEl1;
+    /// ATTR: the stage-1 memory attribute (MAIR_EL1 encoding; 0xF0 is Tagged).
+    pub const ATTR_SHIFT: u32 = ParEl1::ATTR_SHIFT;
+    /// SH: the shareability (0b00 Non-shareable), which decides whether Tagged memory
+    /// mapped Non-shareable is Tagged (IMPLEMENTATION DEFINED).
+    pub const SH_SHIFT: u32 = ParEl1::SH_SHIFT;
+    pub const SH_MASK: u64 = ParEl1::SH_MASK;
+    pub const SH_NON_SHAREABLE: u64 = 0b00;
 }
 
 /// TCR_EL1.
@@ -91,6 +106,9 @@ mod tests {
         assert_eq!(tcr::TCMA1, 1 << 58);
         assert_eq!(tcr::TBI0 | tcr::TBI1, 3 << 37);
         assert_eq!(gcr::EXCLUDE_MASK, 0xffff);
+        // SCTLR_EL1.C is bit 2; PAR_EL1.SH 8:7 and ATTR 63:56.
+        assert_eq!(sctlr::C, 1 << 2);
+        assert_eq!((par::SH_SHIFT, par::SH_MASK, par::ATTR_SHIFT), (7, 3, 56));
         assert_eq!(tag_of(with_tag(0x4100_0000, 0x13)), 3);
     }
 }

@@ -173,6 +173,20 @@ pub struct TraceCounts {
     pub trapped_el0: u64,
     #[serde(skip)]
     pub trapped_el1: u64,
+    /// CAS/CASP whose compare failed (`decode::Compare`): counted as a read and a write,
+    /// judged alike, but the Arm ARM lets a CPU make that write Tag Unchecked, or not make
+    /// it (CONSTRAINED UNPREDICTABLE). Their own record (`Record::TraceImpdef`), as above.
+    #[serde(skip)]
+    pub failed_cas: u64,
+    /// Store-exclusives whose Tag Checked property differed from their load-exclusive's:
+    /// the Arm ARM makes the store's status UNKNOWN, so whether it wrote is not known.
+    #[serde(skip)]
+    pub exclusive_pairs_mixed: u64,
+    /// Accesses judged Tag Checked only because their memory is Tagged in a way whose
+    /// Tagged-ness is IMPLEMENTATION DEFINED ([`crate::predicate::tagged_is_impdef`]:
+    /// mapped Non-shareable, or with SCTLR_EL1.C = 0).
+    #[serde(skip)]
+    pub tagged_impdef: u64,
 }
 
 impl TraceCounts {
@@ -208,6 +222,9 @@ impl TraceCounts {
             abandoned_el1,
             trapped_el0,
             trapped_el1,
+            failed_cas,
+            exclusive_pairs_mixed,
+            tagged_impdef,
         } = *o;
         self.architectural.add(&architectural);
         self.tcf_elided.add(&tcf_elided);
@@ -261,6 +278,9 @@ impl TraceCounts {
         self.abandoned_el1 += abandoned_el1;
         self.trapped_el0 += trapped_el0;
         self.trapped_el1 += trapped_el1;
+        self.failed_cas += failed_cas;
+        self.exclusive_pairs_mixed += exclusive_pairs_mixed;
+        self.tagged_impdef += tagged_impdef;
     }
 
     /// Counts one abandoned instruction at `el`, on which an exception of class `ec` was taken.
@@ -433,6 +453,10 @@ pub struct Pending {
     pub write: Judged,
     /// An LDTR/STTR at EL1 that accesses as EL0 (the kernel's uaccess).
     pub unprivileged: bool,
+    /// Judged Tag Checked only because a page it touches is Tagged in a way a CPU may
+    /// treat as Untagged (`TraceCounts::tagged_impdef`). Set by the judge's caller, which
+    /// asks the MMU.
+    pub tagged_impdef: bool,
 }
 
 impl Pending {
@@ -656,6 +680,7 @@ impl Tally {
             Effect::None => {}
             Effect::Access => {
                 self.accesses[class(p)][state(p.read)][state(p.write)] += 1;
+                c.tagged_impdef += p.tagged_impdef as u64;
             }
             Effect::TagStore(g) => {
                 c.tag_store_insns += 1;
@@ -975,7 +1000,7 @@ mod tests {
                 // Only judgements the views can produce: checked ones carry ARCH.
                 let valid = |j: u8| if j & 2 == 0 { j & 1 } else { j | 1 };
                 let (r, w) = (Judged(valid(r) | 1), Judged(valid(w)));
-                t.retire(&Pending { pc: 0, effect: Effect::Access, el, read: r, write: w, unprivileged });
+                t.retire(&Pending { pc: 0, effect: Effect::Access, el, read: r, write: w, unprivileged, tagged_impdef: false });
                 if el == 0 { expect.instructions_el0 += 1 } else { expect.instructions_el1 += 1 }
                 let (vr, vw) = (r.views(), w.views());
                 if unprivileged {

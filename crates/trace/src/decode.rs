@@ -91,6 +91,37 @@ pub struct MemOp {
     /// modifier), which is authenticated before the offset is added. The access is at the
     /// authenticated address (`predicate::Controls::authenticated`), not at [`Self::address`].
     pub auth: Option<DataKey>,
+    /// CAS/CASP: the register(s) compared with memory, which the instruction overwrites with
+    /// what it read.
+    pub compare: Option<Compare>,
+}
+
+/// The compare register(s) of a CAS or CASP. Both write what they read from memory into
+/// them, whether the compare passed or not, so a register that changed (in the bits
+/// compared) says the compare failed: then the Arm ARM permits the write to be Tag Unchecked,
+/// and whether it writes at all is CONSTRAINED UNPREDICTABLE (D10.4.1, `MemAtomic`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Compare {
+    /// Rs: for CASP the first of the even pair Rs, Rs+1. 31 is XZR, whose value is lost.
+    pub rs: u8,
+    /// Bits compared in each register: 8, 16, 32 or 64.
+    pub bits: u8,
+    /// CASP: Rs and Rs+1.
+    pub pair: bool,
+}
+
+impl Compare {
+    /// Whether the compare failed, from the register(s) before and after the instruction
+    /// (`[Rs, Rs+1]`; the second is ignored unless a pair). None when Rs is XZR: the value
+    /// read was discarded, so the outcome cannot be told.
+    pub fn failed(&self, before: [u64; 2], after: [u64; 2]) -> Option<bool> {
+        if self.rs == 31 {
+            return None;
+        }
+        let mask = u64::MAX >> (64 - self.bits as u32);
+        let differs = |i: usize| (before[i] ^ after[i]) & mask != 0;
+        Some(differs(0) || (self.pair && differs(1)))
+    }
 }
 
 impl MemOp {
@@ -207,6 +238,7 @@ fn mem(kind: MemKind, dir: Dir, size: u16, base: u8, offset: Offset) -> Insn {
         writeback: false,
         exclusive: false,
         auth: None,
+        compare: None,
     })
 }
 
@@ -533,6 +565,7 @@ fn decode_exclusive_ordered(insn: u32, n: u8) -> Insn {
     let o2 = bits(insn, 23, 23);
     let load = bits(insn, 22, 22) != 0;
     let o1 = bits(insn, 21, 21);
+    let rs = bits(insn, 20, 16) as u8;
     let rw = if load { Dir::Read } else { Dir::Write };
     let at = Offset::Imm(0);
     let exclusive = |i: Insn| match i {
@@ -545,9 +578,33 @@ fn decode_exclusive_ordered(insn: u32, n: u8) -> Insn {
     match (o2, o1) {
         (0, 0) => exclusive(mem(MemKind::Data, rw, 1 << size, n, at)),
         (0, 1) if size >= 2 => exclusive(mem(MemKind::Data, rw, 2 << size, n, at)), // LDXP/STXP
-        (0, 1) => mem(MemKind::Data, Dir::ReadWrite, 8 << size, n, at), // CASP (size 0x)
-        (1, 0) => mem(MemKind::Data, rw, 1 << size, n, at),             // LDAR/STLR
-        _ => mem(MemKind::Data, Dir::ReadWrite, 1 << size, n, at),      // CAS
+        (0, 1) => compares(
+            mem(MemKind::Data, Dir::ReadWrite, 8 << size, n, at), // CASP (size 0x)
+            Compare {
+                rs,
+                bits: 32 << size,
+                pair: true,
+            },
+        ),
+        (1, 0) => mem(MemKind::Data, rw, 1 << size, n, at), // LDAR/STLR
+        _ => compares(
+            mem(MemKind::Data, Dir::ReadWrite, 1 << size, n, at), // CAS
+            Compare {
+                rs,
+                bits: 8 << size,
+                pair: false,
+            },
+        ),
+    }
+}
+
+fn compares(i: Insn, c: Compare) -> Insn {
+    match i {
+        Insn::Mem(m) => Insn::Mem(MemOp {
+            compare: Some(c),
+            ..m
+        }),
+        other => other,
     }
 }
 
@@ -760,6 +817,45 @@ mod tests {
     }
 
     #[test]
+    fn cas_and_casp_name_their_compare_registers() {
+        // cas x1, x2, [x3]; casb w1, w2, [x3]; casp x4, x5, x6, x7, [x8]; casp w4, w5, w6, w7, [x8]
+        let compare = |w: u32| match decode(w) {
+            Insn::Mem(m) => m.compare,
+            other => panic!("{w:#x}: {other:?}"),
+        };
+        let c = |rs, bits, pair| Some(Compare { rs, bits, pair });
+        assert_eq!(compare(0xc8a1_7c62), c(1, 64, false));
+        assert_eq!(compare(0x08a1_7c62), c(1, 8, false));
+        assert_eq!(compare(0x4824_7d06), c(4, 64, true));
+        assert_eq!(compare(0x0824_7d06), c(4, 32, true));
+        // ldxr x1, [x2]; ldadd x1, x2, [x3]: no compare.
+        assert_eq!(compare(0xc85f_7c41), None);
+        assert_eq!(compare(0xf821_0062), None);
+    }
+
+    #[test]
+    fn a_compare_failed_when_its_register_changed_in_the_bits_compared() {
+        let cas = Compare {
+            rs: 1,
+            bits: 32,
+            pair: false,
+        };
+        // Passed: Ws holds the value read, which equalled it (Xs's upper half is not compared).
+        assert_eq!(cas.failed([0xffff_0000_0000_0007, 0], [7, 0]), Some(false));
+        assert_eq!(cas.failed([7, 0], [8, 0]), Some(true));
+        let casp = Compare {
+            rs: 2,
+            bits: 64,
+            pair: true,
+        };
+        assert_eq!(casp.failed([1, 2], [1, 2]), Some(false));
+        assert_eq!(casp.failed([1, 2], [1, 3]), Some(true));
+        // The second register of a single CAS is not looked at; XZR cannot be told.
+        assert_eq!(cas.failed([7, 1], [7, 2]), Some(false));
+        assert_eq!(Compare { rs: 31, ..cas }.failed([0, 0], [0, 0]), None);
+    }
+
+    #[test]
     fn tco_encodings_from_design_notes() {
         assert_eq!(decode(0xd503_409f), Insn::MsrTcoImm(false));
         assert_eq!(decode(0xd503_419f), Insn::MsrTcoImm(true));
@@ -786,6 +882,7 @@ mod tests {
             writeback: false,
             exclusive: false,
             auth: None,
+            compare: None,
         };
         assert_eq!(m.address(&x, 0), 0x1000 - 16);
         let sp = MemOp {

@@ -159,6 +159,18 @@ pub fn is_tag_checked(c: &Controls, a: &Access) -> bool {
     true
 }
 
+/// True when memory that stage 1 maps Tagged (PAR_EL1 `par` of a successful AT, its ATTR
+/// 0xF0) is Tagged only by an IMPLEMENTATION DEFINED or CONSTRAINED UNPREDICTABLE choice
+/// (Arm ARM D10.3, `AArch64.S1Translate`): it is mapped Non-shareable, or SCTLR_EL1.C is 0
+/// (which makes it Non-cacheable). A CPU may treat such memory as Untagged; the
+/// architectural view counts it Tagged, as QEMU does, and the report says how many accesses
+/// rest on that choice.
+pub fn tagged_is_impdef(c: &Controls, par: u64) -> bool {
+    use mtex_arch::mte_bits::par;
+    let sh = (par >> par::SH_SHIFT) & par::SH_MASK;
+    sh == par::SH_NON_SHAREABLE || c.sctlr_el1 & sctlr::C == 0
+}
+
 /// True when an implementation that skips checks while TCF/TCF0 is NONE checks the access
 /// (Arm's cores and QEMU).
 pub fn elides(c: &Controls, a: &Access) -> bool {
@@ -192,6 +204,21 @@ mod tests {
             form_checkable: true,
             tagged_page: true,
         }
+    }
+
+    #[test]
+    fn tagged_memory_non_shareable_or_uncached_is_impdef() {
+        // Inner Shareable (0b11), Outer (0b10): Tagged; Non-shareable (0b00) is the CPU's call.
+        let cached = Controls {
+            sctlr_el1: on().sctlr_el1 | sctlr::C,
+            ..on()
+        };
+        let par = |sh: u64| 0xf0 << 56 | sh << 7;
+        assert!(!tagged_is_impdef(&cached, par(0b11)));
+        assert!(!tagged_is_impdef(&cached, par(0b10)));
+        assert!(tagged_is_impdef(&cached, par(0b00)));
+        // SCTLR_EL1.C = 0: whatever the shareability.
+        assert!(tagged_is_impdef(&on(), par(0b11)));
     }
 
     #[test]

@@ -80,7 +80,9 @@ pub fn node_kind_of(word: u32, insn: &Insn) -> NodeKind {
         return NodeKind::Inert;
     }
     match insn {
-        Insn::Mem(m) if m.exclusive || m.form_checkable() => NodeKind::Stop,
+        // A CAS/CASP is stepped, whatever its form: only the compare register before and
+        // right after it tells whether its compare failed (`decode::Compare`).
+        Insn::Mem(m) if m.exclusive || m.compare.is_some() || m.form_checkable() => NodeKind::Stop,
         Insn::Mem(_) => NodeKind::Static,
         Insn::MsrTcoImm(_) | Insn::Barrier(_) | Insn::SysRegRead(..) | Insn::MrsTco(_) => {
             NodeKind::Static
@@ -90,14 +92,15 @@ pub fn node_kind_of(word: u32, insn: &Insn) -> NodeKind {
 }
 
 /// True for an instruction a run may start at with its access judged at the stop: an
-/// ordinary checkable data access (not an exclusive, which stepping must watch).
+/// ordinary checkable data access (not an exclusive, which stepping must watch, nor a
+/// CAS/CASP, whose compare register a run would overwrite before the stop).
 pub fn is_dynamic_root(word: u32) -> bool {
     is_dynamic_root_of(&decode(word))
 }
 
 /// [`is_dynamic_root`] of an instruction already decoded.
 pub fn is_dynamic_root_of(insn: &Insn) -> bool {
-    matches!(insn, Insn::Mem(m) if !m.exclusive && m.form_checkable())
+    matches!(insn, Insn::Mem(m) if !m.exclusive && m.compare.is_none() && m.form_checkable())
 }
 
 /// True for a load-exclusive (LDXR, LDAXR, LDXP...): the start of an exclusive sequence,
@@ -756,6 +759,22 @@ mod tests {
     /// b.ne with a word offset (imm19).
     fn b_ne(words: i32) -> u32 {
         0x5400_0001 | (((words as u32) & 0x7ffff) << 5)
+    }
+
+    #[test]
+    fn a_cas_is_stepped_in_every_form_so_its_compare_can_be_read() {
+        // cas x1, x2, [x3]; cas x1, x2, [sp] (Unchecked, but its compare still matters);
+        // casp x4, x5, x6, x7, [x8]
+        for w in [0xc8a1_7c62u32, 0xc8a1_7fe2, 0x4824_7d06] {
+            let insn = decode(w);
+            assert_eq!(node_kind_of(w, &insn), NodeKind::Stop, "{w:#x}");
+            assert!(!is_dynamic_root_of(&insn), "{w:#x}");
+            assert!(!may_start_run(w, &insn), "{w:#x}");
+        }
+        // Nor is one predicted later in a run: the plan stops before it.
+        let p = plan(0, code(&[LDR_X3, ADD, 0xc8a1_7c62, HVC])).unwrap();
+        assert_eq!(p.n_predicted, 0);
+        assert_eq!(&p.leaves[..p.n_leaves], &[(8, 2)]);
     }
 
     #[test]

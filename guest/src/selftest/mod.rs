@@ -9,6 +9,7 @@ mod debug;
 mod every_cpu;
 mod exclusive;
 mod frames;
+mod impdef;
 mod patch;
 pub mod remap;
 mod sample;
@@ -46,6 +47,7 @@ pub fn run(p: GuestProgram, fdt: &Fdt) -> u64 {
         GuestProgram::HostileStackPatch => stack_patch::run(ptr.tagged),
         GuestProgram::HostileTcoPatch => tco_patch::run(),
         GuestProgram::HostileExclusive => exclusive::run(ptr.tagged),
+        GuestProgram::HostileImpdef => impdef::run(ptr.tagged),
         GuestProgram::HostileSample => sample::run(ptr.tagged),
         GuestProgram::HostileRemap => remap::run(ptr.tagged),
         GuestProgram::HostileAbortLoop => spin::abort_loop(),

@@ -86,6 +86,9 @@ pub struct Window {
     /// Load/store instructions the decoder does not model (their accesses are not counted).
     pub unknown_mem: u64,
     pub failed_store_exclusives: u64,
+    /// CAS/CASP whose compare failed: counted as a read and a write, judged alike; a CPU may
+    /// make that write Unchecked, or not make it.
+    pub failed_cas: u64,
     pub step_exits: u64,
     pub exits: u64,
     /// Instructions that began but were abandoned for an exception taken on them (not in
@@ -493,6 +496,7 @@ pub fn analyse(
                 tag_check_faults: t.tag_check_faults,
                 unknown_mem: t.unknown_mem,
                 failed_store_exclusives: t.failed_store_exclusives,
+                failed_cas: t.failed_cas,
                 step_exits: p.stats.map_or(0, |s| s.step_exits),
                 exits: p.stats.map_or(0, |s| s.exits),
                 abandoned_el0: t.abandoned_el0,
@@ -696,13 +700,21 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
     );
     let _ = writeln!(
         out,
-        "  kernel entries: {} from EL0 ({} IRQ), {} from EL1 ({} IRQ); tag-check faults {}; failed store-exclusives {}",
+        "  kernel entries: {} from EL0 ({} IRQ), {} from EL1 ({} IRQ); tag-check faults {}; failed store-exclusives {}{}",
         w.entries.sync_el0 + w.entries.irq_el0,
         w.entries.irq_el0,
         w.entries.sync_el1 + w.entries.irq_el1,
         w.entries.irq_el1,
         w.tag_check_faults,
-        w.failed_store_exclusives
+        w.failed_store_exclusives,
+        if w.failed_cas > 0 {
+            format!(
+                "; CAS whose compare failed {} (counted as writes, judged alike; a CPU may write them Unchecked, or not write)",
+                w.failed_cas
+            )
+        } else {
+            String::new()
+        }
     );
     if let Some(c) = &w.oracle {
         let _ = writeln!(out, "{}", oracle_text(c));

@@ -104,6 +104,7 @@ pub(super) fn check_figures(r: &mut Report) {
                     t.unexpected_tag_check_faults
                 ));
             }
+            problems.extend(impdef_problems(&name, t));
         }
         let Some(s) = &p.stats else { continue };
         if s.pmu_disturbed {
@@ -364,4 +365,24 @@ impl Report {
             emulator,
         ))
     }
+}
+
+/// The problems of counts that rest on a choice the Arm ARM leaves to the CPU, where the
+/// CPU's choice changes a count by more than a bound the report can state as a note (a
+/// failed CAS's write is such a note: `render::phase_notes`).
+pub fn impdef_problems(name: &str, t: &TraceCounts) -> Vec<String> {
+    let mut out = Vec::new();
+    if t.exclusive_pairs_mixed > 0 {
+        out.push(format!(
+            "{name}: {} store-exclusives were Tag Checked otherwise than their load-exclusive: the Arm ARM makes their status UNKNOWN, so whether they wrote is not known (write counts in doubt)",
+            t.exclusive_pairs_mixed
+        ));
+    }
+    if t.tagged_impdef > 0 {
+        out.push(format!(
+            "{name}: {} accesses were counted Tag Checked on Tagged memory mapped Non-shareable or with SCTLR_EL1.C = 0, which a CPU may take as Untagged (IMPLEMENTATION DEFINED: checked counts may be up to that many fewer)",
+            t.tagged_impdef
+        ));
+    }
+    out
 }

@@ -267,30 +267,27 @@ fn apply(r: &mut Report, seq: u32, record: Record, cpu: &mut u32) {
                 c.id
             )),
         },
-        Record::TraceMore(a) => {
-            match r
-                .phases
-                .iter_mut()
-                .rev()
-                .find(|p| p.id == a.id)
-                .and_then(|p| match (&mut p.trace, &mut p.sampled) {
-                    (Some(t), _) => Some(t),
-                    // A sampled phase's: of the unit (or lead) just before it.
-                    (None, Some(s)) if p.end.is_none() => {
-                        s.stretches.last_mut().map(|u| &mut u.counts)
-                    }
-                    _ => None,
-                }) {
-                Some(t) => {
-                    (t.abandoned_el0, t.abandoned_el1) = (a.abandoned_el0, a.abandoned_el1);
-                    (t.trapped_el0, t.trapped_el1) = (a.trapped_el0, a.trapped_el1);
-                }
-                None => r.problems.push(format!(
-                    "record {seq}: more trace counts of phase {} that has no trace",
-                    a.id
-                )),
+        Record::TraceMore(a) => match more_counts_of(&mut r.phases, a.id) {
+            Some(t) => {
+                (t.abandoned_el0, t.abandoned_el1) = (a.abandoned_el0, a.abandoned_el1);
+                (t.trapped_el0, t.trapped_el1) = (a.trapped_el0, a.trapped_el1);
             }
-        }
+            None => r.problems.push(format!(
+                "record {seq}: more trace counts of phase {} that has no trace",
+                a.id
+            )),
+        },
+        Record::TraceImpdef(a) => match more_counts_of(&mut r.phases, a.id) {
+            Some(t) => {
+                t.failed_cas = a.failed_cas;
+                t.exclusive_pairs_mixed = a.exclusive_pairs_mixed;
+                t.tagged_impdef = a.tagged_impdef;
+            }
+            None => r.problems.push(format!(
+                "record {seq}: IMPLEMENTATION DEFINED counts of phase {} that has no trace",
+                a.id
+            )),
+        },
         Record::PcProfile(e) => match r.phases.iter_mut().rev().find(|p| p.id == e.id) {
             Some(p) => {
                 let profile = p.profile.get_or_insert_default();
@@ -508,4 +505,16 @@ fn fold_runs(r: &mut Report) {
         }
         stands_for_run
     });
+}
+
+/// The counts a TraceMore or TraceImpdef record of phase `id` completes: its trace's, or a
+/// sampled phase's unit (or lead) just before it.
+fn more_counts_of(phases: &mut [Phase], id: u32) -> Option<&mut mtex_trace::counts::TraceCounts> {
+    phases.iter_mut().rev().find(|p| p.id == id).and_then(|p| {
+        match (&mut p.trace, &mut p.sampled) {
+            (Some(t), _) => Some(t),
+            (None, Some(s)) if p.end.is_none() => s.stretches.last_mut().map(|u| &mut u.counts),
+            _ => None,
+        }
+    })
 }

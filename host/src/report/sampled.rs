@@ -164,6 +164,10 @@ pub fn problems(p: &Phase, emulator: bool) -> Vec<String> {
                 t.unknown_mem
             ));
         }
+        out.extend(super::checks::impdef_problems(
+            &format!("{name} (its units)"),
+            &t,
+        ));
     }
     out
 }

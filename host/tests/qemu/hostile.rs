@@ -276,6 +276,58 @@ fn a_loop_of_exclusive_pairs_is_traced_to_its_end_and_failed_stores_make_no_acce
 }
 
 #[test]
+fn what_the_arm_arm_leaves_to_the_cpu_is_counted_and_said_never_silent() {
+    let r = boot("mtex.guest=hostile-impdef");
+    let n = HOSTILE_N;
+    let phase = |name: &str| {
+        let p = r.phases.iter().find(|p| p.name == name).unwrap();
+        p.trace.unwrap_or_else(|| panic!("{name}: no trace"))
+    };
+    // Per iteration a CAS that passes, one that fails and a CASP that fails: each one read
+    // and one write, judged alike (all checked); the two failed compares noted.
+    let t = phase("cas");
+    assert_eq!(t.instructions_el1, 9 * n + END_CALL_INSTRUCTIONS);
+    let both = ByEl {
+        rd_k: 3 * n,
+        wr_k: 3 * n,
+        ..ByEl::default()
+    };
+    assert_eq!((t.accesses, t.architectural), (both, both));
+    assert_eq!((t.failed_cas, t.unknown_mem), (2 * n, 0));
+    // Rs = XZR: what it read is lost, so whether it wrote is not known: not judged.
+    let t = phase("cas-xzr");
+    assert_eq!((t.unknown_mem, t.accesses), (n, ByEl::default()));
+    assert_eq!(t.failed_cas, 0);
+    // LDXR checked, STXR under TCO: each pair mixed (a run carries it, so every store writes).
+    let t = phase("exclusive-mixed");
+    assert_eq!(t.exclusive_pairs_mixed, n);
+    assert_eq!((t.architectural.rd_k, t.architectural.wr_k), (n, 0));
+    assert_eq!((t.accesses.rd_k, t.accesses.wr_k), (n, n));
+    // Loads from the tagged page mapped Non-shareable, then with SCTLR_EL1.C = 0: checked in
+    // the architectural view, each one resting on the CPU's choice.
+    for name in ["non-shareable", "uncached"] {
+        let t = phase(name);
+        assert_eq!((t.architectural.rd_k, t.tagged_impdef), (n, n), "{name}");
+    }
+    // The other phases' accesses are on Tagged Inner Shareable memory with the caches on.
+    assert_eq!(phase("cas").tagged_impdef, 0);
+    // The report says each: the failed compares as a note, the rest as problems.
+    let text = mtex::render::text(&r);
+    assert!(
+        text.contains(&format!("{} CAS whose compare failed", 2 * n)),
+        "{text}"
+    );
+    let said = |what: &str| r.problems.iter().filter(|p| p.contains(what)).count();
+    assert_eq!(
+        said("load/store instructions the decoder does not model"),
+        1
+    );
+    assert_eq!(said("Tag Checked otherwise than their load-exclusive"), 1);
+    assert_eq!(said("mapped Non-shareable or with SCTLR_EL1.C = 0"), 2);
+    assert!(!r.succeeded(), "problems make the run fail");
+}
+
+#[test]
 fn a_yield_spin_meets_the_watchdog() {
     // YIELD cannot be trapped; under -icount shift=0 QEMU's clock advances only slowly through
     // it (50 ms of budget: several seconds of wall time), but it advances.

@@ -29,8 +29,9 @@ pub fn block_granules() -> BlockGranules {
 }
 
 /// Translates a guest VA through its stage 1 with AT (as EL0 or EL1 would access it) and
-/// returns (IPA, stage-1 memory attribute). PAR_EL1 is the guest's: it is restored.
-pub(crate) fn translate(va: u64, as_el0: bool) -> Option<(u64, u8)> {
+/// returns (IPA, PAR_EL1 as AT left it: the memory attribute and shareability). PAR_EL1 is
+/// the guest's: it is restored.
+pub(crate) fn translate(va: u64, as_el0: bool) -> Option<(u64, u64)> {
     let saved = PAR_EL1.get();
     // SAFETY: AT only writes PAR_EL1, which is restored below; it does not access memory.
     unsafe {
@@ -45,10 +46,7 @@ pub(crate) fn translate(va: u64, as_el0: bool) -> Option<(u64, u8)> {
     if par & 1 != 0 {
         return None;
     }
-    Some((
-        (par & 0x0000_ffff_ffff_f000) | (va & 0xfff),
-        (par >> 56) as u8,
-    ))
+    Some(((par & 0x0000_ffff_ffff_f000) | (va & 0xfff), par))
 }
 
 /// The guest's stack pointer: SP_EL1 in EL1h, SP_EL0 in EL1t and EL0 (SPSR_EL2.M[3:0]).

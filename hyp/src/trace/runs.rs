@@ -78,6 +78,10 @@ impl Tracer {
             } else {
                 self.tally.retire(&self.pending);
                 inert -= 1;
+                if plan.exclusive_root() {
+                    self.impdef
+                        .load_exclusive(self.pending.read.views().architectural);
+                }
             }
         }
         if at_sync_vector && let Some(k) = plan.predicted_at(stopped_at) {
@@ -102,6 +106,10 @@ impl Tracer {
         };
         let stx_judged = stx.map(|(a, rs, word, after)| {
             let p = self.judge_now(ctx, spsr, controls, el, a, word);
+            if after {
+                self.impdef
+                    .store_exclusive(p.write.views().architectural, self.tally.counts_mut());
+            }
             (p, after && ctx.reg(rs) != 0, after)
         });
         if let Some((p, _, false)) = &stx_judged {

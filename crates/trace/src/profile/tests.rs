@@ -45,6 +45,7 @@ fn pending() -> impl Strategy<Value = Pending> {
             read,
             write,
             unprivileged: unpriv && el == 1 && effect == Effect::Access,
+            tagged_impdef: false,
         })
 }
 
