@@ -43,6 +43,32 @@ impl CpuState {
     }
 }
 
+/// Each CPU's state from QEMU's `info registers -a`: one `CPU#n` block per CPU, in order;
+/// a block without PC or PSTATE is left out. Text without `CPU#` headers is one CPU's.
+pub fn parse_all_registers(text: &str) -> Vec<CpuState> {
+    let blocks: Vec<&str> = text
+        .split("CPU#")
+        .filter(|b| !b.trim().is_empty())
+        .collect();
+    blocks.iter().filter_map(|b| parse_registers(b)).collect()
+}
+
+/// Where every CPU was, in words: one CPU as [`CpuState::describe`] says it, several as
+/// `CPU 0: ...; CPU 1: ...`. None when no CPU's place was read.
+pub fn describe_all(cpus: &[CpuState]) -> Option<String> {
+    match cpus {
+        [] => None,
+        [one] => Some(one.describe()),
+        many => Some(
+            many.iter()
+                .enumerate()
+                .map(|(i, c)| format!("CPU {i}: {}", c.describe()))
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+    }
+}
+
 /// PC, PSTATE and any ESR/FAR registers from QEMU's `info registers` (AArch64). None when
 /// PC or PSTATE is missing.
 pub fn parse_registers(text: &str) -> Option<CpuState> {
@@ -142,8 +168,9 @@ impl Qmp {
     }
 }
 
-/// Stops the machine and asks where the CPU is: `guest at pc ..., EL1 (...)`, or why that is
-/// not known. Called just before QEMU is killed.
+/// Stops the machine and asks where each CPU is: `guest at pc ..., EL1 (...)` (with several
+/// CPUs, `CPU 0: ...; CPU 1: ...`), or why that is not known. Called just before QEMU is
+/// killed.
 pub(super) fn locate(qmp: &mut Option<Qmp>, path: &Path) -> String {
     let q = match qmp {
         Some(q) => q,
@@ -155,10 +182,10 @@ pub(super) fn locate(qmp: &mut Option<Qmp>, path: &Path) -> String {
     // Stopped, the CPU's registers are the place it was in, not a moment of a moving run.
     let regs = q
         .execute(serde_json::json!({"execute": "stop"}))
-        .and_then(|_| q.hmp("info registers"));
+        .and_then(|_| q.hmp("info registers -a"));
     match regs {
-        Ok(text) => match parse_registers(&text) {
-            Some(cpu) => cpu.describe(),
+        Ok(text) => match describe_all(&parse_all_registers(&text)) {
+            Some(place) => place,
             None => format!(
                 "where the guest was is unknown (QMP: no PC/PSTATE in {:?})",
                 text.lines().next().unwrap_or_default()
@@ -218,6 +245,27 @@ Q00=0000000000000000:0000000000000000 Q01=0000000000000000:0000000000000000
             "CPU in the hypervisor at pc 0x410057a0, EL2 (PSTATE 0x3c9), ESR_EL2 0x5a000000, FAR_EL2 0x40001000"
         );
         assert_eq!(parse_registers("CPU#0\n X00=0\n"), None);
+        // `info registers -a` on two CPUs: both places, in order.
+        let two = format!(
+            "{INFO_REGISTERS}{}",
+            INFO_REGISTERS
+                .replace("CPU#0", "CPU#1")
+                .replace("PC=00000000410057a0", "PC=0000000041000000")
+                .replace("PSTATE=600003c5", "PSTATE=000003c9")
+        );
+        let cpus = parse_all_registers(&two);
+        assert_eq!(cpus.len(), 2);
+        assert_eq!(
+            describe_all(&cpus).unwrap(),
+            "CPU 0: guest at pc 0x410057a0, EL1 (PSTATE 0x600003c5); \
+             CPU 1: CPU in the hypervisor at pc 0x41000000, EL2 (PSTATE 0x3c9)"
+        );
+        // One CPU is named as before; none is None.
+        assert_eq!(
+            describe_all(&parse_all_registers(INFO_REGISTERS)).unwrap(),
+            "guest at pc 0x410057a0, EL1 (PSTATE 0x600003c5)"
+        );
+        assert_eq!(describe_all(&[]), None);
         assert_eq!(parse_registers(""), None);
     }
 }
