@@ -45,7 +45,7 @@ struct Cli {
     args: Args,
 }
 
-fn args(cpus: u32, uefi: bool, out: &Path) -> Result<Args> {
+fn args(cpus: u32, uefi: bool, timeout: u64, out: &Path) -> Result<Args> {
     use clap::Parser;
     let mut words = vec![
         "linux".to_string(),
@@ -55,6 +55,8 @@ fn args(cpus: u32, uefi: bool, out: &Path) -> Result<Args> {
         WORKLOAD.into(),
         "--out".into(),
         out.display().to_string(),
+        "--timeout".into(),
+        timeout.to_string(),
     ];
     if uefi {
         words.push("--uefi".into());
@@ -64,8 +66,9 @@ fn args(cpus: u32, uefi: bool, out: &Path) -> Result<Args> {
 
 /// One boot: clean when its window closed, nothing was wrong, and its interrupts were not
 /// far above the kernel's tick (a storm: the guest's clock ran ahead of its work).
-/// A run that is not clean leaves its consoles in `keep` (`….linux.log`, `….hyp.log`): what
-/// Linux and the hypervisor said is what tells one stall from another.
+/// A run that is not clean leaves its consoles in `keep` (`….linux.log`, `….hyp.log`) and
+/// every reason it was not (`….why.txt`: a host kill names where each CPU was): what Linux
+/// and the hypervisor said is what tells one stall from another.
 fn run_once(a: &Args, p: &linux::Prepared, keep: &Path) -> Outcome {
     let booted = match linux::boot(a, p, Boot::Measured) {
         Ok(b) => b,
@@ -110,13 +113,15 @@ fn run_once(a: &Args, p: &linux::Prepared, keep: &Path) -> Outcome {
             }
         }
     }
-    let failure = problems.into_iter().next();
+    let failure = problems.first().cloned();
     if failure.is_some() {
         if let Some(dir) = keep.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
         let _ = std::fs::write(keep.with_extension("linux.log"), &booted.linux);
         let _ = std::fs::write(keep.with_extension("hyp.log"), &booted.console.text);
+        // Every reason, the host's kill and where each CPU was among them.
+        let _ = std::fs::write(keep.with_extension("why.txt"), problems.join("\n") + "\n");
     }
     Outcome {
         failure,
@@ -126,11 +131,17 @@ fn run_once(a: &Args, p: &linux::Prepared, keep: &Path) -> Outcome {
 }
 
 /// Runs `runs` boots of each configuration (`cpus` × `uefi`).
-pub fn runs(cpus: &[u32], uefi: &[bool], runs: u32, out: &Path) -> Result<Vec<ClockRuns>> {
+pub fn runs(
+    cpus: &[u32],
+    uefi: &[bool],
+    runs: u32,
+    timeout: u64,
+    out: &Path,
+) -> Result<Vec<ClockRuns>> {
     let mut all = Vec::new();
     for &u in uefi {
         for &c in cpus {
-            let a = args(c, u, out)?;
+            let a = args(c, u, timeout, out)?;
             let p = linux::prepare(&a)?;
             let mut r = ClockRuns {
                 cpus: c,
@@ -157,6 +168,10 @@ pub fn runs(cpus: &[u32], uefi: &[bool], runs: u32, out: &Path) -> Result<Vec<Cl
                 r.slowest = r.slowest.max(wall);
                 if outcome.irq_rate > r.irq_rate {
                     (r.irq_rate, r.irqs) = (outcome.irq_rate, outcome.irqs);
+                }
+                if let Some(f) = &outcome.failure {
+                    // Said at once: a batch of runs takes long, and a hang shows here first.
+                    eprintln!("mtex: bench clocks: run {i} unclean: {f}");
                 }
                 match outcome.failure {
                     None => r.clean += 1,

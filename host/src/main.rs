@@ -293,6 +293,10 @@ enum BenchCmd {
         /// Only booted directly (`no`), or only through UEFI (`only`); both by default.
         #[arg(long, default_value = "both", value_parser = ["both", "no", "only"])]
         uefi: String,
+        /// Host time limit of each boot, in seconds (a clean boot takes about 10 s; a run
+        /// past the limit is killed, and where each CPU was is kept with its consoles).
+        #[arg(long, default_value_t = 900, value_parser = mtex::input::number_in(30u64, 3600))]
+        timeout: u64,
     },
     /// EL2 instructions per trapped SCTLR_EL1 write.
     Traps {
@@ -665,14 +669,19 @@ fn real_main() -> Result<ExitCode> {
                         ExitCode::FAILURE
                     })
                 }
-                Some(BenchCmd::Clocks { runs, cpus, uefi }) => {
+                Some(BenchCmd::Clocks {
+                    runs,
+                    cpus,
+                    uefi,
+                    timeout,
+                }) => {
                     let uefi: &[bool] = match uefi.as_str() {
                         "no" => &[false],
                         "only" => &[true],
                         _ => &[false, true],
                     };
                     let out = mtex::linux::work_dir().join("bench-clocks");
-                    let all = mtex::bench_clocks::runs(&cpus, uefi, runs, &out)?;
+                    let all = mtex::bench_clocks::runs(&cpus, uefi, runs, timeout, &out)?;
                     print!("{}", mtex::bench_clocks::render(&all));
                     Ok(if mtex::bench_clocks::all_clean(&all) {
                         ExitCode::SUCCESS
