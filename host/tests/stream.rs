@@ -377,6 +377,15 @@ fn mutate(log: &Log, m: &Mutation) -> (Vec<u8>, Expect) {
         Mutation::InsertText(i, t) | Mutation::InsertLine(i, t) => {
             let p = i.index(b.len() + 1);
             out.splice(p..p, t.bytes());
+            // Among a frame's digits (the OS printing while a record was written, through
+            // UEFI): put back together by its checksum, or damaged; never another record.
+            if log
+                .frames
+                .iter()
+                .any(|&(o, e)| p >= o + frame::MARKER.len() && p < e)
+            {
+                return (out, Expect::Either);
+            }
             // Into the middle of a character of other text: bytes that are not UTF-8.
             if b.get(p).is_some_and(|&c| (0x80..0xc0).contains(&c)) {
                 Expect::Either
@@ -392,7 +401,11 @@ fn mutate(log: &Log, m: &Mutation) -> (Vec<u8>, Expect) {
             }
             let p = i.index(b.len() + 1);
             out.splice(p..p, copy);
-            // Into the marker of its own original, the copy stands in for it.
+            // Into the marker of its own original, the copy stands in for it. Into any frame,
+            // a checksum may show the copy to be text inside that frame, taken out.
+            if log.frames.iter().any(|&(o, e)| p > o && p < e) {
+                return (out, Expect::Either);
+            }
             Expect::Either
         }
         Mutation::DropFrame(f) => {

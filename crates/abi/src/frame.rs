@@ -132,6 +132,9 @@ pub struct Found {
     /// Frames come in order and never overlap: the next one starts at or after this.
     pub end: usize,
     pub result: Result<(u32, Record), FrameError>,
+    /// Bytes of another writer found inside the frame and taken out of it ([`recover`]):
+    /// their offsets in the text, to be read as that writer's.
+    pub inserted: Option<(usize, usize)>,
 }
 
 /// Finds every frame in `text`, in order.
@@ -140,9 +143,11 @@ pub fn scan(text: &str) -> impl Iterator<Item = Found> + '_ {
 }
 
 /// [`scan`] of raw bytes (console output that may not be UTF-8). Total: every marker found
-/// gives one [`Found`], decoded or with the reason it could not be; nothing panics.
+/// gives one [`Found`], decoded (put back together if another writer's bytes landed inside
+/// it, [`recover`]) or with the reason it could not be; nothing panics.
 pub fn scan_bytes(text: &[u8]) -> impl Iterator<Item = Found> + '_ {
     let mut pos = 0;
+    let mut attempts = 0;
     core::iter::from_fn(move || {
         let rest = text.get(pos..)?;
         let start = pos + find(rest, MARKER.as_bytes())?;
@@ -150,12 +155,100 @@ pub fn scan_bytes(text: &[u8]) -> impl Iterator<Item = Found> + '_ {
         let hex = text.get(digits..).unwrap_or(&[]);
         let len = hex.iter().position(|&b| !is_hex(b)).unwrap_or(hex.len());
         pos = digits + len;
+        let result = decode_bytes(&hex[..len]);
+        if result.is_err() && attempts < MAX_RECOVERIES {
+            attempts += 1;
+            if let Some(r) = recover(hex, len) {
+                pos = digits + r.end;
+                return Some(Found {
+                    offset: start,
+                    end: pos,
+                    result: Ok(r.record),
+                    inserted: Some((digits + r.cut.0, digits + r.cut.1)),
+                });
+            }
+        }
         Some(Found {
             offset: start,
             end: pos,
-            result: decode_bytes(&hex[..len]),
+            result,
+            inserted: None,
         })
     })
+}
+
+/// Damaged frames a scan tries to [`recover`], at most: each try decodes a few thousand
+/// candidates, and a console full of damaged frames must still be read at once.
+const MAX_RECOVERIES: usize = 256;
+
+/// How far before the first character that ends a damaged frame another writer's bytes may
+/// begin (they may start with characters that are hex digits, as "echo" does).
+const INSERT_LEAD: usize = 64;
+
+/// Digits of the frame that must lie on each side of another writer's bytes for [`recover`]
+/// to take them out: the sequence number before, and as many after. Fewer, and a digit the
+/// frame lost or had changed near an end could be made good by a run of digits borrowed from
+/// the text after it (about one chance in 16 per digit); with eight on each side no such
+/// borrowing matches by chance more than a CRC-32 does. Bytes that landed closer to an end
+/// leave the frame damaged, as any other damage does.
+const KEPT_DIGITS: usize = 8;
+
+/// A frame put back together by [`recover`].
+struct Recovered {
+    record: (u32, Record),
+    /// The other writer's bytes, as offsets after the marker.
+    cut: (usize, usize),
+    /// Just past the frame's last hex digit, after the marker.
+    end: usize,
+}
+
+/// A frame that another writer's bytes landed inside — the OS printing on the UART the
+/// hypervisor's records share while a record was being written — is put back together: the
+/// one contiguous run of bytes whose removal leaves hex digits that decode with a matching
+/// CRC-32 is taken out. `after` is the text after the marker, `len` the hex digits that
+/// ended at the first other character. Only runs that start at most [`INSERT_LEAD`] bytes
+/// before that character, end where a run of hex digits starts that ends its line, leave
+/// [`KEPT_DIGITS`] of the frame on each side, and lie before the next marker and within a
+/// frame's length of text are tried.
+fn recover(after: &[u8], len: usize) -> Option<Recovered> {
+    let limit = after
+        .len()
+        .min(MAX_TEXT * 2)
+        .min(find(after, MARKER.as_bytes()).unwrap_or(usize::MAX));
+    let mut candidate = [0u8; 2 * MAX_BINARY];
+    // A frame ends its line: only a cut after which the frame's digits end at a newline (or
+    // the text's end) is taken. The other writer's text may itself hold a run of digits that
+    // would close the same frame (as "[    4.1]" does one ending in 4), and a frame that lost
+    // its last digit must not borrow one from the text after it.
+    for j in len + 1..limit {
+        // The frame goes on where a run of hex digits starts.
+        if !is_hex(after[j]) || is_hex(after[j - 1]) {
+            continue;
+        }
+        let tail = after[j..limit]
+            .iter()
+            .position(|&b| !is_hex(b))
+            .unwrap_or(limit - j);
+        if tail < KEPT_DIGITS || !matches!(after.get(j + tail), None | Some(b'\n' | b'\r')) {
+            continue;
+        }
+        for i in (len.saturating_sub(INSERT_LEAD).max(KEPT_DIGITS)..=len).rev() {
+            let n = i + tail;
+            if n > candidate.len() || !n.is_multiple_of(2) {
+                continue;
+            }
+            candidate[..i].copy_from_slice(&after[..i]);
+            candidate[i..n].copy_from_slice(&after[j..j + tail]);
+            if let Ok(record) = decode_bytes(&candidate[..n]) {
+                return Some(Recovered {
+                    record,
+                    cut: (i, j),
+                    end: j + tail,
+                });
+            }
+        }
+    }
+    None
 }
 
 /// The offset of the first occurrence of `needle` (not empty) in `haystack`.
@@ -704,6 +797,73 @@ mod tests {
             prop_assert_eq!(found.len(), 1);
             prop_assert_eq!(found[0].result, Ok((7, record)));
         }
+    }
+
+    /// What the OS prints on the UART the records share, landed inside a record as it was
+    /// written, at any place in it: taken out, the record reads whole, and the bytes taken
+    /// out are exactly the ones that landed.
+    #[test]
+    fn another_writers_bytes_inside_a_frame_are_taken_out() {
+        let record = Record::Console(ShortStr::truncated("a record of some length"));
+        let mut buf = [0u8; MAX_TEXT];
+        let line = String::from(encode(41, &record, &mut buf).unwrap());
+        let hex = line.len() - MARKER.len() - 1;
+        for insert in [
+            "mtex-linux: init",
+            "echo hi\r\n",
+            "\r\n[    4.1] x\r\nok",
+            "Z",
+        ] {
+            for at in [8, 9, 17, hex / 2, hex - 8] {
+                let at = MARKER.len() + at;
+                let text = std::format!("before\n{}{insert}{}after\n", &line[..at], &line[at..]);
+                let found: std::vec::Vec<_> = scan(&text).collect();
+                assert_eq!(found.len(), 1, "{text:?}");
+                assert_eq!(found[0].result, Ok((41, record)), "{text:?}");
+                let (a, b) = found[0].inserted.expect("taken out");
+                assert_eq!(b - a, insert.len(), "{text:?}");
+                let mut rest = String::from(&text[..a]);
+                rest.push_str(&text[b..]);
+                assert_eq!(rest, std::format!("before\n{line}after\n"), "{text:?}");
+                assert_eq!(&text[found[0].end..], "\nafter\n");
+            }
+        }
+    }
+
+    /// A frame damaged otherwise (a digit changed, bytes lost) stays damaged, and a console
+    /// of thousands of damaged frames with text after them is still read at once.
+    #[test]
+    fn other_damage_is_never_taken_for_an_insertion() {
+        let mut buf = [0u8; MAX_TEXT];
+        let line =
+            String::from(encode(5, &Record::Console(ShortStr::truncated("hi")), &mut buf).unwrap());
+        let mut changed = line.clone().into_bytes();
+        let at = MARKER.len() + 6;
+        changed[at] = if changed[at] == b'0' { b'1' } else { b'0' };
+        let changed = String::from_utf8(changed).unwrap();
+        let lost = std::format!(
+            "{}{}",
+            &line[..MARKER.len() + 8],
+            &line[MARKER.len() + 10..]
+        );
+        for text in [
+            std::format!("{changed}tail 12ab\n"),
+            std::format!("{lost}x\n"),
+        ] {
+            let found: std::vec::Vec<_> = scan(&text).collect();
+            assert!(
+                found[0].result.is_err() && found[0].inserted.is_none(),
+                "{text:?}"
+            );
+        }
+        let many = std::format!("{}x 0a 1b 2c\n", &line[..line.len() - 9]).repeat(5000);
+        let t = std::time::Instant::now();
+        assert_eq!(scan(&many).filter(|f| f.result.is_err()).count(), 5000);
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ mod test_stream;
 
 pub use checks::pmu_expected;
 pub use describe::{call_name, describe_exit, describe_power_call, pmu_count_name};
-pub use parse::{LOADER_ERROR, parse, parse_bytes};
+pub use parse::{LOADER_ERROR, console_without_records, parse, parse_bytes};
 
 /// One decoded MTE field change of a trapped write.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -32,6 +32,7 @@ pub fn parse_bytes(bytes: &[u8]) -> Report {
     let mut last_end = 0;
     // Where the frames were, to tell which bytes that are not UTF-8 hit a record's line.
     let mut spans = Vec::new();
+    let mut recovered = 0;
     for found in frame::scan_bytes(bytes) {
         collect_other(
             &mut r,
@@ -39,6 +40,12 @@ pub fn parse_bytes(bytes: &[u8]) -> Report {
         );
         last_end = found.end.max(last_end);
         spans.push((found.offset, found.end));
+        if let Some((a, b)) = found.inserted {
+            // Another writer's bytes inside the frame (the OS's console on the shared UART),
+            // taken out of it by the checksum: theirs, not the record's.
+            collect_other(&mut r, bytes.get(a..b).unwrap_or_default());
+            recovered += 1;
+        }
         let (seq, record) = match found.result {
             Ok(ok) => ok,
             Err(e) => {
@@ -79,6 +86,13 @@ pub fn parse_bytes(bytes: &[u8]) -> Report {
         apply(&mut r, seq, record, &mut cpu);
     }
     collect_other(&mut r, bytes.get(last_end..).unwrap_or_default());
+    if recovered > 0 {
+        r.notes.push(format!(
+            "{recovered} record(s) had other console text inside them (a UART shared with the \
+             OS): each whole again once that text was taken out, as its checksum shows; the text \
+             is the console's"
+        ));
+    }
     // The UEFI loader speaks before any record exists: its errors are why a run never began.
     let loader_errors: Vec<String> = r
         .other_output
@@ -128,6 +142,22 @@ pub fn parse_bytes(bytes: &[u8]) -> Report {
     fold_runs(&mut r);
     check_figures(&mut r);
     r
+}
+
+/// The console as the other writers on its UART wrote it (the OS's console, through UEFI):
+/// every record taken out, and whatever landed inside a record given back where it landed.
+pub fn console_without_records(bytes: &[u8]) -> String {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut last = 0;
+    for found in frame::scan_bytes(bytes) {
+        out.extend_from_slice(bytes.get(last..found.offset).unwrap_or_default());
+        if let Some((a, b)) = found.inserted {
+            out.extend_from_slice(bytes.get(a..b).unwrap_or_default());
+        }
+        last = found.end.max(last);
+    }
+    out.extend_from_slice(bytes.get(last..).unwrap_or_default());
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// How the UEFI loader (loader/) starts an error line on the console.

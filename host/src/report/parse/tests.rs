@@ -421,3 +421,32 @@ fn a_snapshot_the_guest_took_ends_without_a_summary_and_says_so() {
     })]));
     assert!(run.problems.is_empty(), "{:?}", run.problems);
 }
+
+/// Through UEFI the OS's console shares the UART with the records: a line it printed while a
+/// record was being written lands inside that record. The record is applied whole, the line
+/// is the console's, and the report says so (a note: nothing was lost).
+#[test]
+fn console_text_inside_a_record_is_given_back_to_the_console() {
+    let line = frame(1, write(0, 1));
+    let cut = 30;
+    let text = [
+        frame(0, write(0, 1)),
+        format!("{}mtex-linux: init{}", &line[..cut], &line[cut..]),
+        frame(2, summary(2)),
+    ]
+    .concat();
+    let r = parse(&text);
+    assert!(r.succeeded(), "{:?}", r.problems);
+    assert_eq!(r.writes.len(), 2);
+    assert_eq!(r.other_output, ["mtex-linux: init"]);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.starts_with("1 record(s) had other console text")),
+        "{:?}",
+        r.notes
+    );
+    // The OS's own text, records out: its line whole again, where it landed.
+    let own = super::console_without_records(text.as_bytes());
+    assert_eq!(own, "\nmtex-linux: init\n\n");
+}
