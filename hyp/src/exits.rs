@@ -67,9 +67,6 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         if v.tracer.active() {
             v.tracer.prepare(ctx, &v.controls);
         }
-        // Stepping several CPUs: their clocks are read through the hypervisor.
-        let several = hyp.machine_cpus.len() > 1;
-        crate::guest_clock::trap_reads(f, hyp.vcpu().tracer.active() && several);
         (power_off, halt)
     });
     if halt {

@@ -68,9 +68,6 @@ pub struct FastStep {
     /// The guest's WFI, trapped in a window on several CPUs: once its exit has let go of the
     /// hypervisor's state, the CPU halts for it (`guest_clock::halt_for_guest_wfi`).
     pub halt_wfi: bool,
-    /// The guest's counter reads trap to EL2 and are answered (a traced phase stepping
-    /// several CPUs: `guest_clock::trap_reads`); no other exit raises `clock_seen` then.
-    pub reads_trapped: bool,
     /// This CPU's index among the machine's, and its state in `Hyp` (`Hyp::vcpu`).
     pub cpu: u32,
     /// The phase the writes in this CPU's ring belong to (0: none): the CPU's own, since in
@@ -184,7 +181,6 @@ fn fresh(ring: *mut TrapRing, cpu: usize, vcpu: *mut crate::state::Vcpu) -> Fast
         ring,
         power_off: false,
         halt_wfi: false,
-        reads_trapped: false,
         ring_phase: 0,
     }
 }

@@ -3,10 +3,6 @@
 //! account and sets this CPU's CNTVOFF_EL2 from it (the rules, and why, are
 //! `mtex_vm::guest_clock`'s; `entry.rs` says how an exit's EL2 time is measured).
 //!
-//! While a traced phase steps several CPUs, the guest's reads of its counter trap here and
-//! are answered with the machine's guest time (`trap_reads`, `emulated_count_read`): why, is
-//! `mtex_vm::guest_clock`'s.
-//!
 //! Linux mode on several CPUs also halts here for the guest's WFI while a window is open
 //! (`halt_for_guest_wfi`): a CPU asleep in its guest would see its clock run on with every
 //! other CPU's stepping, and its timer fire far too early, over and over.
@@ -78,53 +74,6 @@ pub fn advance_guest(ticks: u64) {
 /// the clock (it retired one instruction that does not: `mtex_trace::clock_read`).
 pub fn note_clock_unseen(f: &mut FastStep) {
     f.clock_unseen = 1;
-}
-
-/// FEAT_ECV (ID_AA64MMFR0_EL1.ECV): CNTHCTL_EL2.EL1TVCT exists. Without it the guest's
-/// counter reads cannot be answered, and the clocks keep to the rules of exits alone.
-fn has_ecv() -> bool {
-    arm_sysregs::el1::accessors::read_id_aa64mmfr0_el1().ecv() != 0
-}
-
-/// At the end of every full exit: the guest's counter reads trap (`on`: a traced phase on a
-/// machine of several CPUs, with FEAT_ECV) or not, and while they do, nothing this exit's
-/// guest interval did raises what it has seen (only an answered read does,
-/// `emulated_count_read`). The register, not a copy, says whether they trap now: a CPU
-/// started in a window inherits the starting CPU's CNTHCTL_EL2 (`smp.rs`).
-pub fn trap_reads(f: &mut FastStep, on: bool) {
-    use arm_sysregs::el2::accessors::{read_cnthctl_el2, write_cnthctl_el2};
-    use arm_sysregs::el2::registers::CnthctlEl2;
-    let mut c = read_cnthctl_el2();
-    let on = on && (c.contains(CnthctlEl2::EL1TVCT) || has_ecv());
-    if c.contains(CnthctlEl2::EL1TVCT) != on {
-        c.set(CnthctlEl2::EL1TVCT, on);
-        write_cnthctl_el2(c);
-        if !on {
-            // Read directly from here on: never behind what any CPU's guest read through
-            // the hypervisor (the exit tail holds the clock at `clock_seen`).
-            f.clock_seen = f.clock_seen.max(ANSWERED.load(Ordering::Acquire));
-        }
-    }
-    f.reads_trapped = on;
-    if on {
-        f.clock_unseen = 1;
-    }
-}
-
-/// The highest value any CPU's answered read gave. The account may take back a guest
-/// interval it cannot tell from another CPU's hypervisor time (`mtex_vm::guest_clock`), so
-/// the machine's time may step back by that much; answered reads never do, on any CPU.
-static ANSWERED: AtomicU64 = AtomicU64::new(0);
-
-/// A trapped read of the virtual counter (CNTVCT_EL0, CNTVCTSS_EL0): the machine's guest
-/// time as this exit entered EL2, never less than what this CPU's guest has seen nor than
-/// any answered read on any CPU.
-pub fn emulated_count_read(f: &mut FastStep) -> u64 {
-    let floor = f.clock_seen.max(ANSWERED.load(Ordering::Acquire));
-    let value = rules::emulated_count(floor, f.exit_ts, machine_offset());
-    ANSWERED.fetch_max(value, Ordering::AcqRel);
-    f.clock_seen = value;
-    value
 }
 
 /// `Account::eret` on the shared account, atomically: returns the new offset.
@@ -214,7 +163,7 @@ pub fn halt_for_guest_wfi() {
     // SAFETY: this CPU's exit, after its dispatch let go of the hypervisor's state; nothing
     // else references its block.
     let f = unsafe { fast() };
-    f.clock_seen = rules::seen(f.clock_seen, f.exit_ts, CNTVOFF_EL2.get(), f.reads_trapped);
+    f.clock_seen = rules::seen(f.clock_seen, f.exit_ts, CNTVOFF_EL2.get(), false);
     loop {
         let now = CNTPCT_EL0.get();
         let account = Account {

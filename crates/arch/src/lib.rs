@@ -3,7 +3,6 @@
 //! tested on the host.
 #![no_std]
 
-pub mod counter_regs;
 pub mod debug_regs;
 pub mod el2_bits;
 pub mod esr;

@@ -27,21 +27,6 @@
 //! clock value the guest could have read ([`seen`]), which moves up only at exits whose
 //! guest interval may have looked at the clock (`mtex_trace::clock_read`; any exit the
 //! hypervisor cannot vouch for).
-//!
-//! That rule alone does not hold while a traced phase steps several CPUs. QEMU may stop a
-//! CPU anywhere between the exit tail's CNTVOFF_EL2 write and its next exit — it does so on
-//! purpose right after the write whenever the write makes that CPU's timer the machine's
-//! next deadline, so as to recompute its time slice — and then runs another CPU for up to
-//! half the time to that deadline. The stopped CPU's counter runs on with the other CPU's
-//! hypervisor time meanwhile: when it resumes, its guest may read a clock milliseconds ahead
-//! of the machine's, and its timer fires that early. Held there by the never-back rule, and
-//! again at every such stop, one CPU's clock was measured 4.3 s ahead of the other's after a
-//! window in which the machine's guest time had moved 0.2 s; it then took its timer interrupt
-//! over and over. So while a traced phase steps several CPUs, the guest's counter reads trap
-//! to EL2 (FEAT_ECV's CNTHCTL_EL2.EL1TVCT) and are answered with the machine's guest time
-//! ([`emulated_count`]), and no other exit raises what the guest has seen: an interrupt the
-//! early timer raised is then one the guest finds nothing due for (Linux's timer handler
-//! reads the counter, through the trap), never a clock moved on.
 
 /// The machine's account of hypervisor time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,14 +67,6 @@ pub fn seen(seen: u64, entry: u64, current: u64, unobserved: bool) -> u64 {
     } else {
         seen.max(entry - current)
     }
-}
-
-/// The answer to a trapped read of the virtual counter at an exit that entered EL2 at
-/// `entry`, while the machine's offset is `machine_offset`: the machine's guest time then,
-/// or what this CPU's guest has already `seen` if that is later (never back). Every CPU's
-/// reads follow the one machine time, whatever QEMU's round robin did to its own counter.
-pub fn emulated_count(seen: u64, entry: u64, machine_offset: u64) -> u64 {
-    seen.max(entry.saturating_sub(machine_offset))
 }
 
 /// The CPU's CNTVOFF_EL2 as it returns to its guest at `resume` (exact guest time): the
@@ -228,53 +205,6 @@ mod tests {
         }
         assert!(worst_new <= 3 * TURN, "{worst_new}");
         assert!(worst_old > 100 * TURN, "{worst_old}");
-    }
-
-    /// QEMU stops CPU 1 right after its exit tail wrote its offset, and runs ten exits of
-    /// CPU 0; CPU 1 then reads its clock. Read directly, the clock is ahead by CPU 0's
-    /// hypervisor time, and the never-back rule keeps every such lead: a hundred stops leave
-    /// it a hundred slices ahead of the machine. Answered by the trap, each read is the
-    /// machine's guest time, never back, never ahead.
-    #[test]
-    fn a_cpu_stopped_after_its_offset_write_reads_the_machine_time() {
-        const EXIT: u64 = 400;
-        let mut a = Account::start(0, 0);
-        let mut now = 0u64;
-        let (mut seen_direct, mut seen_trapped) = (0u64, 0u64);
-        let (mut last, mut lead_direct) = (0u64, 0u64);
-        for _ in 0..100 {
-            // CPU 1's exit ends; both ways of keeping its clock, from the same account.
-            let (entry, resume) = (now, now + EXIT);
-            a = a.eret(entry, resume);
-            let off_direct = offset(resume, seen_direct, &a);
-            assert_eq!(
-                offset(resume, seen_trapped, &a),
-                a.offset,
-                "back on the machine's time at every ERET"
-            );
-            now = resume;
-            // Stopped: CPU 0 runs ten exits of its own, one guest instruction each.
-            for _ in 0..10 {
-                let entry0 = now + 1;
-                a = a.eret(entry0, entry0 + EXIT);
-                now = entry0 + EXIT;
-            }
-            // CPU 1 resumes; its first instruction reads the clock, and exits.
-            let read_at = now + 1;
-            let machine = read_at - a.offset;
-            seen_direct = seen(seen_direct, read_at, off_direct, false);
-            lead_direct = seen_direct - machine;
-            let value = emulated_count(seen_trapped, read_at, a.offset);
-            assert!(value >= last && value <= machine.max(last));
-            last = value;
-            seen_trapped = value;
-            now = read_at;
-        }
-        assert!(
-            lead_direct >= 100 * 10 * EXIT,
-            "direct reads ran ahead: {lead_direct}"
-        );
-        assert_eq!(seen_trapped, now - a.offset);
     }
 
     #[test]

@@ -676,11 +676,9 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
         (Some(at), Some(open)) if w.cpus.len() > 1 => writeln!(
             out,
             "  opened at {at:.1} ms of the guest's clock (since Linux's first instruction); open \
-             for {open:.3} ms of it: the machine's one guest time, which every read of a CPU's \
-             clock in the window gives (the CPUs' guest instructions as QEMU runs them in turn, \
-             and idle time, less the hypervisor's time and the guest instructions it cannot \
-             tell from another CPU's time in EL2: it may run slower than the instructions), \
-             not any one CPU's own"
+             for {open:.3} ms of it: the machine's one guest time, which every CPU's virtual \
+             counter follows (the CPUs' guest instructions in turn, as QEMU runs them, and \
+             idle time; the hypervisor's time left out), not any one CPU's own"
         ),
         (Some(at), Some(open)) => writeln!(
             out,
