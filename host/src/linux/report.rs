@@ -483,7 +483,10 @@ pub fn analyse(
                 guest_clock_ms: p
                     .begin_guest_clock
                     .zip(p.end_guest_clock)
-                    .map(|(b, e)| clock_ms(e.saturating_sub(b))),
+                    // A close read behind the open (on several CPUs each CPU's counter may
+                    // run ahead of the others'): no length, rather than a made-up zero.
+                    .and_then(|(b, e)| e.checked_sub(b))
+                    .map(clock_ms),
                 opened_ms: p.begin_guest_clock.map(clock_ms),
                 views: vec![
                     ("architectural".into(), t.architectural),
@@ -684,6 +687,13 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
             out,
             "  opened at {at:.1} ms of the guest's clock (since Linux's first instruction); open \
              for {open:.3} ms of it (its virtual counter: the hypervisor's stepping left out)"
+        ),
+        (Some(at), None) => writeln!(
+            out,
+            "  opened at {at:.1} ms of the guest's clock (since Linux's first instruction); its \
+             length on that clock is not known: the clock read at its close was behind the one \
+             read at its open (on several CPUs, one CPU's counter may run ahead of another's \
+             while QEMU runs the other)"
         ),
         _ => writeln!(out, "  the guest's clock was not recorded for this window"),
     }
@@ -1274,6 +1284,28 @@ mod tests {
             }));
         }
         v
+    }
+
+    /// Opened on one CPU and closed on another whose counter was behind: no length is made
+    /// up (it was shown as 0.000 ms), and the line says why there is none.
+    #[test]
+    fn a_window_whose_close_reads_behind_its_open_has_no_length() {
+        let records = window_records(1, (130, 100), true);
+        let linux = format!("{BOOTED}mtex-linux: done 0\n");
+        let r = analyse(
+            &kernel(),
+            &console(records),
+            &linux,
+            ("", Symbols::default()),
+            true,
+        );
+        assert_eq!(r.windows[0].guest_clock_ms, None);
+        assert_eq!(r.windows[0].opened_ms, Some(130_000.0));
+        let text = window_text(&r.windows[0], false);
+        assert!(
+            text.contains("its length on that clock is not known"),
+            "{text}"
+        );
     }
 
     #[test]
