@@ -211,10 +211,8 @@ struct Recovered {
 /// [`KEPT_DIGITS`] of the frame on each side, and lie before the next marker and within a
 /// frame's length of text are tried.
 fn recover(after: &[u8], len: usize) -> Option<Recovered> {
-    let limit = after
-        .len()
-        .min(MAX_TEXT * 2)
-        .min(find(after, MARKER.as_bytes()).unwrap_or(usize::MAX));
+    let near = &after[..after.len().min(MAX_TEXT * 2)];
+    let limit = find(near, MARKER.as_bytes()).unwrap_or(near.len());
     let mut candidate = [0u8; 2 * MAX_BINARY];
     // A frame ends its line: only a cut after which the frame's digits end at a newline (or
     // the text's end) is taken. The other writer's text may itself hold a run of digits that

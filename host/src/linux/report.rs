@@ -1219,6 +1219,18 @@ mod tests {
     }
 
     /// The hypervisor's console for `records`, then a summary of a clean power-off.
+    /// The report of a run whose console holds `records`, Linux's console `linux` and the
+    /// kernel's symbols `kallsyms`, under -icount.
+    fn analysed(records: Vec<mtex_abi::Record>, linux: &str, kallsyms: &str) -> LinuxReport {
+        analyse(
+            &kernel(),
+            &console(records),
+            linux,
+            (kallsyms, Symbols::default()),
+            true,
+        )
+    }
+
     fn console(records: Vec<mtex_abi::Record>) -> Console {
         use mtex_abi::report::{ExitReason, Summary};
         let n = records.len() as u32;
@@ -1292,13 +1304,7 @@ mod tests {
     fn a_window_whose_close_reads_behind_its_open_has_no_length() {
         let records = window_records(1, (130, 100), true);
         let linux = format!("{BOOTED}mtex-linux: done 0\n");
-        let r = analyse(
-            &kernel(),
-            &console(records),
-            &linux,
-            ("", Symbols::default()),
-            true,
-        );
+        let r = analysed(records, &linux, "");
         assert_eq!(r.windows[0].guest_clock_ms, None);
         assert_eq!(r.windows[0].opened_ms, Some(130_000.0));
         let text = window_text(&r.windows[0], false);
@@ -1313,13 +1319,7 @@ mod tests {
         let mut records = window_records(1, (100, 130), true);
         records.extend(window_records(2, (200, 0), false));
         let linux = format!("{BOOTED}mtex-work: window 2: --window 2 spin\nmtex-linux: done 0\n");
-        let r = analyse(
-            &kernel(),
-            &console(records),
-            &linux,
-            ("", Symbols::default()),
-            true,
-        );
+        let r = analysed(records, &linux, "");
         // No boot record: the counter's frequency is taken as 1 Hz. The guest's clock ran 30
         // ticks in window 1 (the physical counter 899,000).
         assert_eq!(r.windows.len(), 1, "{:?}", r.windows);
@@ -1394,13 +1394,7 @@ mod tests {
         records.splice(end..end, profile.chain([closing]));
         let linux = format!("{BOOTED}mtex-linux: done 0\n");
         let kallsyms = "ffff800080010000 T do_sys_openat2\nffff800080010100 T other\n";
-        let r = analyse(
-            &kernel(),
-            &console(records),
-            &linux,
-            (kallsyms, Symbols::default()),
-            true,
-        );
+        let r = analysed(records, &linux, kallsyms);
         assert!(
             !r.problems.iter().any(|p| p.contains("profile")),
             "{:?}",
