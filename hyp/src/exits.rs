@@ -43,6 +43,13 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
             v.tracer
                 .retire(ctx, exception_entry, stage2_abort, &v.controls);
         }
+        if v.tracer.active() {
+            // Before anything this exit does reads the guest's time (the inert steps the
+            // fast path retired since the last full exit included).
+            // SAFETY: this CPU's exit, holding the state; no other reference to its block.
+            let f = unsafe { crate::fast_step::fast() };
+            crate::stepped_clock::note_retired(f, v.tracer.retired());
+        }
         match kind {
             SYNC => sync_exit(hyp, ctx, esr),
             // Linux mode: only a run routes interrupts here, to stop; the interrupt is Linux's
@@ -67,6 +74,15 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         if v.tracer.active() {
             v.tracer.prepare(ctx, &v.controls);
         }
+        // A window stepping several CPUs keeps their guest time.
+        let member = crate::window::stepped_member(hyp);
+        let v = hyp.vcpu();
+        let retired = if v.tracer.active() {
+            v.tracer.retired()
+        } else {
+            0
+        };
+        crate::stepped_clock::at_exit(f, member, retired);
         (power_off, halt)
     });
     if halt {

@@ -68,6 +68,11 @@ pub struct FastStep {
     /// The guest's WFI, trapped in a window on several CPUs: once its exit has let go of the
     /// hypervisor's state, the CPU halts for it (`guest_clock::halt_for_guest_wfi`).
     pub halt_wfi: bool,
+    /// This CPU counts in a window that steps several CPUs, and keeps that window's guest
+    /// time (`stepped_clock.rs`): its counter reads trap to EL2 and are answered.
+    pub stepped: bool,
+    /// Its trace's retired instructions as last handed to that window's account.
+    pub stepped_retired: u64,
     /// This CPU's index among the machine's, and its state in `Hyp` (`Hyp::vcpu`).
     pub cpu: u32,
     /// The phase the writes in this CPU's ring belong to (0: none): the CPU's own, since in
@@ -181,6 +186,8 @@ fn fresh(ring: *mut TrapRing, cpu: usize, vcpu: *mut crate::state::Vcpu) -> Fast
         ring,
         power_off: false,
         halt_wfi: false,
+        stepped: false,
+        stepped_retired: 0,
         ring_phase: 0,
     }
 }

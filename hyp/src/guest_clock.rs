@@ -3,6 +3,9 @@
 //! account and sets this CPU's CNTVOFF_EL2 from it (the rules, and why, are
 //! `mtex_vm::guest_clock`'s; `entry.rs` says how an exit's EL2 time is measured).
 //!
+//! A window that steps several CPUs keeps its own guest time (`stepped_clock.rs`), and sets
+//! this account from it at each of its members' exits.
+//!
 //! Linux mode on several CPUs also halts here for the guest's WFI while a window is open
 //! (`halt_for_guest_wfi`): a CPU asleep in its guest would see its clock run on with every
 //! other CPU's stepping, and its timer fire far too early, over and over.
@@ -74,6 +77,27 @@ pub fn advance_guest(ticks: u64) {
 /// the clock (it retired one instruction that does not: `mtex_trace::clock_read`).
 pub fn note_clock_unseen(f: &mut FastStep) {
     f.clock_unseen = 1;
+}
+
+/// Sets the machine's account to guest time `guest` at counter value `now` (a window that
+/// steps several CPUs keeps the machine's guest time meanwhile), both words together.
+pub fn set_account(guest: u64, now: u64) {
+    // SAFETY: an exclusive load/store pair on the static, 16-byte aligned account (both
+    // words of it, nothing else), retried until the store succeeds; registers as declared.
+    unsafe {
+        core::arch::asm!(
+            "1: ldaxp {x}, {y}, [{a}]",
+            "stlxp {t:w}, {o}, {n}, [{a}]",
+            "cbnz {t:w}, 1b",
+            a = in(reg) &ACCOUNT,
+            o = in(reg) now.wrapping_sub(guest),
+            n = in(reg) now,
+            t = out(reg) _,
+            x = out(reg) _,
+            y = out(reg) _,
+            options(nostack),
+        );
+    }
 }
 
 /// `Account::eret` on the shared account, atomically: returns the new offset.
@@ -163,6 +187,9 @@ pub fn halt_for_guest_wfi() {
     // SAFETY: this CPU's exit, after its dispatch let go of the hypervisor's state; nothing
     // else references its block.
     let f = unsafe { fast() };
+    if f.stepped {
+        return crate::stepped_clock::halt(f);
+    }
     f.clock_seen = rules::seen(f.clock_seen, f.exit_ts, CNTVOFF_EL2.get(), false);
     loop {
         let now = CNTPCT_EL0.get();

@@ -328,14 +328,18 @@ pub fn close_phase(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
     Some(more)
 }
 
-/// The guest's virtual counter when this exit entered EL2 (its EL2 time is not yet taken
-/// out): under `-icount` it advances with the guest's own instructions only, whatever path
-/// its exits took (a test compares it across `mtex.step` modes).
+/// The machine's guest time when this exit entered EL2 (its EL2 time is not yet taken out):
+/// under `-icount` it advances with the guest's own instructions only, whatever path its
+/// exits took (a test compares it across `mtex.step` modes). Not this CPU's own counter,
+/// which may run ahead of the machine's while QEMU runs another CPU (`mtex_vm::guest_clock`):
+/// a window opened on one CPU and closed on another is timed on the one clock.
 pub fn guest_clock() -> u64 {
-    use aarch64_cpu::registers::CNTVOFF_EL2;
     // SAFETY: called from a hypercall handler, with the hypervisor state borrowed.
-    let entered = unsafe { crate::fast_step::fast() }.exit_ts;
-    entered.wrapping_sub(CNTVOFF_EL2.get())
+    let f = unsafe { crate::fast_step::fast() };
+    crate::stepped_clock::guest_time(f).unwrap_or_else(|| {
+        f.exit_ts
+            .saturating_sub(crate::guest_clock::machine_offset())
+    })
 }
 
 fn console_write(hyp: &mut Hyp, ctx: &GuestContext) -> u64 {

@@ -36,6 +36,7 @@ mod sample;
 mod smp;
 mod stage2_roots;
 mod state;
+mod stepped_clock;
 mod sysreg_trap;
 mod tco_watch;
 mod trace;

@@ -14,6 +14,8 @@
 //!   (`id_regs.rs`).
 //! - SGI register writes, which trap while a sampled Linux window routes FIQs to EL2
 //!   (`fiq.rs`): sent on unchanged.
+//! - Virtual counter reads (CNTHCTL_EL2.EL1TVCT), which trap while a traced phase steps
+//!   several CPUs: the machine's guest time (`guest_clock.rs`).
 //!
 //! Which access is which, and the control write itself, are decided in `mtex_vm::sysreg`
 //! (host-tested against a fake register file); this file is the CPU's side. Anything else
@@ -153,6 +155,12 @@ fn other(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr, trapped: Trapped) {
             hyp.vcpu().guest_debug.read(reg)
         }
         (Trapped::IdRead, _) => crate::id_regs::guest_read(iss.crm, iss.op2),
+        (Trapped::VirtualCount, _) => {
+            // SAFETY: this CPU's exit, under the hypervisor's state; no other reference to
+            // its block is live here.
+            let f = unsafe { crate::fast_step::fast() };
+            crate::stepped_clock::read(f)
+        }
         // Linux mode only: the built-in guest has no GIC of its own to send SGIs with.
         (Trapped::Sgi(reg), _) if hyp.linux => {
             send_sgi(reg, write.unwrap_or(0));

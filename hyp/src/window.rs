@@ -83,6 +83,16 @@ pub fn open(hyp: &mut Hyp, id: u32) {
     });
 }
 
+/// This CPU counts in a window on a machine of several CPUs (it keeps the window's guest
+/// time, `stepped_clock.rs`).
+pub fn stepped_member(hyp: &Hyp) -> bool {
+    hyp.machine_cpus.len() > 1
+        && hyp
+            .window
+            .as_ref()
+            .is_some_and(|w| w.members.counting(hyp.this_cpu()))
+}
+
 /// A stage-2 fault taken because another CPU cleared this one's root: the root is restored
 /// and the instruction runs again (True: the exit was that).
 pub fn kicked_here(hyp: &mut Hyp) -> bool {
@@ -134,6 +144,10 @@ fn leave(hyp: &mut Hyp, ctx: &mut GuestContext, me: usize) {
     }
     let now = hyp.counters_here();
     let (counts, sites) = hyp.stop_trace(ctx);
+    // The share's last instructions (a run the stop retired) are in the window's time too.
+    // SAFETY: this CPU's exit, holding the state; no other reference to its block.
+    let f = unsafe { crate::fast_step::fast() };
+    crate::stepped_clock::note_retired(f, counts.instructions_el0 + counts.instructions_el1);
     let engine = hyp.vcpu().tracer.engine();
     for site in sites.into_iter().flatten() {
         hyp.report.send(&Record::TcoSite(site));
@@ -224,6 +238,10 @@ fn wake(mpidr: u64) {
 fn finish(hyp: &mut Hyp) {
     let Some(w) = hyp.window.take() else { return };
     let Some(c) = w.closing else { return };
+    // On several CPUs the window ends, on the guest's clock, as its last share is in: its
+    // instructions are counted to each CPU's first exit after the close.
+    // SAFETY: this CPU's exit, holding the state; no other reference to its block.
+    let end_time = crate::stepped_clock::guest_time(unsafe { crate::fast_step::fast() });
     let id = w.members.id;
     let total = w.total;
     let r = &mut hyp.report;
@@ -244,7 +262,7 @@ fn finish(hyp: &mut Hyp) {
     r.send(&Record::PhaseClock(PhaseClock {
         id,
         end: true,
-        guest_clock: c.guest_clock,
+        guest_clock: end_time.unwrap_or(c.guest_clock),
     }));
     let e = w.exits;
     r.send(&Record::PhaseEnd(PhaseEnd {

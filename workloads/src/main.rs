@@ -7,6 +7,8 @@
 //!   getpid N            N getpid system calls
 //!   futex-hash N T      T threads, each N FUTEX_WAITs on its own futexes that return at
 //!                       once (the value never matches), as perf bench futex hash
+//!   clock N T           T threads, each on its own CPU, each N reads of the virtual counter
+//!                       (CNTVCT_EL0, CNTVCTSS_EL0): none may go back, on one CPU or across
 //!   memcached N         N request/reply round trips over a pipe to a server thread that
 //!                       looks keys up in a tagged table
 //!   thread-create N     create and join N threads
@@ -34,6 +36,7 @@
 //! the open and before the close: a window opened on one CPU and closed on another.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod clock;
 mod doorbell;
 mod mte;
 mod work;
@@ -51,7 +54,7 @@ fn usage(why: &str) -> ExitCode {
 
 /// Runs this thread on `cpu` only, from its next instruction (sched_setaffinity moves it
 /// there before returning).
-fn move_to(cpu: usize) -> std::io::Result<()> {
+pub(crate) fn move_to(cpu: usize) -> std::io::Result<()> {
     // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes inside it.
     let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
     if cpu >= libc::CPU_SETSIZE as usize {
@@ -209,6 +212,7 @@ fn main() -> ExitCode {
 enum Work {
     Getpid(u64),
     FutexHash(u64, u64),
+    Clock(u64, u64),
     Memcached(u64),
     ThreadCreate(u64),
     Fork(u64),
@@ -240,6 +244,7 @@ impl Work {
         let work = match name {
             "getpid" => Work::Getpid(num(1000)?),
             "futex-hash" => Work::FutexHash(num(1000)?, num(4)?),
+            "clock" => Work::Clock(num(1000)?, num(2)?),
             "memcached" => Work::Memcached(num(200)?),
             "thread-create" => Work::ThreadCreate(num(20)?),
             "fork" => Work::Fork(num(20)?),
@@ -270,6 +275,7 @@ impl Work {
         match self {
             Work::Getpid(n) => work::getpid(n),
             Work::FutexHash(n, t) => work::futex_hash(cfg, n, t),
+            Work::Clock(n, t) => clock::clock(n, t),
             Work::Memcached(n) => work::memcached(cfg, n),
             Work::ThreadCreate(n) => work::thread_create(n),
             Work::Fork(n) => work::fork(n),

@@ -9,7 +9,7 @@ pub struct Config {
     pub tagged: bool,
 }
 
-type Outcome = Result<String, Error>;
+pub(crate) type Outcome = Result<String, Error>;
 
 pub fn getpid(n: u64) -> Outcome {
     let mut last = 0;

@@ -3,6 +3,7 @@
 //! tested on the host.
 #![no_std]
 
+pub mod counter_regs;
 pub mod debug_regs;
 pub mod el2_bits;
 pub mod esr;

@@ -27,6 +27,11 @@
 //! clock value the guest could have read ([`seen`]), which moves up only at exits whose
 //! guest interval may have looked at the clock (`mtex_trace::clock_read`; any exit the
 //! hypervisor cannot vouch for).
+//!
+//! That rule alone does not hold while a window steps several CPUs: QEMU may then stop a
+//! CPU between its offset write and its next exit at every step, and run another CPU's exits
+//! meanwhile. Such a window keeps guest time from what the guest retires instead
+//! ([`crate::stepped_clock`]), and hands it back to this account when it ends.
 
 /// The machine's account of hypervisor time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,5 +19,6 @@ pub mod phase;
 pub mod power;
 pub mod results;
 pub mod sample;
+pub mod stepped_clock;
 pub mod sysreg;
 pub mod window;

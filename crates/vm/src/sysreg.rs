@@ -32,6 +32,9 @@ pub enum Trapped {
     /// A write of an SGI register, trapped while HCR_EL2.FMO routes the sampling timer to
     /// EL2 (Linux mode): the interrupt is sent for the guest, unchanged.
     Sgi(SgiReg),
+    /// A read of the guest's virtual counter, trapped while a traced phase steps several
+    /// CPUs: answered with the window's guest time (`crate::stepped_clock`).
+    VirtualCount,
     /// Nothing the hypervisor emulates: the run ends with an unhandled-exit record.
     Unhandled,
 }
@@ -65,6 +68,9 @@ fn classify_other(iss: u32, pmu: bool) -> Trapped {
     }
     if let Some(reg) = SgiReg::from_iss(s) {
         return Trapped::Sgi(reg);
+    }
+    if mtex_arch::counter_regs::is_virtual_count_read(s) {
+        return Trapped::VirtualCount;
     }
     Trapped::Unhandled
 }
@@ -240,6 +246,26 @@ mod tests {
         );
         assert_eq!(
             classify(iss(3, 0, 12, 11, 5, 3, true), false),
+            Trapped::Unhandled
+        );
+    }
+
+    /// The guest's clock reads trap while a traced phase steps several CPUs: CNTVCT_EL0 and
+    /// CNTVCTSS_EL0 are answered; the physical counter and the timer's registers are not.
+    #[test]
+    fn virtual_counter_reads_are_answered() {
+        for op2 in [2, 6] {
+            assert_eq!(
+                classify(iss(3, 3, 14, 0, op2, 4, true), false),
+                Trapped::VirtualCount
+            );
+        }
+        assert_eq!(
+            classify(iss(3, 3, 14, 0, 1, 4, true), false),
+            Trapped::Unhandled
+        );
+        assert_eq!(
+            classify(iss(3, 3, 14, 3, 2, 4, true), false),
             Trapped::Unhandled
         );
     }

@@ -679,9 +679,9 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
         (Some(at), Some(open)) if w.cpus.len() > 1 => writeln!(
             out,
             "  opened at {at:.1} ms of the guest's clock (since Linux's first instruction); open \
-             for {open:.3} ms of it: the machine's one guest time, which every CPU's virtual \
-             counter follows (the CPUs' guest instructions in turn, as QEMU runs them, and \
-             idle time; the hypervisor's time left out), not any one CPU's own"
+             for {open:.3} ms of it: the machine's one guest time, which every read of a CPU's \
+             clock in the window gives (a nanosecond for each instruction any CPU retired, and \
+             the time every CPU was idle), not any one CPU's own"
         ),
         (Some(at), Some(open)) => writeln!(
             out,

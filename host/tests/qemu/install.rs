@@ -230,9 +230,10 @@ fn through_uefi_linux_starts_its_second_cpu_from_acpi_and_a_window_counts_both()
         "--cpus",
         "2",
         "--workload",
-        "mtex-work --tcf0 sync --window 1 futex-hash 10 2",
+        "mtex-work --tcf0 sync --window 1 futex-hash 10 2; mtex-work --window 2 clock 100 2",
     ]);
     assert_eq!(status, 0, "{text}");
+    super::linux::assert_clock_reads_answered(&doc, &text, 2, 100, 2);
     let calls = doc["power_calls"].as_array().unwrap();
     assert!(
         calls.iter().any(

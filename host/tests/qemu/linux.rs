@@ -298,6 +298,38 @@ pub(super) fn window(doc: &Value, id: u64) -> &Value {
         .unwrap_or_else(|| panic!("no window {id}: {doc}"))
 }
 
+/// Window `id` ran `mtex-work clock N T` on several CPUs: every thread's reads of the virtual
+/// counter went forward, on its CPU and against every other thread's (the workload's own
+/// check), and every read was answered by the hypervisor (each is an exit of its own: two
+/// per iteration of each thread), whose one guest time every CPU's clock follows. Read
+/// directly instead, a CPU's clock runs ahead of the others' while QEMU runs another CPU.
+pub(super) fn assert_clock_reads_answered(doc: &Value, text: &str, id: u64, n: u64, t: u64) {
+    let said = format!("{t} threads x {n} reads of CNTVCT_EL0 and CNTVCTSS_EL0, none back");
+    let output = doc["workload_output"].to_string();
+    assert!(output.contains(&said), "{output}\n{text}");
+    let w = window(doc, id);
+    assert!(w["closed"] == true, "{w}");
+    assert!(super::linux::n(w, "exits") >= 2 * n * t, "{w}");
+    assert_window_time_holds_its_instructions(w);
+}
+
+/// A window on several CPUs lasts, on the guest's clock, at least the instructions its CPUs
+/// retired, a nanosecond each under `-icount shift=0` (idle time adds to it): the window's
+/// guest time is kept from them. Taken from spans on the shared counter instead, it ran at
+/// 15% of them (another CPU's guest instruction counted as the hypervisor's time).
+pub(super) fn assert_window_time_holds_its_instructions(w: &Value) {
+    let ms = w["guest_clock_ms"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no guest time: {w}"));
+    let ns = (ms * 1e6).round() as u64;
+    let instructions = n(w, "instructions_el0") + n(w, "instructions_el1");
+    // It ends as the last CPU hands in its share, so every counted instruction is in it.
+    assert!(
+        ns >= instructions,
+        "{ns} ns for {instructions} instructions: {w}"
+    );
+}
+
 fn view<'a>(w: &'a Value, name: &str) -> &'a Value {
     w["views"]
         .as_array()
@@ -516,7 +548,8 @@ fn linux_starts_every_cpu_and_a_window_counts_each_of_them() {
          for c in 1 2 3; do echo 0 > /sys/devices/system/cpu/cpu$c/online; done; \
          echo cpus $(nproc); mtex-work --tcf0 sync --window 2 getpid 100; \
          echo 1 > /sys/devices/system/cpu/cpu2/online; echo 1 > /sys/devices/system/cpu/cpu3/online; \
-         echo cpus $(nproc); taskset -c 3 mtex-work --tcf0 sync getpid 1",
+         echo cpus $(nproc); taskset -c 3 mtex-work --tcf0 sync getpid 1; \
+         mtex-work --window 3 clock 100 3",
     ]);
     assert_eq!(status, 0, "{text}");
     assert!(text.contains("4 CPUs, under the hypervisor"), "{text}");
@@ -587,6 +620,8 @@ fn linux_starts_every_cpu_and_a_window_counts_each_of_them() {
     assert!(w["closed"] == true, "{w}");
     assert!(w["cpus"].as_array().is_none_or(|c| c.is_empty()), "{w}");
     assert!(n(&w["entries"], "sync_el0") >= 100, "{w}");
+    // Three CPUs on, a thread reading its clock on each.
+    assert_clock_reads_answered(&doc, &text, 3, 100, 3);
 }
 
 /// A window on four CPUs, opened on CPU 0 and closed on CPU 2, around four futex threads:
@@ -626,6 +661,7 @@ fn a_window_on_four_cpus_opened_on_one_and_closed_on_another_is_counted_whole() 
     assert_eq!(el0, n(w, "instructions_el0"), "{w}");
     // Forty FUTEX_WAITs, each a system call from EL0.
     assert!(n(&w["entries"], "sync_el0") >= 40, "{w}");
+    assert_window_time_holds_its_instructions(w);
     // Every CPU's clock is the machine's one guest time: no storm of timer interrupts (the
     // report says so of a window whose interrupts come far more often than the tick).
     let notes = doc["notes"].as_array().cloned().unwrap_or_default();
