@@ -48,7 +48,7 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
             // fast path retired since the last full exit included).
             // SAFETY: this CPU's exit, holding the state; no other reference to its block.
             let f = unsafe { crate::fast_step::fast() };
-            crate::stepped_clock::note_retired(f, v.tracer.retired());
+            crate::stepped_clock::note_retired(f, || v.tracer.retired());
         }
         match kind {
             SYNC => sync_exit(hyp, ctx, esr),
@@ -77,12 +77,13 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         // A window stepping several CPUs keeps their guest time.
         let member = crate::window::stepped_member(hyp);
         let v = hyp.vcpu();
-        let retired = if v.tracer.active() {
-            v.tracer.retired()
-        } else {
-            0
-        };
-        crate::stepped_clock::at_exit(f, member, retired);
+        crate::stepped_clock::at_exit(f, member, || {
+            if v.tracer.active() {
+                v.tracer.retired()
+            } else {
+                0
+            }
+        });
         (power_off, halt)
     });
     if halt {

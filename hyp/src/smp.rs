@@ -152,7 +152,8 @@ fn start_cpu(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
         vttbr: crate::stage2_roots::vttbr_with(root),
         mdcr: MDCR_EL2.get(),
         cptr: CPTR_EL2.get(),
-        cnthctl: CNTHCTL_EL2.get(),
+        // Its counter reads trap only once it joins a window (`stepped_clock.rs`).
+        cnthctl: CNTHCTL_EL2.get() & !arm_sysregs::el2::registers::CnthctlEl2::EL1TVCT.bits(),
         fgt: crate::traps::has_fgt().then(|| {
             [
                 HFGRTR_EL2.get(),

@@ -22,9 +22,8 @@ fn has_ecv() -> bool {
     arm_sysregs::el1::accessors::read_id_aa64mmfr0_el1().ecv() != 0
 }
 
-/// The guest's counter reads trap to EL2 (`on`) or not. The register, not a copy, says
-/// whether they trap now: a CPU started in a window inherits the starting CPU's CNTHCTL_EL2
-/// (`smp.rs`), and is set right at its first exit.
+/// The guest's counter reads trap to EL2 (`on`) or not (a CPU starts with them untrapped,
+/// `smp.rs`).
 fn trap_reads(on: bool) {
     use arm_sysregs::el2::accessors::{read_cnthctl_el2, write_cnthctl_el2};
     use arm_sysregs::el2::registers::CnthctlEl2;
@@ -38,8 +37,9 @@ fn trap_reads(on: bool) {
 /// Right after the trace took in this exit's instruction (holding the hypervisor's state):
 /// a member hands the window its trace's new retired instructions (`retired`: the trace's
 /// count since its start), before anything this exit does reads the window's time.
-pub fn note_retired(f: &mut FastStep, retired: u64) {
+pub fn note_retired(f: &mut FastStep, retired: impl FnOnce() -> u64) {
     if f.stepped {
+        let retired = retired();
         let n = retired.saturating_sub(f.stepped_retired);
         f.stepped_retired = retired;
         STEPPED.lock().retire(n);
@@ -47,12 +47,11 @@ pub fn note_retired(f: &mut FastStep, retired: u64) {
 }
 
 /// At the end of every full exit (holding the hypervisor's state; `member`: this CPU counts
-/// in a window on several CPUs, `retired` its trace's count): it joins the window's time,
-/// keeps to it, or leaves it, and the machine's account follows.
-pub fn at_exit(f: &mut FastStep, member: bool, retired: u64) {
+/// in a window on several CPUs, `retired` its trace's count, asked for only then): it joins
+/// the window's time, keeps to it, or leaves it, and the machine's account follows.
+pub fn at_exit(f: &mut FastStep, member: bool, retired: impl FnOnce() -> u64) {
     let member = member && f.coarse == 0 && (f.stepped || has_ecv());
     if !member && !f.stepped {
-        trap_reads(false);
         return;
     }
     let now = CNTPCT_EL0.get();
@@ -66,15 +65,17 @@ pub fn at_exit(f: &mut FastStep, member: bool, retired: u64) {
                     .exit_ts
                     .saturating_sub(crate::guest_clock::machine_offset());
                 s.join(now, machine);
-                f.stepped_retired = retired;
+                f.stepped_retired = retired();
                 s.now(now)
             }
             (true, true) => s.now(now),
             (true, false) => s.leave(now),
         }
     };
-    f.stepped = member;
-    trap_reads(member);
+    if f.stepped != member {
+        f.stepped = member;
+        trap_reads(member);
+    }
     keep_to(f, guest, now);
 }
 

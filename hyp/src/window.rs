@@ -147,7 +147,7 @@ fn leave(hyp: &mut Hyp, ctx: &mut GuestContext, me: usize) {
     // The share's last instructions (a run the stop retired) are in the window's time too.
     // SAFETY: this CPU's exit, holding the state; no other reference to its block.
     let f = unsafe { crate::fast_step::fast() };
-    crate::stepped_clock::note_retired(f, counts.instructions_el0 + counts.instructions_el1);
+    crate::stepped_clock::note_retired(f, || counts.instructions_el0 + counts.instructions_el1);
     let engine = hyp.vcpu().tracer.engine();
     for site in sites.into_iter().flatten() {
         hyp.report.send(&Record::TcoSite(site));
