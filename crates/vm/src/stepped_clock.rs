@@ -27,7 +27,7 @@
 //! before its next exit; an early interrupt is one Linux finds nothing due for).
 
 /// The window's account: [`Stepped::now`] is its guest time.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stepped {
     /// Guest time at the opening (the machine's, from its account of hypervisor time).
     base: u64,
@@ -40,6 +40,12 @@ pub struct Stepped {
     awake: u32,
     /// The counter when the last member halted, while none is awake.
     idle_since: u64,
+}
+
+impl Default for Stepped {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Stepped {
@@ -65,11 +71,6 @@ impl Stepped {
         self.base + self.retired + self.idle + idling
     }
 
-    /// No CPU is a member: the next to join starts a new account.
-    pub fn is_empty(&self) -> bool {
-        self.members == 0
-    }
-
     /// A CPU joins at counter value `counter`; the first starts the account at `machine`,
     /// the machine's guest time then.
     pub fn join(&mut self, counter: u64, machine: u64) {
@@ -77,7 +78,7 @@ impl Stepped {
             *self = Self {
                 base: machine,
                 idle_since: counter,
-                ..Self::default()
+                ..Self::new()
             };
         }
         self.members += 1;
@@ -123,12 +124,20 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Two CPUs joined at counter value 0, the window starting at guest time `base`.
+    fn two_members(base: u64) -> Stepped {
+        let mut s = Stepped::new();
+        s.join(0, base);
+        s.join(0, base);
+        s
+    }
+
     /// Two CPUs stepped in turn, each exit 400 ticks of EL2 time and each step one tick of
     /// guest: the window's guest time is the instructions both retired, however the exits
     /// interleave; the same as one CPU retiring them all.
     #[test]
     fn guest_time_is_the_instructions_every_cpu_retired() {
-        let mut s = Stepped::default();
+        let mut s = Stepped::new();
         let mut counter = 10_000u64;
         s.join(counter, 5_000);
         s.join(counter + 3, 5_000);
@@ -141,16 +150,13 @@ mod tests {
         assert_eq!(s.now(counter), 5_000 + 2_000);
         assert_eq!(s.leave(counter), 7_000);
         assert_eq!(s.leave(counter + 50), 7_000);
-        assert!(s.is_empty());
     }
 
     /// While every member is halted the counter's advance is guest time, and only then: one
     /// CPU asleep while the other steps adds nothing, both asleep adds the warp.
     #[test]
     fn idle_counts_only_while_every_member_is_halted() {
-        let mut s = Stepped::default();
-        s.join(0, 100);
-        s.join(0, 100);
+        let mut s = two_members(100);
         s.halt(10);
         s.retire(5);
         assert_eq!(s.now(1_000), 105, "one awake: no idle time");
@@ -166,21 +172,18 @@ mod tests {
     /// A CPU that goes off (leaves while the other is halted) leaves the machine idle.
     #[test]
     fn the_last_awake_member_leaving_starts_idle_time() {
-        let mut s = Stepped::default();
-        s.join(0, 0);
-        s.join(0, 0);
+        let mut s = two_members(0);
         s.halt(100);
         assert_eq!(s.leave(200), 0);
         assert_eq!(s.now(700), 500);
         s.wake(700);
         assert_eq!(s.leave(800), 500);
-        assert!(s.is_empty());
     }
 
     /// A new account for each window, from the machine's time at its opening.
     #[test]
     fn a_new_window_starts_from_the_machine_time() {
-        let mut s = Stepped::default();
+        let mut s = Stepped::new();
         s.join(0, 0);
         s.retire(9);
         s.leave(10);
@@ -196,7 +199,7 @@ mod tests {
         fn guest_time_never_goes_back_nor_outruns_the_counter(
             ops in proptest::collection::vec((0u8..5, 0u64..1_000), 1..200)
         ) {
-            let mut s = Stepped::default();
+            let mut s = Stepped::new();
             let (mut counter, mut halted, mut awake) = (0u64, 0u32, 0u32);
             s.join(counter, 0);
             awake += 1;
