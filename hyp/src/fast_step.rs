@@ -60,6 +60,10 @@ pub struct FastStep {
     /// Nonzero when the exit in progress proved that the guest interval it ended could not
     /// have looked at the clock (set by the step paths, cleared by the exit tail).
     pub clock_unseen: u64,
+    /// When the sampled phase's next unit is due, as the counter value that, plus the
+    /// machine's account of hypervisor time, the exit tail sets the EL2 timer to
+    /// (`u64::MAX`: none is due). See `watchdog::sample_in`.
+    pub sample_base: u64,
     /// This CPU's trap ring (`trap_next` points into it).
     ring: *mut TrapRing,
     /// The guest's CPU_OFF was accepted on this CPU: once its exit has let go of the
@@ -183,6 +187,7 @@ fn fresh(ring: *mut TrapRing, cpu: usize, vcpu: *mut crate::state::Vcpu) -> Fast
         coarse: COARSE.load(core::sync::atomic::Ordering::Relaxed),
         clock_seen: 0,
         clock_unseen: 0,
+        sample_base: u64::MAX,
         ring,
         power_off: false,
         halt_wfi: false,

@@ -53,7 +53,7 @@ pub static ACCOUNT: SharedAccount = SharedAccount {
 
 /// EL2 instructions of the tail after its counter read, through its ERET, plus one for the
 /// exception entry that QEMU's icount also counts (the exact path, no retry of the pair).
-pub const EL2_AFTER_EXIT_READ: u64 = 32 + 1;
+pub const EL2_AFTER_EXIT_READ: u64 = 40 + 1;
 
 /// The account starts as the guest does, from the boot CPU's CNTVOFF_EL2 (already set).
 pub fn start() {
@@ -122,7 +122,9 @@ fn account_eret(entry: u64, resume: u64) -> u64 {
 
 // The tail: x0 = this CPU's FastStep; the guest's x0..x7 in the frame at sp (as the context
 // frame holds them); every other guest register already restored. Takes this exit's EL2 time
-// into the account, sets CNTVOFF_EL2 (exact: `rules::seen` and `rules::offset`; coarse:
+// into the account, sets the EL2 timer to the earlier of the watchdog and the sampled phase's
+// next unit, which is due on guest time less idle time (`watchdog::sample_in`), sets
+// CNTVOFF_EL2 (exact: `rules::seen` and `rules::offset`; coarse:
 // `rules::coarse_offset`), restores x0..x7 and returns to the guest. The exact path runs
 // straight through (csel, not branches), so that its length is the constant above.
 global_asm!(
@@ -135,6 +137,15 @@ global_asm!(
     "mrs x3, cntpct_el0",
     "add x3, x3, #{after}",
     account_update!(),
+    // CNTHP_CVAL_EL2 = min(sample_base + offset (saturating), the watchdog's deadline)
+    "ldr x5, [x0, #{sample_base}]",
+    "adds x5, x5, x4",
+    "csinv x5, x5, xzr, cc",
+    "adrp x7, {watchdog}",
+    "ldr x7, [x7, :lo12:{watchdog}]",
+    "cmp x5, x7",
+    "csel x5, x5, x7, lo",
+    "msr cnthp_cval_el2, x5",
     "mrs x5, cntvoff_el2",
     "cbnz x6, 2f",
     // seen = unseen ? seen : max(seen, the clock as this exit found it)
@@ -168,6 +179,8 @@ global_asm!(
     coarse = const offset_of!(FastStep, coarse),
     seen = const offset_of!(FastStep, clock_seen),
     unseen = const offset_of!(FastStep, clock_unseen),
+    sample_base = const offset_of!(FastStep, sample_base),
+    watchdog = sym crate::watchdog::WATCHDOG_AT,
     account = sym ACCOUNT,
     after = const EL2_AFTER_EXIT_READ,
     size = const crate::context::CONTEXT_SIZE,
@@ -202,8 +215,10 @@ pub fn halt_for_guest_wfi() {
         if !arm_sysregs::el1::accessors::read_isr_el1().is_empty() {
             break;
         }
+        crate::watchdog::hold_sample();
         aarch64_cpu::asm::wfi();
         f.exit_ts = CNTPCT_EL0.get();
+        crate::watchdog::sample_idle(f, f.exit_ts.wrapping_sub(now));
     }
     // What the guest sees from here on is the tail's to judge, as after any exit.
     f.clock_unseen = 1;

@@ -1,7 +1,8 @@
 //! Sampled phases (`mtex.sample`): the schedule is `mtex_vm::sample`'s; here the EL2 timer
-//! begins each unit, the step engine traces it, and its counts go out as a SampleUnit record
-//! when it has retired its instructions. A sampled phase sends no PhaseTrace: nothing exact
-//! is claimed for what the units did not trace.
+//! begins each unit, due on the guest's own execution time (`watchdog::sample_in`), the step
+//! engine traces it, and its counts go out as a SampleUnit record when it has retired its
+//! instructions. A sampled phase sends no PhaseTrace: nothing exact is claimed for what the
+//! units did not trace.
 
 use crate::context::GuestContext;
 use crate::state::Hyp;
@@ -28,6 +29,12 @@ pub fn open(hyp: &mut Hyp, id: u32) -> bool {
     let Some(s) = &mut hyp.sampler else {
         return false;
     };
+    // Linux's idle WFI traps, and the CPU halts for it in EL2 (`guest_clock`), where the
+    // next unit's time stands still: units are spread over what the guest executes, not
+    // over the time it sleeps.
+    if hyp.linux {
+        crate::traps::trap_guest_wfi(true);
+    }
     let next = s.begin(id, crate::watchdog::counter_hz());
     act(hyp, next);
     true
@@ -150,6 +157,7 @@ pub fn close(hyp: &mut Hyp, ctx: &mut GuestContext) {
     crate::watchdog::sample_in(None);
     if hyp.linux {
         crate::fiq::route(false);
+        crate::traps::trap_guest_wfi(false);
     }
     if hyp.sampler.as_ref().is_some_and(|s| s.in_unit) {
         end_unit(hyp, ctx);

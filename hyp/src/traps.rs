@@ -100,8 +100,9 @@ pub fn clear_hcrx() {
 }
 
 /// Linux mode: whether the guest's WFI traps, which it does while this CPU counts a window
-/// that other CPUs count too (`window.rs`): the CPU then halts for it in EL2, where its clock
-/// keeps to the machine's (`guest_clock::halt_for_guest_wfi`). The exception return to the
+/// that other CPUs count too (`window.rs`), or a sampled window (`sample.rs`): the CPU then
+/// halts for it in EL2, where its clock keeps to the machine's and a sampled unit's time
+/// stands still (`guest_clock::halt_for_guest_wfi`). The exception return to the
 /// guest synchronises the change.
 pub fn trap_guest_wfi(on: bool) {
     // AmpereOne AC04_CPU_23 (above): a DSB before every HCR_EL2 write.

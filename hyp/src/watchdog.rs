@@ -79,29 +79,66 @@ pub fn arm(ms: u64, gic_frames: Gic, hyp_timer: u32, vtimer: u32) {
     CNTHP_CTL_EL2.write(CNTHP_CTL_EL2::ENABLE::SET + CNTHP_CTL_EL2::IMASK::CLEAR);
 }
 
-/// When the watchdog fires, and when a sampled phase's next unit begins (`u64::MAX`: none),
-/// in counter ticks. The EL2 timer fires at the earlier: the one timer serves both.
-static WATCHDOG_AT: AtomicU64 = AtomicU64::new(u64::MAX);
-static SAMPLE_AT: AtomicU64 = AtomicU64::new(u64::MAX);
+/// When the watchdog fires, in counter ticks (`u64::MAX`: never). The EL2 timer fires at the
+/// earlier of this and the sampled phase's next unit: the one timer serves both, and the exit
+/// tail (`guest_clock.rs`) sets it at every return to the guest.
+pub static WATCHDOG_AT: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// This CPU's block, for its sampled unit's due time.
+fn block() -> &'static mut crate::fast_step::FastStep {
+    // SAFETY: this CPU's exit or boot, holding the hypervisor's state; the caller keeps no
+    // other reference to its block.
+    unsafe { crate::fast_step::fast() }
+}
 
 fn set_timer() {
-    let at = WATCHDOG_AT
-        .load(Ordering::Relaxed)
-        .min(SAMPLE_AT.load(Ordering::Relaxed));
+    let at = WATCHDOG_AT.load(Ordering::Relaxed).min(sample_due());
     // SAFETY: CNTHP_CVAL_EL2 only sets when the EL2 timer fires (aarch64-cpu has no accessor).
     unsafe { core::arch::asm!("msr cnthp_cval_el2, {}", "isb", in(reg) at) };
 }
 
-/// When the next sampled unit is due (`u64::MAX`: none is).
+/// When the next sampled unit is due, as a counter value with the hypervisor's time up to now
+/// (`u64::MAX`: none is due).
 pub fn sample_due() -> u64 {
-    SAMPLE_AT.load(Ordering::Relaxed)
+    block()
+        .sample_base
+        .saturating_add(crate::guest_clock::machine_offset())
 }
 
-/// The next sampled unit begins `ticks` of the counter from now (None: no unit is due).
+/// The next sampled unit begins after `ticks` of the guest's own execution from this exit
+/// (None: no unit is due). Its due time is kept less the machine's account of hypervisor
+/// time, to which the exit tail adds back the account as it stands at each return to the
+/// guest, and it moves on by the time the CPU halts for the guest's WFI
+/// (`sample_idle`). The gap is then counted on the guest's instructions alone (under
+/// `-icount`, exactly): a unit begun on counter time would begin right after a trap or a
+/// wait far more often than anywhere else, since the counter runs on through the
+/// hypervisor's work and through idle time.
 pub fn sample_in(ticks: Option<u64>) {
-    let at = ticks.map_or(u64::MAX, |t| CNTPCT_EL0.get().saturating_add(t));
-    SAMPLE_AT.store(at, Ordering::Relaxed);
+    let f = block();
+    f.sample_base = match ticks {
+        Some(t) => f
+            .exit_ts
+            .wrapping_sub(crate::guest_clock::machine_offset())
+            .saturating_add(t),
+        None => u64::MAX,
+    };
     set_timer();
+}
+
+/// The CPU halted `ticks` for the guest's WFI: the next unit, if one is due, moves on by as
+/// much (time asleep is not the guest's execution).
+pub fn sample_idle(f: &mut crate::fast_step::FastStep, ticks: u64) {
+    if f.sample_base != u64::MAX {
+        f.sample_base = f.sample_base.saturating_add(ticks);
+    }
+}
+
+/// While the CPU halts for the guest's WFI the EL2 timer keeps to the watchdog alone: the
+/// next unit's time does not run in idle time, and the exit tail sets it again.
+pub fn hold_sample() {
+    let at = WATCHDOG_AT.load(Ordering::Relaxed);
+    // SAFETY: CNTHP_CVAL_EL2 only sets when the EL2 timer fires (aarch64-cpu has no accessor).
+    unsafe { core::arch::asm!("msr cnthp_cval_el2, {}", "isb", in(reg) at) };
 }
 
 /// A physical IRQ while the guest ran: the watchdog, or the guest's timer to forward.

@@ -1,6 +1,7 @@
 //! When a sampled phase traces. The phase runs at full speed, its instructions counted by the
 //! PMU; units of consecutive instructions are traced exactly by the step engine, each begun
-//! when the EL2 timer fires after a random gap of counter time.
+//! when the EL2 timer fires after a random gap of the guest's own execution time (the counter
+//! less the hypervisor's time and the time halted for the guest's WFI).
 //!
 //! - **Random gaps, not a period.** Each gap is drawn uniformly from 0 to twice the mean: a
 //!   fixed period would alias with the guest's own periodic work (a timer tick, a loop whose

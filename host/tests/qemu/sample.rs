@@ -245,3 +245,59 @@ fn a_linux_window_is_sampled_and_its_intervals_hold_the_workloads_arithmetic() {
         "{text}"
     );
 }
+
+/// Assembles a loop body: `first` at the top of a turn, then 32 tagged loads and nops.
+fn trapping_loop(first: &str) -> Vec<u8> {
+    let mut body = format!("{first}\n");
+    body += &"ldr x9, [x0]\n".repeat(32);
+    body += &"nop\n".repeat(92);
+    body += "ret\n";
+    match mtex::snippet::assemble_source(&body).expect("running the assembler") {
+        Ok(code) => code,
+        Err(e) => panic!("{body}\ndid not assemble: {e}"),
+    }
+}
+
+/// `TURNS` turns of `code`, sampled in units of 500 instructions 2 µs apart.
+fn sampled_loop(code: &[u8], seed: u64) -> Report {
+    let env = mtex::snippet::Env {
+        iters: TURNS,
+        ..mtex::snippet::Env::default()
+    };
+    let extra = ["sample=500:2".to_string(), format!("sample_seed={seed}")];
+    let (r, console) = mtex::snippet::run_with(images(), code, &env, &extra).expect("running QEMU");
+    assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
+    r
+}
+
+const TURNS: u64 = 4000;
+
+/// A loop that traps to the hypervisor at every turn (a WFI; a reset of its PMU counters:
+/// both trapped, both completed by the hypervisor) spends most of its counter time in EL2,
+/// all of it just before the turn's first load. Units begun on counter time would begin there
+/// far more often than anywhere else in the body, and miscount its loads; units begun on the
+/// guest's own instructions begin anywhere alike. The estimate of its checked reads holds the
+/// loop's arithmetic: 32 loads a turn.
+#[test]
+fn a_loop_that_traps_at_every_turn_is_sampled_evenly_over_its_body() {
+    for first in [
+        "wfi",
+        "mrs x11, pmcr_el0\norr x11, x11, #2\nmsr pmcr_el0, x11",
+    ] {
+        let code = trapping_loop(first);
+        for seed in [1, 2] {
+            let r = sampled_loop(&code, seed);
+            assert!(r.succeeded(), "{}", mtex::render::text(&r));
+            assert!(r.problems.is_empty(), "{:?}", r.problems);
+            let p = r.phase(mtex::snippet::PHASE).expect("the snippet's phase");
+            let units = p.sampled.as_ref().map_or(0, |s| s.units().count());
+            assert!(units >= 100, "{first}, seed {seed}: {units} units");
+            let e = get(&estimates(p), "mem_access_checked_rd:k");
+            let want = 32 * TURNS;
+            assert!(
+                (e.value - want as f64).abs() <= 2.0 * e.half_width,
+                "{first}, seed {seed}: {e} against the exact {want}"
+            );
+        }
+    }
+}
