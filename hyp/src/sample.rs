@@ -40,6 +40,17 @@ pub fn open(hyp: &mut Hyp, id: u32) -> bool {
     true
 }
 
+/// An ID- or debug-register access trapped: outside a sampled phase's units, the phase's
+/// record says how many (`PhaseSampled::untraced_id_debug_traps`).
+pub fn note_id_debug_trap(hyp: &mut Hyp) {
+    if !sampling(hyp) || hyp.vcpu().tracer.active() {
+        return;
+    }
+    if let Some(s) = &mut hyp.sampler {
+        s.untraced_id_debug_traps = s.untraced_id_debug_traps.saturating_add(1);
+    }
+}
+
 /// The open phase is sampled.
 pub fn sampling(hyp: &Hyp) -> bool {
     hyp.sampler.as_ref().is_some_and(|s| s.phase != 0)

@@ -575,7 +575,7 @@ mod tests {
                 })
             }),
             (
-                any::<[u32; 5]>(),
+                any::<[u32; 6]>(),
                 any::<u64>(),
                 any::<bool>(),
                 any::<[u64; 7]>()
@@ -598,6 +598,7 @@ mod tests {
                             stepped_starts: e[5],
                         },
                         late_triggers: n[4],
+                        untraced_id_debug_traps: n[5],
                         timer_stopped: whole,
                     }
                 )),

@@ -153,6 +153,12 @@ pub struct PhaseSampled {
     /// Units that began while another was still being traced (the timer fired late): none
     /// is begun twice, they are counted here.
     pub late_triggers: u32,
+    /// ID- and debug-register accesses the guest made outside the units, each trapped to the
+    /// hypervisor and emulated. QEMU raises those traps from a check in the middle of a
+    /// block of translated code, and its instruction count (the PMU's, and under `-icount`
+    /// the counter's) takes in the rest of the block as executed: the phase's instruction
+    /// total is then too high by an amount no one measures.
+    pub untraced_id_debug_traps: u32,
     /// The phase ended long after its next unit was due (`mtex_vm::sample::overdue`): the
     /// timer stopped reaching EL2, so the units cover only part of the phase.
     pub timer_stopped: bool,

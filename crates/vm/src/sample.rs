@@ -50,6 +50,9 @@ pub struct Sampler {
     pub in_unit: bool,
     /// The timer fired for a unit while one was still being traced.
     pub late_triggers: u32,
+    /// ID- and debug-register accesses trapped outside the units
+    /// (`PhaseSampled::untraced_id_debug_traps`).
+    pub untraced_id_debug_traps: u32,
     /// The step engine's work, summed over the phase's units.
     pub engine: StepEngine,
     /// The guest's clock when the unit being traced began.
@@ -82,6 +85,7 @@ impl Sampler {
             units: 0,
             in_unit: false,
             late_triggers: 0,
+            untraced_id_debug_traps: 0,
             engine: StepEngine::default(),
             unit_clock: 0,
             unit_len: 0,
@@ -133,6 +137,7 @@ impl Sampler {
         self.units = 0;
         self.in_unit = false;
         self.late_triggers = 0;
+        self.untraced_id_debug_traps = 0;
         self.engine = StepEngine {
             id,
             ..StepEngine::default()
@@ -194,6 +199,7 @@ impl Sampler {
             whole: self.whole(),
             engine: self.engine,
             late_triggers: self.late_triggers,
+            untraced_id_debug_traps: self.untraced_id_debug_traps,
             timer_stopped,
         };
         self.phase = 0;

@@ -301,3 +301,20 @@ fn a_loop_that_traps_at_every_turn_is_sampled_evenly_over_its_body() {
         }
     }
 }
+
+/// QEMU counts the rest of a block of translated code as executed when an ID-register read
+/// traps from it: the phase's instruction totals are too high, and a sampled phase that made
+/// such reads outside its units gives no estimate and says why.
+#[test]
+fn id_register_reads_outside_the_units_withhold_the_estimates_on_qemu() {
+    let r = sampled_loop(&trapping_loop("mrs x11, id_aa64pfr1_el1"), 1);
+    let p = r.phase(mtex::snippet::PHASE).expect("the snippet's phase");
+    assert!(estimates(p).is_empty(), "{}", mtex::render::text(&r));
+    assert!(
+        r.problems
+            .iter()
+            .any(|m| m.contains("ID- or debug-register accesses trapped outside its units")),
+        "{:?}",
+        r.problems
+    );
+}
