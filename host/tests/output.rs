@@ -735,3 +735,71 @@ proptest! {
         let _ = compare::render_csv(&c);
     }
 }
+
+/// A saved `mtex linux` run (Debian's 6.12 on 2 CPUs, one window around
+/// `mtex-work futex-hash 10 2`) made into its two documents as the run makes them: the Linux
+/// report and the results document.
+fn linux_futex() -> (mtex::linux::report::LinuxReport, Results) {
+    let dir = format!(
+        "{}/tests/fixtures/linux-futex-2cpu",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let read = |name: &str| {
+        let path = format!("{dir}/{name}");
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let bytes = read("console.log");
+    let console = mtex::qemu::Console {
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+        bytes,
+        status: Some(0),
+        timed_out: false,
+        killed: None,
+        wall: std::time::Duration::ZERO,
+        stderr: String::new(),
+        oracle: None,
+    };
+    let kernel = mtex::linux::fetch::Kernel {
+        package: mtex::linux::fetch::Unpacked {
+            name: "linux-image-6.12.118+deb12-arm64".into(),
+            version: "6.12.118-1~deb12u1".into(),
+            root: dir.clone().into(),
+        },
+        release: "6.12.118+deb12-arm64".into(),
+        image: format!("{dir}/Image").into(),
+        config: format!("{dir}/config").into(),
+        sha256: "0".repeat(64),
+        append: Vec::new(),
+    };
+    let linux = String::from_utf8(read("linux-console.log")).expect("UTF-8");
+    mtex::linux::documents(
+        &kernel,
+        &console,
+        &linux,
+        ("", mtex::symbols::Symbols::default()),
+        true,
+        2,
+    )
+}
+
+/// Every form of a Linux run, reviewed: what `mtex linux` prints and writes (report.txt,
+/// report.json, results.json, the CSV).
+#[test]
+fn every_form_of_a_linux_run() {
+    let (r, doc) = linux_futex();
+    assert_eq!(r.windows.len(), 1, "one window");
+    let text = mtex::forms::render_linux(&r, &doc, mtex::forms::Form::Text, None).expect("text");
+    assert_width(&text);
+    insta::assert_snapshot!("linux_text", text);
+    let full = mtex::forms::linux_full(&r, &doc);
+    insta::assert_snapshot!("linux_full", full);
+    insta::assert_snapshot!("linux_csv", csv_out::render(&doc));
+    insta::assert_snapshot!(
+        "linux_results_json",
+        serde_json::to_string_pretty(&doc).expect("JSON")
+    );
+    insta::assert_snapshot!(
+        "linux_report_json",
+        serde_json::to_string_pretty(&r).expect("JSON")
+    );
+}

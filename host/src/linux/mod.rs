@@ -670,47 +670,14 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::results::Results)> {
     // The last run's console stays for reading after the run.
     let _ = std::fs::write(work_dir().join("last-linux-console.log"), &linux_text);
     let program = crate::symbols::Symbols::load(&p.workloads);
-    let mut r = report::analyse(
+    let (r, doc) = documents(
         &p.kernel,
         &console,
         &linux_text,
         (&symbols, program),
         !args.no_icount,
+        args.cpus,
     );
-    r.cpus = args.cpus;
-    // The windows as phases of mtex's results document, for `mtex compare` between runs
-    // (two kernels, two command lines) and the same counters as `mtex run`'s.
-    // A window never closed was not measured: its counts are not offered for comparison.
-    let mut measured = console.report();
-    measured.phases.retain(|p| p.end.is_some());
-    let mut doc = crate::results::Results::new(
-        None,
-        vec![crate::results::run("linux", 0, &measured)],
-        Vec::new(),
-    );
-    doc.kernel = Some(crate::results::KernelId {
-        release: r.release.clone(),
-        package: r.package.clone(),
-        version: r.version.clone(),
-        sha256: r.image_sha256.clone(),
-    });
-    // The writes by kernel function, as the report names them.
-    for w in doc.runs.iter_mut().flat_map(|run| run.writes.iter_mut()) {
-        w.symbol = r
-            .writes
-            .iter()
-            .find(|x| x.seq == w.seq)
-            .and_then(|x| x.symbol.clone());
-    }
-    // The windows by kernel function, as the report gathers them.
-    for p in doc.runs.iter_mut().flat_map(|run| run.phases.iter_mut()) {
-        let w = r
-            .windows
-            .iter()
-            .find(|w| format!("window {}", w.id) == p.name);
-        p.functions = w.map(|w| w.functions.clone()).unwrap_or_default();
-        p.stacks = w.map(|w| w.stacks.clone()).unwrap_or_default();
-    }
     let form = if args.verbose {
         crate::forms::Form::Full
     } else {
@@ -754,6 +721,56 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::results::Results)> {
         ExitCode::FAILURE
     };
     Ok((code, doc))
+}
+
+/// A run's two documents from what its boot printed: the Linux report, and the results
+/// document (the windows as phases) that `mtex compare` and the outputs `mtex run` shares
+/// read. `symbols` is the kernel's symbol table (kallsyms' form) and the symbols of the
+/// program that opens the windows; `icount` whether QEMU ran with -icount.
+pub fn documents(
+    kernel: &fetch::Kernel,
+    console: &crate::qemu::Console,
+    linux_text: &str,
+    symbols: (&str, crate::symbols::Symbols),
+    icount: bool,
+    cpus: u32,
+) -> (report::LinuxReport, crate::results::Results) {
+    let mut r = report::analyse(kernel, console, linux_text, symbols, icount);
+    r.cpus = cpus;
+    // The windows as phases of mtex's results document, for `mtex compare` between runs
+    // (two kernels, two command lines) and the same counters as `mtex run`'s.
+    // A window never closed was not measured: its counts are not offered for comparison.
+    let mut measured = console.report();
+    measured.phases.retain(|p| p.end.is_some());
+    let mut doc = crate::results::Results::new(
+        None,
+        vec![crate::results::run("linux", 0, &measured)],
+        Vec::new(),
+    );
+    doc.kernel = Some(crate::results::KernelId {
+        release: r.release.clone(),
+        package: r.package.clone(),
+        version: r.version.clone(),
+        sha256: r.image_sha256.clone(),
+    });
+    // The writes by kernel function, as the report names them.
+    for w in doc.runs.iter_mut().flat_map(|run| run.writes.iter_mut()) {
+        w.symbol = r
+            .writes
+            .iter()
+            .find(|x| x.seq == w.seq)
+            .and_then(|x| x.symbol.clone());
+    }
+    // The windows by kernel function, as the report gathers them.
+    for p in doc.runs.iter_mut().flat_map(|run| run.phases.iter_mut()) {
+        let w = r
+            .windows
+            .iter()
+            .find(|w| format!("window {}", w.id) == p.name);
+        p.functions = w.map(|w| w.functions.clone()).unwrap_or_default();
+        p.stacks = w.map(|w| w.stacks.clone()).unwrap_or_default();
+    }
+    (r, doc)
 }
 
 #[cfg(test)]
