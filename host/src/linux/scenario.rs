@@ -29,10 +29,9 @@
 //! Everything is checked before any kernel is built or booted; an error names the file, the
 //! line and the field.
 
+pub use crate::scenario_file::Rule;
 use crate::scenario_file::locate::{field_path, line_of};
-use crate::scenario_file::{
-    change_percent, check_percent, is_known_counter, is_safe_name, safe_stem,
-};
+use crate::scenario_file::{check_percent, is_known_counter, is_safe_name, safe_stem};
 use anyhow::{Result, bail};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -193,17 +192,6 @@ impl LinuxRun {
     }
 }
 
-/// How an expectation judges.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Rule {
-    DropAtLeast(f64),
-    RiseAtMost(f64),
-    FewerByAtLeast(u64),
-    Equal,
-    AtLeast(u64),
-    AtMost(u64),
-}
-
 #[derive(Clone, Debug, PartialEq)]
 pub struct Expect {
     pub linux: String,
@@ -234,19 +222,7 @@ impl Expect {
 
     /// Judges the rule on the from and to values (the same for an absolute rule).
     pub fn judge(&self, from: f64, to: f64) -> (bool, String) {
-        let change = change_percent(from, to);
-        let relative = format!("{from} → {to} ({change:+.1}%)");
-        match self.rule {
-            Rule::DropAtLeast(p) => (change <= -p, relative),
-            Rule::RiseAtMost(p) => (change <= p, relative),
-            Rule::FewerByAtLeast(n) => (
-                from - to >= n as f64,
-                format!("{relative}, {} fewer", from - to),
-            ),
-            Rule::Equal => (from == to, relative),
-            Rule::AtLeast(n) => (from >= n as f64, format!("{from}")),
-            Rule::AtMost(n) => (from <= n as f64, format!("{from}")),
-        }
+        self.rule.judge(from, to)
     }
 }
 

@@ -49,11 +49,13 @@ use toml::Spanned;
 
 mod expect_table;
 pub(crate) mod locate;
+mod rule;
 mod run_table;
 #[cfg(test)]
 mod tests;
 
 pub use expect_table::{check_percent, is_known_counter};
+pub use rule::{Rule, change_percent};
 
 use expect_table::expect;
 use locate::{Ctx, field_at, line_of};
@@ -130,16 +132,6 @@ pub struct RunSpec {
     pub traced: bool,
 }
 
-/// How an expectation judges `to` against `from`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Rule {
-    /// `to` at least this many percent below `from`.
-    DropAtLeast(f64),
-    /// `to` at most this many percent above `from`.
-    RiseAtMost(f64),
-    Equal,
-}
-
 #[derive(Clone, Debug, PartialEq)]
 pub struct Expect {
     pub counter: String,
@@ -156,6 +148,9 @@ impl Expect {
             Rule::DropAtLeast(p) => format!("drops by at least {p}%"),
             Rule::RiseAtMost(p) => format!("rises by at most {p}%"),
             Rule::Equal => "stays equal".to_string(),
+            Rule::FewerByAtLeast(n) => format!("falls by at least {n}"),
+            Rule::AtLeast(n) => format!("is at least {n}"),
+            Rule::AtMost(n) => format!("is at most {n}"),
         };
         format!(
             "{} of {} {rule} from {}/{} to {}/{}",
@@ -165,22 +160,7 @@ impl Expect {
 
     /// Judges the rule on the two values; returns whether it held and the values in words.
     pub fn judge(&self, from: f64, to: f64) -> (bool, String) {
-        let change = change_percent(from, to);
-        let held = match self.rule {
-            Rule::DropAtLeast(p) => change <= -p,
-            Rule::RiseAtMost(p) => change <= p,
-            Rule::Equal => to == from,
-        };
-        (held, format!("{from} → {to} ({change:+.1}%)"))
-    }
-}
-
-/// `to` against `from` in per cent: 0 when both are 0, infinite when only `from` is.
-pub fn change_percent(from: f64, to: f64) -> f64 {
-    if from == 0.0 {
-        if to == 0.0 { 0.0 } else { f64::INFINITY }
-    } else {
-        (to - from) / from * 100.0
+        self.rule.judge(from, to)
     }
 }
 
