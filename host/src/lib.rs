@@ -8,6 +8,7 @@ pub mod bench_sample_linux;
 pub mod check_exact;
 pub mod compare;
 pub mod csv_out;
+pub mod debian;
 pub mod equality;
 pub mod esp;
 pub mod forms;

@@ -167,7 +167,7 @@ fn read_inputs(args: &Args) -> Result<Inputs> {
         })
         .collect::<Result<Vec<_>>>()?;
     check_tools()?;
-    let compiler = crate::linux::fetch::run(
+    let compiler = crate::debian::run(
         Command::new(format!("{CROSS}gcc")).arg("--version"),
         "aarch64-linux-gnu-gcc --version",
     )?

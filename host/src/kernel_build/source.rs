@@ -2,7 +2,7 @@
 //! apt, unpacked per build so that patches never touch a shared tree), or a tree of the
 //! user's, built out of tree; and the patches, applied in order with GNU patch.
 
-use crate::linux::fetch::run;
+use crate::debian::run;
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;

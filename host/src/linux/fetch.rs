@@ -7,16 +7,7 @@ use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// An unpacked package.
-#[derive(Clone, Debug)]
-pub struct Unpacked {
-    /// `name` as apt knows it (without `:arm64`).
-    pub name: String,
-    /// The package's version.
-    pub version: String,
-    /// Where its files are (its `/` tree).
-    pub root: PathBuf,
-}
+pub use crate::debian::{Unpacked, run};
 
 /// The distribution kernel to boot.
 #[derive(Clone, Debug)]
@@ -54,20 +45,6 @@ pub fn package_for(choice: &str) -> Result<String> {
     }
     // `linux-image-6.12-arm64` is the meta-package; the others are images themselves.
     Ok(format!("linux-image-{choice}-arm64"))
-}
-
-/// Runs a tool; its stdout, or an error with what it said on stderr.
-pub(crate) fn run(cmd: &mut Command, what: &str) -> Result<String> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("{what}: cannot start"))?;
-    if !out.status.success() {
-        bail!(
-            "{what} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// dpkg knows arm64 and apt has its package lists.
@@ -144,44 +121,7 @@ fn fetch_qualified(pkg: &str, arch: &str, dir: &Path) -> Result<Unpacked> {
     let Some(version) = version else {
         bail!("apt has no package {qualified} (is bookworm-backports in the apt sources?)");
     };
-    let root = dir.join(format!("{pkg}_{}", version.replace(':', "%3a")));
-    if root.join(".unpacked").exists() {
-        return Ok(Unpacked {
-            name: pkg.into(),
-            version,
-            root,
-        });
-    }
-    let debs = dir.join("debs");
-    std::fs::create_dir_all(&debs)?;
-    // apt's download sandbox user cannot write into target/: download as the caller.
-    run(
-        Command::new("apt-get")
-            .args(["download", "-qq", "-o", "APT::Sandbox::User=root"])
-            .arg(format!("{qualified}={version}"))
-            .current_dir(&debs),
-        &format!("apt-get download {qualified}"),
-    )?;
-    let deb = std::fs::read_dir(&debs)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&format!("{pkg}_")) && n.ends_with(".deb"))
-        })
-        .with_context(|| format!("apt-get download left no {pkg} .deb"))?;
-    let _ = std::fs::remove_dir_all(&root);
-    run(
-        Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root),
-        "dpkg-deb -x",
-    )?;
-    std::fs::write(root.join(".unpacked"), &version)?;
-    let _ = std::fs::remove_file(&deb);
-    Ok(Unpacked {
-        name: pkg.into(),
-        version,
-        root,
-    })
+    crate::debian::download_unpack(&[], &qualified, pkg, version, dir, false)
 }
 
 /// The `--kernel` choices among apt's package names (`apt-cache pkgnames linux-image-`):

@@ -175,40 +175,7 @@ impl Apt {
             .map(|v| v.trim().to_string())
             .filter(|v| v != "(none)")
             .with_context(|| format!("Debian {} have no package {pkg}", SUITES.join(" and ")))?;
-        let root = dir.join(format!("{pkg}_{}", version.replace(':', "%3a")));
-        if !root.join(".unpacked").exists() {
-            let debs = dir.join("debs");
-            std::fs::create_dir_all(&debs)?;
-            eprintln!("mtex: downloading {pkg} {version}");
-            run(
-                Command::new("apt-get")
-                    .args(self.options())
-                    .args(["download", "-qq"])
-                    .arg(format!("{pkg}={version}"))
-                    .current_dir(&debs),
-                &format!("apt-get download {pkg}"),
-            )?;
-            let deb = std::fs::read_dir(&debs)?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .find(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with(&format!("{pkg}_")) && n.ends_with(".deb"))
-                })
-                .with_context(|| format!("apt-get download left no {pkg} .deb"))?;
-            let _ = std::fs::remove_dir_all(&root);
-            run(
-                Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root),
-                "dpkg-deb -x",
-            )?;
-            std::fs::write(root.join(".unpacked"), &version)?;
-            let _ = std::fs::remove_file(&deb);
-        }
-        Ok(Unpacked {
-            name: pkg.into(),
-            version,
-            root,
-        })
+        crate::debian::download_unpack(&self.options(), pkg, pkg, version, dir, true)
     }
 
     /// The kernel of `release` (`7.3.4+deb13`), fetched into `dir`.
