@@ -139,7 +139,7 @@ fn expectations_and_problems(h: &mut String, doc: &Results) {
                 h,
                 "<li><span class=\"{}\">{}</span> {} ({})</li>",
                 if e.held { "ok" } else { "bad" },
-                if e.held { "PASS" } else { "FAIL" },
+                e.verdict(),
                 text(&e.text),
                 text(&e.detail)
             );

@@ -721,21 +721,22 @@ pub fn render(doc: &Results) -> String {
         out.push(" Expectations:");
         out.blank();
         for e in &doc.expectations {
-            out.push(&format!(
-                "   {}  {} ({})",
-                if e.held { "PASS" } else { "FAIL" },
-                clean(&e.text),
-                clean(&e.detail)
-            ));
+            out.push(&expectation_line(e));
         }
     }
     out.blank();
-    out.push(if doc.success {
-        "mtex: success"
-    } else {
-        "mtex: FAILED (a run failed or an expectation did not hold)"
-    });
+    out.push(doc.verdict_line());
     out.into_string()
+}
+
+/// An expectation as the text forms list it: its verdict, its words, the values it was judged on.
+pub fn expectation_line(e: &crate::results::Expectation) -> String {
+    format!(
+        "   {}  {} ({})",
+        e.verdict(),
+        clean(&e.text),
+        clean(&e.detail)
+    )
 }
 
 #[cfg(test)]

@@ -270,6 +270,13 @@ pub struct Expectation {
     pub detail: String,
 }
 
+impl Expectation {
+    /// PASS or FAIL, as every form shows it.
+    pub fn verdict(&self) -> &'static str {
+        if self.held { "PASS" } else { "FAIL" }
+    }
+}
+
 /// `0x…` for an address or register value.
 pub fn hex(v: u64) -> String {
     format!("{v:#x}")
@@ -539,6 +546,15 @@ pub fn run(name: &str, repeat: u32, r: &Report) -> Run {
 }
 
 impl Results {
+    /// The last line of every text form: the whole document's verdict.
+    pub fn verdict_line(&self) -> &'static str {
+        if self.success {
+            "mtex: success"
+        } else {
+            "mtex: FAILED (a run failed or an expectation did not hold)"
+        }
+    }
+
     /// A document of `runs`, judged by `expectations`.
     pub fn new(scenario: Option<String>, runs: Vec<Run>, expectations: Vec<Expectation>) -> Self {
         let success = runs.iter().all(|r| r.success) && expectations.iter().all(|e| e.held);

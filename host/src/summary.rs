@@ -440,12 +440,7 @@ pub fn render(doc: &Results, rest: Option<&str>, verdict: bool) -> String {
         out.blank();
         out.push(" Expectations:");
         for e in &doc.expectations {
-            out.push(&format!(
-                "   {}  {} ({})",
-                if e.held { "PASS" } else { "FAIL" },
-                clean(&e.text),
-                clean(&e.detail)
-            ));
+            out.push(&crate::perf_text::expectation_line(e));
         }
     }
     let several = n > 1;
@@ -479,11 +474,7 @@ pub fn render(doc: &Results, rest: Option<&str>, verdict: bool) -> String {
     }
     if verdict {
         out.blank();
-        out.push(if doc.success {
-            "mtex: success"
-        } else {
-            "mtex: FAILED (a run failed or an expectation did not hold)"
-        });
+        out.push(doc.verdict_line());
     }
     out.into_string()
 }
