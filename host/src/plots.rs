@@ -357,6 +357,7 @@ mod tests {
         counters.insert("tcf_elided.mem_access_checked_rd:k".to_string(), elided);
         counters.insert("tco_changes".to_string(), 66);
         PhaseOut {
+            id: 1,
             name: "futex-hash".into(),
             policy: Some(policy.into()),
             workload: Some("futex-hash".into()),

@@ -120,6 +120,10 @@ pub struct Boot {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PhaseOut {
+    /// The phase's number, as the guest gave it (a Linux window's is the window's); 0 in a
+    /// document written before phases carried it.
+    #[serde(default)]
+    pub id: u32,
     pub name: String,
     /// The kernel scenario's (policy, workload) run, in CLI spellings.
     pub policy: Option<String>,
@@ -417,6 +421,7 @@ fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine], emulator: bool
         .map(|u| (u.counters, u.not_supported, u.not_counted))
         .unwrap_or_default();
     PhaseOut {
+        id: p.id,
         name: p.name.clone(),
         policy: pp.map(|q| q.policy.name().as_str().to_string()),
         workload: pp.map(|q| q.workload.name().to_string()),

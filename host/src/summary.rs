@@ -502,6 +502,7 @@ mod tests {
         }
         counters.insert("mem_access_checked_rd:k".into(), rd_k);
         PhaseOut {
+            id: 1,
             name: workload.into(),
             policy: Some(policy.into()),
             workload: Some(workload.into()),

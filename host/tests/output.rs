@@ -520,6 +520,7 @@ fn phase() -> impl Strategy<Value = PhaseOut> {
                 (b, e, counters, not_supported),
             )| {
                 PhaseOut {
+                    id: params[0].unwrap_or_default(),
                     name,
                     policy,
                     workload,

@@ -763,10 +763,7 @@ pub fn documents(
     }
     // The windows by kernel function, as the report gathers them.
     for p in doc.runs.iter_mut().flat_map(|run| run.phases.iter_mut()) {
-        let w = r
-            .windows
-            .iter()
-            .find(|w| format!("window {}", w.id) == p.name);
+        let w = r.windows.iter().find(|w| w.id == p.id);
         p.functions = w.map(|w| w.functions.clone()).unwrap_or_default();
         p.stacks = w.map(|w| w.stacks.clone()).unwrap_or_default();
     }

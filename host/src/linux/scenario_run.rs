@@ -32,7 +32,7 @@ fn value(doc: &Results, window: usize, counter: &str) -> Option<u64> {
     doc.runs
         .iter()
         .flat_map(|r| &r.phases)
-        .find(|p| p.name == format!("window {window}") && p.end_ts.is_some())
+        .find(|p| p.id as usize == window && p.end_ts.is_some())
         .and_then(|p| p.counters.get(counter).copied())
 }
 

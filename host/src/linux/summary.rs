@@ -8,13 +8,14 @@ use crate::results::Results;
 use crate::summary;
 
 /// A window's row label: `window 1: mtex-work --window 1 getpid --tcf0 sync`.
-fn window_label(r: &LinuxReport, name: &str) -> String {
+fn window_label(r: &LinuxReport, p: &crate::results::PhaseOut) -> String {
+    let name = &p.name;
     let label = r
         .windows
         .iter()
         .map(|w| (w.id, &w.label))
         .chain(r.sampled_windows.iter().map(|w| (w.id, &w.label)))
-        .find(|(id, _)| format!("window {id}") == name)
+        .find(|(id, _)| *id == p.id)
         .and_then(|(_, l)| l.as_deref());
     match label {
         Some(l) => format!("{}: {}", clean(name), clean(l)),
@@ -29,7 +30,7 @@ fn windows(r: &LinuxReport, doc: &Results) -> summary::Group {
         .iter()
         .filter(|run| run.repeat == 0)
         .flat_map(|run| run.phases.iter().filter(|p| p.traced));
-    summary::group("windows".into(), phases, |p| window_label(r, &p.name))
+    summary::group("windows".into(), phases, |p| window_label(r, p))
 }
 
 /// The first two lines: the kernel, and how far it got.
@@ -86,7 +87,7 @@ pub fn render(r: &LinuxReport, doc: &Results, rest: Option<&str>) -> String {
         out.push(&format!("  {}", summary::LEGEND));
     }
     // Sampled windows: estimates with their intervals, never in the exact table.
-    let sampled = summary::sampled_table(doc, "windows", "window", |p| window_label(r, &p.name));
+    let sampled = summary::sampled_table(doc, "windows", "window", |p| window_label(r, p));
     if !sampled.is_empty() {
         out.blank();
         for l in sampled {
