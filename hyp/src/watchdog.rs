@@ -13,6 +13,7 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use mtex_abi::report::ExitReason;
 use mtex_platform::Gic;
+use mtex_vm::sample::DueBase;
 use safe_mmio::UniqueMmioPointer;
 use tock_registers::interfaces::{Readable, Writeable};
 
@@ -92,7 +93,10 @@ fn block() -> &'static mut crate::fast_step::FastStep {
 }
 
 fn set_timer() {
-    let at = WATCHDOG_AT.load(Ordering::Relaxed).min(sample_due());
+    set_cval(WATCHDOG_AT.load(Ordering::Relaxed).min(sample_due()));
+}
+
+fn set_cval(at: u64) {
     // SAFETY: CNTHP_CVAL_EL2 only sets when the EL2 timer fires (aarch64-cpu has no accessor).
     unsafe { core::arch::asm!("msr cnthp_cval_el2, {}", "isb", in(reg) at) };
 }
@@ -100,9 +104,7 @@ fn set_timer() {
 /// When the next sampled unit is due, as a counter value with the hypervisor's time up to now
 /// (`u64::MAX`: none is due).
 pub fn sample_due() -> u64 {
-    block()
-        .sample_base
-        .saturating_add(crate::guest_clock::machine_offset())
+    DueBase(block().sample_base).due(crate::guest_clock::machine_offset())
 }
 
 /// The next sampled unit begins after `ticks` of the guest's own execution from this exit
@@ -115,30 +117,24 @@ pub fn sample_due() -> u64 {
 /// hypervisor's work and through idle time.
 pub fn sample_in(ticks: Option<u64>) {
     let f = block();
-    f.sample_base = match ticks {
-        Some(t) => f
-            .exit_ts
-            .wrapping_sub(crate::guest_clock::machine_offset())
-            .saturating_add(t),
-        None => u64::MAX,
+    let base = match ticks {
+        Some(t) => DueBase::after(f.exit_ts, crate::guest_clock::machine_offset(), t),
+        None => DueBase::NONE,
     };
+    f.sample_base = base.0;
     set_timer();
 }
 
 /// The CPU halted `ticks` for the guest's WFI: the next unit, if one is due, moves on by as
 /// much (time asleep is not the guest's execution).
 pub fn sample_idle(f: &mut crate::fast_step::FastStep, ticks: u64) {
-    if f.sample_base != u64::MAX {
-        f.sample_base = f.sample_base.saturating_add(ticks);
-    }
+    f.sample_base = DueBase(f.sample_base).idle(ticks).0;
 }
 
 /// While the CPU halts for the guest's WFI the EL2 timer keeps to the watchdog alone: the
 /// next unit's time does not run in idle time, and the exit tail sets it again.
 pub fn hold_sample() {
-    let at = WATCHDOG_AT.load(Ordering::Relaxed);
-    // SAFETY: CNTHP_CVAL_EL2 only sets when the EL2 timer fires (aarch64-cpu has no accessor).
-    unsafe { core::arch::asm!("msr cnthp_cval_el2, {}", "isb", in(reg) at) };
+    set_cval(WATCHDOG_AT.load(Ordering::Relaxed));
 }
 
 /// A physical IRQ while the guest ran: the watchdog, or the guest's timer to forward.

@@ -245,11 +245,56 @@ pub fn overdue(due: u64, now: u64, hz: u64) -> bool {
     due != u64::MAX && now.saturating_sub(due) > hz / 100
 }
 
+/// A unit's due time on the guest's own time, kept as a counter value less the machine's
+/// account of hypervisor time (`u64::MAX`: none is due). The hypervisor's exit tail adds the
+/// account back at each return to the guest, so the hypervisor's work never brings the unit
+/// nearer; the time the CPU halts for the guest's WFI moves it on ([`DueBase::idle`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DueBase(pub u64);
+
+impl DueBase {
+    pub const NONE: DueBase = DueBase(u64::MAX);
+
+    /// A unit `ticks` of guest time after an exit that entered EL2 at counter value
+    /// `exit_ts`, when the account of hypervisor time (not yet counting that exit) was
+    /// `offset`.
+    pub fn after(exit_ts: u64, offset: u64, ticks: u64) -> Self {
+        DueBase(exit_ts.wrapping_sub(offset).saturating_add(ticks))
+    }
+
+    /// The counter value it is due at with the account at `offset` (`u64::MAX`: never).
+    pub fn due(self, offset: u64) -> u64 {
+        self.0.saturating_add(offset)
+    }
+
+    /// The CPU halted `ticks` for the guest's WFI: time asleep is not the guest's execution.
+    pub fn idle(self, ticks: u64) -> Self {
+        if self == Self::NONE {
+            self
+        } else {
+            DueBase(self.0.saturating_add(ticks))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const HZ: u64 = 1_000_000_000;
+
+    /// A unit due 1000 guest ticks after an exit stays 1000 guest ticks away whatever the
+    /// hypervisor and idle time in between: each moves its counter deadline by as much.
+    #[test]
+    fn a_due_time_moves_with_hypervisor_and_idle_time_only() {
+        let (exit_ts, offset) = (5_000_000, 4_000_000);
+        let base = DueBase::after(exit_ts, offset, 1000);
+        assert_eq!(base.due(offset), exit_ts + 1000);
+        // The exit took 300 ticks of EL2 time; later exits 200 more; the CPU idled 50.
+        assert_eq!(base.due(offset + 500), exit_ts + 1500);
+        assert_eq!(base.idle(50).due(offset + 500), exit_ts + 1550);
+        assert_eq!(DueBase::NONE.idle(50).due(offset), u64::MAX);
+    }
 
     fn sampler(unit: u32, gap_us: u32, seed: u64) -> Sampler {
         Sampler::new(SampleOptions { unit, gap_us, seed })
