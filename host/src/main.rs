@@ -2,9 +2,12 @@
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use mtex::forms::{self, Form};
-use mtex::results::Results;
-use mtex::{bench, esp, images, qemu, report, scenario_file, scenario_run};
+use mtex::cli::{bench, esp};
+use mtex::model::report;
+use mtex::model::results::Results;
+use mtex::output::{self, Form};
+use mtex::scenario::{file as scenario_file, run as scenario_run};
+use mtex::{images, qemu};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -119,7 +122,7 @@ enum Cmd {
         /// With sampled phases: the precision asked of each one's estimate of the kernel's
         /// checked reads (1%, 0.5): says whether it was reached and, where not, how many
         /// units (and what gap) would reach it. The units stay spread over the whole phase.
-        #[arg(long, value_parser = mtex::precision::parse)]
+        #[arg(long, value_parser = mtex::cli::bench::precision::parse)]
         precision: Option<f64>,
         /// Also count every traced phase by PC, and report where its checks are: the
         /// functions that make them, a folded-stacks file and a flame graph per counter
@@ -157,13 +160,13 @@ enum Cmd {
     Compare(mtex::compare::Args),
     /// Assemble your own AArch64 code and run it as a traced phase in a documented
     /// environment.
-    Snippet(mtex::snippet::Args),
+    Snippet(mtex::cli::snippet::Args),
     /// Characterise this CPU's MTE choices: per EL, TCF, TCO, TCMA, pointer tag and page,
     /// is an access tag checked (PMU where the CPU has the MTE events, else tag-check
     /// faults), judged against the trace counter's predicate; and what a TCO write, a
     /// TFSR_EL1 read, STG, ST2G and DC GZVA cost. Exit 1 when a cell contradicts the
     /// predicate or the run failed.
-    Probe(mtex::probe::Args),
+    Probe(mtex::cli::probe::Args),
     /// Boot Debian's arm64 kernel (fetched with apt) under the hypervisor in Linux mode and
     /// report every MTE control write it makes, by kernel function.
     Linux(mtex::linux::Args),
@@ -264,7 +267,7 @@ enum BenchCmd {
         waits: u64,
         /// With --linux, the units' mean instructions and the gaps' mean microseconds.
         #[arg(long, value_name = "UNIT:GAP_US", default_value = "200:1", requires = "linux",
-            value_parser = mtex::bench_sample_linux::parse_schedule)]
+            value_parser = mtex::cli::bench::sample_linux::parse_schedule)]
         schedule: (u32, u32),
     },
     /// What tracing costs on one CPU and on several: EL2 instructions per traced guest
@@ -404,7 +407,7 @@ fn real_main() -> Result<ExitCode> {
                      sample=UNIT:GAP_US (or a scenario whose runs set sample)"
                 );
             }
-            let mut json = mtex::json_out::JsonOut::open(json.as_deref())?;
+            let mut json = mtex::output::json::JsonOut::open(json.as_deref())?;
             let images = images::build()?;
             let loader = uefi.then(images::build_loader).transpose()?;
             let dir = scenario_run::results_dir(&out, &plan.name)?;
@@ -469,18 +472,18 @@ fn real_main() -> Result<ExitCode> {
                 }
             }
             let form = if verbose { Form::Full } else { format };
-            write_stdout(&forms::render(
+            write_stdout(&output::render(
                 &doc,
                 form,
                 || Ok(reports.clone()),
-                Some(&forms::rest(&dir)),
+                Some(&output::rest(&dir)),
             )?);
             let files = scenario_run::write_outputs(&doc, &dir)?;
             if let Some(json) = &mut json {
                 json.write(&doc)?;
             }
             if let Some(target) = precision {
-                let lines = mtex::precision::lines(&doc, target);
+                let lines = mtex::cli::bench::precision::lines(&doc, target);
                 if !lines.is_empty() {
                     println!();
                 }
@@ -491,7 +494,7 @@ fn real_main() -> Result<ExitCode> {
             if check_exact {
                 let mut whole = plan.clone();
                 for r in &mut whole.runs {
-                    r.cmdline = mtex::check_exact::whole(&r.cmdline);
+                    r.cmdline = mtex::cli::bench::check_exact::whole(&r.cmdline);
                 }
                 let exact_dir = scenario_run::results_dir(&dir, "whole-trace")?;
                 eprintln!(
@@ -501,7 +504,7 @@ fn real_main() -> Result<ExitCode> {
                 let (exact, _) = scenario_run::run(&whole, &images, &exact_dir, &configure)?;
                 scenario_run::write_outputs(&exact, &exact_dir)?;
                 println!();
-                for l in mtex::check_exact::lines(&doc, &exact) {
+                for l in mtex::cli::bench::check_exact::lines(&doc, &exact) {
                     println!("{l}");
                 }
             }
@@ -538,7 +541,7 @@ fn real_main() -> Result<ExitCode> {
                 (_, true) => Form::Full,
                 _ => format,
             };
-            write_stdout(&forms::render(
+            write_stdout(&output::render(
                 &doc,
                 form,
                 || Ok(vec![r.clone()]),
@@ -555,12 +558,12 @@ fn real_main() -> Result<ExitCode> {
             format,
             verbose,
         } => {
-            let forms::Loaded { doc, linux, dir } = forms::load(&dir)?;
+            let output::Loaded { doc, linux, dir } = output::load(&dir)?;
             let form = if verbose { Form::Full } else { format };
-            let rest = forms::rest(&dir);
+            let rest = output::rest(&dir);
             let text = match &linux {
-                Some(r) => forms::render_linux(r, &doc, form, Some(&rest))?,
-                None => forms::render(&doc, form, || forms::reports(&doc, &dir), Some(&rest))?,
+                Some(r) => output::render_linux(r, &doc, form, Some(&rest))?,
+                None => output::render(&doc, form, || output::reports(&doc, &dir), Some(&rest))?,
             };
             write_stdout(&text);
             let success = linux
@@ -573,8 +576,8 @@ fn real_main() -> Result<ExitCode> {
             })
         }
         Cmd::Compare(args) => mtex::compare::run(args),
-        Cmd::Snippet(args) => mtex::snippet::run(args),
-        Cmd::Probe(args) => mtex::probe::run(args),
+        Cmd::Snippet(args) => mtex::cli::snippet::run(args),
+        Cmd::Probe(args) => mtex::cli::probe::run(args),
         Cmd::Linux(args) => mtex::linux::run(args),
         Cmd::Kernel {
             which: KernelCmd::Build(args),
@@ -652,18 +655,18 @@ fn real_main() -> Result<ExitCode> {
                 }) => {
                     let out = mtex::linux::work_dir().join("bench-sample");
                     std::fs::create_dir_all(&out)?;
-                    let f = mtex::bench_sample_linux::coverage(seeds, waits, schedule, &out)?;
-                    print!("{}", mtex::bench_sample_linux::render(&f));
-                    Ok(if mtex::bench_sample_linux::holds(&f) {
+                    let f = mtex::cli::bench::sample_linux::coverage(seeds, waits, schedule, &out)?;
+                    print!("{}", mtex::cli::bench::sample_linux::render(&f));
+                    Ok(if mtex::cli::bench::sample_linux::holds(&f) {
                         ExitCode::SUCCESS
                     } else {
                         ExitCode::FAILURE
                     })
                 }
                 Some(BenchCmd::Sample { seeds, .. }) => {
-                    let f = mtex::bench_sample::coverage(&boots, seeds)?;
-                    print!("{}", mtex::bench_sample::render(&f));
-                    Ok(if mtex::bench_sample::holds(&f) {
+                    let f = mtex::cli::bench::sample::coverage(&boots, seeds)?;
+                    print!("{}", mtex::cli::bench::sample::render(&f));
+                    Ok(if mtex::cli::bench::sample::holds(&f) {
                         ExitCode::SUCCESS
                     } else {
                         ExitCode::FAILURE
@@ -681,17 +684,17 @@ fn real_main() -> Result<ExitCode> {
                         _ => &[false, true],
                     };
                     let out = mtex::linux::work_dir().join("bench-clocks");
-                    let all = mtex::bench_clocks::runs(&cpus, uefi, runs, timeout, &out)?;
-                    print!("{}", mtex::bench_clocks::render(&all));
-                    Ok(if mtex::bench_clocks::all_clean(&all) {
+                    let all = mtex::cli::bench::clocks::runs(&cpus, uefi, runs, timeout, &out)?;
+                    print!("{}", mtex::cli::bench::clocks::render(&all));
+                    Ok(if mtex::cli::bench::clocks::all_clean(&all) {
                         ExitCode::SUCCESS
                     } else {
                         ExitCode::FAILURE
                     })
                 }
                 Some(BenchCmd::Cpus { cpus, iters }) => {
-                    let costs = mtex::bench_cpus::cost(&boots, &[1, cpus], iters)?;
-                    print!("{}", mtex::bench_cpus::render(&costs, iters));
+                    let costs = mtex::cli::bench::cpus::cost(&boots, &[1, cpus], iters)?;
+                    print!("{}", mtex::cli::bench::cpus::render(&costs, iters));
                     Ok(ExitCode::SUCCESS)
                 }
                 Some(BenchCmd::Profile) => {

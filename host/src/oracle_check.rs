@@ -15,7 +15,7 @@
 //! So does a window with loads and stores the trace's decoder does not model (SVE): their
 //! accesses are not in the trace's counts (a problem of its own).
 
-use crate::report::Report;
+use crate::model::report::Report;
 use mtex_abi::oracle::OracleWindow;
 use mtex_trace::counts::ByEl;
 use serde::{Deserialize, Serialize};
@@ -217,7 +217,7 @@ pub fn apply(r: &mut Report, text: &str) {
             && p.trace.is_none()
         {
             let Some(how) = s.how else { continue };
-            let Some(t) = crate::report::sampled::traced_sum(p) else {
+            let Some(t) = crate::model::report::sampled::traced_sum(p) else {
                 continue;
             };
             let c = check(

@@ -668,7 +668,7 @@ fn report_shows_a_results_directory_in_every_form() {
     );
     assert_eq!(mtex(&["report", dir, "--verbose"]).stdout, full);
     assert!(shown("matrix").contains("Policy matrix (trace counter, exact)"));
-    assert!(shown("csv").starts_with(mtex::csv_out::HEADER));
+    assert!(shown("csv").starts_with(mtex::output::csv::HEADER));
     assert_eq!(shown("json"), o.stdout);
     assert!(shown("html").starts_with("<!DOCTYPE html>"));
     // A reader that stops early (`| head`) ends the output quietly, not with a panic.

@@ -5,9 +5,10 @@
 //! as a diff there (`INSTA_UPDATE=always cargo test -p mtex --test output`, then read it).
 
 use mtex::compare::{self, Select, Test, Verdict};
-use mtex::perf_text::{self, WIDTH};
-use mtex::results::{Boot, Expectation, PhaseOut, Results, Run, WriteOut};
-use mtex::{csv_out, report};
+use mtex::model::report;
+use mtex::model::results::{Boot, Expectation, PhaseOut, Results, Run, WriteOut};
+use mtex::output::csv;
+use mtex::output::full::{self, WIDTH};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -54,7 +55,7 @@ fn repeated(doc: &Results, name: &str, n: u32, f: impl Fn(u32, &mut PhaseOut)) -
 
 #[test]
 fn text_of_the_kernel_scenario() {
-    let text = perf_text::render(&kernel());
+    let text = full::render(&kernel());
     assert_width(&text);
     // futex-hash's checked kernel reads under entry-tco (what the TCMA1 change cuts), where a
     // kernel engineer looks for them.
@@ -69,7 +70,7 @@ fn text_of_the_kernel_scenario() {
 /// per-phase blocks' own (1,272 checked kernel reads of futex-hash under entry-tco).
 #[test]
 fn summary_of_the_kernel_scenario() {
-    let text = mtex::summary::render(&kernel(), Some("all in DIR/report.txt"), true);
+    let text = mtex::output::summary::render(&kernel(), Some("all in DIR/report.txt"), true);
     assert_width(&text);
     let row = |workload: &str, policy: &str| {
         let at = text
@@ -95,7 +96,7 @@ fn summary_of_the_kernel_scenario() {
 
 #[test]
 fn text_of_the_controls_walk() {
-    let text = perf_text::render(&fixture("controls.log"));
+    let text = full::render(&fixture("controls.log"));
     assert_width(&text);
     insta::assert_snapshot!("text_controls", text);
 }
@@ -132,7 +133,7 @@ fn text_of_a_failed_run_with_problems_many_writes_and_expectations() {
         },
     ];
     let doc = Results::new(None, doc.runs, expectations);
-    let text = perf_text::render(&doc);
+    let text = full::render(&doc);
     assert_width(&text);
     assert!(text.contains("… 25 more (all in report.json)"), "{text}");
     assert!(
@@ -146,9 +147,9 @@ fn text_of_a_failed_run_with_problems_many_writes_and_expectations() {
 #[test]
 fn csv_of_the_kernel_scenario() {
     let doc = kernel();
-    let csv = csv_out::render(&doc);
+    let csv = csv::render(&doc);
     let rows = parse_csv(&csv);
-    assert_eq!(rows[0].join(","), csv_out::HEADER);
+    assert_eq!(rows[0].join(","), csv::HEADER);
     let n: usize = doc
         .runs
         .iter()
@@ -456,7 +457,7 @@ fn parse_csv(text: &str) -> Vec<Vec<String>> {
 
 /// The counter names mtex writes.
 fn standard_names() -> Vec<String> {
-    let mut names: Vec<String> = mtex::results::trace_counters(&Default::default())
+    let mut names: Vec<String> = mtex::model::results::trace_counters(&Default::default())
         .into_keys()
         .collect();
     for n in [
@@ -540,7 +541,7 @@ fn phase() -> impl Strategy<Value = PhaseOut> {
                     profile: None,
                     // Each CPU's share under the phase's own counter names.
                     cpus: (0..params[0].unwrap_or(0) % 3)
-                        .map(|cpu| mtex::results::CpuShareOut {
+                        .map(|cpu| mtex::model::results::CpuShareOut {
                             cpu,
                             counters: counters.clone(),
                         })
@@ -667,7 +668,7 @@ proptest! {
     /// with its value; and no line is wider than 100 columns, whatever the document holds.
     #[test]
     fn text_loses_no_checked_counter_and_fits_100_columns(doc in document()) {
-        let text = perf_text::render(&doc);
+        let text = full::render(&doc);
         assert_width(&text);
         let blocks: Vec<&str> = text.split("\n Performance counter stats for").skip(1).collect();
         let phases: Vec<&PhaseOut> = doc.runs.iter().flat_map(|r| &r.phases).collect();
@@ -676,7 +677,7 @@ proptest! {
             // A block ends at the next run's header or trap log; a console or problem line
             // can never look like a counter line (it starts otherwise).
             for (name, &v) in p.counters.iter().filter(|(n, v)| checked(n) && **v != 0) {
-                let want = format!("{}      {name}", perf_text::thousands(v));
+                let want = format!("{}      {name}", full::thousands(v));
                 prop_assert!(
                     block.lines().any(|l| {
                         let l = l.trim_start();
@@ -691,7 +692,7 @@ proptest! {
     /// CSV gives back every counter of every phase, quoted as RFC 4180 has it.
     #[test]
     fn csv_round_trips(doc in document()) {
-        let rows = parse_csv(&csv_out::render(&doc));
+        let rows = parse_csv(&csv::render(&doc));
         let mut want = Vec::new();
         for r in &doc.runs {
             for (i, p) in r.phases.iter().enumerate() {
@@ -789,12 +790,12 @@ fn linux_futex() -> (mtex::linux::report::LinuxReport, Results) {
 fn every_form_of_a_linux_run() {
     let (r, doc) = linux_futex();
     assert_eq!(r.windows.len(), 1, "one window");
-    let text = mtex::forms::render_linux(&r, &doc, mtex::forms::Form::Text, None).expect("text");
+    let text = mtex::output::render_linux(&r, &doc, mtex::output::Form::Text, None).expect("text");
     assert_width(&text);
     insta::assert_snapshot!("linux_text", text);
-    let full = mtex::forms::linux_full(&r, &doc);
+    let full = mtex::output::linux_full(&r, &doc);
     insta::assert_snapshot!("linux_full", full);
-    insta::assert_snapshot!("linux_csv", csv_out::render(&doc));
+    insta::assert_snapshot!("linux_csv", csv::render(&doc));
     insta::assert_snapshot!(
         "linux_results_json",
         serde_json::to_string_pretty(&doc).expect("JSON")

@@ -3,8 +3,9 @@
 //! it refers to nothing outside its directory, and that no string of the document becomes
 //! markup. The QEMU suite opens a real run's page in headless Chromium.
 
-use mtex::results::Results;
-use mtex::{html, report};
+use mtex::model::report;
+use mtex::model::results::Results;
+use mtex::output::html;
 use scraper::{Html, Selector};
 
 fn fixture(name: &str) -> Results {
@@ -38,7 +39,7 @@ fn the_page_holds_the_summary_the_plots_and_every_write() {
         Some("success")
     );
     // One summary table per workload, one row per policy, the summary's own figures.
-    let groups = mtex::summary::tables(&doc);
+    let groups = mtex::output::summary::tables(&doc);
     let tables = select(&page, "table.summary");
     assert_eq!(tables.len(), groups.len());
     for (t, g) in tables.iter().zip(&groups) {
@@ -68,7 +69,7 @@ fn the_page_holds_the_summary_the_plots_and_every_write() {
         "{titles:?}"
     );
     // Every plot inline, as SVG.
-    let plots = mtex::plots::render(&doc).unwrap();
+    let plots = mtex::output::plots::render(&doc).unwrap();
     assert_eq!(select(&page, "figure svg").len(), plots.len());
     assert!(!plots.is_empty());
     // Every trapped write, with its function.

@@ -10,7 +10,7 @@
 //! Cases: 10 000 single mutations held to all three, and 3000 stacks of 1 to 5 mutations held
 //! to the first two (about 0.7 s and 0.3 s in release mode on a 2-core machine).
 
-use mtex::report::{self, Report};
+use mtex::model::report::{self, Report};
 use mtex_abi::frame;
 use mtex_abi::report::{
     Boot, Conduit, ExitReason, GuestState, PhaseBegin, PhaseEnd, PhaseStats, PhaseTrace, Summary,

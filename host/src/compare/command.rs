@@ -7,7 +7,7 @@ use super::{
     Select, by_function, compare, render_csv, render_functions_csv, render_functions_text,
     render_text,
 };
-use crate::results::Results;
+use crate::model::results::Results;
 use anyhow::Context as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -231,7 +231,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 if let Some(k) = &doc.kernel {
                     println!(
                         "{}",
-                        crate::perf_text::clean(&format!(
+                        crate::output::full::clean(&format!(
                             "{side}: {}: {}",
                             path.display(),
                             k.describe()

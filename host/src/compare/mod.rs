@@ -20,8 +20,8 @@
 //! can be read and checked on its own, the rendering so that wording and layout change
 //! without touching what is judged.
 
-use crate::perf_text::{clean, workload_label};
-use crate::results::{PhaseOut, Results};
+use crate::model::results::{PhaseOut, Results};
+use crate::output::full::{clean, workload_label};
 use std::collections::BTreeMap;
 
 mod command;
@@ -150,7 +150,7 @@ struct Gathered<'a> {
     all: Vec<&'a PhaseOut>,
     counters: BTreeMap<&'a str, Vec<u64>>,
     /// A sampled phase's estimates (its first repeat's: each is a whole run's).
-    estimates: BTreeMap<&'a str, crate::results::EstimateOut>,
+    estimates: BTreeMap<&'a str, crate::model::results::EstimateOut>,
 }
 
 fn gather<'a>(doc: &'a Results, sel: &Select, keep_run_name: bool) -> Side<'a> {
@@ -237,7 +237,7 @@ pub fn compare(a: &Results, sa: &Select, b: &Results, sb: &Select) -> Comparison
             .map(|name| {
                 let (ea, eb) = (pa.estimates.get(name), pb.estimates.get(name));
                 let (sa, sb, (test, verdict)) = if ea.is_some() || eb.is_some() {
-                    let side = |e: Option<&crate::results::EstimateOut>, g: &Gathered| {
+                    let side = |e: Option<&crate::model::results::EstimateOut>, g: &Gathered| {
                         e.map(significance::estimate_stats)
                             .or_else(|| g.counters.get(name).and_then(|s| stats(s)))
                     };

@@ -99,7 +99,7 @@ pub(super) fn judge(a: &Option<Stats>, b: &Option<Stats>) -> (Test, Verdict) {
 
 /// A sampled phase's estimate as a side's figures: its value, its interval (none when it is
 /// not estimable), its units as `n`; exact only when it was traced whole.
-pub(super) fn estimate_stats(e: &crate::results::EstimateOut) -> Stats {
+pub(super) fn estimate_stats(e: &crate::model::results::EstimateOut) -> Stats {
     let est = e.estimate();
     Stats {
         n: e.units,
@@ -141,8 +141,9 @@ mod tests {
     use super::*;
 
     fn est(value: f64, half: Option<f64>, units: usize) -> Option<Stats> {
-        let e = crate::sample::Estimate::example(value, half.unwrap_or(f64::INFINITY), units);
-        Some(estimate_stats(&crate::results::EstimateOut::of(&e)))
+        let e =
+            crate::model::sample::Estimate::example(value, half.unwrap_or(f64::INFINITY), units);
+        Some(estimate_stats(&crate::model::results::EstimateOut::of(&e)))
     }
 
     #[test]

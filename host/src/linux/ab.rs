@@ -3,9 +3,9 @@
 //! compare` says between each kernel and the next.
 
 use crate::compare::{Select, compare, headline};
-use crate::perf_text::{Lines, clean};
-use crate::results::Results;
-use crate::summary;
+use crate::model::results::Results;
+use crate::output::full::{Lines, clean};
+use crate::output::summary;
 
 /// A kernel's row label: what was asked for, and what booted (`7.3 = 7.3.4+deb13-arm64`).
 fn label(asked: &str, doc: &Results) -> String {
@@ -40,7 +40,7 @@ pub fn render(runs: &[(String, Results)]) -> String {
     let groups: Vec<summary::Group> = names
         .iter()
         .map(|name| {
-            let rows: Vec<(&crate::results::PhaseOut, String)> = runs
+            let rows: Vec<(&crate::model::results::PhaseOut, String)> = runs
                 .iter()
                 .filter_map(|(k, doc)| {
                     let p = doc

@@ -578,18 +578,18 @@ fn boot_through_uefi(
     let esp_dir = p.run_dir.join("esp");
     let _ = std::fs::remove_dir_all(&esp_dir);
     let line = qemu::guest_time_for(line, icount);
-    crate::esp::write_install(
+    crate::cli::esp::write_install(
         &esp_dir,
-        &crate::esp::Install {
+        &crate::cli::esp::Install {
             hyp_image: &images.hyp_image,
             loader: &images::build_loader()?,
             options: &line,
-            kernel: Some(crate::esp::Kernel {
+            kernel: Some(crate::cli::esp::Kernel {
                 image: &p.kernel.image,
                 initrd: &p.initrd,
                 args: &line,
             }),
-            on_error: crate::esp::OnError::Shutdown,
+            on_error: crate::cli::esp::OnError::Shutdown,
         },
     )?;
     let mut cfg = qemu::RunConfig {
@@ -605,7 +605,7 @@ fn boot_through_uefi(
     cfg.memory_mib = args.ram_mib as u32 + 128;
     let console = qemu::run(images, &cfg)?;
     // Linux's own text: a line it printed while a record was being written is whole again.
-    let linux = crate::report::console_without_records(&console.bytes);
+    let linux = crate::model::report::console_without_records(&console.bytes);
     Ok(Booted { console, linux })
 }
 
@@ -628,7 +628,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         };
         runs.push(run_one(&one)?);
     }
-    let docs: Vec<(String, crate::results::Results)> = args
+    let docs: Vec<(String, crate::model::results::Results)> = args
         .kernel
         .iter()
         .zip(&runs)
@@ -643,11 +643,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 /// One kernel's run: its exit status and its windows as a results document.
-pub fn run_one(args: &Args) -> Result<(ExitCode, crate::results::Results)> {
-    let mut json = crate::json_out::JsonOut::open(args.json.as_deref())?;
+pub fn run_one(args: &Args) -> Result<(ExitCode, crate::model::results::Results)> {
+    let mut json = crate::output::json::JsonOut::open(args.json.as_deref())?;
     // Made before the boot, as `mtex run` does: a place that cannot be written is found now,
     // not after the run.
-    let dir = crate::scenario_run::results_dir(&args.out, "linux").with_context(|| {
+    let dir = crate::scenario::run::results_dir(&args.out, "linux").with_context(|| {
         format!(
             "--out {}: cannot make a results directory there (it must be a directory that \
              can be created and written)",
@@ -679,17 +679,17 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::results::Results)> {
         args.cpus,
     );
     let form = if args.verbose {
-        crate::forms::Form::Full
+        crate::output::Form::Full
     } else {
-        crate::forms::Form::Text
+        crate::output::Form::Text
     };
     if !args.quiet {
         print!(
             "{}",
-            crate::forms::render_linux(&r, &doc, form, Some(&crate::forms::rest(&dir)))?
+            crate::output::render_linux(&r, &doc, form, Some(&crate::output::rest(&dir)))?
         );
     }
-    std::fs::write(dir.join("report.txt"), crate::forms::linux_full(&r, &doc))?;
+    std::fs::write(dir.join("report.txt"), crate::output::linux_full(&r, &doc))?;
     std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&r)?)?;
     std::fs::write(dir.join("console.log"), &console.bytes)?;
     std::fs::write(dir.join("linux-console.log"), &linux_text)?;
@@ -734,7 +734,7 @@ pub fn documents(
     symbols: (&str, crate::symbols::Symbols),
     icount: bool,
     cpus: u32,
-) -> (report::LinuxReport, crate::results::Results) {
+) -> (report::LinuxReport, crate::model::results::Results) {
     let mut r = report::analyse(kernel, console, linux_text, symbols, icount);
     r.cpus = cpus;
     // The windows as phases of mtex's results document, for `mtex compare` between runs
@@ -742,12 +742,12 @@ pub fn documents(
     // A window never closed was not measured: its counts are not offered for comparison.
     let mut measured = console.report();
     measured.phases.retain(|p| p.end.is_some());
-    let mut doc = crate::results::Results::new(
+    let mut doc = crate::model::results::Results::new(
         None,
-        vec![crate::results::run("linux", 0, &measured)],
+        vec![crate::model::results::run("linux", 0, &measured)],
         Vec::new(),
     );
-    doc.kernel = Some(crate::results::KernelId {
+    doc.kernel = Some(crate::model::results::KernelId {
         release: r.release.clone(),
         package: r.package.clone(),
         version: r.version.clone(),

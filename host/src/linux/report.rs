@@ -5,7 +5,7 @@
 //! reads them, the kernel's symbols).
 
 use super::fetch::Kernel;
-use crate::perf_text::thousands;
+use crate::output::full::thousands;
 use crate::profile::PhaseProfile;
 use crate::profile::functions::by_function;
 use crate::qemu::Console;
@@ -149,13 +149,13 @@ pub struct SampledWindow {
     pub id: u32,
     pub label: Option<String>,
     /// How it was sampled (None: its record was lost).
-    pub sampled: Option<crate::results::SampledOut>,
+    pub sampled: Option<crate::model::results::SampledOut>,
     /// Its exact instructions at [EL0, EL1] (the PMU's), which the estimates scale to.
     pub instructions: Option<[u64; 2]>,
     /// Of them, the instructions its units traced, at [EL0, EL1].
     pub traced: Option<[u64; 2]>,
     /// Every trace counter's estimate, in the counters' table order.
-    pub estimates: Vec<(String, crate::results::EstimateOut)>,
+    pub estimates: Vec<(String, crate::model::results::EstimateOut)>,
     /// The oracle's check of what the units and their leads traced (`--oracle`).
     pub oracle: Option<crate::oracle_check::Check>,
 }
@@ -203,7 +203,7 @@ pub struct LinuxReport {
     pub debug_writes: usize,
     /// Linux's PSCI CPU_ON and CPU_OFF calls, each with its answer.
     #[serde(default)]
-    pub power_calls: Vec<crate::results::PowerCallOut>,
+    pub power_calls: Vec<crate::model::results::PowerCallOut>,
     pub problems: Vec<String>,
     pub notes: Vec<String>,
     /// The last lines of Linux's console when it did not reach /init (why it stopped).
@@ -440,32 +440,37 @@ pub fn analyse(
         ));
     }
     let emulator = r.boot.is_none_or(|b| b.is_emulator());
-    let sampled_windows: Vec<SampledWindow> =
-        r.phases
-            .iter()
-            .filter(|p| p.sampled.is_some() && p.end.is_some())
-            .map(|p| SampledWindow {
-                id: p.id,
-                label: label(p.id),
-                sampled: p.sampled.as_ref().and_then(|s| s.how).map(|h| {
-                    crate::results::SampledOut {
-                        units: h.units,
-                        unit_instructions: h.unit_instructions,
-                        gap_us: h.gap_us,
-                        seed: h.seed,
-                        whole: h.whole,
-                    }
-                }),
-                instructions: crate::report::sampled::population(p, emulator),
-                traced: crate::report::sampled::traced_sum(p)
-                    .map(|t| [t.instructions_el0, t.instructions_el1]),
-                estimates: crate::report::sampled::estimates(p, emulator)
-                    .into_iter()
-                    .map(|(c, e)| (c.name.to_string(), crate::results::EstimateOut::of(&e)))
-                    .collect(),
-                oracle: p.oracle.clone(),
-            })
-            .collect();
+    let sampled_windows: Vec<SampledWindow> = r
+        .phases
+        .iter()
+        .filter(|p| p.sampled.is_some() && p.end.is_some())
+        .map(|p| SampledWindow {
+            id: p.id,
+            label: label(p.id),
+            sampled: p.sampled.as_ref().and_then(|s| s.how).map(|h| {
+                crate::model::results::SampledOut {
+                    units: h.units,
+                    unit_instructions: h.unit_instructions,
+                    gap_us: h.gap_us,
+                    seed: h.seed,
+                    whole: h.whole,
+                }
+            }),
+            instructions: crate::model::report::sampled::population(p, emulator),
+            traced: crate::model::report::sampled::traced_sum(p)
+                .map(|t| [t.instructions_el0, t.instructions_el1]),
+            estimates: crate::model::report::sampled::estimates(p, emulator)
+                .into_iter()
+                .map(|(c, e)| {
+                    (
+                        c.name.to_string(),
+                        crate::model::results::EstimateOut::of(&e),
+                    )
+                })
+                .collect(),
+            oracle: p.oracle.clone(),
+        })
+        .collect();
     let windows: Vec<Window> = r
         .phases
         .iter()
@@ -580,7 +585,7 @@ pub fn analyse(
             .map(|c| format!("{:?} {:#x} at pc {:#x}", c.conduit, c.function, c.at.pc))
             .collect(),
         debug_writes: r.debug_writes.len(),
-        power_calls: crate::results::power_calls(&r),
+        power_calls: crate::model::results::power_calls(&r),
         writes,
         console_tail: if reached_init {
             Vec::new()
@@ -666,7 +671,7 @@ pub fn tcma1_set(r: &LinuxReport) -> bool {
 }
 
 fn window_text(w: &Window, tcma1_is_set: bool) -> String {
-    use crate::perf_text::thousands;
+    use crate::output::full::thousands;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -778,7 +783,7 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
 
 /// A window every CPU counted: each CPU's share, and their sum.
 fn cpus_text(w: &Window) -> String {
-    use crate::perf_text::thousands;
+    use crate::output::full::thousands;
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
         "CPU",
@@ -833,7 +838,7 @@ fn cpus_text(w: &Window) -> String {
 
 /// The oracle's verdict on a window, on one line when it agrees.
 fn oracle_text(c: &crate::oracle_check::Check) -> String {
-    use crate::perf_text::thousands;
+    use crate::output::full::thousands;
     let figures = |el: u8| {
         c.figures
             .iter()
@@ -861,7 +866,7 @@ fn oracle_text(c: &crate::oracle_check::Check) -> String {
 /// tells policies apart (kernel reads and writes architecturally, what is left where checks
 /// are elided with TCF NONE, with TCMA1, with kernel TCO).
 fn compare_windows(windows: &[Window]) -> Table {
-    use crate::perf_text::thousands;
+    use crate::output::full::thousands;
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
         "window",

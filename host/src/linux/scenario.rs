@@ -29,9 +29,9 @@
 //! Everything is checked before any kernel is built or booted; an error names the file, the
 //! line and the field.
 
-pub use crate::scenario_file::Rule;
-use crate::scenario_file::locate::{field_path, line_of};
-use crate::scenario_file::{check_percent, is_known_counter, is_safe_name, safe_stem};
+pub use crate::scenario::file::Rule;
+use crate::scenario::file::locate::{field_path, line_of};
+use crate::scenario::file::{check_percent, is_known_counter, is_safe_name, safe_stem};
 use anyhow::{Result, bail};
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -4,8 +4,8 @@
 
 use super::scenario::{self, KernelSpec};
 use super::{Args, check_args, run_one};
-use crate::perf_text::Lines;
-use crate::results::Results;
+use crate::model::results::Results;
+use crate::output::full::Lines;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -55,7 +55,7 @@ pub fn run(base: &Args, file: &Path) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let dir = crate::scenario_run::results_dir(&base.out, &s.name).with_context(|| {
+    let dir = crate::scenario::run::results_dir(&base.out, &s.name).with_context(|| {
         format!(
             "--out {}: cannot make a results directory there",
             base.out.display()

@@ -3,12 +3,12 @@
 //! writes counted, the problems; everything else is in report.txt.
 
 use super::report::LinuxReport;
-use crate::perf_text::{Lines, clean};
-use crate::results::Results;
-use crate::summary;
+use crate::model::results::Results;
+use crate::output::full::{Lines, clean};
+use crate::output::summary;
 
 /// A window's row label: `window 1: mtex-work --window 1 getpid --tcf0 sync`.
-fn window_label(r: &LinuxReport, p: &crate::results::PhaseOut) -> String {
+fn window_label(r: &LinuxReport, p: &crate::model::results::PhaseOut) -> String {
     let name = &p.name;
     let label = r
         .windows
@@ -67,7 +67,7 @@ pub fn page(r: &LinuxReport, doc: &Results) -> anyhow::Result<String> {
             .iter()
             .map(|w| format!("window {}: NEVER CLOSED, not measured (no counts)", w.id)),
     );
-    crate::html::page_with(doc, &[windows(r, doc)], "window", &lines)
+    crate::output::html::page_with(doc, &[windows(r, doc)], "window", &lines)
 }
 
 /// The summary of a Linux-mode run; `doc` is its windows as a results document (the phases

@@ -2,7 +2,7 @@
 //! name doing uaccess, a user function and an `[other]` bucket, with symbols for them.
 
 use super::PhaseProfile;
-use crate::report::{Phase, Report};
+use crate::model::report::{Phase, Report};
 use crate::symbols::Symbols;
 use mtex_abi::report::PcProfileEnd;
 use mtex_trace::profile::PcEntry;
@@ -82,9 +82,9 @@ pub fn report() -> (Report, Symbols) {
 }
 
 /// [`report`] as the results document a run writes, its functions named by the symbols.
-pub fn results() -> crate::results::Results {
+pub fn results() -> crate::model::results::Results {
     let (r, symbols) = report();
-    let mut doc = crate::results::Results::single(&r);
+    let mut doc = crate::model::results::Results::single(&r);
     doc.symbolize(&symbols);
     doc
 }

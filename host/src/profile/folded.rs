@@ -13,7 +13,7 @@
 //! lines are left out, and so is a counter that is zero.
 
 use super::functions::FunctionRow;
-use crate::results::{PhaseOut, Results, Run};
+use crate::model::results::{PhaseOut, Results, Run};
 use mtex_abi::counters::{Counter, Counts};
 
 /// The counters written: every view's checked reads and writes, per EL.

@@ -100,7 +100,7 @@ impl PhaseProfile {
 /// Writes the folded stacks and flame graphs of `doc`'s profiled phases under `dir`
 /// (`profile/...`, see `folded`); returns the files written.
 pub fn write(
-    doc: &crate::results::Results,
+    doc: &crate::model::results::Results,
     dir: &std::path::Path,
 ) -> anyhow::Result<Vec<std::path::PathBuf>> {
     use anyhow::Context;
@@ -119,7 +119,7 @@ pub fn write(
 
 /// A phase's profile by PC, if it adds up to the phase's counts (one that does not is a
 /// problem of the run, and none of its figures is shown).
-pub fn of_phase(p: &crate::report::Phase) -> Option<&PhaseProfile> {
+pub fn of_phase(p: &crate::model::report::Phase) -> Option<&PhaseProfile> {
     let (f, t) = (p.profile.as_ref()?, p.trace.as_ref()?);
     f.problem(t).is_none().then_some(f)
 }

@@ -6,7 +6,7 @@ use super::clock_watch::{ClockWatch, parse_clock_lag_ms};
 use super::config::{BootMethod, FIRMWARE_CLOCK_MS, RunConfig, command};
 use super::qmp::{Qmp, locate, qmp_socket_path};
 use crate::images::Images;
-use crate::report::{self, Report};
+use crate::model::report::{self, Report};
 use anyhow::{Context, Result};
 use std::io::Read;
 use std::path::Path;

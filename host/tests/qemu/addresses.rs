@@ -4,8 +4,8 @@
 //! address, and 8-byte loads from the last 4 bytes of an Untagged page into a Tagged one on
 //! the Tagged part. Every figure is the loop's own arithmetic.
 
+use mtex::model::report::{self, Phase, Report};
 use mtex::qemu::{self, RunConfig};
-use mtex::report::{self, Phase, Report};
 use mtex_abi::program::{END_CALL_INSTRUCTIONS, HOSTILE_N};
 use mtex_trace::counts::ByEl;
 use std::sync::OnceLock;
@@ -29,7 +29,7 @@ fn report() -> &'static Report {
 
 fn phase(name: &str) -> &'static Phase {
     let r = report();
-    assert!(r.succeeded(), "{}", mtex::render::text(r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(r));
     assert!(r.problems.is_empty(), "{:?}", r.problems);
     r.phases
         .iter()

@@ -1,8 +1,8 @@
 //! QEMU integration tests, under `-icount shift=0`. Expectations come from what the guest
 //! program does (`mtex_abi::program::DEFAULT` is the program itself), never from earlier runs.
 
+use mtex::model::report::{self, Report};
 use mtex::qemu::{self, RunConfig};
-use mtex::report::{self, Report};
 use mtex_abi::hypercall;
 use mtex_abi::program::{self, Action};
 use mtex_abi::report::{Conduit, ExitReason, TrapMode};
@@ -65,7 +65,7 @@ fn mte_writes(r: &Report) -> Vec<(String, &'static str, u64, u64)> {
 #[test]
 fn default_run_reports_exactly_the_writes_the_guest_made() {
     let (r, _) = boot("mtex.guest=controls");
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     assert_eq!(r.boot.unwrap().trap_mode, TrapMode::FineGrained);
     // Under FEAT_FGT only SCTLR_EL1 and TCR_EL1 trap.
     assert_eq!(mte_writes(&r).len(), r.writes.len());
@@ -128,7 +128,7 @@ fn two_runs_give_identical_reports() {
 #[test]
 fn tvm_fallback_traps_and_emulates_every_vm_control_write() {
     let (r, _) = boot("mtex.guest=controls mtex.traps=tvm");
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     assert_eq!(r.boot.unwrap().trap_mode, TrapMode::Tvm);
     // The MTE controls are reported exactly as with FEAT_FGT...
     assert_eq!(mte_writes(&r), expected_writes());
@@ -293,7 +293,7 @@ fn an_unknown_option_that_reaches_the_hypervisor_fails_the_boot_naming_it() {
 fn check_trace_program(runs: bool) {
     use mtex_trace::counts::ByEl;
     let (r, _) = boot(&format!("mtex.guest=trace mtex.runs={}", runs as u8));
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     assert_eq!(r.phases.len(), program::TRACE.len());
     for (p, def) in r.phases.iter().zip(program::TRACE) {
         assert_eq!(p.name, def.name);
@@ -429,7 +429,7 @@ fn differential_qemu_faults_exactly_when_the_elided_view_checks() {
     };
     let console = qemu::run(images(), &cfg).expect("running QEMU");
     let r = report::parse(&console.text);
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     // The guest's own record of which cases took a tag-check fault.
     let mut words = vec![None; DIFF_CASES.div_ceil(64)];
     for line in r
@@ -479,7 +479,7 @@ fn an_exclusive_retry_loop_runs_unstepped_from_its_load_to_after_its_store() {
     // ldaxr; add; stlxr; cbnz (back on failure) once, then subs; b.ne and the end call. A
     // breakpoint run carries the sequence: the store succeeds at the first attempt.
     let (r, _) = boot("mtex.guest=exclusive-loop");
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     let t = r.phases[0].trace.unwrap();
     assert_eq!(
         t.instructions_el1,
@@ -555,7 +555,7 @@ fn the_step_engine_follows_the_guest_into_el0_and_back() {
     use mtex_trace::counts::ByEl;
     let n = 25;
     let (r, _) = boot(&format!("mtex.guest=el0 mtex.bench_n={n}"));
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     let p = r.phase("el0-loads").unwrap();
     let t = p.trace.unwrap();
     // EL0 (guest/src/el0.rs, mtex_user_loads): n × (ldr, subs, b.ne) and the SVC.

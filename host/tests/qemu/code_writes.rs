@@ -4,8 +4,8 @@
 //! default) as when every instruction is stepped (`mtex.step=plain`) — or the report names
 //! a problem. Every expectation comes from the snippet's own instructions.
 
-use mtex::report::Report;
-use mtex::snippet::{self, Env};
+use mtex::cli::snippet::{self, Env};
+use mtex::model::report::Report;
 use mtex_trace::counts::TraceCounts;
 
 use mtex::images::built as images;
@@ -27,8 +27,13 @@ fn run(source: &str, extra: &[&str]) -> (Report, TraceCounts) {
     let t = r
         .phase(snippet::PHASE)
         .and_then(|p| p.trace)
-        .unwrap_or_else(|| panic!("no traced snippet phase:\n{}", mtex::render::text(&r)));
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+        .unwrap_or_else(|| {
+            panic!(
+                "no traced snippet phase:\n{}",
+                mtex::output::matrix::text(&r)
+            )
+        });
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     assert_eq!((t.runs_lost, t.unknown_mem), (0, 0));
     (r, t)
 }

@@ -1,14 +1,14 @@
 //! The optimised paths count what the reference path counts: every traced program
 //! booted with `mtex.step=plain` (every exit through the full path, every instruction
 //! stepped), `mtex.step=fast` and `mtex.step=fast mtex.runs=1`, under `-icount shift=0`, must
-//! give the same counts phase by phase, field by field (`mtex::equality::compare`: the trace
+//! give the same counts phase by phase, field by field (`mtex::cli::bench::equality::compare`: the trace
 //! counts but the fast paths' own `runs`/`runs_lost`, the PMU's EL1/EL0 instruction counts,
 //! the trapped writes in order, the TCO write sites), with no breakpoint run lost. The three
 //! boots of a program run in parallel.
 
-use mtex::equality::{self, PROGRAMS};
+use mtex::cli::bench::equality::{self, PROGRAMS};
+use mtex::model::report::{self, Report};
 use mtex::qemu::{self, RunConfig};
-use mtex::report::{self, Report};
 use std::time::Duration;
 
 use mtex::images::built as images;
@@ -39,7 +39,7 @@ fn assert_counts_equal_in(program: &str, modes: &[equality::Mode]) {
     let (_, line) = PROGRAMS
         .iter()
         .find(|(name, _)| *name == program)
-        .unwrap_or_else(|| panic!("{program} is not in mtex::equality::PROGRAMS"));
+        .unwrap_or_else(|| panic!("{program} is not in mtex::cli::bench::equality::PROGRAMS"));
     images();
     let reports: Vec<Report> = std::thread::scope(|s| {
         let boots: Vec<_> = modes

@@ -3,8 +3,8 @@
 //! PMU, WFI/WFE, the ID registers — around a traced loop of `HOSTILE_N` tagged loads, and
 //! the report must still give the loop's own arithmetic, or say why it cannot.
 
+use mtex::model::report::{self, Phase, Report};
 use mtex::qemu::{self, RunConfig};
-use mtex::report::{self, Phase, Report};
 use mtex_abi::program::{END_CALL_INSTRUCTIONS, HOSTILE_N};
 use mtex_abi::report::{ExitReason, PmuValue};
 use mtex_arch::{DebugReg, esr::SysRegIss};
@@ -67,7 +67,7 @@ fn debug_reg(iss: u32) -> DebugReg {
 #[test]
 fn os_locks_and_a_guest_breakpoint_do_not_stop_or_fool_the_step_engine() {
     let r = boot("mtex.guest=hostile-debug");
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     assert_eq!(r.phases.len(), 2);
     // Both locks set before phase 1 (the guest's shadow took them)...
     assert_loop_counts(&r, &r.phases[0], 0, 0);
@@ -99,7 +99,7 @@ fn os_locks_and_a_guest_breakpoint_do_not_stop_or_fool_the_step_engine() {
 #[test]
 fn a_guest_resetting_the_pmu_never_touches_the_hypervisors_counters() {
     let r = boot("mtex.guest=hostile-cpu");
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     let p = &r.phases[0];
     // Seven instructions before the loop: six PMU writes (trapped, emulated) and a mov.
     assert_loop_counts(&r, p, 7, 0);
@@ -173,7 +173,7 @@ fn a_guest_writing_the_report_uart_is_stopped_by_stage_2() {
 #[test]
 fn an_aliased_vector_does_not_hide_completed_loads() {
     let r = boot("mtex.guest=hostile-vector");
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     // One branch to the loop before it; no exception is taken, so no kernel entry either.
     assert_loop_counts(&r, &r.phases[0], 1, 0);
     assert_eq!(r.phases[0].trace.unwrap().entries.total(), 0);
@@ -201,7 +201,11 @@ fn code_rewritten_under_a_run_by_an_uncounted_store_is_counted_as_executed() {
         "mtex.guest=hostile-stack-patch",
     ] {
         let r = boot(cmdline);
-        assert!(r.succeeded(), "{cmdline}: {}", mtex::render::text(&r));
+        assert!(
+            r.succeeded(),
+            "{cmdline}: {}",
+            mtex::output::matrix::text(&r)
+        );
         let t = r.phases[0].trace.unwrap();
         assert_eq!(
             (t.instructions_el1, t.instructions_el0),
@@ -217,7 +221,7 @@ fn code_rewritten_under_a_run_by_an_uncounted_store_is_counted_as_executed() {
 fn code_rewritten_in_place_is_counted_as_the_new_code() {
     // Breakpoint runs on: the eight adds are a stretch worth a run, planned once.
     let r = boot("mtex.guest=hostile-patch mtex.runs=1");
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     let t = r.phases[0].trace.unwrap();
     let n = HOSTILE_N;
     // Three calls of the loop: ldr, eight adds, subs, b.ne (11 per iteration) and ret; then
@@ -252,7 +256,7 @@ fn code_rewritten_in_place_is_counted_as_the_new_code() {
 #[test]
 fn a_loop_of_exclusive_pairs_is_traced_to_its_end_and_failed_stores_make_no_access() {
     let r = boot("mtex.guest=hostile-exclusive");
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     let t = r.phases[0].trace.unwrap();
     let n = HOSTILE_N;
     // ldxr, add, stxr, subs, b.ne per iteration, then the phase-end call.
@@ -269,7 +273,7 @@ fn a_loop_of_exclusive_pairs_is_traced_to_its_end_and_failed_stores_make_no_acce
     // Stepped, every ERET clears QEMU's monitor: all of them fail there, and none is
     // counted as a write.
     let r = boot("mtex.guest=hostile-exclusive mtex.runs=0");
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     let t = r.phases[0].trace.unwrap();
     assert_eq!(t.instructions_el1, 5 * n + END_CALL_INSTRUCTIONS);
     assert_eq!((t.failed_store_exclusives, t.accesses.wr_k), (n, 0));
@@ -312,7 +316,7 @@ fn what_the_arm_arm_leaves_to_the_cpu_is_counted_and_said_never_silent() {
     // The other phases' accesses are on Tagged Inner Shareable memory with the caches on.
     assert_eq!(phase("cas").tagged_impdef, 0);
     // The report says each: the failed compares as a note, the rest as problems.
-    let text = mtex::render::text(&r);
+    let text = mtex::output::matrix::text(&r);
     assert!(
         text.contains(&format!("{} CAS whose compare failed", 2 * n)),
         "{text}"
@@ -346,7 +350,7 @@ fn a_yield_spin_meets_the_watchdog() {
 #[test]
 fn code_whose_mapping_is_switched_is_counted_as_the_new_page() {
     let r = boot("mtex.guest=hostile-remap");
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     let t = r.phases[0].trace.unwrap();
     let n = HOSTILE_N;
     // mov + blr; in A: its loop (3 per iteration) and the five-instruction switch; then, at
@@ -380,7 +384,11 @@ fn code_remapped_without_a_tlbi_then_tcr_rewritten_is_counted_as_the_new_page() 
         "mtex.guest=hostile-remap",
     ] {
         let r = boot(cmdline);
-        assert!(r.succeeded(), "{cmdline}: {}", mtex::render::text(&r));
+        assert!(
+            r.succeeded(),
+            "{cmdline}: {}",
+            mtex::output::matrix::text(&r)
+        );
         let p = r.phase("remapped-code-tcr").expect("the TCR phase");
         let t = p.trace.unwrap();
         assert_eq!(
@@ -414,7 +422,11 @@ fn code_rewritten_through_an_alias_of_its_page_is_counted_as_executed() {
         "mtex.guest=hostile-stack-patch",
     ] {
         let r = boot(cmdline);
-        assert!(r.succeeded(), "{cmdline}: {}", mtex::render::text(&r));
+        assert!(
+            r.succeeded(),
+            "{cmdline}: {}",
+            mtex::output::matrix::text(&r)
+        );
         let t = r
             .phase("alias-patch")
             .expect("the alias phase")
@@ -462,7 +474,7 @@ fn a_rewritten_or_moved_msr_tco_under_the_watch_is_a_problem_never_a_total() {
             r.problems
         );
     }
-    let out = mtex::results::run("run", 0, &r);
+    let out = mtex::model::results::run("run", 0, &r);
     for phase in ["tco-rewritten", "tco-moved"] {
         let p = out.phases.iter().find(|p| p.name == phase).unwrap();
         assert!(!p.counters.contains_key("untraced.tco_writes"), "{phase}");
@@ -559,7 +571,7 @@ fn cpu_power_calls_that_misuse_psci_get_errors_records_and_exact_phases() {
 /// notes) and in the summary — and none is a problem: the CPU_ON denied inside phase 1 was
 /// made again, with success, before the next phase began.
 fn assert_refusals_reported(r: &Report) {
-    let doc = mtex::results::Results::single(r);
+    let doc = mtex::model::results::Results::single(r);
     let run = &doc.runs[0];
     let calls: Vec<(&str, bool)> = run
         .power_calls
@@ -578,7 +590,7 @@ fn assert_refusals_reported(r: &Report) {
         .collect();
     let failed = r.power_calls.iter().filter(|c| c.result != 0).count();
     assert_eq!(refused.len(), failed, "{:#?}", run.notes);
-    let summary = mtex::summary::render(&doc, None, true);
+    let summary = mtex::output::summary::render(&doc, None, true);
     for want in [
         "NOTE: CPU power call refused: CPU 0: CPU_OFF at pc",
         "NOTE: CPU power call refused: CPU 0: CPU_ON of 0x1 at",
@@ -606,9 +618,9 @@ fn a_denied_cpu_on_that_a_later_phase_ran_without_is_a_problem() {
             && denied[0].contains("DENIED, phase 1 open: the CPU was never started after it"),
         "{denied:?}"
     );
-    let doc = mtex::results::Results::single(&r);
+    let doc = mtex::model::results::Results::single(&r);
     assert!(doc.runs[0].problems.contains(denied[0]));
-    let summary = mtex::summary::render(&doc, None, true);
+    let summary = mtex::output::summary::render(&doc, None, true);
     assert!(
         summary.contains("PROBLEM: CPU 0: CPU_ON of 0x1 at "),
         "{summary}"

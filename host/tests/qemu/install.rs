@@ -3,7 +3,7 @@
 //! (its EFI stub) with an initramfs, and Linux boots under the hypervisor, which traps its
 //! MTE control writes.
 
-use mtex::esp::{self, Install, Kernel, OnError};
+use mtex::cli::esp::{self, Install, Kernel, OnError};
 use mtex::images;
 use mtex::qemu::{self, RunConfig, TempDir};
 use std::time::Duration;
@@ -52,7 +52,7 @@ fn installed_under_edk2_the_firmware_boots_linux_whose_mte_writes_are_trapped() 
     );
     let text = &console.text;
     let r = console.report();
-    assert!(r.succeeded(), "{}\n{text}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}\n{text}", mtex::output::matrix::text(&r));
     // The loader installed and came back at EL1, and the firmware started the kernel.
     assert!(text.contains("the firmware at EL1"), "{text}");
     // Linux found the machine through ACPI, as the firmware described it, and ran its init.
@@ -132,12 +132,12 @@ fn returning_esp(cfg: Option<&str>, options: &str) -> TempDir {
     dir
 }
 
-fn run_returning(dir: &TempDir) -> (mtex::report::Report, String) {
+fn run_returning(dir: &TempDir) -> (mtex::model::report::Report, String) {
     run_returning_at(dir, true)
 }
 
 /// As `run_returning`, with the firmware at EL2 (`virtualization`) or at EL1.
-fn run_returning_at(dir: &TempDir, virtualization: bool) -> (mtex::report::Report, String) {
+fn run_returning_at(dir: &TempDir, virtualization: bool) -> (mtex::model::report::Report, String) {
     let mut cfg = RunConfig::default().through_uefi(dir.path(), true);
     cfg.virtualization = virtualization;
     cfg.memory_mib = 1024;
@@ -176,8 +176,10 @@ fn installed_with_no_kernel_the_firmware_boots_its_next_option_under_the_hypervi
     ] {
         after("mtex-startup-ran", part);
     }
-    assert!(r.succeeded(), "{}\n{text}", mtex::render::text(&r));
-    let exit = r.summary.map(|s| mtex::report::describe_exit(&s.exit));
+    assert!(r.succeeded(), "{}\n{text}", mtex::output::matrix::text(&r));
+    let exit = r
+        .summary
+        .map(|s| mtex::model::report::describe_exit(&s.exit));
     assert!(
         exit.as_deref().is_some_and(|e| e.contains("SYSTEM_OFF")),
         "{exit:?}"
@@ -300,7 +302,7 @@ fn installed_and_returned_the_next_boot_option_boots_linux_under_the_hypervisor(
         !text.contains("mtex.doorbell="),
         "the kernel was told the doorbell:\n{text}"
     );
-    assert!(r.succeeded(), "{}\n{text}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}\n{text}", mtex::output::matrix::text(&r));
     let ata = r.writes.iter().find(|w| {
         w.register == "SCTLR_EL1" && w.at.el == 1 && w.old >> 43 & 1 == 0 && w.new >> 43 & 1 == 1
     });
@@ -315,7 +317,7 @@ fn installed_and_returned_the_next_boot_option_boots_linux_under_the_hypervisor(
     assert!(w.trace.is_some_and(|t| t.instructions_el0 > 0), "{w:?}");
     // The records read back inside Linux: the same window, whole.
     let tmp = TempDir::new("test-install-results").unwrap();
-    let taken = mtex::report::parse_bytes(&super::results::printed_file(&text, tmp.path()));
+    let taken = mtex::model::report::parse_bytes(&super::results::printed_file(&text, tmp.path()));
     assert!(taken.problems.is_empty(), "{:?}", taken.problems);
     assert_eq!(taken.phases.len(), 1, "{:?}", taken.phases);
     assert_eq!(taken.phases[0].trace, w.trace);

@@ -3,8 +3,8 @@
 //! program's loop (guest/src/kernel/user.rs), its system calls, the sizes it allocates —
 //! never from a figure of an earlier run or of the patches' own measurements.
 
+use mtex::model::report::{self, Phase, Report};
 use mtex::qemu::{self, RunConfig};
-use mtex::report::{self, Phase, Report};
 use mtex_abi::report::PmuValue;
 use mtex_abi::scenario::{Scenario, Workload};
 use mtex_trace::counts::TraceCounts;
@@ -24,7 +24,7 @@ fn scenario(opts: &str, timeout_s: u64) -> Report {
     let console = qemu::run(images(), &cfg).expect("running QEMU");
     assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
     let r = report::parse(&console.text);
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     assert!(r.problems.is_empty(), "{:?}", r.problems);
     let expected_runs = Scenario::parse(opts).unwrap().runs().count();
     assert_eq!(r.phases.len(), expected_runs, "one phase per run");
@@ -384,16 +384,16 @@ fn kbuf_probe_kernel_checks_grow_with_n_and_vanish_when_tcf_is_elided() {
 /// What `./scripts/run` prints: `mtex run` of scripts/scenarios/default.toml, with its
 /// results directory the first in `mtex-results`.
 fn default_matrix_as_scripts_run_prints_it() -> (Vec<Report>, [String; 3]) {
-    use mtex::forms::{self, Form};
+    use mtex::output::{self, Form};
     let file = mtex::images::workspace_root().join("scripts/scenarios/default.toml");
-    let plan = mtex::scenario_file::load(&file).expect("the default scenario");
+    let plan = mtex::scenario::file::load(&file).expect("the default scenario");
     let dir = qemu::TempDir::new("test-default-matrix").unwrap();
     let (doc, reports) =
-        mtex::scenario_run::run(&plan, images(), dir.path(), &|cfg| Ok((cfg, None)))
+        mtex::scenario::run::run(&plan, images(), dir.path(), &|cfg| Ok((cfg, None)))
             .expect("running the default matrix");
-    let rest = forms::rest(std::path::Path::new("mtex-results/default-matrix-1"));
+    let rest = output::rest(std::path::Path::new("mtex-results/default-matrix-1"));
     let [text, full, matrix] = [Form::Text, Form::Full, Form::Matrix].map(|form| {
-        forms::render(&doc, form, || Ok(reports.clone()), Some(&rest)).expect("rendering")
+        output::render(&doc, form, || Ok(reports.clone()), Some(&rest)).expect("rendering")
     });
     (reports, [text, full, matrix])
 }
@@ -460,7 +460,7 @@ fn the_default_matrix_runs_every_workload_under_every_policy_and_prints_the_read
     // (policy, workload), no tag-check fault, nothing the decoder could not model.
     let (reports, [text, full, matrix]) = default_matrix_as_scripts_run_prints_it();
     let [r] = &reports[..] else { panic!("one run") };
-    assert!(r.succeeded(), "{}", mtex::render::text(r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(r));
     assert!(r.problems.is_empty(), "{:?}", r.problems);
     let s = Scenario::parse("").unwrap();
     assert_eq!(r.phases.len(), s.runs().count(), "one phase per run");
@@ -541,7 +541,7 @@ fn each_run_goes_untraced_for_the_pmu_then_traced_and_the_counts_agree_exactly()
     };
     let console = qemu::run(images(), &cfg).expect("running QEMU");
     let r = report::parse(&console.text);
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     assert!(r.problems.is_empty(), "{:?}", r.problems);
     // Two policies × three workloads, each shown as its traced phase with one untraced pass
     // (QEMU's PMU has no MTE events: cycles alone fill the per-phase counters).
@@ -590,7 +590,7 @@ fn on_cpus(cpus: u32, opts: &str) -> Report {
     let console = qemu::run(images(), &cfg).expect("running QEMU");
     assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
     let r = report::parse(&console.text);
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     assert_eq!(
         r.phases.len(),
         Scenario::parse(&opts).unwrap().runs().count()
@@ -673,7 +673,7 @@ fn on_four_cpus_each_cpu_counts_what_one_cpu_counts_alone() {
                 .any(|w| w.cpu == cpu
                     && w.changes.iter().any(|c| c.field == "TCMA1" && c.new == "1")),
             "CPU {cpu}: {}",
-            mtex::render::text(&four)
+            mtex::output::matrix::text(&four)
         );
     }
 }

@@ -112,7 +112,7 @@ pub(super) fn linux(args: &[&str]) -> (i32, Value, String) {
 
 /// A profiled run's folded-stack files each add up to their window's counter in
 /// results.json, and its flame graphs are well-formed SVG naming what they show.
-fn assert_profile_files_add_up(dir: &std::path::Path, compared: &mtex::results::Results) {
+fn assert_profile_files_add_up(dir: &std::path::Path, compared: &mtex::model::results::Results) {
     let Ok(runs) = std::fs::read_dir(dir.join("profile")) else {
         return;
     };
@@ -281,7 +281,9 @@ fn linux_mode_without_a_uart_for_linux_is_refused_at_boot() {
     let console = mtex::qemu::run(&images, &cfg).unwrap();
     let r = console.report();
     assert!(!r.succeeded());
-    let exit = r.summary.map(|s| mtex::report::describe_exit(&s.exit));
+    let exit = r
+        .summary
+        .map(|s| mtex::model::report::describe_exit(&s.exit));
     assert!(
         exit.as_deref().is_some_and(|e| e.contains("second UART")),
         "{exit:?}\n{}",

@@ -2,8 +2,8 @@
 //! passes, events the CPU lacks, and re-runs when a run's events need more counters than
 //! the hypervisor has free. (A guest that takes over the PMU: hostile.rs.)
 
+use mtex::model::report::{self, Report};
 use mtex::qemu::{self, RunConfig};
-use mtex::report::{self, Report};
 use mtex_abi::report::{ExitReason, PmuValue, pmu_event};
 use std::time::Duration;
 
@@ -33,7 +33,7 @@ fn the_mte_events_are_not_supported_on_qemu_never_zero() {
             assert_eq!(p.pmu(event, el), Some(PmuValue::NotSupported));
         }
     }
-    let out = mtex::results::run("run", 0, &r);
+    let out = mtex::model::results::run("run", 0, &r);
     let c = &out.phases[0];
     assert_eq!(c.not_supported.len(), 4, "{:?}", c.not_supported);
     assert!(
@@ -42,7 +42,8 @@ fn the_mte_events_are_not_supported_on_qemu_never_zero() {
             .all(|k| !k.starts_with("untraced.mem_access_checked")),
         "a missing event must not appear as a count"
     );
-    let text = mtex::perf_text::render(&mtex::results::Results::new(None, vec![out], vec![]));
+    let text =
+        mtex::output::full::render(&mtex::model::results::Results::new(None, vec![out], vec![]));
     assert!(
         text.contains("<not supported>      untraced.mem_access_checked_rd:k"),
         "{text}"
@@ -186,7 +187,7 @@ fn a_guest_that_does_not_repeat_its_work_gets_not_counted_never_a_figure() {
         "{:?}",
         r.notes
     );
-    let out = mtex::results::run("run", 0, &r);
+    let out = mtex::model::results::run("run", 0, &r);
     assert_eq!(
         out.phases[1].not_counted,
         ["untraced.raw.0x0008:k", "untraced.raw.0x0008:u"]

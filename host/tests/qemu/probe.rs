@@ -5,12 +5,12 @@
 //! exactly its operation's instructions more per iteration than the baseline: a TCO write
 //! costs exactly one cycle.
 
-use mtex::probe::{self, Cell, Fault, Seen};
+use mtex::cli::probe::{self, Cell, Fault, Seen};
 use mtex_abi::report::{PmuValue, pmu_event};
 use mtex_abi::scenario::Tcf;
 use std::process::Command;
 
-fn run() -> (mtex::report::Report, probe::Probe) {
+fn run() -> (mtex::model::report::Report, probe::Probe) {
     let console = probe::boot(mtex::images::built()).expect("running QEMU");
     assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
     let r = console.report();
@@ -22,7 +22,7 @@ fn run() -> (mtex::report::Report, probe::Probe) {
 fn every_cell_observable_through_faults_matches_the_predicate() {
     let (r, p) = run();
     let text = probe::render(&p);
-    assert!(r.succeeded(), "{}\n{text}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}\n{text}", mtex::output::matrix::text(&r));
     assert!(p.problems.is_empty(), "{text}");
     assert!(
         p.skipped.is_empty(),

@@ -5,8 +5,8 @@
 //! attribution exact.
 
 use super::equality::boot;
-use mtex::equality::{self, FAST_RUNS, PLAIN, PROGRAMS};
-use mtex::report::Report;
+use mtex::cli::bench::equality::{self, FAST_RUNS, PLAIN, PROGRAMS};
+use mtex::model::report::Report;
 use mtex::symbols::Symbols;
 
 use mtex::images::built as images;

@@ -65,8 +65,8 @@ fn the_guest_reads_back_every_record_so_far_and_mtex_parse_takes_it_whole() {
         uart[start..].starts_with(&snapshot_text),
         "the snapshot differs from the UART's records"
     );
-    let whole = mtex::report::parse(&uart);
-    let taken = mtex::report::parse_bytes(&snapshot);
+    let whole = mtex::model::report::parse(&uart);
+    let taken = mtex::model::report::parse_bytes(&snapshot);
     assert!(taken.problems.is_empty(), "{:?}", taken.problems);
     assert!(
         taken

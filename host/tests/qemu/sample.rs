@@ -2,9 +2,9 @@
 //! known from the workload's arithmetic and from tracing it whole. Without the kernel's tick
 //! (`mtex.hz=0`) the work is the same instructions in every run, traced or not.
 
+use mtex::model::report::{self, Phase, Report};
+use mtex::model::sample::Estimate;
 use mtex::qemu::{self, RunConfig};
-use mtex::report::{self, Phase, Report};
-use mtex::sample::Estimate;
 use std::time::Duration;
 
 use mtex::images::built as images;
@@ -24,7 +24,7 @@ fn run(opts: &str) -> Report {
     let console = qemu::run(images(), &cfg).expect("running QEMU");
     assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
     let r = report::parse(&console.text);
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     assert!(r.problems.is_empty(), "{:?}", r.problems);
     assert_eq!(r.phases.len(), 1);
     r
@@ -168,7 +168,7 @@ fn a_guest_that_acts_otherwise_traced_gets_estimates_of_its_traced_behaviour_sai
     };
     let console = qemu::run(images(), &cfg).expect("running QEMU");
     let r = report::parse(&console.text);
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     assert!(r.problems.is_empty(), "{:?}", r.problems);
     let p = &r.phases[0];
     assert!(p.trace.is_none(), "nothing exact is claimed");
@@ -183,7 +183,7 @@ fn a_guest_that_acts_otherwise_traced_gets_estimates_of_its_traced_behaviour_sai
     );
     // Every estimate of what ran (EL1: no instruction ran at EL0, an exact 0) is an estimate,
     // and none is among the exact counters.
-    let doc = mtex::results::Results::single(&r);
+    let doc = mtex::model::results::Results::single(&r);
     let out = &doc.runs[0].phases[0];
     let kernel: Vec<_> = out
         .estimates
@@ -193,7 +193,7 @@ fn a_guest_that_acts_otherwise_traced_gets_estimates_of_its_traced_behaviour_sai
     assert!(!kernel.is_empty());
     assert!(kernel.iter().all(|(_, e)| !e.exact), "{kernel:?}");
     assert!(!out.counters.contains_key("mem_access_checked_rd:k"));
-    let text = mtex::render::text(&r);
+    let text = mtex::output::matrix::text(&r);
     assert!(text.contains("was sampled: "), "{text}");
 }
 
@@ -252,7 +252,7 @@ fn trapping_loop(first: &str) -> Vec<u8> {
     body += &"ldr x9, [x0]\n".repeat(32);
     body += &"nop\n".repeat(92);
     body += "ret\n";
-    match mtex::snippet::assemble_source(&body).expect("running the assembler") {
+    match mtex::cli::snippet::assemble_source(&body).expect("running the assembler") {
         Ok(code) => code,
         Err(e) => panic!("{body}\ndid not assemble: {e}"),
     }
@@ -260,12 +260,13 @@ fn trapping_loop(first: &str) -> Vec<u8> {
 
 /// `TURNS` turns of `code`, sampled in units of 500 instructions 2 µs apart.
 fn sampled_loop(code: &[u8], seed: u64) -> Report {
-    let env = mtex::snippet::Env {
+    let env = mtex::cli::snippet::Env {
         iters: TURNS,
-        ..mtex::snippet::Env::default()
+        ..mtex::cli::snippet::Env::default()
     };
     let extra = ["sample=500:2".to_string(), format!("sample_seed={seed}")];
-    let (r, console) = mtex::snippet::run_with(images(), code, &env, &extra).expect("running QEMU");
+    let (r, console) =
+        mtex::cli::snippet::run_with(images(), code, &env, &extra).expect("running QEMU");
     assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
     r
 }
@@ -287,9 +288,11 @@ fn a_loop_that_traps_at_every_turn_is_sampled_evenly_over_its_body() {
         let code = trapping_loop(first);
         for seed in [1, 2] {
             let r = sampled_loop(&code, seed);
-            assert!(r.succeeded(), "{}", mtex::render::text(&r));
+            assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
             assert!(r.problems.is_empty(), "{:?}", r.problems);
-            let p = r.phase(mtex::snippet::PHASE).expect("the snippet's phase");
+            let p = r
+                .phase(mtex::cli::snippet::PHASE)
+                .expect("the snippet's phase");
             let units = p.sampled.as_ref().map_or(0, |s| s.units().count());
             assert!(units >= 100, "{first}, seed {seed}: {units} units");
             let e = get(&estimates(p), "mem_access_checked_rd:k");
@@ -308,8 +311,14 @@ fn a_loop_that_traps_at_every_turn_is_sampled_evenly_over_its_body() {
 #[test]
 fn id_register_reads_outside_the_units_withhold_the_estimates_on_qemu() {
     let r = sampled_loop(&trapping_loop("mrs x11, id_aa64pfr1_el1"), 1);
-    let p = r.phase(mtex::snippet::PHASE).expect("the snippet's phase");
-    assert!(estimates(p).is_empty(), "{}", mtex::render::text(&r));
+    let p = r
+        .phase(mtex::cli::snippet::PHASE)
+        .expect("the snippet's phase");
+    assert!(
+        estimates(p).is_empty(),
+        "{}",
+        mtex::output::matrix::text(&r)
+    );
     assert!(
         r.problems
             .iter()

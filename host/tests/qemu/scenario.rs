@@ -3,7 +3,7 @@
 //! directory.
 
 use super::browser;
-use mtex::results::Results;
+use mtex::model::results::Results;
 use std::path::Path;
 use std::process::Command;
 

@@ -3,9 +3,9 @@
 //! snippet's own instructions: N loads through a register are N reads, each checked or not as
 //! the environment says that register's memory and pointer are.
 
+use mtex::cli::snippet::{self, AsmError, Env, Tcf};
 use mtex::images;
-use mtex::report::Report;
-use mtex::snippet::{self, AsmError, Env, Tcf};
+use mtex::model::report::Report;
 use mtex_trace::counts::{ByEl, TraceCounts};
 use std::process::{Command, Stdio};
 
@@ -25,14 +25,19 @@ fn run(source: &str, env: Env) -> (Report, TraceCounts) {
     let t = r
         .phase(snippet::PHASE)
         .and_then(|p| p.trace)
-        .unwrap_or_else(|| panic!("no traced snippet phase:\n{}", mtex::render::text(&r)));
+        .unwrap_or_else(|| {
+            panic!(
+                "no traced snippet phase:\n{}",
+                mtex::output::matrix::text(&r)
+            )
+        });
     (r, t)
 }
 
 /// Like [`run`], and the run must have succeeded.
 fn run_ok(source: &str, env: Env) -> TraceCounts {
     let (r, t) = run(source, env);
-    assert!(r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
     assert_eq!(t.tag_check_faults, 0);
     t
 }
@@ -457,13 +462,13 @@ fn only_phase(r: &Report) -> TraceCounts {
         .iter()
         .filter(|p| p.name == snippet::PHASE)
         .collect();
-    assert_eq!(phases.len(), 1, "{}", mtex::render::text(r));
+    assert_eq!(phases.len(), 1, "{}", mtex::output::matrix::text(r));
     phases[0].trace.expect("traced")
 }
 
 /// The run failed, with a problem saying the snippet's call was refused.
 fn refused_call(r: &Report, call: &str) {
-    assert!(!r.succeeded(), "{}", mtex::render::text(r));
+    assert!(!r.succeeded(), "{}", mtex::output::matrix::text(r));
     assert!(
         r.problems
             .iter()
@@ -553,7 +558,7 @@ fn after_a_fault_the_snippets_instructions_are_its_own() {
         t.instructions_el1,
         6 + 2 + snippet::VECTOR_TO_PHASE_END,
         "{}",
-        mtex::render::text(&r)
+        mtex::output::matrix::text(&r)
     );
     let s = snippet::summary(&r, &Env::default(), "fault.S", src.len());
     assert!(s.contains("the snippet's: 2 / 0"), "{s}");
@@ -567,7 +572,7 @@ fn after_a_fault_the_snippets_instructions_are_its_own() {
         (t.instructions_el1, t.instructions_el0),
         (1 + snippet::VECTOR_TO_PHASE_END_FROM_EL0, 6 + 2),
         "{}",
-        mtex::render::text(&r)
+        mtex::output::matrix::text(&r)
     );
     let s = snippet::summary(&r, &el0(), "fault.S", src.len());
     assert!(s.contains("the snippet's: 0 / 2"), "{s}");
@@ -575,7 +580,7 @@ fn after_a_fault_the_snippets_instructions_are_its_own() {
 
 /// The exported counter of `name` (report.json's, the text's, CSV's) in `t`.
 fn exported(t: &TraceCounts, name: &str) -> u64 {
-    *mtex::results::trace_counters(t)
+    *mtex::model::results::trace_counters(t)
         .get(name)
         .unwrap_or_else(|| panic!("no counter {name}"))
 }
@@ -699,7 +704,7 @@ fn a_hidden_features_register_used_anyway_ends_the_run_naming_it() {
         .expect("running QEMU");
         assert!(!console.timed_out, "{insn}: host time limit hit");
         assert!(!r.succeeded(), "{insn}");
-        let text = mtex::render::text(&r);
+        let text = mtex::output::matrix::text(&r);
         let undefined = matches!(
             r.summary.map(|s| s.exit),
             Some(mtex_abi::report::ExitReason::GuestExit { status: 0x100 })
@@ -722,7 +727,7 @@ fn a_pmu_counter_given_an_mte_event_the_cpu_lacks_is_a_problem() {
                   msr pmselr_el0, xzr\nmov x0, #0x4026\nmsr pmxevtyper_el0, x0\n\
                   mov x0, #0x4025\nmsr pmevtyper0_el0, x0\nret\n";
     let (r, _) = run(source, Env::default());
-    assert!(!r.succeeded(), "{}", mtex::render::text(&r));
+    assert!(!r.succeeded(), "{}", mtex::output::matrix::text(&r));
     let named: Vec<_> = r
         .problems
         .iter()
@@ -758,7 +763,7 @@ fn streaming_mode_is_refused_before_any_access_is_counted() {
     .expect("running QEMU");
     assert!(!console.timed_out, "host time limit hit");
     assert!(!r.succeeded());
-    let text = mtex::render::text(&r);
+    let text = mtex::output::matrix::text(&r);
     assert!(text.contains("SME instruction"), "{text}");
     assert!(
         r.phase(snippet::PHASE)

@@ -3,12 +3,12 @@
 //! and the kernel's checked accesses are filed under the system call that reached them.
 
 use super::equality::boot;
-use mtex::equality::{self, FAST_RUNS, PLAIN, PROGRAMS};
+use mtex::cli::bench::equality::{self, FAST_RUNS, PLAIN, PROGRAMS};
+use mtex::cli::snippet::{self, Env};
 use mtex::images::built as images;
+use mtex::model::report::Report;
 use mtex::profile::PhaseProfile;
 use mtex::profile::stacks::{Syscalls, by_stack};
-use mtex::report::Report;
-use mtex::snippet::{self, Env};
 use mtex::symbols::Symbols;
 use mtex_trace::callstack::{StackFrame, StackStats, UNKNOWN};
 use mtex_trace::profile::ARCH;

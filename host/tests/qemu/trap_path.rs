@@ -2,8 +2,8 @@
 //! guest runs with `mtex.step=fast` and `mtex.step=plain` must give the same trapped writes in
 //! the same order, the same per-phase counts and the same exit count, under `-icount shift=0`.
 
+use mtex::model::report::{self, Report};
 use mtex::qemu::{self, RunConfig};
-use mtex::report::{self, Report};
 use mtex_abi::report::GuestState;
 use std::time::Duration;
 
@@ -18,7 +18,11 @@ fn boot(cmdline: &str) -> Report {
     let console = qemu::run(images(), &cfg).expect("running QEMU");
     assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
     let r = report::parse(&console.text);
-    assert!(r.succeeded(), "{cmdline}:\n{}", mtex::render::text(&r));
+    assert!(
+        r.succeeded(),
+        "{cmdline}:\n{}",
+        mtex::output::matrix::text(&r)
+    );
     r
 }
 

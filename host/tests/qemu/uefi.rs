@@ -2,10 +2,10 @@
 //! discovers the machine from ACPI (as on a server) or from firmware's device tree, and the
 //! report is the `-kernel` run's, counter for counter, wherever firmware put things.
 
-use mtex::esp::{self, OnError};
+use mtex::cli::esp::{self, OnError};
 use mtex::images::{self, Images};
+use mtex::model::report::Report;
 use mtex::qemu::{self, RunConfig, TempDir};
-use mtex::report::Report;
 use mtex_platform::BootPath;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -75,7 +75,7 @@ fn comparable(r: &Report) -> Value {
 }
 
 fn ok(r: &Report) {
-    assert!(r.succeeded(), "{}", mtex::render::text(r));
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(r));
     assert!(r.problems.is_empty(), "{:?}", r.problems);
     assert_eq!(r.phases.len(), 4, "one phase per policy x workload");
     assert!(r.phases.iter().all(|p| p.trace.is_some()));

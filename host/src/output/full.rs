@@ -6,7 +6,7 @@
 //! so that no document — whatever its names, console or problems hold — can exceed the width,
 //! move the terminal's cursor, or make this panic.
 
-use crate::results::{PhaseOut, Results, Run, WriteOut};
+use crate::model::results::{PhaseOut, Results, Run, WriteOut};
 use mtex_abi::scenario::Workload;
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -495,8 +495,8 @@ fn phase_block(out: &mut Lines, doc: &Results, run: &Run, p: &PhaseOut) {
 /// (in the block below) its exact counters, the PMU's and the hypervisor's own.
 fn sampled_lines(
     out: &mut Lines,
-    s: &crate::results::SampledOut,
-    estimates: &std::collections::BTreeMap<String, crate::results::EstimateOut>,
+    s: &crate::model::results::SampledOut,
+    estimates: &std::collections::BTreeMap<String, crate::model::results::EstimateOut>,
 ) {
     if s.whole {
         out.push(&format!(
@@ -730,7 +730,7 @@ pub fn render(doc: &Results) -> String {
 }
 
 /// An expectation as the text forms list it: its verdict, its words, the values it was judged on.
-pub fn expectation_line(e: &crate::results::Expectation) -> String {
+pub fn expectation_line(e: &crate::model::results::Expectation) -> String {
     format!(
         "   {}  {} ({})",
         e.verdict(),

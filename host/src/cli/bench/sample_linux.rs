@@ -9,9 +9,9 @@
 //! checked kernel read of the futex word through the user's pointer, the one the TCMA1 view
 //! keeps (`if_tcma1.mem_access_checked_rd:k`); it is checked against that number.
 
-use crate::bench_sample::CounterCoverage;
+use crate::cli::bench::sample::CounterCoverage;
 use crate::linux::{self, Args, Boot};
-use crate::report::Phase;
+use crate::model::report::Phase;
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -126,16 +126,16 @@ pub fn coverage(
         let a = args(waits, out, Some((seed, (unit, gap_us))))?;
         let (w, wall) = window(&a, &p, &format!("sampled run {seed}"))?;
         f.sampled_wall += wall;
-        let problems = crate::report::sampled::problems(&w, true);
+        let problems = crate::model::report::sampled::problems(&w, true);
         if !problems.is_empty() {
             bail!("sampled run {seed}: {}", problems.join("; "));
         }
-        if let Some([el0, el1]) = crate::report::sampled::population(&w, true) {
+        if let Some([el0, el1]) = crate::model::report::sampled::population(&w, true) {
             let gap = (el0 + el1).abs_diff(whole_instructions) as f64 / whole_instructions as f64;
             f.largest_instruction_gap = f.largest_instruction_gap.max(gap);
         }
         f.units += w.sampled.as_ref().map_or(0, |s| s.units().count() as u64);
-        for (c, e) in crate::report::sampled::estimates(&w, true) {
+        for (c, e) in crate::model::report::sampled::estimates(&w, true) {
             if e.exact {
                 continue;
             }
@@ -167,9 +167,9 @@ fn all_counters(f: &LinuxFigures) -> impl Iterator<Item = (&str, &CounterCoverag
 /// How [`PER_WAIT`] is named when checked against the number of waits.
 const ARITHMETIC: &str = "if_tcma1.mem_access_checked_rd:k (waits)";
 
-/// Whether every counter's intervals held at least [`crate::bench_sample::FLOOR`] of the time.
+/// Whether every counter's intervals held at least [`crate::cli::bench::sample::FLOOR`] of the time.
 pub fn holds(f: &LinuxFigures) -> bool {
-    crate::bench_sample::verdict(crate::bench_sample::worst(all_counters(f))).1
+    crate::cli::bench::sample::verdict(crate::cli::bench::sample::worst(all_counters(f))).1
 }
 
 /// The figures as text.
@@ -186,7 +186,7 @@ pub fn render(f: &LinuxFigures) -> String {
         "  against the workload's arithmetic ({} waits, one checked read each):\n",
         f.waits
     ));
-    out.push_str(&crate::bench_sample::header());
+    out.push_str(&crate::cli::bench::sample::header());
     out.push('\n');
     out.push_str(&f.arithmetic.row(PER_WAIT));
     out.push('\n');
@@ -198,7 +198,7 @@ pub fn render(f: &LinuxFigures) -> String {
     ));
     out.push_str(&format!(
         "{} {:>12}\n",
-        crate::bench_sample::header(),
+        crate::cli::bench::sample::header(),
         "whole trace"
     ));
     let (mut runs, mut covered, mut not_estimable) = (0, 0, 0);
@@ -215,7 +215,9 @@ pub fn render(f: &LinuxFigures) -> String {
             100.0 * covered as f64 / runs.max(1) as f64
         ));
     }
-    out.push_str(&crate::bench_sample::verdict(crate::bench_sample::worst(all_counters(f))).0);
+    out.push_str(
+        &crate::cli::bench::sample::verdict(crate::cli::bench::sample::worst(all_counters(f))).0,
+    );
     out.push_str(&format!(
         "  QEMU wall per boot: traced whole {:.1} s, sampled {:.1} s ({} units a run)\n",
         f.whole_wall.as_secs_f64(),

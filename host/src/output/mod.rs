@@ -2,9 +2,17 @@
 //! `mtex report`: the summary (the default), the full report, the wide matrix, CSV, JSON and
 //! the results page.
 
+pub mod csv;
+pub mod full;
+pub mod html;
+pub mod json;
+pub mod matrix;
+pub mod plots;
+pub mod summary;
+
 use crate::linux::report::LinuxReport;
-use crate::report::Report;
-use crate::results::Results;
+use crate::model::report::Report;
+use crate::model::results::Results;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -30,8 +38,8 @@ pub enum Form {
 pub fn full(doc: &Results) -> String {
     format!(
         "{}\n{}",
-        crate::summary::render(doc, None, false),
-        crate::perf_text::render(doc)
+        crate::output::summary::render(doc, None, false),
+        crate::output::full::render(doc)
     )
 }
 
@@ -44,12 +52,12 @@ pub fn render(
     rest: Option<&str>,
 ) -> Result<String> {
     Ok(match form {
-        Form::Text => crate::summary::render(doc, rest, true),
+        Form::Text => crate::output::summary::render(doc, rest, true),
         Form::Full => full(doc),
-        Form::Matrix => reports()?.iter().map(crate::render::text).collect(),
-        Form::Csv => crate::csv_out::render(doc),
+        Form::Matrix => reports()?.iter().map(crate::output::matrix::text).collect(),
+        Form::Csv => crate::output::csv::render(doc),
         Form::Json => serde_json::to_string_pretty(doc)? + "\n",
-        Form::Html => crate::html::page(doc)?,
+        Form::Html => crate::output::html::page(doc)?,
     })
 }
 
@@ -76,7 +84,7 @@ pub fn render_linux(
             "--format matrix: a Linux-mode run has no policy matrix (its windows are in the \
              text, full and html forms)"
         ),
-        Form::Csv => crate::csv_out::render(doc),
+        Form::Csv => crate::output::csv::render(doc),
         Form::Json => serde_json::to_string_pretty(doc)? + "\n",
         Form::Html => crate::linux::summary::page(r, doc)?,
     })
@@ -142,7 +150,7 @@ pub fn reports(doc: &Results, dir: &Path) -> Result<Vec<Report>> {
             })?;
             let bytes =
                 crate::input::read_in_dir(dir, &log, "console log", crate::input::LOG_LIMIT)?;
-            Ok(crate::report::parse_bytes(&bytes))
+            Ok(crate::model::report::parse_bytes(&bytes))
         })
         .collect()
 }

@@ -5,7 +5,7 @@
 //! a policy and a workload (`getpid` and `getpid:tcf0=asymm` in one scenario); the parameters
 //! themselves are in report.json.
 
-use crate::results::Results;
+use crate::model::results::Results;
 
 /// The header row.
 ///

@@ -1,5 +1,5 @@
-use crate::report::test_stream::*;
-use crate::report::{Report, parse};
+use crate::model::report::test_stream::*;
+use crate::model::report::{Report, parse};
 use mtex_abi::Record;
 use mtex_abi::ShortStr;
 use mtex_abi::report::{Boot, ExitReason, GuestState, PhaseStats, PmuValue, Summary, TrapMode};

@@ -7,8 +7,8 @@
 //! of the very execution sampled. The bench fails when a counter's intervals held less often
 //! than [`FLOOR`].
 
-use crate::bench::Boots;
-use crate::report::Phase;
+use crate::cli::bench::Boots;
+use crate::model::report::Phase;
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -53,7 +53,7 @@ pub struct CounterCoverage {
 
 impl CounterCoverage {
     /// Tallies one run's estimate against the exact count `want` (> 0).
-    pub fn note(&mut self, e: &crate::sample::Estimate, want: u64) {
+    pub fn note(&mut self, e: &crate::model::sample::Estimate, want: u64) {
         if !e.has_interval() {
             self.not_estimable += 1;
             return;
@@ -144,10 +144,13 @@ pub struct SampleFigures {
     pub traced_in_units: u64,
 }
 
-fn only_phase(b: &crate::bench::Booted, what: &str) -> Result<Phase> {
+fn only_phase(b: &crate::cli::bench::Booted, what: &str) -> Result<Phase> {
     let r = &b.report;
     if !r.succeeded() || !r.problems.is_empty() {
-        bail!("{what} failed or has problems:\n{}", crate::render::text(r));
+        bail!(
+            "{what} failed or has problems:\n{}",
+            crate::output::matrix::text(r)
+        );
     }
     r.phases
         .first()
@@ -210,7 +213,7 @@ pub fn coverage(boots: &Boots, seeds: u64) -> Result<SampleFigures> {
                     .map(|u| u.counts.instructions_el0 + u.counts.instructions_el1)
                     .sum::<u64>();
             }
-            for (c, e) in crate::report::sampled::estimates(&p, true) {
+            for (c, e) in crate::model::report::sampled::estimates(&p, true) {
                 let Some(want) = c.of_trace(&t).filter(|&v| v > 0) else {
                     continue;
                 };
@@ -268,7 +271,7 @@ pub fn render(f: &SampleFigures) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::{Estimate, NotEstimable};
+    use crate::model::sample::{Estimate, NotEstimable};
 
     fn est(value: f64, half_width: f64) -> Estimate {
         Estimate::example(value, half_width, 200)

@@ -1,10 +1,18 @@
 //! Benchmarks that print figures (never asserted by tests), and the count-equality verdict
 //! that the optimised paths count what the reference path counts, next to them.
 
-use crate::equality::{self, FAST, FAST_RUNS, KERNEL, MODES, Mode, PLAIN, PROGRAMS};
+pub mod check_exact;
+pub mod clocks;
+pub mod cpus;
+pub mod equality;
+pub mod precision;
+pub mod sample;
+pub mod sample_linux;
+
 use crate::images::Images;
+use crate::model::report::{self, Report};
 use crate::qemu::{self, RunConfig};
-use crate::report::{self, Report};
+use equality::{FAST, FAST_RUNS, KERNEL, MODES, Mode, PLAIN, PROGRAMS};
 
 use anyhow::{Context, Result, bail};
 use std::collections::HashMap;
@@ -87,7 +95,7 @@ impl<'a> Boots<'a> {
         if !b.report.succeeded() {
             bail!(
                 "bench run {cmdline} failed:\n{}",
-                crate::render::text(&b.report)
+                crate::output::matrix::text(&b.report)
             );
         }
         Ok(b)

@@ -11,10 +11,10 @@
 //! ```
 
 use crate::images::Images;
+use crate::model::report::Report;
+use crate::model::results::{self, Expectation, Results};
 use crate::qemu::{self, RunConfig};
-use crate::report::Report;
-use crate::results::{self, Expectation, Results};
-use crate::scenario_file::{Expect, ScenarioFile};
+use crate::scenario::file::{Expect, ScenarioFile};
 use anyhow::{Context, Result};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -24,7 +24,7 @@ use std::time::Instant;
 pub fn results_dir(base: &Path, name: &str) -> Result<PathBuf> {
     // A name with a separator or `..` would put the directory elsewhere than in `base`.
     anyhow::ensure!(
-        crate::scenario_file::is_safe_name(name),
+        crate::scenario::file::is_safe_name(name),
         "{name:?}: not a results directory name (letters, digits, - and _, at most 64)"
     );
     std::fs::create_dir_all(base).with_context(|| format!("creating {}", base.display()))?;
@@ -153,10 +153,10 @@ pub fn write_outputs(doc: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
         Ok(())
     };
     put("report.json", serde_json::to_string_pretty(doc)? + "\n")?;
-    put("report.txt", crate::forms::full(doc))?;
-    put("report.csv", crate::csv_out::render(doc))?;
-    put("index.html", crate::html::page(doc)?)?;
-    files.extend(crate::plots::write(doc, dir)?);
+    put("report.txt", crate::output::full(doc))?;
+    put("report.csv", crate::output::csv::render(doc))?;
+    put("index.html", crate::output::html::page(doc)?)?;
+    files.extend(crate::output::plots::write(doc, dir)?);
     files.extend(crate::profile::write(doc, dir)?);
     Ok(files)
 }

@@ -3,7 +3,7 @@
 //! traced instruction stepped) and with the fast paths, compared phase by phase, field by
 //! field. Used by `cargo mtex bench` (its verdict) and by `host/tests/qemu/equality.rs`.
 
-use crate::report::{Phase, Report, Write};
+use crate::model::report::{Phase, Report, Write};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -250,7 +250,7 @@ pub fn run_problems(r: &Report) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::Phase;
+    use crate::model::report::Phase;
     use mtex_abi::report::{GuestState, PhaseStats};
     use mtex_trace::counts::TraceCounts;
 

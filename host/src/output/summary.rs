@@ -3,8 +3,8 @@
 //! [`tables`]; every figure in it is a sum of counters named in `mtex_abi::counters`, so that
 //! a column says exactly what the per-phase blocks, the JSON and the CSV hold.
 
-use crate::perf_text::{Lines, WIDTH, clean, phase_title, run_label, thousands, workload_label};
-use crate::results::{PhaseOut, Results, Run};
+use crate::model::results::{PhaseOut, Results, Run};
+use crate::output::full::{Lines, WIDTH, clean, phase_title, run_label, thousands, workload_label};
 
 /// A column of the summary: a header in two lines and the counters it adds up (all of them
 /// must be in the phase for the cell to show a figure; else `-`, never a 0).
@@ -322,7 +322,7 @@ pub fn sampled_table(
                             format!(
                                 "{} ±{}",
                                 thousands(e.value.round() as u64),
-                                crate::sample::percent(e.relative())
+                                crate::model::sample::percent(e.relative())
                             )
                         } else {
                             // Too few units, or too few that met it: no figure to stand by.
@@ -440,7 +440,7 @@ pub fn render(doc: &Results, rest: Option<&str>, verdict: bool) -> String {
         out.blank();
         out.push(" Expectations:");
         for e in &doc.expectations {
-            out.push(&crate::perf_text::expectation_line(e));
+            out.push(&crate::output::full::expectation_line(e));
         }
     }
     let several = n > 1;

@@ -20,9 +20,9 @@
 //! The snippet may clobber x0–x18, x30 and the flags; x19–x29 and SP must be as it found them.
 
 use crate::images::{self, Images};
+use crate::model::report::Report;
+use crate::model::results::Results;
 use crate::qemu::{self, RunConfig};
-use crate::report::Report;
-use crate::results::Results;
 use anyhow::{Context, Result};
 use comfy_table::{CellAlignment, Table, presets::UTF8_BORDERS_ONLY};
 use mtex_abi::options::SnippetOptions;
@@ -634,7 +634,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     // The command line is checked before anything is built.
     checked_cmdline(&code, &env, &extra)?;
-    let mut json = crate::json_out::JsonOut::open(args.json.as_deref())?;
+    let mut json = crate::output::json::JsonOut::open(args.json.as_deref())?;
     let images = images::build()?;
     let (r, console) = run_with(&images, &code, &env, &extra)?;
     if args.raw {
@@ -642,7 +642,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let mut doc = Results::single(&r);
     doc.symbolize(&crate::symbols::Symbols::load(&images.guest_elf));
-    print!("{}", crate::perf_text::render(&doc));
+    print!("{}", crate::output::full::render(&doc));
     let name = args.file.file_name().map_or_else(
         || args.file.display().to_string(),
         |n| n.to_string_lossy().into(),

@@ -1,9 +1,9 @@
 //! A sampled phase's figures: each trace counter of the phase estimated from its units
-//! (`crate::sample::ratio_total`, in the order the schedule traced them), against the exact
+//! (`crate::model::sample::ratio_total`, in the order the schedule traced them), against the exact
 //! instruction totals of the EL that executed what it counts. Counters of EL0 (`:u`) rest on
 //! EL0's instructions, those of EL1 (`:k`) on EL1's: a ratio estimator per EL
 //! (post-stratified by EL). A counter that is not of one EL rests on both ELs' instructions
-//! together. Each estimate is judged ([`crate::sample::Estimate::judged`]): too few units, or
+//! together. Each estimate is judged ([`crate::model::sample::Estimate::judged`]): too few units, or
 //! too few that met the counter, and it is shown as not estimable, in every output alike.
 //!
 //! The totals are the PMU's count of the whole phase, with the units' own instructions put
@@ -15,15 +15,15 @@
 //! sum, exactly.
 
 use super::Phase;
-use crate::sample::{Estimate, MIN_MET, ratio_total};
+use crate::model::sample::{Estimate, MIN_MET, ratio_total};
 use mtex_abi::counters::{self, Counter, El};
 use mtex_trace::counts::TraceCounts;
 
 /// The confidence level of every interval mtex prints.
 pub const LEVEL: f64 = 0.95;
 
-/// Units below which no interval is given ([`crate::sample::MIN_UNITS`]).
-pub use crate::sample::MIN_UNITS;
+/// Units below which no interval is given ([`crate::model::sample::MIN_UNITS`]).
+pub use crate::model::sample::MIN_UNITS;
 
 /// The sum of everything a sampled phase's engine traced: its units and their leads.
 pub fn traced_sum(p: &Phase) -> Option<TraceCounts> {
@@ -197,7 +197,7 @@ pub fn problems(p: &Phase, emulator: bool) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::Sampled;
+    use crate::model::report::Sampled;
     use mtex_abi::report::{PhaseSampled, PhaseStats, SampleUnit};
     use mtex_trace::counts::TraceCounts;
 
@@ -276,11 +276,11 @@ mod tests {
         let rd_u = get("mem_access_checked_rd:u");
         assert!(rd_u.none_seen() && !rd_u.has_interval(), "{rd_u:?}");
 
-        let report = crate::report::Report {
+        let report = crate::model::report::Report {
             phases: vec![p],
-            ..crate::report::Report::default()
+            ..crate::model::report::Report::default()
         };
-        let doc = crate::results::Results::single(&report);
+        let doc = crate::model::results::Results::single(&report);
         // report.json: no half-width without an interval, and the reason.
         let json = serde_json::to_value(&doc).unwrap();
         let e = &json["runs"][0]["phases"][0]["estimates"];
@@ -298,11 +298,11 @@ mod tests {
             serde_json::json!({"too_few_met": {"met": 3, "need": 10}})
         );
         // It reads back the same.
-        let back = crate::results::Results::from_json(&json.to_string()).unwrap();
+        let back = crate::model::results::Results::from_json(&json.to_string()).unwrap();
         let dsb_back = back.runs[0].phases[0].estimates["dsb"].estimate();
         assert_eq!(dsb_back.not_estimable, dsb.not_estimable);
         // CSV: its kind.
-        let csv = crate::csv_out::render(&doc);
+        let csv = crate::output::csv::render(&doc);
         let row = |name: &str| {
             csv.lines()
                 .find(|l| l.contains(&format!(",{name},")))
@@ -312,7 +312,7 @@ mod tests {
         assert!(row("mem_access_checked_rd:k").contains(",estimate,"));
         assert!(row("dsb").ends_with(",not_estimable,,"), "{}", row("dsb"));
         // The text's phase block: an interval, or said to be not estimable.
-        let text = crate::perf_text::render(&doc);
+        let text = crate::output::full::render(&doc);
         let line = |name: &str| {
             text.lines()
                 .find(|l| l.contains(&format!(" {name} ")))
@@ -328,11 +328,11 @@ mod tests {
         );
         assert!(!l.contains('±'), "{l}");
         // The summary's table (and the HTML page, which shows it).
-        let summary = crate::summary::sampled_lines(&doc).join("\n");
+        let summary = crate::output::summary::sampled_lines(&doc).join("\n");
         assert!(summary.contains(" ±"), "{summary}");
         assert!(summary.contains("not estimable"), "{summary}");
         assert!(summary.contains("0 seen"), "{summary}");
-        let html = crate::html::page(&doc).unwrap();
+        let html = crate::output::html::page(&doc).unwrap();
         assert!(html.contains("not estimable"), "the summary's table");
     }
 

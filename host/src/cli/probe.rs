@@ -26,8 +26,8 @@
 //! cost per operation is (EL1 cycles − EL1 cycles of `cost/baseline`) / ops.
 
 use crate::images;
+use crate::model::report::{self, Report};
 use crate::qemu::{self, RunConfig};
-use crate::report::{self, Report};
 use anyhow::Result;
 use mtex_abi::report::{PmuValue, pmu_event};
 use mtex_abi::scenario::Tcf;
@@ -609,7 +609,7 @@ pub fn boot(images: &images::Images) -> Result<qemu::Console> {
 
 /// Runs `mtex probe`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let mut json = crate::json_out::JsonOut::open(args.json.as_deref())?;
+    let mut json = crate::output::json::JsonOut::open(args.json.as_deref())?;
     let r = match &args.from_log {
         Some(path) => report::parse_bytes(&crate::input::read(
             path,

@@ -7,8 +7,8 @@
 //!   SCTLR_EL1 / TCR_EL1 as a tick in its register's lane (red where the guest's PSTATE.TCO
 //!   was set), and below, each phase's TCO changes as a bar across the phase.
 
-use crate::perf_text::thousands;
-use crate::results::{PhaseOut, Results, Run};
+use crate::model::results::{PhaseOut, Results, Run};
+use crate::output::full::thousands;
 use anyhow::{Context, Result, anyhow};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -348,7 +348,7 @@ fn timeline(run: &Run) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{PhaseOut, Run, WriteOut};
+    use crate::model::results::{PhaseOut, Run, WriteOut};
     use std::collections::BTreeMap;
 
     fn phase(policy: &str, rd_k: u64, elided: u64, begin: u64) -> PhaseOut {

@@ -9,7 +9,7 @@
 //! guest's traced instructions plus every CPU's EL2 work for them. On one CPU the same figure
 //! from the PMU (EL2 instructions over traced ones) stands beside it as the cross-check.
 
-use crate::bench::Boots;
+use crate::cli::bench::Boots;
 use anyhow::{Context, Result, bail};
 use std::fmt::Write;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! The readable report: phases, then every trapped write with its decoded MTE fields.
 
-use crate::report::{Phase, Report, describe_exit};
+use crate::model::report::{Phase, Report, describe_exit};
 use comfy_table::{CellAlignment, Table, presets::UTF8_BORDERS_ONLY};
 use mtex_abi::report::TrapMode;
 use mtex_abi::scenario::{PhaseParams, Tcf, Workload, WorkloadParams};
@@ -170,7 +170,7 @@ pub fn text(r: &Report) -> String {
     if !r.power_calls.is_empty() {
         let _ = writeln!(out, "\nCPU power calls");
         for c in &r.power_calls {
-            let _ = writeln!(out, "  {}", crate::report::describe_power_call(c));
+            let _ = writeln!(out, "  {}", crate::model::report::describe_power_call(c));
         }
     }
     match &r.summary {
@@ -207,7 +207,7 @@ const COLUMNS: usize = 100;
 /// Each phase counted on several CPUs: every CPU's share and their sum (the run fails if
 /// they disagree with the phase's figures).
 fn cpu_shares(phases: &[Phase]) -> String {
-    use crate::perf_text::thousands;
+    use crate::output::full::thousands;
     let mut out = String::new();
     for p in phases.iter().filter(|p| !p.cpus.is_empty()) {
         let mut t = Table::new();
@@ -615,7 +615,7 @@ pub fn matrix_table(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::Write;
+    use crate::model::report::Write;
     use mtex_abi::report::{GuestState, PhaseStats};
     use mtex_abi::scenario::Policy;
 

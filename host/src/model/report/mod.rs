@@ -87,7 +87,7 @@ pub struct Phase {
     /// The oracle's check of each CPU's share, by CPU (`crate::oracle_check`).
     pub cpu_oracle: Vec<(u32, crate::oracle_check::Check)>,
     /// A sampled phase (`mtex.sample`): its units and how it was sampled. Its `trace` is
-    /// None: only estimates are made of it (`crate::report::sampled`).
+    /// None: only estimates are made of it (`crate::model::report::sampled`).
     pub sampled: Option<Sampled>,
     /// A guarded phase (`mtex snippet`'s): the iterations its harness said it makes and
     /// those the hypervisor counted.

@@ -3,9 +3,9 @@
 //! every phase's counters folded away, and links to the files beside it. One file with no
 //! external asset and no script, so that it opens from a USB stick on a server.
 
-use crate::perf_text::{phase_title, run_label, thousands};
-use crate::results::{Results, Run};
-use crate::summary::{self, COLUMNS};
+use crate::model::results::{Results, Run};
+use crate::output::full::{phase_title, run_label, thousands};
+use crate::output::summary::{self, COLUMNS};
 use anyhow::Result;
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
 use std::fmt::Write;
@@ -183,7 +183,7 @@ fn expectations_and_problems(h: &mut String, doc: &Results) {
 
 /// The plots, inline: the SVG text as plotters wrote it (it has no external reference).
 fn plots(h: &mut String, doc: &Results) -> Result<()> {
-    let plots = crate::plots::render(doc)?;
+    let plots = crate::output::plots::render(doc)?;
     if plots.is_empty() {
         return Ok(());
     }
@@ -327,7 +327,7 @@ fn run_section(h: &mut String, doc: &Results, run: &Run) {
             h,
             "<details><summary>Guest console ({} lines)</summary>\n<pre>{}</pre></details>",
             run.console.len(),
-            text(&crate::perf_text::clean(&run.console.join("\n")))
+            text(&crate::output::full::clean(&run.console.join("\n")))
         );
     }
 }
@@ -348,7 +348,7 @@ mod tests {
             "{html}"
         );
         assert!(!html.contains("<script"));
-        let plain = page(&Results::single(&crate::report::Report::default())).unwrap();
+        let plain = page(&Results::single(&crate::model::report::Report::default())).unwrap();
         assert!(!plain.contains("flame-graphs"));
     }
 

@@ -4,8 +4,8 @@
 //! as many times shorter gives. The units stay spread over the whole phase at one rate:
 //! stopping once a precision is met would sample the phase's beginning only.
 
-use crate::perf_text::{clean, phase_title, thousands};
-use crate::results::Results;
+use crate::model::results::Results;
+use crate::output::full::{clean, phase_title, thousands};
 
 /// The counter the precision is asked of: the kernel's checked reads, the MTE threads'
 /// headline.
@@ -39,8 +39,8 @@ pub fn lines(doc: &Results, target: f64) -> Vec<String> {
             let line = if est.exact || reached <= target {
                 format!(
                     "     {HEADLINE} ± {} reached (asked: ± {})",
-                    crate::sample::percent(reached),
-                    crate::sample::percent(target)
+                    crate::model::sample::percent(reached),
+                    crate::model::sample::percent(target)
                 )
             } else if !est.has_interval() || !reached.is_finite() || s.units == 0 {
                 let why = est
@@ -61,8 +61,8 @@ pub fn lines(doc: &Results, target: f64) -> Vec<String> {
                 };
                 out.push(format!(
                     "     {HEADLINE} ± {}, not reached (asked: ± {})",
-                    crate::sample::percent(reached),
-                    crate::sample::percent(target),
+                    crate::model::sample::percent(reached),
+                    crate::model::sample::percent(target),
                 ));
                 format!("       about {} units would: {how}", thousands(units))
             };

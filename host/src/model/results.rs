@@ -9,8 +9,8 @@
 //!   the text report, CSV, comparisons and plots;
 //! - a top-level `success`.
 
+use crate::model::report::{Phase, Report, Write};
 use crate::profile::functions::by_function;
-use crate::report::{Phase, Report, Write};
 use crate::symbols::Symbols;
 use mtex_trace::counts::TraceCounts;
 use serde::{Deserialize, Serialize};
@@ -98,7 +98,7 @@ pub fn power_calls(r: &Report) -> Vec<PowerCallOut> {
     r.power_calls
         .iter()
         .map(|c| PowerCallOut {
-            call: crate::report::describe_power_call(c),
+            call: crate::model::report::describe_power_call(c),
             succeeded: c.result == 0,
         })
         .collect()
@@ -184,7 +184,7 @@ pub struct SampledOut {
     pub whole: bool,
 }
 
-/// A counter estimated from a sampled phase's units (`crate::report::sampled`).
+/// A counter estimated from a sampled phase's units (`crate::model::report::sampled`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EstimateOut {
     pub value: f64,
@@ -203,11 +203,11 @@ pub struct EstimateOut {
     pub exact: bool,
     /// Why it has no interval (`value` is then no more than a pointer); absent when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_estimable: Option<crate::sample::NotEstimable>,
+    pub not_estimable: Option<crate::model::sample::NotEstimable>,
 }
 
 impl EstimateOut {
-    pub fn of(e: &crate::sample::Estimate) -> Self {
+    pub fn of(e: &crate::model::sample::Estimate) -> Self {
         Self {
             value: e.value,
             half_width: e.half_width.is_finite().then_some(e.half_width),
@@ -220,8 +220,8 @@ impl EstimateOut {
         }
     }
 
-    pub fn estimate(&self) -> crate::sample::Estimate {
-        crate::sample::Estimate {
+    pub fn estimate(&self) -> crate::model::sample::Estimate {
+        crate::model::sample::Estimate {
             value: self.value,
             half_width: self.half_width.unwrap_or(f64::INFINITY),
             level: self.level,
@@ -351,7 +351,10 @@ fn own_counters(p: &Phase) -> BTreeMap<String, u64> {
     if let Some(m) = p.pmu_record.filter(|m| m.pass == 0) {
         for count in m.counts.iter().flatten() {
             if let mtex_abi::report::PmuValue::Counted(v) = count.value {
-                c.insert(format!("pmu.{}", crate::report::pmu_count_name(count)), v);
+                c.insert(
+                    format!("pmu.{}", crate::model::report::pmu_count_name(count)),
+                    v,
+                );
             }
         }
     }
@@ -368,7 +371,7 @@ pub struct UntracedOut {
     pub not_counted: Vec<String>,
 }
 
-pub fn untraced_counters(u: &crate::report::Untraced) -> UntracedOut {
+pub fn untraced_counters(u: &crate::model::report::Untraced) -> UntracedOut {
     use mtex_abi::report::PmuValue;
     let mut c = BTreeMap::new();
     let mut missing = Vec::new();
@@ -395,7 +398,7 @@ pub fn untraced_counters(u: &crate::report::Untraced) -> UntracedOut {
         }
     }
     for count in u.runs.iter().flat_map(|p| &p.counts) {
-        let name = format!("untraced.{}", crate::report::pmu_count_name(count));
+        let name = format!("untraced.{}", crate::model::report::pmu_count_name(count));
         match count.value {
             PmuValue::Counted(v) => {
                 c.insert(name, v);
@@ -480,7 +483,7 @@ fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine], emulator: bool
             seed: h.seed,
             whole: h.whole,
         }),
-        estimates: crate::report::sampled::estimates(p, emulator)
+        estimates: crate::model::report::sampled::estimates(p, emulator)
             .into_iter()
             .map(|(c, e)| (c.name.to_string(), EstimateOut::of(&e)))
             .collect(),
@@ -545,7 +548,7 @@ pub fn run(name: &str, repeat: u32, r: &Report) -> Run {
             .notes
             .iter()
             .cloned()
-            .chain(crate::report::power::notes(r))
+            .chain(crate::model::report::power::notes(r))
             .collect(),
     }
 }
@@ -617,7 +620,7 @@ impl Results {
         if let Some(r) = doc
             .runs
             .iter()
-            .find(|r| !crate::scenario_file::is_safe_name(&r.name))
+            .find(|r| !crate::scenario::file::is_safe_name(&r.name))
         {
             anyhow::bail!(
                 "run name {:?}: not a name mtex writes (letters, digits, - and _, at most 64); \
@@ -633,7 +636,7 @@ impl Run {
     /// Its console log's file name in the results directory (`NAME-K.log`); None for a name
     /// that is not a plain file name (no such document is read: see `Results::from_json`).
     pub fn log_file(&self) -> Option<String> {
-        crate::scenario_file::is_safe_name(&self.name)
+        crate::scenario::file::is_safe_name(&self.name)
             .then(|| format!("{}-{}.log", self.name, u64::from(self.repeat) + 1))
     }
 }
@@ -678,7 +681,7 @@ mod tests {
 
     #[test]
     fn addresses_are_hex_strings_and_names_cli_spellings() {
-        let r = crate::report::parse_bytes(&log());
+        let r = crate::model::report::parse_bytes(&log());
         let doc = Results::single(&r);
         let json = serde_json::to_value(&doc).unwrap();
         assert_eq!(json["schema"], "mtex-report");
@@ -707,7 +710,7 @@ mod tests {
         let rows = &doc.runs[0].phases[0].functions;
         assert!(rows.iter().all(|f| f.name.starts_with('[')), "{rows:?}");
         doc.symbolize(&symbols);
-        let text = crate::forms::full(&doc);
+        let text = crate::output::full(&doc);
         assert!(text.contains(" Where the checks are"), "{text}");
         assert!(text.contains("kfunc_24"), "{text}");
         let back = Results::from_json(&serde_json::to_string(&doc).unwrap()).unwrap();

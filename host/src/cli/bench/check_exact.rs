@@ -3,8 +3,8 @@
 //! execute the same instructions and the whole trace's counts are the exact figures the
 //! estimates estimate.
 
-use crate::perf_text::{clean, thousands};
-use crate::results::Results;
+use crate::model::results::Results;
+use crate::output::full::{clean, thousands};
 
 /// The counters shown one by one (every estimated counter is in the tally).
 const SHOWN: [&str; 4] = [
@@ -27,7 +27,10 @@ pub fn lines(sampled: &Results, exact: &Results) -> Vec<String> {
             if ps.sampled.is_none() || ps.name != pe.name {
                 continue;
             }
-            out.push(format!("   {}", clean(&crate::perf_text::phase_title(ps))));
+            out.push(format!(
+                "   {}",
+                clean(&crate::output::full::phase_title(ps))
+            ));
             for (name, e) in &ps.estimates {
                 let Some(&want) = pe.counters.get(name) else {
                     continue;

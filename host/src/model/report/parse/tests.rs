@@ -1,5 +1,5 @@
 use super::*;
-use crate::report::test_stream::*;
+use crate::model::report::test_stream::*;
 use mtex_abi::ShortStr;
 use mtex_abi::report::{Boot, PmuValue, TrapMode};
 use mtex_trace::counts::TraceCounts;
@@ -108,7 +108,7 @@ fn a_runs_passes_fold_into_its_traced_phase() {
     assert_eq!(traced.pmu(0x13, 1), Some(Counted(7)));
     assert_eq!(traced.pmu(cycles, 0), None);
     assert_eq!(r.phases[1].pmu(cycles, 0), Some(Counted(50)));
-    let out = crate::results::run("run", 0, &r);
+    let out = crate::model::results::run("run", 0, &r);
     let c = &out.phases[0];
     assert_eq!(c.counters["untraced.cycles:k"], 900);
     assert_eq!(c.counters["untraced.instructions:u"], 40);
@@ -132,10 +132,10 @@ fn a_traced_phase_puts_the_silicons_mte_counts_beside_the_models() {
         Record::PhaseTrace(mtex_abi::report::PhaseTrace { id: 1, counts }),
     );
     let r = parse(&stream(records));
-    let out = crate::results::run("run", 0, &r);
+    let out = crate::model::results::run("run", 0, &r);
     let p = &out.phases[0];
     assert_eq!(p.counters["pmu.mem_access_checked_rd:k"], 1290);
-    let lines = crate::perf_text::silicon_vs_model(p);
+    let lines = crate::output::full::silicon_vs_model(p);
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(
         lines[0].ends_with("rd:k: 0 against architectural, +1,258 against TCF-elided"),

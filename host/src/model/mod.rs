@@ -1,0 +1,6 @@
+//! What a run measured: the hypervisor's report stream parsed, the results document every
+//! form is rendered from, and the sampling estimates.
+
+pub mod report;
+pub mod results;
+pub mod sample;
