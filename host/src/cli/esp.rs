@@ -9,9 +9,11 @@
 //! EFI/BOOT/mtex-options.txt the mtex.* options (the command line of a -kernel run)
 //! ```
 
-use crate::images::Images;
+use crate::images::{self, Images};
+use crate::qemu;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 /// What the loader does when it cannot boot the hypervisor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -149,6 +151,65 @@ pub fn write_install(root: &Path, i: &Install) -> Result<()> {
         ),
     )?;
     Ok(())
+}
+
+/// `mtex esp`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Directory to write (created if missing).
+    pub dir: PathBuf,
+    /// Guest program, as for `mtex run`.
+    #[arg(long, default_value = "kernel")]
+    pub guest: String,
+    /// More `mtex.<key>=<value>` options, as for `mtex run`.
+    #[arg(long = "opt", value_name = "KEY=VALUE")]
+    pub opts: Vec<String>,
+    /// What the loader does on an error: return to the firmware, or power off.
+    #[arg(long, value_enum, default_value = "return")]
+    pub on_error: OnError,
+    /// Install mode: the loader installs the hypervisor under the firmware and goes back
+    /// to its boot manager, which boots its next option (the machine's own OS) at EL1
+    /// under the hypervisor (docs/uefi.md#install-mode). No guest program runs: --guest is
+    /// refused with it; --opt gives the hypervisor's options.
+    #[arg(long, conflicts_with = "guest")]
+    pub install: bool,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let Args {
+        dir,
+        guest,
+        opts,
+        on_error,
+        install,
+    } = args;
+    let line = qemu::cmdline(&guest, &opts)?;
+    let images = images::build()?;
+    let loader = images::build_loader()?;
+    if install {
+        // The hypervisor's own options only: no guest program runs. They are checked
+        // as for `spin`, a program with no options of its own, and its name dropped.
+        let options = qemu::cmdline("spin", &opts)?
+            .split_whitespace()
+            .filter(|w| !w.starts_with("mtex.guest="))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let i = Install {
+            hyp_image: &images.hyp_image,
+            loader: &loader,
+            options: &options,
+            kernel: None,
+            on_error,
+        };
+        write_install(&dir, &i)?;
+    } else {
+        write(&dir, &images, &loader, &line, on_error)?;
+    }
+    println!(
+        "mtex: wrote {} (copy its contents to the root of a FAT-formatted ESP or USB stick)",
+        boot_dir(&dir).display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

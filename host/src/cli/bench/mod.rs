@@ -3,6 +3,7 @@
 
 pub mod check_exact;
 pub mod clocks;
+pub mod command;
 pub mod cpus;
 pub mod equality;
 pub mod precision;
