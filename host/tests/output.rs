@@ -8,7 +8,8 @@ use mtex::compare::{self, Select, Test, Verdict};
 use mtex::model::report;
 use mtex::model::results::{Boot, Expectation, PhaseOut, Results, Run, WriteOut};
 use mtex::output::csv;
-use mtex::output::full::{self, WIDTH};
+use mtex::output::full;
+use mtex::output::text::WIDTH;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -677,7 +678,7 @@ proptest! {
             // A block ends at the next run's header or trap log; a console or problem line
             // can never look like a counter line (it starts otherwise).
             for (name, &v) in p.counters.iter().filter(|(n, v)| checked(n) && **v != 0) {
-                let want = format!("{}      {name}", full::thousands(v));
+                let want = format!("{}      {name}", mtex::output::text::thousands(v));
                 prop_assert!(
                     block.lines().any(|l| {
                         let l = l.trim_start();

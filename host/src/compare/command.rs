@@ -231,7 +231,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 if let Some(k) = &doc.kernel {
                     println!(
                         "{}",
-                        crate::output::full::clean(&format!(
+                        crate::output::text::clean(&format!(
                             "{side}: {}: {}",
                             path.display(),
                             k.describe()

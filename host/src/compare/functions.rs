@@ -7,7 +7,7 @@
 use super::render::heading;
 use super::{Select, Stats, compare, gather, stats};
 use crate::model::results::{PhaseOut, Results};
-use crate::output::full::{Lines, clean, signed_thousands, thousands, thousands_f64};
+use crate::output::text::{Lines, clean, signed_thousands, thousands, thousands_f64};
 use crate::profile::text::fit;
 use std::collections::BTreeSet;
 
@@ -321,7 +321,7 @@ mod tests {
         assert_eq!((ta.exact, tb.exact), (Some(phase(&da)), Some(phase(&db))));
         let text = render_functions_text(&f, counter);
         for l in text.lines() {
-            assert!(l.chars().count() <= crate::output::full::WIDTH, "{l}");
+            assert!(l.chars().count() <= crate::output::text::WIDTH, "{l}");
         }
         insta::assert_snapshot!(text);
         let csv = render_functions_csv(&f, counter);

@@ -21,7 +21,8 @@
 //! without touching what is judged.
 
 use crate::model::results::{PhaseOut, Results};
-use crate::output::full::{clean, workload_label};
+use crate::output::full::workload_label;
+use crate::output::text::clean;
 use std::collections::BTreeMap;
 
 mod command;

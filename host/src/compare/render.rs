@@ -5,7 +5,7 @@
 
 use super::{Comparison, PhaseCmp, Row, Stats, Summary, Test, Verdict};
 use crate::output::csv::field;
-use crate::output::full::{Lines, WIDTH, clean, signed_thousands, thousands, thousands_f64};
+use crate::output::text::{Lines, WIDTH, clean, signed_thousands, thousands, thousands_f64};
 
 /// The counter the per-phase sentence is about: the MTE threads' kernel-space tag-checked reads.
 pub const HEADLINE: &str = "mem_access_checked_rd:k";

@@ -4,8 +4,8 @@
 
 use crate::compare::{Select, compare, headline};
 use crate::model::results::Results;
-use crate::output::full::{Lines, clean};
 use crate::output::summary;
+use crate::output::text::{Lines, clean};
 
 /// A kernel's row label: what was asked for, and what booted (`7.3 = 7.3.4+deb13-arm64`).
 fn label(asked: &str, doc: &Results) -> String {

@@ -57,9 +57,9 @@ pub fn notes(windows: &[Window], hz: Option<u32>) -> Vec<String> {
                      its work and the window's counts include that work; IPIs between CPUs and \
                      device interrupts count here too",
                     w.id,
-                    crate::output::full::thousands(irqs),
+                    crate::output::text::thousands(irqs),
                     if cpus == 1 { "" } else { "s" },
-                    crate::output::full::thousands(rate.round() as u64),
+                    crate::output::text::thousands(rate.round() as u64),
                     if hz.is_some() {
                         ", CONFIG_HZ"
                     } else {

@@ -5,7 +5,7 @@
 //! reads them, the kernel's symbols).
 
 use super::fetch::Kernel;
-use crate::output::full::thousands;
+use crate::output::text::thousands;
 use crate::profile::PhaseProfile;
 use crate::profile::functions::by_function;
 use crate::qemu::Console;
@@ -671,7 +671,7 @@ pub fn tcma1_set(r: &LinuxReport) -> bool {
 }
 
 fn window_text(w: &Window, tcma1_is_set: bool) -> String {
-    use crate::output::full::thousands;
+    use crate::output::text::thousands;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -783,7 +783,7 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
 
 /// A window every CPU counted: each CPU's share, and their sum.
 fn cpus_text(w: &Window) -> String {
-    use crate::output::full::thousands;
+    use crate::output::text::thousands;
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
         "CPU",
@@ -838,7 +838,7 @@ fn cpus_text(w: &Window) -> String {
 
 /// The oracle's verdict on a window, on one line when it agrees.
 fn oracle_text(c: &crate::oracle_check::Check) -> String {
-    use crate::output::full::thousands;
+    use crate::output::text::thousands;
     let figures = |el: u8| {
         c.figures
             .iter()
@@ -866,7 +866,7 @@ fn oracle_text(c: &crate::oracle_check::Check) -> String {
 /// tells policies apart (kernel reads and writes architecturally, what is left where checks
 /// are elided with TCF NONE, with TCMA1, with kernel TCO).
 fn compare_windows(windows: &[Window]) -> Table {
-    use crate::output::full::thousands;
+    use crate::output::text::thousands;
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
         "window",

@@ -5,7 +5,7 @@
 use super::scenario::{self, KernelSpec};
 use super::{Args, check_args, run_one};
 use crate::model::results::Results;
-use crate::output::full::Lines;
+use crate::output::text::Lines;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::path::Path;

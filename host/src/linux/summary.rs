@@ -4,8 +4,8 @@
 
 use super::report::LinuxReport;
 use crate::model::results::Results;
-use crate::output::full::{Lines, clean};
 use crate::output::summary;
+use crate::output::text::{Lines, clean};
 
 /// A window's row label: `window 1: mtex-work --window 1 getpid --tcf0 sync`.
 fn window_label(r: &LinuxReport, p: &crate::model::results::PhaseOut) -> String {

@@ -56,7 +56,7 @@
 //! much shorter than the mean distance between units, with a rate of its own, is missed by
 //! most schedules and then by the estimate (docs/sampling.md says how far that goes).
 
-use crate::output::full::thousands_f64;
+use crate::output::text::thousands_f64;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// Units below which no interval is given: the interval rests on the units' spread being
@@ -375,7 +375,7 @@ impl core::fmt::Display for Estimate {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let units = match self.units {
             1 => "1 unit".to_string(),
-            n => format!("{} units", crate::output::full::thousands(n as u64)),
+            n => format!("{} units", crate::output::text::thousands(n as u64)),
         };
         let value = thousands_f64(self.value, 0);
         if self.exact {

@@ -4,8 +4,9 @@
 //! external asset and no script, so that it opens from a USB stick on a server.
 
 use crate::model::results::{Results, Run};
-use crate::output::full::{phase_title, run_label, thousands};
+use crate::output::full::{phase_title, run_label};
 use crate::output::summary::{self, COLUMNS};
+use crate::output::text::thousands;
 use anyhow::Result;
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
 use std::fmt::Write;
@@ -327,7 +328,7 @@ fn run_section(h: &mut String, doc: &Results, run: &Run) {
             h,
             "<details><summary>Guest console ({} lines)</summary>\n<pre>{}</pre></details>",
             run.console.len(),
-            text(&crate::output::full::clean(&run.console.join("\n")))
+            text(&crate::output::text::clean(&run.console.join("\n")))
         );
     }
 }

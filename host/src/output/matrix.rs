@@ -207,7 +207,7 @@ const COLUMNS: usize = 100;
 /// Each phase counted on several CPUs: every CPU's share and their sum (the run fails if
 /// they disagree with the phase's figures).
 fn cpu_shares(phases: &[Phase]) -> String {
-    use crate::output::full::thousands;
+    use crate::output::text::thousands;
     let mut out = String::new();
     for p in phases.iter().filter(|p| !p.cpus.is_empty()) {
         let mut t = Table::new();

@@ -8,7 +8,7 @@
 //!   was set), and below, each phase's TCO changes as a bar across the phase.
 
 use crate::model::results::{PhaseOut, Results, Run};
-use crate::output::full::thousands;
+use crate::output::text::thousands;
 use anyhow::{Context, Result, anyhow};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};

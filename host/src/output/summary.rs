@@ -4,7 +4,8 @@
 //! a column says exactly what the per-phase blocks, the JSON and the CSV hold.
 
 use crate::model::results::{PhaseOut, Results, Run};
-use crate::output::full::{Lines, WIDTH, clean, phase_title, run_label, thousands, workload_label};
+use crate::output::full::{phase_title, run_label, workload_label};
+use crate::output::text::{Lines, WIDTH, clean, thousands};
 
 /// A column of the summary: a header in two lines and the counters it adds up (all of them
 /// must be in the phase for the cell to show a figure; else `-`, never a 0).

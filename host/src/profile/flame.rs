@@ -5,7 +5,8 @@
 use super::folded::{file_stem, lines, phase_dir, rows};
 use super::functions::FunctionRow;
 use crate::model::results::{PhaseOut, Results, Run};
-use crate::output::full::{phase_title, run_label, thousands};
+use crate::output::full::{phase_title, run_label};
+use crate::output::text::thousands;
 use inferno::flamegraph::{self, Options};
 
 /// The graphs of a phase: (counter, path relative to the results directory) of each

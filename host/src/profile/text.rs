@@ -4,7 +4,7 @@
 //! followed, each function is followed by what it was reached from (`stacks::reached_from`).
 
 use super::functions::{FunctionRow, ranked};
-use crate::output::full::{WIDTH, clean, thousands};
+use crate::output::text::{WIDTH, clean, thousands};
 
 /// The counters ranked, in this order: the architectural view's four, then what the
 /// kernel's reads would be with TCMA1 set and where TCF is not NONE.

@@ -4,7 +4,7 @@
 //! estimates estimate.
 
 use crate::model::results::Results;
-use crate::output::full::{clean, thousands};
+use crate::output::text::{clean, thousands};
 
 /// The counters shown one by one (every estimated counter is in the tally).
 const SHOWN: [&str; 4] = [

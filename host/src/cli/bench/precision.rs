@@ -5,7 +5,8 @@
 //! stopping once a precision is met would sample the phase's beginning only.
 
 use crate::model::results::Results;
-use crate::output::full::{clean, phase_title, thousands};
+use crate::output::full::phase_title;
+use crate::output::text::{clean, thousands};
 
 /// The counter the precision is asked of: the kernel's checked reads, the MTE threads'
 /// headline.
