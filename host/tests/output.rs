@@ -740,9 +740,8 @@ proptest! {
 }
 
 /// A saved `mtex linux` run (Debian's 6.12 on 2 CPUs, one window around
-/// `mtex-work futex-hash 10 2`) made into its two documents as the run makes them: the Linux
-/// report and the results document.
-fn linux_futex() -> (mtex::linux::report::LinuxReport, Results) {
+/// `mtex-work futex-hash 10 2`) made into its results document as the run makes it.
+fn linux_futex() -> Results {
     let dir = format!(
         "{}/tests/fixtures/linux-futex-2cpu",
         env!("CARGO_MANIFEST_DIR")
@@ -762,8 +761,8 @@ fn linux_futex() -> (mtex::linux::report::LinuxReport, Results) {
         stderr: String::new(),
         oracle: None,
     };
-    let kernel = mtex::linux::fetch::Kernel {
-        package: mtex::linux::fetch::Unpacked {
+    let kernel = mtex::debian::kernel::Kernel {
+        package: mtex::debian::kernel::Unpacked {
             name: "linux-image-6.12.118+deb12-arm64".into(),
             version: "6.12.118-1~deb12u1".into(),
             root: dir.clone().into(),
@@ -775,7 +774,7 @@ fn linux_futex() -> (mtex::linux::report::LinuxReport, Results) {
         append: Vec::new(),
     };
     let linux = String::from_utf8(read("linux-console.log")).expect("UTF-8");
-    mtex::linux::documents(
+    mtex::linux::report::document(
         &kernel,
         &console,
         &linux,
@@ -786,23 +785,22 @@ fn linux_futex() -> (mtex::linux::report::LinuxReport, Results) {
 }
 
 /// Every form of a Linux run, reviewed: what `mtex linux` prints and writes (report.txt,
-/// report.json, results.json, the CSV).
+/// report.json, the CSV), and the document read back renders the same.
 #[test]
 fn every_form_of_a_linux_run() {
-    let (r, doc) = linux_futex();
-    assert_eq!(r.windows.len(), 1, "one window");
-    let text = mtex::output::render_linux(&r, &doc, mtex::output::Form::Text, None).expect("text");
+    let doc = linux_futex();
+    let view = mtex::linux::report::LinuxView::of(&doc).expect("a Linux document");
+    assert_eq!(view.windows.len(), 1, "one window");
+    let form = |doc: &Results, f| mtex::output::render(doc, f, || Ok(Vec::new()), None);
+    let text = form(&doc, mtex::output::Form::Text).expect("text");
     assert_width(&text);
     insta::assert_snapshot!("linux_text", text);
-    let full = mtex::output::linux_full(&r, &doc);
+    let full = mtex::output::full(&doc);
     insta::assert_snapshot!("linux_full", full);
     insta::assert_snapshot!("linux_csv", csv::render(&doc));
-    insta::assert_snapshot!(
-        "linux_results_json",
-        serde_json::to_string_pretty(&doc).expect("JSON")
-    );
-    insta::assert_snapshot!(
-        "linux_report_json",
-        serde_json::to_string_pretty(&r).expect("JSON")
-    );
+    let json = serde_json::to_string_pretty(&doc).expect("JSON");
+    insta::assert_snapshot!("linux_report_json", json);
+    let back = Results::from_json(&json).expect("report.json read back");
+    assert_eq!(back, doc);
+    assert_eq!(mtex::output::full(&back), full);
 }

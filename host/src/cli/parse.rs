@@ -12,7 +12,7 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 pub struct Args {
     pub file: PathBuf,
-    /// Print report.json (schema mtex-report v1) instead of text: a log captured on
+    /// Print report.json (schema mtex-report v2) instead of text: a log captured on
     /// hardware becomes the same document a run writes (--format json).
     #[arg(long)]
     pub json: bool,

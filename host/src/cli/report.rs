@@ -24,18 +24,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         format,
         verbose,
     } = args;
-    let output::Loaded { doc, linux, dir } = output::load(&dir)?;
+    let output::Loaded { doc, dir } = output::load(&dir)?;
     let form = if verbose { Form::Full } else { format };
     let rest = output::rest(&dir);
-    let text = match &linux {
-        Some(r) => output::render_linux(r, &doc, form, Some(&rest))?,
-        None => output::render(&doc, form, || output::reports(&doc, &dir), Some(&rest))?,
-    };
+    let text = output::render(&doc, form, || output::reports(&doc, &dir), Some(&rest))?;
     write_stdout(&text);
-    let success = linux
-        .as_ref()
-        .map_or(doc.success, |r| r.problems.is_empty());
-    Ok(if success {
+    Ok(if doc.success {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -64,7 +64,7 @@ pub struct Args {
     /// watchdog_ms, traps, runs, step, guest_time, bench_n, sample, sample_seed).
     #[arg(long = "opt", value_name = "KEY=VALUE")]
     pub opts: Vec<String>,
-    /// Also write report.json (schema mtex-report v1) to this file (checked for writing
+    /// Also write report.json (schema mtex-report v2) to this file (checked for writing
     /// before the run).
     #[arg(long)]
     pub json: Option<PathBuf>,

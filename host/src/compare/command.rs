@@ -15,8 +15,7 @@ use std::process::ExitCode;
 /// Its command-line arguments.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The baseline: a results directory (holding report.json, or for `mtex linux` results.json)
-    /// or such a file.
+    /// The baseline: a results directory (holding report.json) or such a file.
     pub a: PathBuf,
     /// What is compared with it, the same way.
     pub b: PathBuf,
@@ -62,12 +61,12 @@ pub enum Format {
     Csv,
 }
 
-/// The results document of a directory whose report.json is another report (`mtex linux`).
+/// The results document of a Linux-mode directory written by an mtex before version 2 of
+/// the document, whose report.json was Linux mode's own report then.
 pub const RESULTS_JSON: &str = "results.json";
 
-/// Reads a document: for a directory its `results.json` (`mtex linux` writes its windows
-/// there, its report.json being Linux mode's own report) or else its `report.json`; else the
-/// file itself.
+/// Reads a document: for a directory its `report.json`, or the `results.json` of a
+/// Linux-mode directory an older mtex wrote; else the file itself.
 pub fn load(path: &Path) -> anyhow::Result<Results> {
     let what = "results document";
     let limit = crate::input::DOCUMENT_LIMIT;

@@ -266,7 +266,7 @@ mod tests {
     use super::*;
     use mtex_trace::profile::PcEntry;
 
-    /// The fixture's run as a results.json on disk, after `change` to its profile.
+    /// The fixture's run as a results directory's report.json, after `change` to its profile.
     fn results_json(name: &str, change: impl Fn(&mut Vec<PcEntry>)) -> std::path::PathBuf {
         let (mut r, symbols) = crate::profile::fixture::report();
         let phase = &mut r.phases[0];
@@ -278,7 +278,7 @@ mod tests {
         doc.symbolize(&symbols);
         let dir = std::env::temp_dir().join(format!("mtex-cmp-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join(super::super::RESULTS_JSON);
+        let file = dir.join("report.json");
         std::fs::write(&file, serde_json::to_string(&doc).unwrap()).unwrap();
         dir
     }

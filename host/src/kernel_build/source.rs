@@ -41,9 +41,9 @@ pub fn fetch(package: &str, dir: &Path) -> Result<Tarball> {
         .and_then(|m| m.parse().ok())
         .unwrap_or(0);
     let unpacked = if major >= 7 {
-        crate::linux::newer::Apt::new(&crate::linux::work_dir())?.fetch(package, dir)?
+        crate::debian::suites::Apt::new(&crate::linux::work_dir())?.fetch(package, dir)?
     } else {
-        crate::linux::fetch::fetch_package_any(package, dir)?
+        crate::debian::kernel::fetch_package_any(package, dir)?
     };
     let src = unpacked.root.join("usr/src");
     let path = std::fs::read_dir(&src)

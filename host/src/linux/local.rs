@@ -8,7 +8,7 @@
 //! `arch/arm64/boot/Image`), when there is a real one; else from the kallsyms boot every
 //! kernel gets, kept by the Image's hash.
 
-use super::fetch::{Kernel, Unpacked, run};
+use crate::debian::kernel::{Kernel, Unpacked, run};
 use anyhow::{Context, Result, bail};
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -1,16 +1,14 @@
 //! `mtex linux`: a distribution kernel (Debian's arm64 package, unmodified) booted under the
 //! hypervisor in Linux mode, with every SCTLR_EL1/TCR_EL1 write it makes trapped, decoded and
 //! named by kernel function. The kernel, busybox and the initramfs come from apt and this
-//! repository (`fetch.rs`, `initramfs.rs`); the hypervisor passes Linux its GIC, timers and a
+//! repository (`crate::debian`, `initramfs.rs`); the hypervisor passes Linux its GIC, timers and a
 //! second UART (`hyp/src/linux_boot.rs`) and keeps the first for its records.
 
 pub mod ab;
 pub mod console_checks;
-pub mod fetch;
 pub mod initramfs;
 pub mod interrupt_rate;
 pub mod local;
-pub mod newer;
 pub mod report;
 pub mod requirements;
 pub mod scenario;
@@ -73,7 +71,7 @@ pub struct Args {
     #[arg(long)]
     pub console: bool,
     /// Where results directories go: each run makes linux-N inside, with report.txt,
-    /// report.json, results.json (the windows as `mtex run`'s phases, for `mtex compare`), the
+    /// report.json (the windows as phases, as `mtex run`'s, and the Linux section), the
     /// hypervisor's console (console.log), Linux's (linux-console.log) and, for a profiled
     /// run, profile/ (folded stacks and flame graphs by kernel function).
     #[arg(long, default_value = "mtex-results")]
@@ -177,7 +175,7 @@ pub fn check_args(args: &Args) -> Result<()> {
                 ),
             }
         } else {
-            fetch::package_for(k)?;
+            crate::debian::kernel::package_for(k)?;
         }
     }
     if let Some(f) = &args.symbols {
@@ -335,7 +333,7 @@ pub fn cmdline(args: &Args, kallsyms: bool, kernel_words: &[String]) -> String {
 
 /// Everything a run needs on disk.
 pub struct Prepared {
-    pub kernel: fetch::Kernel,
+    pub kernel: crate::debian::kernel::Kernel,
     /// This run's own directory (several runs may go at once): the bundle, Linux's console.
     pub run_dir: PathBuf,
     pub bundle: PathBuf,
@@ -366,7 +364,7 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     let (mut kernel, system_map) = if local::is_path(choice) {
         local::kernel(Path::new(choice), &dir)?
     } else {
-        (fetch::kernel(choice, &dir)?, None)
+        (crate::debian::kernel::kernel(choice, &dir)?, None)
     };
     let image = std::fs::read(&kernel.image)
         .with_context(|| format!("reading {}", kernel.image.display()))?;
@@ -391,7 +389,7 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     if let Some(why) = requirements::refusal(&image, config.as_deref(), map.as_deref()) {
         bail!("--kernel {choice}: {why}; it was not booted");
     }
-    let busybox = std::fs::read(fetch::busybox(&dir)?)?;
+    let busybox = std::fs::read(crate::debian::kernel::busybox(&dir)?)?;
     drop(lock);
     static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let run_dir = dir.join(format!(
@@ -670,7 +668,7 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::model::results::Results)
     // The last run's console stays for reading after the run.
     let _ = std::fs::write(work_dir().join("last-linux-console.log"), &linux_text);
     let program = crate::symbols::Symbols::load(&p.workloads);
-    let (r, doc) = documents(
+    let doc = report::document(
         &p.kernel,
         &console,
         &linux_text,
@@ -683,29 +681,29 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::model::results::Results)
     } else {
         crate::output::Form::Text
     };
+    let rest = crate::output::rest(&dir);
     if !args.quiet {
         print!(
             "{}",
-            crate::output::render_linux(&r, &doc, form, Some(&crate::output::rest(&dir)))?
+            crate::output::render(&doc, form, || Ok(Vec::new()), Some(&rest))?
         );
     }
-    std::fs::write(dir.join("report.txt"), crate::output::linux_full(&r, &doc))?;
-    std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&r)?)?;
+    std::fs::write(dir.join("report.txt"), crate::output::full(&doc))?;
+    std::fs::write(
+        dir.join("report.json"),
+        serde_json::to_string_pretty(&doc)? + "\n",
+    )?;
     std::fs::write(dir.join("console.log"), &console.bytes)?;
     std::fs::write(dir.join("linux-console.log"), &linux_text)?;
     if let Some(o) = &console.oracle {
         std::fs::write(dir.join("oracle.txt"), o)?;
     }
-    std::fs::write(
-        dir.join(crate::compare::RESULTS_JSON),
-        serde_json::to_string_pretty(&doc)?,
-    )?;
-    std::fs::write(dir.join("index.html"), summary::page(&r, &doc)?)?;
+    std::fs::write(dir.join("index.html"), crate::output::html_page(&doc)?)?;
     crate::profile::write(&doc, &dir)?;
     if !args.quiet {
         println!(
-            "mtex: results in {} (report.txt, index.html, report.json, results.json, \
-             console.log, linux-console.log)",
+            "mtex: results in {} (report.txt, index.html, report.json, console.log, \
+             linux-console.log)",
             dir.display()
         );
     }
@@ -713,61 +711,14 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::model::results::Results)
         println!("\nLinux console\n{linux_text}");
     }
     if let Some(json) = &mut json {
-        json.write(&r)?;
+        json.write(&doc)?;
     }
-    let code = if r.problems.is_empty() {
+    let code = if doc.success {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     };
     Ok((code, doc))
-}
-
-/// A run's two documents from what its boot printed: the Linux report, and the results
-/// document (the windows as phases) that `mtex compare` and the outputs `mtex run` shares
-/// read. `symbols` is the kernel's symbol table (kallsyms' form) and the symbols of the
-/// program that opens the windows; `icount` whether QEMU ran with -icount.
-pub fn documents(
-    kernel: &fetch::Kernel,
-    console: &crate::qemu::Console,
-    linux_text: &str,
-    symbols: (&str, crate::symbols::Symbols),
-    icount: bool,
-    cpus: u32,
-) -> (report::LinuxReport, crate::model::results::Results) {
-    let mut r = report::analyse(kernel, console, linux_text, symbols, icount);
-    r.cpus = cpus;
-    // The windows as phases of mtex's results document, for `mtex compare` between runs
-    // (two kernels, two command lines) and the same counters as `mtex run`'s.
-    // A window never closed was not measured: its counts are not offered for comparison.
-    let mut measured = console.report();
-    measured.phases.retain(|p| p.end.is_some());
-    let mut doc = crate::model::results::Results::new(
-        None,
-        vec![crate::model::results::run("linux", 0, &measured)],
-        Vec::new(),
-    );
-    doc.kernel = Some(crate::model::results::KernelId {
-        release: r.release.clone(),
-        package: r.package.clone(),
-        version: r.version.clone(),
-        sha256: r.image_sha256.clone(),
-    });
-    // The writes by kernel function, as the report names them.
-    for w in doc.runs.iter_mut().flat_map(|run| run.writes.iter_mut()) {
-        w.symbol = r
-            .writes
-            .iter()
-            .find(|x| x.seq == w.seq)
-            .and_then(|x| x.symbol.clone());
-    }
-    // The windows by kernel function, as the report gathers them.
-    for p in doc.runs.iter_mut().flat_map(|run| run.phases.iter_mut()) {
-        let w = r.windows.iter().find(|w| w.id == p.id);
-        p.functions = w.map(|w| w.functions.clone()).unwrap_or_default();
-        p.stacks = w.map(|w| w.stacks.clone()).unwrap_or_default();
-    }
-    (r, doc)
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! carries the init script's markers and the workload's output (and, on the short boot that
 //! reads them, the kernel's symbols).
 
-use super::fetch::Kernel;
+use crate::debian::kernel::Kernel;
+use crate::model::linux::{CpuInfo, LinuxSection, UnclosedWindow, WindowInfo, bits};
+use crate::model::results::{KernelId, PhaseOut, Results, Run};
 use crate::output::text::thousands;
 use crate::profile::PhaseProfile;
 use crate::profile::functions::by_function;
@@ -14,19 +16,20 @@ use comfy_table::Table;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use mtex_arch::SysReg;
 use mtex_arch::fields::mte_fields;
-use serde::{Deserialize, Serialize};
+use mtex_trace::counts::{ByEl, EntryCounts};
+use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 const MARK: &str = "mtex-linux: ";
 
 /// One trapped write, as the report shows it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct LinuxWrite {
     pub seq: u32,
     /// The CPU that wrote it (its index among the machine's). Each CPU has its own
     /// SCTLR_EL1 and TCR_EL1, and the records of several CPUs arrive as each CPU hands its
     /// writes in: the list is in time order (`t_ms`), not in record order.
-    #[serde(default)]
     pub cpu: u32,
     /// Milliseconds of the physical counter (CNTPCT_EL0: the hypervisor's own time
     /// included) since Linux's first trapped write.
@@ -43,45 +46,29 @@ pub struct LinuxWrite {
     pub symbol: Option<String>,
 }
 
-/// A window the workload opened and never closed: it was not measured (what the trace
-/// holds is whatever ran until the run ended), so no count of it is given.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct UnclosedWindow {
-    pub id: u32,
-    pub label: Option<String>,
-    /// The guest's own clock when it opened, in milliseconds since Linux's first
-    /// instruction (see `Window::guest_clock_ms`).
-    pub opened_ms: Option<f64>,
-}
-
-/// One trace window: what the CPU executed at EL0 and EL1 between the workload's OPEN and
-/// CLOSE doorbell stores, stepped.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+/// One trace window as the Linux report shows it: what the CPU executed at EL0 and EL1
+/// between the workload's OPEN and CLOSE doorbell stores, stepped. Read from the document:
+/// its phase's counters and the Linux section's facts about it.
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Window {
     pub id: u32,
     /// The workload's own line naming it (`mtex-work --window 1 ...`), if it printed one.
     pub label: Option<String>,
-    /// Always true: a window never closed is an [`UnclosedWindow`], without counts.
+    /// Always true: a window never closed is an `UnclosedWindow`, without counts.
     pub closed: bool,
     pub instructions_el0: u64,
     pub instructions_el1: u64,
     /// The PMU's instruction counts per EL over the window, where it counted.
     pub pmu_el0: Option<u64>,
     pub pmu_el1: Option<u64>,
-    /// The guest's own clock over the window, in milliseconds: its virtual counter
-    /// (CNTVCT_EL0, what Linux reads), which the hypervisor holds back by its own time at
-    /// every exit, so the stepping is left out. Exact under -icount (one nanosecond per guest
-    /// instruction and exception, idle time skipped), approximate without. None where the
-    /// hypervisor did not record it.
+    /// See `WindowInfo::guest_clock_ms`.
     pub guest_clock_ms: Option<f64>,
-    /// The guest's own clock when the window opened, in milliseconds since Linux's first
-    /// instruction: the boot and the workload's start.
     pub opened_ms: Option<f64>,
     /// mem_access_checked_{rd,wr}:{u,k} in each view: architectural, TCF-elided, if
     /// TCR_EL1.TCMA1 were set, if the kernel ran with PSTATE.TCO set; then every data access.
-    pub views: Vec<(String, mtex_trace::counts::ByEl)>,
+    pub views: Vec<(String, ByEl)>,
     /// Kernel entries from EL0 and EL1 (synchronous and IRQ).
-    pub entries: mtex_trace::counts::EntryCounts,
+    pub entries: EntryCounts,
     pub tag_check_faults: u64,
     /// Load/store instructions the decoder does not model (their accesses are not counted).
     pub unknown_mem: u64,
@@ -103,37 +90,113 @@ pub struct Window {
     pub oracle: Option<crate::oracle_check::Check>,
     /// Its counts by kernel function, when profiled by PC (`mtex.profile=1`) and the
     /// profile adds up to its counts.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub functions: Vec<crate::profile::functions::FunctionRow>,
     /// The same by kernel call stack, when the stacks were followed (`mtex.stacks=1`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stacks: Vec<crate::profile::functions::FunctionRow>,
     /// What its call stacks could not follow (`mtex.stacks=1`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack_stats: Option<mtex_trace::callstack::StackStats>,
     /// A window every CPU counted: each CPU's share (the figures above are their sum).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpus: Vec<WindowCpu>,
 }
 
 /// One CPU's share of a window that every CPU counted.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct WindowCpu {
     /// The CPU's index among the machine's.
     pub cpu: u32,
     pub instructions_el0: u64,
     pub instructions_el1: u64,
     /// mem_access_checked_{rd,wr}:{u,k} (the architectural view), and every data access.
-    pub checked: mtex_trace::counts::ByEl,
-    pub accesses: mtex_trace::counts::ByEl,
+    pub checked: ByEl,
+    pub accesses: ByEl,
     pub step_exits: u64,
     /// The oracle's check of this CPU's share (`mtex linux --oracle`).
     pub oracle: Option<crate::oracle_check::Check>,
 }
 
+/// The views a window's checked accesses are shown in, each with the prefix of its counters'
+/// names in the one table (`mtex_abi::counters`); the last is every data access.
+const VIEWS: [(&str, &str); 5] = [
+    ("architectural", "mem_access_checked_"),
+    ("TCF-elided", "tcf_elided.mem_access_checked_"),
+    ("if TCMA1", "if_tcma1.mem_access_checked_"),
+    ("if kernel TCO", "if_kernel_tco.mem_access_checked_"),
+    ("all data accesses", "mem_access_"),
+];
+
+/// The four counters `PREFIX{rd,wr}:{k,u}` of `counters` (absent ones 0).
+fn by_el(counters: &BTreeMap<String, u64>, prefix: &str) -> ByEl {
+    let get = |s: &str| counters.get(&format!("{prefix}{s}")).copied().unwrap_or(0);
+    ByEl {
+        rd_k: get("rd:k"),
+        wr_k: get("wr:k"),
+        rd_u: get("rd:u"),
+        wr_u: get("wr:u"),
+    }
+}
+
 impl Window {
+    /// Window `p` of a document, with what the Linux section says of it.
+    pub fn of(p: &PhaseOut, info: Option<&WindowInfo>) -> Self {
+        let c = |name: &str| p.counters.get(name).copied().unwrap_or(0);
+        let info = info.cloned().unwrap_or_default();
+        Window {
+            id: p.id,
+            label: info.label,
+            closed: true,
+            instructions_el0: c("instructions:u"),
+            instructions_el1: c("instructions:k"),
+            pmu_el0: p.counters.get("pmu.instructions:u").copied(),
+            pmu_el1: p.counters.get("pmu.instructions:k").copied(),
+            guest_clock_ms: info.guest_clock_ms,
+            opened_ms: info.opened_ms,
+            views: VIEWS
+                .iter()
+                .map(|(name, prefix)| (name.to_string(), by_el(&p.counters, prefix)))
+                .collect(),
+            entries: EntryCounts {
+                sync_el0: c("kernel_entries.sync_el0"),
+                irq_el0: c("kernel_entries.irq_el0"),
+                sync_el1: c("kernel_entries.sync_el1"),
+                irq_el1: c("kernel_entries.irq_el1"),
+                other: c("kernel_entries.other"),
+            },
+            tag_check_faults: c("tag_check_faults"),
+            unknown_mem: c("unknown_mem"),
+            failed_store_exclusives: c("failed_store_exclusives"),
+            failed_cas: c("failed_cas"),
+            step_exits: c("step_exits"),
+            exits: c("exits"),
+            abandoned_el0: info.abandoned[0],
+            abandoned_el1: info.abandoned[1],
+            hyp_branches_el0: c("engine.branches:u"),
+            hyp_branches_el1: c("engine.branches:k"),
+            oracle: info.oracle,
+            functions: p.functions.clone(),
+            stacks: p.stacks.clone(),
+            stack_stats: info.stack_stats,
+            cpus: p
+                .cpus
+                .iter()
+                .map(|share| {
+                    let cpu = info.cpus.iter().find(|c| c.cpu == share.cpu);
+                    let c = |name: &str| share.counters.get(name).copied().unwrap_or(0);
+                    WindowCpu {
+                        cpu: share.cpu,
+                        instructions_el0: c("instructions:u"),
+                        instructions_el1: c("instructions:k"),
+                        checked: by_el(&share.counters, "mem_access_checked_"),
+                        accesses: by_el(&share.counters, "mem_access_"),
+                        step_exits: cpu.map_or(0, |c| c.step_exits),
+                        oracle: cpu.and_then(|c| c.oracle.clone()),
+                    }
+                })
+                .collect(),
+        }
+    }
+
     /// The counts of view `name` (zero for a view the window does not have).
-    pub fn view(&self, name: &str) -> mtex_trace::counts::ByEl {
+    pub fn view(&self, name: &str) -> ByEl {
         self.views
             .iter()
             .find(|(n, _)| n == name)
@@ -144,7 +207,7 @@ impl Window {
 
 /// A window sampled (`--sample`): units of it traced at random, and every counter an
 /// estimate with its interval. Nothing exact is claimed for it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct SampledWindow {
     pub id: u32,
     pub label: Option<String>,
@@ -160,54 +223,110 @@ pub struct SampledWindow {
     pub oracle: Option<crate::oracle_check::Check>,
 }
 
-/// Linux mode's report.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct LinuxReport {
-    pub package: String,
-    pub version: String,
-    pub release: String,
-    /// SHA-256 of the kernel's Image, hex.
-    #[serde(default)]
-    pub image_sha256: String,
-    /// The CPUs the machine gave Linux (`--cpus`).
-    #[serde(default = "one")]
-    pub cpus: u32,
-    /// Booted by UEFI firmware with the hypervisor installed under it (`--uefi`), rather
-    /// than by the hypervisor itself.
-    #[serde(default)]
-    pub through_firmware: bool,
-    /// Whether Linux ran the initramfs's /init, and the workload's exit status.
-    pub reached_init: bool,
-    pub workload_status: Option<i32>,
-    /// The workload programs' result lines (`mtex-work: ...`) from Linux's console.
-    pub workload_output: Vec<String>,
+impl SampledWindow {
+    /// Sampled window `p` of a document, with what the Linux section says of it.
+    pub fn of(p: &PhaseOut, info: Option<&WindowInfo>) -> Self {
+        let info = info.cloned().unwrap_or_default();
+        SampledWindow {
+            id: p.id,
+            label: info.label,
+            sampled: p.sampled.clone(),
+            instructions: info.population,
+            traced: info.traced,
+            estimates: mtex_abi::counters::all()
+                .filter_map(|c| p.estimates.get(c.name).map(|e| (c.name.to_string(), *e)))
+                .collect(),
+            oracle: info.oracle,
+        }
+    }
+}
+
+/// A Linux-mode run as its report shows it: the document's Linux section, its kernel, its
+/// one run, and its windows read from the run's phases.
+pub struct LinuxView<'a> {
+    pub doc: &'a Results,
+    pub section: &'a LinuxSection,
+    pub kernel: &'a KernelId,
+    pub run: &'a Run,
+    /// The trapped writes in time order.
     pub writes: Vec<LinuxWrite>,
-    /// The trace windows the workloads opened and closed.
     pub windows: Vec<Window>,
-    /// Windows opened and never closed: not measured, no counts.
-    pub unclosed_windows: Vec<UnclosedWindow>,
-    /// Windows sampled rather than traced whole: estimates only.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sampled_windows: Vec<SampledWindow>,
-    /// Whether QEMU ran with -icount (the guest clock's times exact).
-    pub icount: bool,
-    /// Each register's last value and its MTE fields (`TCMA1=0`, ...).
-    pub final_sctlr_el1: Option<(u64, Vec<String>)>,
-    pub final_tcr_el1: Option<(u64, Vec<String>)>,
-    pub exit: String,
-    pub wall_s: f64,
-    /// The last write's `t_ms` (physical counter, the hypervisor's time included).
-    pub last_write_ms: f64,
-    pub symbols: usize,
-    pub unknown_calls: Vec<String>,
-    pub debug_writes: usize,
-    /// Linux's PSCI CPU_ON and CPU_OFF calls, each with its answer.
-    #[serde(default)]
-    pub power_calls: Vec<crate::model::results::PowerCallOut>,
-    pub problems: Vec<String>,
-    pub notes: Vec<String>,
-    /// The last lines of Linux's console when it did not reach /init (why it stopped).
-    pub console_tail: Vec<String>,
+}
+
+impl std::ops::Deref for LinuxView<'_> {
+    type Target = LinuxSection;
+    fn deref(&self) -> &LinuxSection {
+        self.section
+    }
+}
+
+impl<'a> LinuxView<'a> {
+    /// The view of a Linux-mode run's document; None for any other document.
+    pub fn of(doc: &'a Results) -> Option<Self> {
+        let (section, kernel, run) = (doc.linux.as_ref()?, doc.kernel.as_ref()?, doc.runs.first()?);
+        let info = |id: u32| section.windows.iter().find(|w| w.id == id);
+        let hz = run.boot.as_ref().map_or(1, |b| b.counter_hz.max(1)) as f64;
+        let t0 = run.writes.iter().map(|w| w.ts).min().unwrap_or(0);
+        let mut writes: Vec<LinuxWrite> = run
+            .writes
+            .iter()
+            .map(|w| LinuxWrite {
+                seq: w.seq,
+                cpu: w.cpu,
+                t_ms: (w.ts.saturating_sub(t0)) as f64 * 1000.0 / hz,
+                register: w.register.clone(),
+                old: bits(&w.old),
+                new: bits(&w.new),
+                changes: w.changes.clone(),
+                el: w.el,
+                pc: bits(&w.pc),
+                symbol: w.symbol.clone(),
+            })
+            .collect();
+        // One CPU's writes arrive in order; several CPUs' as each hands its queue in.
+        writes.sort_by_key(|w| (w.t_ms.to_bits(), w.seq));
+        Some(LinuxView {
+            doc,
+            section,
+            kernel,
+            run,
+            writes,
+            windows: run
+                .phases
+                .iter()
+                .filter(|p| p.traced && !info(p.id).is_some_and(|w| w.sampled))
+                .map(|p| Window::of(p, info(p.id)))
+                .collect(),
+            sampled_windows: run
+                .phases
+                .iter()
+                .filter(|p| info(p.id).is_some_and(|w| w.sampled))
+                .map(|p| SampledWindow::of(p, info(p.id)))
+                .collect(),
+        })
+    }
+
+    pub fn problems(&self) -> &'a [String] {
+        &self.run.problems
+    }
+
+    pub fn notes(&self) -> &'a [String] {
+        &self.run.notes
+    }
+
+    pub fn power_calls(&self) -> &'a [crate::model::results::PowerCallOut] {
+        &self.run.power_calls
+    }
+
+    /// The window's label, where the workload printed one.
+    pub fn label(&self, id: u32) -> Option<&'a str> {
+        self.section
+            .windows
+            .iter()
+            .find(|w| w.id == id)
+            .and_then(|w| w.label.as_deref())
+    }
 }
 
 /// The lines between the init script's kallsyms markers.
@@ -329,17 +448,22 @@ fn kernel_pcs(f: &PhaseProfile, entry: u64, text_va: Option<u64>) -> PhaseProfil
     f
 }
 
-/// Builds the report; `kallsyms` is the kernel's symbol table (kallsyms' form), `program`
-/// the symbols of the program that opens the windows (for its user PCs), `icount` whether
-/// QEMU ran with -icount.
-pub fn analyse(
+/// A run's results document from what its boot printed: its windows are the phases (a
+/// window never closed was not measured: it has no phase), and the Linux section holds the
+/// rest. `symbols` is the kernel's symbol table (kallsyms' form) and the symbols of the
+/// program that opens the windows; `icount` whether QEMU ran with -icount.
+pub fn document(
     kernel: &Kernel,
     console: &Console,
     linux: &str,
     (kallsyms, program): (&str, Symbols),
     icount: bool,
-) -> LinuxReport {
+    cpus: u32,
+) -> Results {
     let r = console.report();
+    let mut measured = r.clone();
+    measured.phases.retain(|p| p.end.is_some());
+    let mut run = crate::model::results::run("linux", 0, &measured);
     let symbols = Symbols::from_kallsyms(kallsyms).with_program(program);
     let text_va = kallsyms.lines().find_map(|l| {
         let mut f = l.split_whitespace();
@@ -357,37 +481,20 @@ pub fn analyse(
         _ => u64::MAX,
     };
     let hz = r.boot.map_or(1, |b| b.counter_hz.max(1)) as f64;
-    let t0 = r.writes.iter().map(|w| w.ts).min().unwrap_or(0);
     let mut problems = r.problems.clone();
     let mut notes = r.notes.clone();
-    let mut writes: Vec<LinuxWrite> = r
-        .writes
-        .iter()
-        .map(|w| LinuxWrite {
-            seq: w.seq,
-            cpu: w.cpu,
-            t_ms: (w.ts.saturating_sub(t0)) as f64 * 1000.0 / hz,
-            register: w.register.to_string(),
-            old: w.old,
-            new: w.new,
-            changes: w
-                .changes
-                .iter()
-                .map(|c| format!("{} {}→{}", c.field, c.old, c.new))
-                .collect(),
-            el: w.at.el,
-            pc: w.at.pc,
-            symbol: symbols.lookup(kernel_va(w.at.pc, entry, text_va)),
-        })
-        .collect();
-    // One CPU's writes arrive in order; several CPUs' as each hands its queue in.
-    writes.sort_by_key(|w| (w.t_ms.to_bits(), w.seq));
+    // The writes by kernel function.
+    for w in &mut run.writes {
+        w.symbol = u64::from_str_radix(w.pc.trim_start_matches("0x"), 16)
+            .ok()
+            .and_then(|pc| symbols.lookup(kernel_va(pc, entry, text_va)));
+    }
     let last = |name: &str, reg: SysReg| {
         r.writes
             .iter()
             .rev()
             .find(|w| w.register == name)
-            .map(|w| (w.new, fields(reg, w.new)))
+            .map(|w| (crate::model::results::hex(w.new), fields(reg, w.new)))
     };
     let output = workload_output(linux);
     let (reached_init, workload_status, found) = workload_problems(linux, &output);
@@ -440,144 +547,107 @@ pub fn analyse(
         ));
     }
     let emulator = r.boot.is_none_or(|b| b.is_emulator());
-    let sampled_windows: Vec<SampledWindow> = r
+    let windows: Vec<WindowInfo> = measured
         .phases
         .iter()
-        .filter(|p| p.sampled.is_some() && p.end.is_some())
-        .map(|p| SampledWindow {
+        .map(|p| WindowInfo {
             id: p.id,
             label: label(p.id),
-            sampled: p.sampled.as_ref().and_then(|s| s.how).map(|h| {
-                crate::model::results::SampledOut {
-                    units: h.units,
-                    unit_instructions: h.unit_instructions,
-                    gap_us: h.gap_us,
-                    seed: h.seed,
-                    whole: h.whole,
-                }
-            }),
-            instructions: crate::model::report::sampled::population(p, emulator),
-            traced: crate::model::report::sampled::traced_sum(p)
-                .map(|t| [t.instructions_el0, t.instructions_el1]),
-            estimates: crate::model::report::sampled::estimates(p, emulator)
-                .into_iter()
-                .map(|(c, e)| {
-                    (
-                        c.name.to_string(),
-                        crate::model::results::EstimateOut::of(&e),
-                    )
+            sampled: p.sampled.is_some(),
+            guest_clock_ms: p
+                .begin_guest_clock
+                .zip(p.end_guest_clock)
+                // A close read behind the open (on several CPUs each CPU's counter may
+                // run ahead of the others'): no length, rather than a made-up zero.
+                .and_then(|(b, e)| e.checked_sub(b))
+                .map(clock_ms),
+            opened_ms: p.begin_guest_clock.map(clock_ms),
+            abandoned: p
+                .trace
+                .as_ref()
+                .map_or([0, 0], |t| [t.abandoned_el0, t.abandoned_el1]),
+            oracle: p.oracle.clone(),
+            stack_stats: crate::profile::of_phase(p)
+                .and_then(|f| f.stack_end)
+                .map(|e| e.stats),
+            cpus: p
+                .cpus
+                .iter()
+                .map(|c| CpuInfo {
+                    cpu: c.cpu,
+                    step_exits: c.step_exits,
+                    oracle: p
+                        .cpu_oracle
+                        .iter()
+                        .find(|(cpu, _)| *cpu == c.cpu)
+                        .map(|(_, check)| check.clone()),
                 })
                 .collect(),
-            oracle: p.oracle.clone(),
+            population: p
+                .sampled
+                .is_some()
+                .then(|| crate::model::report::sampled::population(p, emulator))
+                .flatten(),
+            traced: p
+                .sampled
+                .is_some()
+                .then(|| crate::model::report::sampled::traced_sum(p))
+                .flatten()
+                .map(|t| [t.instructions_el0, t.instructions_el1]),
         })
         .collect();
-    let windows: Vec<Window> = r
-        .phases
-        .iter()
-        .filter_map(|p| {
-            let t = p.trace.as_ref().filter(|_| p.end.is_some())?;
-            let engine = r.engines.iter().rev().find(|e| e.id == p.id);
-            Some(Window {
-                id: p.id,
-                label: label(p.id),
-                closed: true,
-                instructions_el0: t.instructions_el0,
-                instructions_el1: t.instructions_el1,
-                pmu_el0: p.stats.and_then(|s| s.el0_instructions),
-                pmu_el1: p.stats.and_then(|s| s.el1_instructions),
-                guest_clock_ms: p
-                    .begin_guest_clock
-                    .zip(p.end_guest_clock)
-                    // A close read behind the open (on several CPUs each CPU's counter may
-                    // run ahead of the others'): no length, rather than a made-up zero.
-                    .and_then(|(b, e)| e.checked_sub(b))
-                    .map(clock_ms),
-                opened_ms: p.begin_guest_clock.map(clock_ms),
-                views: vec![
-                    ("architectural".into(), t.architectural),
-                    ("TCF-elided".into(), t.tcf_elided),
-                    ("if TCMA1".into(), t.if_tcma1),
-                    ("if kernel TCO".into(), t.if_kernel_tco),
-                    ("all data accesses".into(), t.accesses),
-                ],
-                entries: t.entries,
-                tag_check_faults: t.tag_check_faults,
-                unknown_mem: t.unknown_mem,
-                failed_store_exclusives: t.failed_store_exclusives,
-                failed_cas: t.failed_cas,
-                step_exits: p.stats.map_or(0, |s| s.step_exits),
-                exits: p.stats.map_or(0, |s| s.exits),
-                abandoned_el0: t.abandoned_el0,
-                abandoned_el1: t.abandoned_el1,
-                hyp_branches_el0: engine.map_or(0, |e| e.branches_el0),
-                hyp_branches_el1: engine.map_or(0, |e| e.branches_el1),
-                oracle: p.oracle.clone(),
-                functions: crate::profile::of_phase(p)
-                    .map(|f| by_function(&kernel_pcs(f, entry, text_va), &symbols))
-                    .unwrap_or_default(),
-                stacks: crate::profile::of_phase(p)
-                    .map(|f| {
-                        crate::profile::stacks::by_stack(
-                            &kernel_pcs(f, entry, text_va),
-                            &symbols,
-                            crate::profile::stacks::Syscalls::Linux,
-                        )
-                    })
-                    .unwrap_or_default(),
-                stack_stats: crate::profile::of_phase(p)
-                    .and_then(|f| f.stack_end)
-                    .map(|e| e.stats),
-                cpus: p
-                    .cpus
-                    .iter()
-                    .map(|c| WindowCpu {
-                        cpu: c.cpu,
-                        instructions_el0: c.instructions[0],
-                        instructions_el1: c.instructions[1],
-                        checked: c.checked,
-                        accesses: c.accesses,
-                        step_exits: c.step_exits,
-                        oracle: p
-                            .cpu_oracle
-                            .iter()
-                            .find(|(cpu, _)| *cpu == c.cpu)
-                            .map(|(_, check)| check.clone()),
-                    })
-                    .collect(),
-            })
-        })
-        .collect();
-
+    // The windows by kernel function: kernel PCs named by the kernel's symbols.
+    for (out, p) in run.phases.iter_mut().zip(&measured.phases) {
+        if let Some(f) = crate::profile::of_phase(p) {
+            let f = kernel_pcs(f, entry, text_va);
+            out.functions = by_function(&f, &symbols);
+            out.stacks = crate::profile::stacks::by_stack(
+                &f,
+                &symbols,
+                crate::profile::stacks::Syscalls::Linux,
+            );
+        }
+    }
     let tick = std::fs::read_to_string(&kernel.config)
         .ok()
         .and_then(|c| super::interrupt_rate::config_hz(&c));
-    notes.extend(super::interrupt_rate::notes(&windows, tick));
-    if !icount && !windows.is_empty() {
+    let shown: Vec<Window> = run
+        .phases
+        .iter()
+        .filter(|p| p.traced)
+        .map(|p| Window::of(p, windows.iter().find(|w| w.id == p.id)))
+        .collect();
+    notes.extend(super::interrupt_rate::notes(&shown, tick));
+    if !icount && !shown.is_empty() {
         notes.push(
             "without -icount the guest clock's times are approximate (QEMU's own time per exit \
              is not taken out)"
                 .into(),
         );
     }
-    LinuxReport {
-        through_firmware,
-        windows,
-        unclosed_windows,
-        sampled_windows,
-        icount,
+    run.success = run.success && problems.is_empty();
+    run.problems = problems;
+    run.notes = notes;
+    let mut doc = Results::new(None, vec![run], Vec::new());
+    doc.kernel = Some(KernelId {
+        release: kernel.release.clone(),
         package: kernel.package.name.clone(),
         version: kernel.package.version.clone(),
-        release: kernel.release.clone(),
-        image_sha256: kernel.sha256.clone(),
-        cpus: 1,
+        sha256: kernel.sha256.clone(),
+    });
+    doc.linux = Some(LinuxSection {
+        cpus,
+        through_firmware,
         reached_init,
         workload_status,
         workload_output: output,
+        windows,
+        unclosed_windows,
+        icount,
         final_sctlr_el1: last("SCTLR_EL1", SysReg::SctlrEl1),
         final_tcr_el1: last("TCR_EL1", SysReg::TcrEl1),
         exit,
         wall_s: console.wall.as_secs_f64(),
-        last_write_ms: writes.last().map_or(0.0, |w| w.t_ms),
         symbols: symbols.len(),
         unknown_calls: r
             .unknown_calls
@@ -585,16 +655,13 @@ pub fn analyse(
             .map(|c| format!("{:?} {:#x} at pc {:#x}", c.conduit, c.function, c.at.pc))
             .collect(),
         debug_writes: r.debug_writes.len(),
-        power_calls: crate::model::results::power_calls(&r),
-        writes,
         console_tail: if reached_init {
             Vec::new()
         } else {
             console_tail(linux)
         },
-        problems,
-        notes,
-    }
+    });
+    doc
 }
 
 /// Writes listed one by one; past this, a table by place.
@@ -658,11 +725,11 @@ fn several_cpus(writes: &[LinuxWrite]) -> bool {
 /// each view.
 /// Whether the kernel ran its user space with TCR_EL1.TCMA1 set: the value it left has it,
 /// and no trapped write ever cleared it (a kernel sets it once, in `__cpu_setup`).
-pub fn tcma1_set(r: &LinuxReport) -> bool {
+pub fn tcma1_set(r: &LinuxView) -> bool {
     let left = r
         .final_tcr_el1
         .as_ref()
-        .is_some_and(|(tcr, _)| tcr & mtex_arch::mte_bits::tcr::TCMA1 != 0);
+        .is_some_and(|(tcr, _)| bits(tcr) & mtex_arch::mte_bits::tcr::TCMA1 != 0);
     let cleared = r
         .writes
         .iter()
@@ -914,10 +981,6 @@ fn compare_windows(windows: &[Window]) -> Table {
     t
 }
 
-fn one() -> u32 {
-    1
-}
-
 /// `one CPU`, `4 CPUs`.
 /// A sampled window: how it was sampled, then each counter's estimate that is not zero in
 /// every unit, `62,541 ± 0.8% (95% CI, 312 units)` or
@@ -973,7 +1036,7 @@ pub fn cpus(n: u32) -> String {
 }
 
 /// How Linux came to run under the hypervisor.
-pub fn how_booted(r: &LinuxReport) -> &'static str {
+pub fn how_booted(r: &LinuxView) -> &'static str {
     if r.through_firmware {
         "booted by UEFI firmware (ACPI) with the hypervisor installed under it"
     } else {
@@ -982,14 +1045,14 @@ pub fn how_booted(r: &LinuxReport) -> &'static str {
 }
 
 /// The report as text.
-pub fn render(r: &LinuxReport) -> String {
+pub fn render(r: &LinuxView) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "mtex linux: {} {} ({}), {}, {}",
-        r.package,
-        r.version,
-        r.release,
+        r.kernel.package,
+        r.kernel.version,
+        r.kernel.release,
         cpus(r.cpus),
         how_booted(r)
     );
@@ -1087,10 +1150,11 @@ pub fn render(r: &LinuxReport) -> String {
         ("TCR_EL1", &r.final_tcr_el1),
     ] {
         if let Some((value, f)) = v {
-            let _ = writeln!(out, "  {name:<9} {value:#018x}: {}", f.join(" "));
+            let _ = writeln!(out, "  {name:<9} {:#018x}: {}", bits(value), f.join(" "));
         }
     }
     if let Some((tcr, _)) = &r.final_tcr_el1 {
+        let tcr = bits(tcr);
         let tbi1 = tcr & mtex_arch::mte_bits::tcr::TBI1 != 0;
         let tcma1 = tcr & mtex_arch::mte_bits::tcr::TCMA1 != 0;
         if tbi1 && !tcma1 {
@@ -1108,10 +1172,10 @@ pub fn render(r: &LinuxReport) -> String {
             r.debug_writes
         );
     }
-    if !r.power_calls.is_empty() {
+    if !r.power_calls().is_empty() {
         // Starting the CPUs is routine: one line, unless a call failed.
         let failed: Vec<&str> = r
-            .power_calls
+            .power_calls()
             .iter()
             .filter(|c| !c.succeeded)
             .map(|c| c.call.as_str())
@@ -1119,7 +1183,7 @@ pub fn render(r: &LinuxReport) -> String {
         let _ = writeln!(
             out,
             "\n{} CPU power calls (CPU_ON, CPU_OFF), {} answered with an error",
-            r.power_calls.len(),
+            r.power_calls().len(),
             failed.len()
         );
         for c in failed {
@@ -1129,14 +1193,14 @@ pub fn render(r: &LinuxReport) -> String {
     for c in &r.unknown_calls {
         let _ = writeln!(out, "unknown call answered NOT_SUPPORTED: {c}");
     }
-    for n in &r.notes {
+    for n in r.notes() {
         let _ = writeln!(out, "note: {n}");
     }
-    if r.problems.is_empty() {
+    if r.problems().is_empty() {
         let _ = writeln!(out, "\nno problems");
     } else {
-        let _ = writeln!(out, "\nPROBLEMS ({})", r.problems.len());
-        for p in &r.problems {
+        let _ = writeln!(out, "\nPROBLEMS ({})", r.problems().len());
+        for p in r.problems() {
             let _ = writeln!(out, "  - {p}");
         }
     }
@@ -1208,7 +1272,7 @@ mod tests {
     }
 
     fn kernel() -> Kernel {
-        let package = super::super::fetch::Unpacked {
+        let package = crate::debian::kernel::Unpacked {
             name: "linux-image-test-arm64".into(),
             version: "1".into(),
             root: "/nonexistent".into(),
@@ -1226,13 +1290,14 @@ mod tests {
     /// The hypervisor's console for `records`, then a summary of a clean power-off.
     /// The report of a run whose console holds `records`, Linux's console `linux` and the
     /// kernel's symbols `kallsyms`, under -icount.
-    fn analysed(records: Vec<mtex_abi::Record>, linux: &str, kallsyms: &str) -> LinuxReport {
-        analyse(
+    fn analysed(records: Vec<mtex_abi::Record>, linux: &str, kallsyms: &str) -> Results {
+        document(
             &kernel(),
             &console(records),
             linux,
             (kallsyms, Symbols::default()),
             true,
+            1,
         )
     }
 
@@ -1309,7 +1374,8 @@ mod tests {
     fn a_window_whose_close_reads_behind_its_open_has_no_length() {
         let records = window_records(1, (130, 100), true);
         let linux = format!("{BOOTED}mtex-linux: done 0\n");
-        let r = analysed(records, &linux, "");
+        let doc = analysed(records, &linux, "");
+        let r = LinuxView::of(&doc).expect("a Linux document");
         assert_eq!(r.windows[0].guest_clock_ms, None);
         assert_eq!(r.windows[0].opened_ms, Some(130_000.0));
         let text = window_text(&r.windows[0], false);
@@ -1324,7 +1390,8 @@ mod tests {
         let mut records = window_records(1, (100, 130), true);
         records.extend(window_records(2, (200, 0), false));
         let linux = format!("{BOOTED}mtex-work: window 2: --window 2 spin\nmtex-linux: done 0\n");
-        let r = analysed(records, &linux, "");
+        let doc = analysed(records, &linux, "");
+        let r = LinuxView::of(&doc).expect("a Linux document");
         // No boot record: the counter's frequency is taken as 1 Hz. The guest's clock ran 30
         // ticks in window 1 (the physical counter 899,000).
         assert_eq!(r.windows.len(), 1, "{:?}", r.windows);
@@ -1335,23 +1402,23 @@ mod tests {
         assert_eq!(r.unclosed_windows.len(), 1);
         assert_eq!(r.unclosed_windows[0].id, 2);
         assert!(
-            r.problems.iter().any(|p| p
+            r.problems().iter().any(|p| p
                 .starts_with("window 2 (mtex-work --window 2 spin) was opened and never closed")),
             "{:?}",
-            r.problems
+            r.problems()
         );
         assert!(
-            !r.problems.iter().any(|p| p.contains("partial")),
+            !r.problems().iter().any(|p| p.contains("partial")),
             "{:?}",
-            r.problems
+            r.problems()
         );
         let text = render(&r);
         assert!(text.contains("NEVER CLOSED"), "{text}");
         assert_eq!(text.matches("2,600,000").count(), 1, "{text}");
         assert!(text.contains("open for 30000.000 ms of it"), "{text}");
-        let json = serde_json::to_value(&r).unwrap();
+        let json = serde_json::to_value(&doc).unwrap();
         assert!(
-            json["unclosed_windows"][0]
+            json["linux"]["unclosed_windows"][0]
                 .get("instructions_el0")
                 .is_none()
         );
@@ -1399,11 +1466,12 @@ mod tests {
         records.splice(end..end, profile.chain([closing]));
         let linux = format!("{BOOTED}mtex-linux: done 0\n");
         let kallsyms = "ffff800080010000 T do_sys_openat2\nffff800080010100 T other\n";
-        let r = analysed(records, &linux, kallsyms);
+        let doc = analysed(records, &linux, kallsyms);
+        let r = LinuxView::of(&doc).expect("a Linux document");
         assert!(
-            !r.problems.iter().any(|p| p.contains("profile")),
+            !r.problems().iter().any(|p| p.contains("profile")),
             "{:?}",
-            r.problems
+            r.problems()
         );
         let rows = &r.windows[0].functions;
         assert_eq!(rows.len(), 2, "{rows:?}");

@@ -298,7 +298,7 @@ pub fn parse(file: &str, stem: &str, text: &str, base: &Path) -> Result<LinuxSce
                         return Err(at(k.span(), &field, format!("{choice}: no such file")));
                     }
                 } else {
-                    super::fetch::package_for(&choice)
+                    crate::debian::kernel::package_for(&choice)
                         .map_err(|e| at(k.span(), &field, e.to_string()))?;
                 }
                 KernelSpec::Given(choice)
@@ -489,7 +489,7 @@ pub fn parse(file: &str, stem: &str, text: &str, base: &Path) -> Result<LinuxSce
                 e.counter.span(),
                 &f("counter"),
                 format!(
-                    "{counter:?}: not a counter name of results.json (e.g. mem_access_checked_rd:k, tfsr_reads, granules_tagged)"
+                    "{counter:?}: not a counter name of report.json (e.g. mem_access_checked_rd:k, tfsr_reads, granules_tagged)"
                 ),
             ));
         }

@@ -2,30 +2,23 @@
 //! (the same headline columns as `mtex run`'s summary, from the same counters), the trapped
 //! writes counted, the problems; everything else is in report.txt.
 
-use super::report::LinuxReport;
-use crate::model::results::Results;
+use super::report::LinuxView;
 use crate::output::summary;
 use crate::output::text::{Lines, clean};
 
 /// A window's row label: `window 1: mtex-work --window 1 getpid --tcf0 sync`.
-fn window_label(r: &LinuxReport, p: &crate::model::results::PhaseOut) -> String {
+fn window_label(r: &LinuxView, p: &crate::model::results::PhaseOut) -> String {
     let name = &p.name;
-    let label = r
-        .windows
-        .iter()
-        .map(|w| (w.id, &w.label))
-        .chain(r.sampled_windows.iter().map(|w| (w.id, &w.label)))
-        .find(|(id, _)| *id == p.id)
-        .and_then(|(_, l)| l.as_deref());
-    match label {
+    match r.label(p.id) {
         Some(l) => format!("{}: {}", clean(name), clean(l)),
         None => clean(name).into_owned(),
     }
 }
 
 /// The windows' table.
-fn windows(r: &LinuxReport, doc: &Results) -> summary::Group {
-    let phases = doc
+fn windows(r: &LinuxView) -> summary::Group {
+    let phases = r
+        .doc
         .runs
         .iter()
         .filter(|run| run.repeat == 0)
@@ -34,14 +27,14 @@ fn windows(r: &LinuxReport, doc: &Results) -> summary::Group {
 }
 
 /// The first two lines: the kernel, and how far it got.
-fn preface(r: &LinuxReport) -> [String; 2] {
+fn preface(r: &LinuxView) -> [String; 2] {
     [
         format!(
             "mtex linux: {} {} ({}, Image sha256 {}), {}, {}",
-            clean(&r.package),
-            clean(&r.version),
-            clean(&r.release),
-            clean(&r.image_sha256[..r.image_sha256.len().min(16)]),
+            clean(&r.kernel.package),
+            clean(&r.kernel.version),
+            clean(&r.kernel.release),
+            clean(&r.kernel.sha256[..r.kernel.sha256.len().min(16)]),
             super::report::cpus(r.cpus),
             super::report::how_booted(r)
         ),
@@ -60,24 +53,23 @@ fn preface(r: &LinuxReport) -> [String; 2] {
 }
 
 /// The results page of a Linux-mode run.
-pub fn page(r: &LinuxReport, doc: &Results) -> anyhow::Result<String> {
+pub fn page(r: &LinuxView) -> anyhow::Result<String> {
     let mut lines = preface(r).to_vec();
     lines.extend(
         r.unclosed_windows
             .iter()
             .map(|w| format!("window {}: NEVER CLOSED, not measured (no counts)", w.id)),
     );
-    crate::output::html::page_with(doc, &[windows(r, doc)], "window", &lines)
+    crate::output::html::page_with(r.doc, &[windows(r)], "window", &lines)
 }
 
-/// The summary of a Linux-mode run; `doc` is its windows as a results document (the phases
-/// of results.json); `rest` says where the full report is.
-pub fn render(r: &LinuxReport, doc: &Results, rest: Option<&str>) -> String {
+/// The summary of a Linux-mode run; `rest` says where the full report is.
+pub fn render(r: &LinuxView, rest: Option<&str>) -> String {
     let mut out = Lines::default();
     for l in preface(r) {
         out.push(&l);
     }
-    let g = windows(r, doc);
+    let g = windows(r);
     if !g.rows.is_empty() {
         out.blank();
         for l in summary::table_lines(std::slice::from_ref(&g), "window") {
@@ -87,7 +79,7 @@ pub fn render(r: &LinuxReport, doc: &Results, rest: Option<&str>) -> String {
         out.push(&format!("  {}", summary::LEGEND));
     }
     // Sampled windows: estimates with their intervals, never in the exact table.
-    let sampled = summary::sampled_table(doc, "windows", "window", |p| window_label(r, p));
+    let sampled = summary::sampled_table(r.doc, "windows", "window", |p| window_label(r, p));
     if !sampled.is_empty() {
         out.blank();
         for l in sampled {
@@ -112,13 +104,13 @@ pub fn render(r: &LinuxReport, doc: &Results, rest: Option<&str>) -> String {
         count("TCR_EL1"),
         r.symbols
     ));
-    if !r.problems.is_empty() || !r.notes.is_empty() {
+    if !r.problems().is_empty() || !r.notes().is_empty() {
         out.blank();
     }
-    for p in &r.problems {
+    for p in r.problems() {
         out.push(&format!("PROBLEM: {}", clean(p)));
     }
-    for n in &r.notes {
+    for n in r.notes() {
         out.push(&format!("NOTE: {}", clean(n)));
     }
     if let Some(rest) = rest {

@@ -1,4 +1,4 @@
-//! `report.json`, schema `mtex-report` version 1: what a run (or a scenario's runs) measured,
+//! `report.json`, schema `mtex-report` version 2: what a run (or a scenario's runs) measured,
 //! in a form meant for scripts rather than for Rust. Documented in docs/scenarios.md.
 //!
 //! - names in the CLI's spelling (`futex-hash`, `kasan-sync+tfsr-sync-skip`, `sync`);
@@ -7,7 +7,11 @@
 //!   (every count fits 2^53);
 //! - per phase, one flat map of counters under perf-like names ([`counters`]), the input of
 //!   the text report, CSV, comparisons and plots;
-//! - a top-level `success`.
+//! - a top-level `success`;
+//! - for a Linux-mode run, the kernel (`kernel`) and a Linux section (`linux`): its windows
+//!   are phases like any other, the section holds what is not a counter.
+//!
+//! Version 1 (before the Linux section) is still read.
 
 use crate::model::report::{Phase, Report, Write};
 use crate::profile::functions::by_function;
@@ -17,7 +21,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub const SCHEMA: &str = "mtex-report";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+/// The oldest version still read.
+pub const OLDEST_VERSION: u32 = 1;
 
 /// The whole document.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -36,6 +42,9 @@ pub struct Results {
     /// The kernel measured, for a Linux-mode run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<KernelId>,
+    /// What a Linux-mode run has beyond its phases (its windows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linux: Option<crate::model::linux::LinuxSection>,
 }
 
 /// Which kernel a Linux-mode run booted: enough to tell two builds with one release apart.
@@ -575,6 +584,7 @@ impl Results {
             runs,
             expectations,
             kernel: None,
+            linux: None,
         }
     }
 
@@ -608,9 +618,11 @@ impl Results {
         let v: serde_json::Value = serde_json::from_str(text)?;
         let schema = v.get("schema").and_then(|s| s.as_str()).unwrap_or("");
         let version = v.get("version").and_then(|s| s.as_u64()).unwrap_or(0);
-        if schema != SCHEMA || version != u64::from(VERSION) {
+        if schema != SCHEMA || !(u64::from(OLDEST_VERSION)..=u64::from(VERSION)).contains(&version)
+        {
             anyhow::bail!(
-                "not an {SCHEMA} version {VERSION} document (schema {schema:?}, version {version})"
+                "not an {SCHEMA} document of version {OLDEST_VERSION} to {VERSION} (schema \
+                 {schema:?}, version {version})"
             );
         }
         let doc: Self = serde_json::from_value(v)?;
@@ -685,7 +697,7 @@ mod tests {
         let doc = Results::single(&r);
         let json = serde_json::to_value(&doc).unwrap();
         assert_eq!(json["schema"], "mtex-report");
-        assert_eq!(json["version"], 1);
+        assert_eq!(json["version"], 2);
         let w = &json["runs"][0]["writes"][0];
         // Above 2^53: a JSON number would be rounded by jq.
         assert_eq!(w["pc"], "0xffffff8041007250", "{w}");
@@ -728,9 +740,21 @@ mod tests {
 
     #[test]
     fn another_schema_or_version_is_refused() {
-        let e = Results::from_json(r#"{"schema":"mtex-report","version":2}"#).unwrap_err();
-        assert!(e.to_string().contains("version 2"), "{e}");
+        let e = Results::from_json(r#"{"schema":"mtex-report","version":3}"#).unwrap_err();
+        assert!(e.to_string().contains("version 3"), "{e}");
+        let e = Results::from_json(r#"{"schema":"mtex-report","version":0}"#).unwrap_err();
+        assert!(e.to_string().contains("version 0"), "{e}");
         assert!(Results::from_json(r#"{"runs":[]}"#).is_err());
+    }
+
+    /// A version 1 document (before the Linux section) is still read, as it was.
+    #[test]
+    fn a_version_1_document_is_still_read() {
+        let mut doc = Results::single(&crate::model::report::parse_bytes(&log()));
+        doc.version = 1;
+        let back = Results::from_json(&serde_json::to_string(&doc).unwrap()).unwrap();
+        assert_eq!(back, doc);
+        assert!(back.linux.is_none());
     }
 
     #[test]

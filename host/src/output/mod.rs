@@ -11,10 +11,10 @@ pub mod plots;
 pub mod summary;
 pub mod text;
 
-use crate::linux::report::LinuxReport;
+use crate::linux::report::LinuxView;
 use crate::model::report::Report;
 use crate::model::results::Results;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use std::path::{Path, PathBuf};
 
 /// A form of the report.
@@ -29,14 +29,22 @@ pub enum Form {
     Matrix,
     /// One line per phase and counter.
     Csv,
-    /// report.json (schema mtex-report v1).
+    /// report.json (schema mtex-report v2).
     Json,
     /// The results page (index.html): one file, no external assets.
     Html,
 }
 
-/// The summary followed by every run's details: what report.txt holds.
+/// The summary followed by every run's details: what report.txt holds. A Linux-mode run's
+/// details are its windows in every view and every trapped write.
 pub fn full(doc: &Results) -> String {
+    if let Some(r) = LinuxView::of(doc) {
+        return format!(
+            "{}\n{}",
+            crate::linux::summary::render(&r, None),
+            crate::linux::report::render(&r)
+        );
+    }
     format!(
         "{}\n{}",
         crate::output::summary::render(doc, None, false),
@@ -52,14 +60,26 @@ pub fn render(
     reports: impl FnOnce() -> Result<Vec<Report>>,
     rest: Option<&str>,
 ) -> Result<String> {
-    Ok(match form {
-        Form::Text => crate::output::summary::render(doc, rest, true),
-        Form::Full => full(doc),
-        Form::Matrix => reports()?.iter().map(crate::output::matrix::text).collect(),
-        Form::Csv => crate::output::csv::render(doc),
-        Form::Json => serde_json::to_string_pretty(doc)? + "\n",
-        Form::Html => crate::output::html::page(doc)?,
+    let linux = LinuxView::of(doc);
+    Ok(match (form, &linux) {
+        (Form::Text, Some(r)) => crate::linux::summary::render(r, rest),
+        (Form::Html, Some(r)) => crate::linux::summary::page(r)?,
+        (Form::Matrix, Some(_)) => anyhow::bail!(
+            "--format matrix: a Linux-mode run has no policy matrix (its windows are in the \
+             text, full and html forms)"
+        ),
+        (Form::Text, None) => crate::output::summary::render(doc, rest, true),
+        (Form::Full, _) => full(doc),
+        (Form::Matrix, None) => reports()?.iter().map(crate::output::matrix::text).collect(),
+        (Form::Csv, _) => crate::output::csv::render(doc),
+        (Form::Json, _) => serde_json::to_string_pretty(doc)? + "\n",
+        (Form::Html, None) => crate::output::html::page(doc)?,
     })
+}
+
+/// The results page of `doc` (index.html), for either guest.
+pub fn html_page(doc: &Results) -> Result<String> {
+    render(doc, Form::Html, || Ok(Vec::new()), None)
 }
 
 /// Where what the summary leaves out is: the results directory's report.txt, or the full
@@ -71,44 +91,13 @@ pub fn rest(dir: &Path) -> String {
     )
 }
 
-/// Linux mode's run in `form`: its own report `r` and its windows as the document `doc`.
-pub fn render_linux(
-    r: &LinuxReport,
-    doc: &Results,
-    form: Form,
-    rest: Option<&str>,
-) -> Result<String> {
-    Ok(match form {
-        Form::Text => crate::linux::summary::render(r, doc, rest),
-        Form::Full => linux_full(r, doc),
-        Form::Matrix => anyhow::bail!(
-            "--format matrix: a Linux-mode run has no policy matrix (its windows are in the \
-             text, full and html forms)"
-        ),
-        Form::Csv => crate::output::csv::render(doc),
-        Form::Json => serde_json::to_string_pretty(doc)? + "\n",
-        Form::Html => crate::linux::summary::page(r, doc)?,
-    })
-}
-
-/// Linux mode's report.txt: the summary, then every window in every view and every write.
-pub fn linux_full(r: &LinuxReport, doc: &Results) -> String {
-    format!(
-        "{}\n{}",
-        crate::linux::summary::render(r, doc, None),
-        crate::linux::report::render(r)
-    )
-}
-
-/// A results directory read back: its document, Linux mode's own report when it is a Linux
-/// run's, and the directory its logs and plots are in.
+/// A results directory read back: its document, and the directory its logs and plots are in.
 pub struct Loaded {
     pub doc: Results,
-    pub linux: Option<LinuxReport>,
     pub dir: PathBuf,
 }
 
-/// Reads a results directory (or a report.json / results.json in one).
+/// Reads a results directory (or a report.json in one).
 pub fn load(path: &Path) -> Result<Loaded> {
     let doc = crate::compare::load(path)?;
     let dir = if path.is_dir() {
@@ -117,23 +106,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
         path.parent()
             .map_or_else(|| PathBuf::from("."), |p| p.to_path_buf())
     };
-    // A Linux run's directory: results.json is its windows, report.json its own report.
-    let linux = if dir.join(crate::compare::RESULTS_JSON).is_file() {
-        let file = dir.join("report.json");
-        let text = crate::input::read_text_in_dir(
-            &dir,
-            "report.json",
-            "Linux-mode report",
-            crate::input::DOCUMENT_LIMIT,
-        )?;
-        Some(
-            serde_json::from_str(&text)
-                .with_context(|| format!("reading {} (Linux mode's report)", file.display()))?,
-        )
-    } else {
-        None
-    };
-    Ok(Loaded { doc, linux, dir })
+    Ok(Loaded { doc, dir })
 }
 
 /// Each run's own report, parsed again from its console log in `dir` (`NAME-K.log`): read

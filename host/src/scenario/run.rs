@@ -2,7 +2,7 @@
 //! the rest go on), progress on a terminal, the expectations judged, and a results directory:
 //!
 //! ```text
-//! DIR/report.json     every run (schema mtex-report v1, results.rs)
+//! DIR/report.json     every run (schema mtex-report v2, results.rs)
 //! DIR/report.txt      the text report
 //! DIR/report.csv      one row per counter
 //! DIR/*.svg           the plots

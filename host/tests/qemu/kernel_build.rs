@@ -78,7 +78,7 @@ fn a_kasan_build_boots_with_kasan_on_counts_tfsr_reads_and_is_cached() {
     // The boot words came from the kernel's description, not the user.
     assert!(console.contains("kasan.mode=sync"), "{console}");
     let doc: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     let c = &doc["runs"][0]["phases"][0]["counters"];
     // 100 system calls: every return to EL0 reads TFSR_EL1 (6.12 with KASAN_HW_TAGS).
     assert!(c["tfsr_reads"].as_u64().unwrap() >= 100, "{c}");

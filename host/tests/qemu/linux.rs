@@ -33,7 +33,6 @@ pub(super) fn linux(args: &[&str]) -> (i32, Value, String) {
         "report.txt",
         "index.html",
         "report.json",
-        "results.json",
         "console.log",
         "linux-console.log",
     ] {
@@ -62,39 +61,22 @@ pub(super) fn linux(args: &[&str]) -> (i32, Value, String) {
         "{summary}"
     );
     assert!(summary.contains("Not shown here:"), "{summary}");
-    // results.json, what `mtex compare` reads of the directory, has every window as a phase
-    // with the report's counts.
-    let compared = mtex::compare::load(&dir).expect("results.json");
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
-    for w in report["windows"].as_array().into_iter().flatten() {
-        let name = format!("window {}", w["id"]);
-        let p = compared.runs[0]
-            .phases
-            .iter()
-            .find(|p| p.name == name)
-            .unwrap_or_else(|| panic!("results.json has no {name}"));
+    // report.json is one document, what `mtex compare` reads and --json wrote: every closed
+    // window a phase, an unclosed one none.
+    let compared = mtex::compare::load(&dir).expect("report.json");
+    let written = std::fs::read_to_string(&json).unwrap_or_default();
+    if !written.is_empty() {
         assert_eq!(
-            p.counters["instructions:k"], w["instructions_el1"],
-            "{name}"
-        );
-        assert_eq!(
-            p.counters["instructions:u"], w["instructions_el0"],
-            "{name}"
-        );
-        let arch = &w["views"][0];
-        assert_eq!(arch[0], "architectural");
-        assert_eq!(
-            p.counters["mem_access_checked_rd:k"], arch[1]["rd_k"],
-            "{name}"
+            mtex::model::results::Results::from_json(&written).expect("--json"),
+            compared
         );
     }
-    // A window never closed has no counts there either.
-    for w in report["unclosed_windows"].as_array().into_iter().flatten() {
-        let name = format!("window {}", w["id"]);
+    let section = compared.linux.as_ref().expect("the Linux section");
+    for w in &section.unclosed_windows {
         assert!(
-            compared.runs[0].phases.iter().all(|p| p.name != name),
-            "results.json has the unclosed {name}"
+            compared.runs[0].phases.iter().all(|p| p.id != w.id),
+            "report.json has the unclosed window {}",
+            w.id
         );
     }
     assert_profile_files_add_up(&dir, &compared);
@@ -104,14 +86,47 @@ pub(super) fn linux(args: &[&str]) -> (i32, Value, String) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap_or_default())
-        .unwrap_or(Value::Null);
+    let doc = mtex::model::results::Results::from_json(
+        &std::fs::read_to_string(&json).unwrap_or_default(),
+    )
+    .map_or(Value::Null, |doc| as_read(&doc));
     let _ = std::fs::remove_file(&json);
     (out.status.code().unwrap_or(-1), doc, text)
 }
 
+/// A Linux run's document as these tests read it: the Linux section's fields, the kernel's,
+/// the run's problems, notes, writes and power calls, and the windows as the report shows
+/// them (read from the phases: the same view every form renders).
+fn as_read(doc: &mtex::model::results::Results) -> Value {
+    let Some(v) = mtex::linux::report::LinuxView::of(doc) else {
+        return Value::Null;
+    };
+    let mut out = serde_json::to_value(v.section).unwrap();
+    let o = out.as_object_mut().unwrap();
+    for (key, value) in [
+        ("kernel", serde_json::to_value(v.kernel).unwrap()),
+        ("release", Value::from(v.kernel.release.clone())),
+        ("problems", serde_json::to_value(v.problems()).unwrap()),
+        ("notes", serde_json::to_value(v.notes()).unwrap()),
+        (
+            "power_calls",
+            serde_json::to_value(v.power_calls()).unwrap(),
+        ),
+        ("writes", serde_json::to_value(&v.writes).unwrap()),
+        ("windows", serde_json::to_value(&v.windows).unwrap()),
+        (
+            "sampled_windows",
+            serde_json::to_value(&v.sampled_windows).unwrap(),
+        ),
+        ("runs", serde_json::to_value(&doc.runs).unwrap()),
+    ] {
+        o.insert(key.to_string(), value);
+    }
+    out
+}
+
 /// A profiled run's folded-stack files each add up to their window's counter in
-/// results.json, and its flame graphs are well-formed SVG naming what they show.
+/// report.json, and its flame graphs are well-formed SVG naming what they show.
 fn assert_profile_files_add_up(dir: &std::path::Path, compared: &mtex::model::results::Results) {
     let Ok(runs) = std::fs::read_dir(dir.join("profile")) else {
         return;
@@ -137,7 +152,7 @@ fn assert_profile_files_add_up(dir: &std::path::Path, compared: &mtex::model::re
             .phases
             .iter()
             .find(|p| p.name == name)
-            .unwrap_or_else(|| panic!("{label}: no phase {name} in results.json"));
+            .unwrap_or_else(|| panic!("{label}: no phase {name} in report.json"));
         for f in std::fs::read_dir(&phase_dir).unwrap().flatten() {
             let path = f.path();
             let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
@@ -1078,7 +1093,10 @@ fn a_newer_kernel_sets_tcma1_and_futex_hash_checks_drop_against_6_12() {
     );
     let report = |n: u32| -> Value {
         let f = out_dir.join(format!("linux-{n}/report.json"));
-        serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap()
+        as_read(
+            &mtex::model::results::Results::from_json(&std::fs::read_to_string(&f).unwrap())
+                .unwrap(),
+        )
     };
     let sets_tcma1 = |r: &Value| {
         r["writes"].as_array().unwrap().iter().any(|w| {
@@ -1119,7 +1137,7 @@ fn a_newer_kernel_sets_tcma1_and_futex_hash_checks_drop_against_6_12() {
     );
     let rd_k = |n: u32| {
         let doc = mtex::compare::load(&out_dir.join(format!("linux-{n}"))).unwrap();
-        assert!(doc.kernel.is_some(), "results.json names no kernel");
+        assert!(doc.kernel.is_some(), "report.json names no kernel");
         doc.runs[0]
             .phases
             .iter()
@@ -1171,7 +1189,7 @@ fn a_kernel_by_path_with_its_system_map_reports_as_by_release() {
     let k = by_release
         .kernel
         .clone()
-        .expect("results.json names the kernel");
+        .expect("report.json names the kernel");
     let boot = std::fs::read_dir(root.join("target/linux"))
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))

@@ -8,7 +8,7 @@
 //! `linux-binary-RELEASE`, which holds the Image as `/usr/lib/modules/RELEASE/vmlinuz` and
 //! the configuration beside it as `config`.
 
-use super::fetch::{Kernel, Unpacked, kernel_choices, run};
+use super::kernel::{Kernel, Unpacked, kernel_choices, run};
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-pub use crate::debian::{Unpacked, run};
+pub use super::{Unpacked, run};
 
 /// The distribution kernel to boot.
 #[derive(Clone, Debug)]
@@ -204,7 +204,7 @@ fn from_newer_suites(choice: &str) -> bool {
 /// The kernel for `choice` (see [`package_for`]), fetched into `dir`.
 pub fn kernel(choice: &str, dir: &Path) -> Result<Kernel> {
     if from_newer_suites(choice) {
-        let apt = super::newer::Apt::new(dir)?;
+        let apt = super::suites::Apt::new(dir)?;
         return match apt.resolve(choice)? {
             Some(release) => apt.kernel(&release, dir),
             None => bail!(

@@ -2,6 +2,9 @@
 //! mtex's own configuration under `target/linux/apt/` for the newer suites): the one way a
 //! package is downloaded and unpacked, and the tool runner both use.
 
+pub mod kernel;
+pub mod suites;
+
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
