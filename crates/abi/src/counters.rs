@@ -9,6 +9,7 @@
 //! `if_tcma1.`, `if_kernel_tco.`), `:u`/`:k`/`:h` is the EL that executed the instruction
 //! (EL0, EL1, EL2), and a name with `checked` counts only Tag Checked accesses of its view.
 
+use crate::report::{PhaseStats, StepEngine};
 use mtex_trace::counts::{ByEl, TraceCounts};
 
 /// Whose behaviour a counter describes: the guest's (a policy changes it), or the
@@ -71,14 +72,21 @@ pub enum Counts {
     Other,
 }
 
-/// Where a counter's value comes from.
+/// Where a counter's value comes from: the record that carries it, and how it is read there.
+/// The host reads every counter through this, so a counter a record already carries needs
+/// only its line in the table.
 #[derive(Clone, Copy)]
 pub enum Source {
-    /// A traced phase's counts.
+    /// A traced phase's counts (`PhaseTrace`, `TraceMore`, `TraceImpdef`).
     Trace(fn(&TraceCounts) -> u64),
-    /// The hypervisor's own records of the phase (exits, the PMU, the step engine): the
-    /// host reads them from those records under this name.
-    Records,
+    /// The phase's statistics (`PhaseEnd`): None where the phase has none of it (the PMU's
+    /// instruction counts when it did not count them).
+    Stats(fn(&PhaseStats) -> Option<u64>),
+    /// The step engine's record of a traced phase (`StepEngine`), with its counts.
+    Engine(fn(&StepEngine, Option<&TraceCounts>) -> u64),
+    /// The PMU's records of the phase (`PhasePmu`: its traced pass under `pmu.`, its
+    /// untraced passes under `untraced.`; `TcoWatch`), gathered by the host.
+    PmuPasses,
 }
 
 /// One counter.
@@ -109,7 +117,24 @@ impl Counter {
     pub fn of_trace(&self, t: &TraceCounts) -> Option<u64> {
         match self.source {
             Source::Trace(f) => Some(f(t)),
-            Source::Records => None,
+            _ => None,
+        }
+    }
+
+    /// Its value in a phase's statistics (None for a counter they do not give).
+    pub fn of_stats(&self, s: &PhaseStats) -> Option<u64> {
+        match self.source {
+            Source::Stats(f) => f(s),
+            _ => None,
+        }
+    }
+
+    /// Its value in the step engine's record of a traced phase (None for a counter that
+    /// record does not give).
+    pub fn of_engine(&self, e: &StepEngine, t: Option<&TraceCounts>) -> Option<u64> {
+        match self.source {
+            Source::Engine(f) => Some(f(e, t)),
+            _ => None,
         }
     }
 }
@@ -199,7 +224,50 @@ const fn other(
     }
 }
 
-const fn record(
+const fn stats(
+    name: &'static str,
+    unit: &'static str,
+    describes: Describes,
+    el: Option<El>,
+    what: &'static str,
+    f: fn(&PhaseStats) -> Option<u64>,
+) -> Counter {
+    Counter {
+        name,
+        unit,
+        describes,
+        exactness: Exactness::Exact,
+        view: None,
+        el,
+        dir: None,
+        counts: Counts::Other,
+        what,
+        source: Source::Stats(f),
+    }
+}
+
+const fn engine(
+    name: &'static str,
+    unit: &'static str,
+    el: Option<El>,
+    what: &'static str,
+    f: fn(&StepEngine, Option<&TraceCounts>) -> u64,
+) -> Counter {
+    Counter {
+        name,
+        unit,
+        describes: Describes::Instrument,
+        exactness: Exactness::Exact,
+        view: None,
+        el,
+        dir: None,
+        counts: Counts::Other,
+        what,
+        source: Source::Engine(f),
+    }
+}
+
+const fn untraced(
     name: &'static str,
     unit: &'static str,
     describes: Describes,
@@ -216,7 +284,7 @@ const fn record(
         dir: None,
         counts: Counts::Other,
         what,
-        source: Source::Records,
+        source: Source::PmuPasses,
     }
 }
 
@@ -449,150 +517,182 @@ const OTHER: [Counter; 22] = [
     ),
 ];
 
-/// Counters the host reads from the hypervisor's other records (exits, the PMU's fixed
-/// counters, the step engine, the untraced passes).
-const RECORDS: [Counter; 21] = [
-    record(
+/// Counters the host reads from the hypervisor's other records: the phase's statistics, the
+/// step engine's record, the untraced passes.
+const RECORDS: [Counter; 24] = [
+    stats(
         "exits",
         "exits",
         Describes::Instrument,
         None,
         "exits to the hypervisor",
+        |s| Some(s.exits),
     ),
-    record(
+    stats(
         "step_exits",
         "exits",
         Describes::Instrument,
         None,
         "single-step exits",
+        |s| Some(s.step_exits),
     ),
-    record(
+    stats(
         "trapped_writes",
         "writes",
         Describes::Guest,
         None,
         "SCTLR_EL1/TCR_EL1 writes the guest made (trapped)",
+        |s| Some(s.sysreg_writes),
     ),
-    record(
+    stats(
         "virtual_irqs",
         "interrupts",
         Describes::Instrument,
         None,
         "virtual interrupts the hypervisor injected",
+        |s| Some(s.virqs),
     ),
-    record(
+    stats(
         "emulated",
         "instructions",
         Describes::Instrument,
         None,
         "guest instructions the hypervisor emulated",
+        |s| Some(s.emulated),
     ),
-    record(
+    stats(
+        "pmu_register_accesses",
+        "instructions",
+        Describes::Guest,
+        None,
+        "the guest's accesses to PMU registers (trapped, emulated)",
+        |s| Some(s.guest_pmu_accesses),
+    ),
+    stats(
+        "debug_register_accesses",
+        "instructions",
+        Describes::Guest,
+        None,
+        "the guest's accesses to debug registers (trapped, emulated)",
+        |s| Some(s.guest_debug_accesses),
+    ),
+    stats(
+        "wfx_traps",
+        "instructions",
+        Describes::Guest,
+        None,
+        "the guest's WFI and WFE (trapped)",
+        |s| Some(s.wfx_traps),
+    ),
+    stats(
         "pmu.instructions:h",
         "instructions",
         Describes::Instrument,
         Some(El::Hyp),
         "the hypervisor's own instructions (PMU)",
+        |s| s.el2_instructions,
     ),
-    record(
+    stats(
         "pmu.instructions:k",
         "instructions",
         Describes::Guest,
         Some(El::Kernel),
         "EL1 instructions counted by the PMU",
+        |s| s.el1_instructions,
     ),
-    record(
+    stats(
         "pmu.instructions:u",
         "instructions",
         Describes::Guest,
         Some(El::User),
         "EL0 instructions counted by the PMU",
+        |s| s.el0_instructions,
     ),
-    record(
+    engine(
         "engine.runs",
         "runs",
-        Describes::Instrument,
         None,
         "breakpoint runs the step engine made",
+        |_, t| t.map_or(0, |t| t.runs),
     ),
-    record(
+    engine(
         "engine.runs_lost",
         "runs",
-        Describes::Instrument,
         None,
         "runs that ended where the plan did not know",
+        |_, t| t.map_or(0, |t| t.runs_lost),
     ),
-    record(
+    engine(
         "engine.plans_made",
         "plans",
-        Describes::Instrument,
         None,
         "run plans made",
+        |e, _| e.plans_made,
     ),
-    record(
+    engine(
         "engine.plans_reused",
         "plans",
-        Describes::Instrument,
         None,
         "run plans reused",
+        |e, _| e.plans_reused,
     ),
-    record(
+    engine(
         "engine.stepped_starts",
         "instructions",
-        Describes::Instrument,
         None,
         "places where no run could start",
+        |e, _| e.stepped_starts,
     ),
-    record(
+    engine(
         "engine.branches:k",
         "instructions",
-        Describes::Instrument,
         Some(El::Kernel),
         "EL1 branches the hypervisor executed for the guest",
+        |e, _| e.branches_el1,
     ),
-    record(
+    engine(
         "engine.branches:u",
         "instructions",
-        Describes::Instrument,
         Some(El::User),
         "EL0 branches the hypervisor executed for the guest",
+        |e, _| e.branches_el0,
     ),
-    record(
+    untraced(
         "untraced.instructions:h",
         "instructions",
         Describes::Instrument,
         Some(El::Hyp),
         "the hypervisor's instructions in the untraced passes",
     ),
-    record(
+    untraced(
         "untraced.instructions:k",
         "instructions",
         Describes::Guest,
         Some(El::Kernel),
         "EL1 instructions at full speed (PMU)",
     ),
-    record(
+    untraced(
         "untraced.instructions:u",
         "instructions",
         Describes::Guest,
         Some(El::User),
         "EL0 instructions at full speed (PMU)",
     ),
-    record(
+    untraced(
         "untraced.passes",
         "passes",
         Describes::Instrument,
         None,
         "untraced passes the PMU needed",
     ),
-    record(
+    untraced(
         "untraced.tco_sites",
         "sites",
         Describes::Instrument,
         None,
         "MSR TCO sites the TCO watch armed",
     ),
-    record(
+    untraced(
         "untraced.tco_writes",
         "instructions",
         Describes::Guest,
@@ -661,7 +761,7 @@ pub const PMU_EVENT: Counter = Counter {
     dir: None,
     counts: Counts::Other,
     what: "a PMU event counted per EL by the CPU",
-    source: Source::Records,
+    source: Source::PmuPasses,
 };
 
 /// The definition of the counter named `name`: a fixed one, or a PMU event per EL under

@@ -306,23 +306,13 @@ pub fn trace_counters(t: &TraceCounts) -> BTreeMap<String, u64> {
 }
 
 /// How the step engine ran a traced phase: its breakpoint runs, how they were planned, and
-/// the branches it executed for the guest (`engine.*`).
+/// the branches it executed for the guest (`engine.*`), as the counters' table reads them.
 fn engine_counters(
     e: &mtex_abi::report::StepEngine,
     t: Option<&TraceCounts>,
 ) -> impl Iterator<Item = (String, u64)> {
-    let (runs, lost) = t.map_or((0, 0), |t| (t.runs, t.runs_lost));
-    [
-        ("engine.runs", runs),
-        ("engine.runs_lost", lost),
-        ("engine.plans_made", e.plans_made),
-        ("engine.plans_reused", e.plans_reused),
-        ("engine.stepped_starts", e.stepped_starts),
-        ("engine.branches:k", e.branches_el1),
-        ("engine.branches:u", e.branches_el0),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
+    mtex_abi::counters::all()
+        .filter_map(move |c| c.of_engine(e, t).map(|v| (c.name.to_string(), v)))
 }
 
 /// Every counter of a phase: the trace's (when traced) and the hypervisor's own (exits,
@@ -340,20 +330,10 @@ pub fn counters(p: &Phase) -> BTreeMap<String, u64> {
 fn own_counters(p: &Phase) -> BTreeMap<String, u64> {
     let mut c = p.trace.as_ref().map(trace_counters).unwrap_or_default();
     if let Some(s) = &p.stats {
-        for (k, v) in [
-            ("exits", Some(s.exits)),
-            ("step_exits", Some(s.step_exits)),
-            ("trapped_writes", Some(s.sysreg_writes)),
-            ("virtual_irqs", Some(s.virqs)),
-            ("emulated", Some(s.emulated)),
-            ("pmu.instructions:h", s.el2_instructions),
-            ("pmu.instructions:k", s.el1_instructions),
-            ("pmu.instructions:u", s.el0_instructions),
-        ] {
-            if let Some(v) = v {
-                c.insert(k.to_string(), v);
-            }
-        }
+        c.extend(
+            mtex_abi::counters::all()
+                .filter_map(|k| k.of_stats(s).map(|v| (k.name.to_string(), v))),
+        );
     }
     // A traced phase's own PMU events (the MTE ones, where the CPU has them): the silicon's
     // count of the very execution the trace counted.

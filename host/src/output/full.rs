@@ -158,6 +158,14 @@ const GROUPS: &[(&str, &[(&str, bool)])] = &[
     ("STG, DC GVA …", &[("tag_store_insns", false)]),
     ("16-byte granules", &[("granules_tagged", false)]),
     ("SCTLR_EL1/TCR_EL1 writes", &[("trapped_writes", true)]),
+    (
+        "trapped, emulated",
+        &[
+            ("pmu_register_accesses", false),
+            ("debug_register_accesses", false),
+            ("wfx_traps", false),
+        ],
+    ),
     ("synchronous, taken", &[("tag_check_faults", true)]),
     (
         "had TCR_EL1.TCMA1 been set",

@@ -896,3 +896,22 @@ fn ten_iterations_are_ten_and_the_hypervisor_counted_them() {
     );
     assert_eq!(t.architectural, rd_k(10));
 }
+
+/// The guest's accesses to PMU and debug registers are counters of their phase, each
+/// access once: reads of PMCCNTR_EL0 and MDSCR_EL1 counted apart, and an ID register read
+/// (trapped and emulated too) in neither.
+#[test]
+fn pmu_and_debug_register_accesses_are_counted_apart() {
+    let source = format!(
+        "{}{}{}",
+        repeat("mrs x1, pmccntr_el0", 5).trim_end_matches("ret\n"),
+        repeat("mrs x1, mdscr_el1", 3).trim_end_matches("ret\n"),
+        repeat("mrs x1, id_aa64pfr1_el1", 2)
+    );
+    let (r, _) = run(&source, Env::default());
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
+    let c = mtex::model::results::counters(r.phase(snippet::PHASE).expect("the snippet's phase"));
+    assert_eq!(c["pmu_register_accesses"], 5, "{c:?}");
+    assert_eq!(c["debug_register_accesses"], 3, "{c:?}");
+    assert_eq!(c["wfx_traps"], 0, "{c:?}");
+}

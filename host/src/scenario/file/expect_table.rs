@@ -77,14 +77,14 @@ pub(super) fn expect(
     let untraced = [&from_run, &to_run]
         .into_iter()
         .find(|n| runs.iter().any(|r| r.name == **n && !r.traced));
-    if let Some(run) = untraced.filter(|_| !UNTRACED_COUNTERS.contains(&counter.as_str())) {
+    if let Some(run) = untraced.filter(|_| !untraced_has(&counter)) {
         return Err(cx.at(
             raw.counter.span(),
             &at("counter"),
             format!(
                 "{counter:?} is counted by the trace, and run {run:?} has trace = false \
                  (untraced runs give {})",
-                UNTRACED_COUNTERS.join(", ")
+                untraced_counters()
             ),
         ));
     }
@@ -144,24 +144,24 @@ pub fn check_percent(p: f64) -> Result<f64, String> {
     }
 }
 
-/// The counters an untraced phase has (see `results::counters`); and every `untraced.` one.
-const UNTRACED_COUNTERS: &[&str] = &[
-    "untraced.instructions:k",
-    "untraced.instructions:u",
-    "untraced.cycles:k",
-    "untraced.cycles:u",
-    "untraced.mem_access_checked_rd:k",
-    "untraced.mem_access_checked_wr:k",
-    "untraced.mem_access_checked_rd:u",
-    "untraced.mem_access_checked_wr:u",
-    "pmu.instructions:k",
-    "pmu.instructions:u",
-    "pmu.instructions:h",
-    "exits",
-    "trapped_writes",
-    "virtual_irqs",
-    "emulated",
-];
+/// Whether an untraced phase has counter `name` (see `results::counters`): the phase's
+/// statistics (exits, the PMU's instructions...) and its untraced passes (every `untraced.`
+/// counter), as the counters' table says where each comes from.
+fn untraced_has(name: &str) -> bool {
+    use mtex_abi::counters::Source;
+    name.starts_with("untraced.")
+        || mtex_abi::counters::lookup(name).is_some_and(|c| matches!(c.source, Source::Stats(_)))
+}
+
+/// The counters an untraced phase has, by name, for the error that names them.
+fn untraced_counters() -> String {
+    let stats = mtex_abi::counters::all()
+        .filter(|c| untraced_has(c.name) && !c.name.starts_with("untraced."))
+        .map(|c| c.name);
+    let mut names: Vec<&str> = stats.collect();
+    names.push("untraced.* (instructions, cycles, the MTE events, per EL)");
+    names.join(", ")
+}
 
 /// Whether `name` is a counter report.json can hold: one that `mtex_abi::counters` defines
 /// (the trace's, the hypervisor's, the step engine's), or a PMU event's per EL (`pmu.` for a
