@@ -24,7 +24,7 @@ use crate::model::report::Report;
 use crate::model::results::Results;
 use crate::qemu::{self, RunConfig};
 use anyhow::{Context, Result};
-use comfy_table::{CellAlignment, Table, presets::UTF8_BORDERS_ONLY};
+use comfy_table::CellAlignment;
 use mtex_abi::options::SnippetOptions;
 use mtex_trace::counts::{ByEl, TraceCounts};
 use object::{Object, ObjectSection, ObjectSymbol};
@@ -564,8 +564,7 @@ pub fn summary(r: &Report, env: &Env, name: &str, code_len: usize) -> String {
 }
 
 fn views_table(t: &TraceCounts) -> String {
-    let mut table = Table::new();
-    table.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+    let mut table = crate::output::tables::bordered(vec![
         "view",
         "checked_rd:k",
         "checked_wr:k",

@@ -13,7 +13,6 @@ use crate::profile::functions::by_function;
 use crate::qemu::Console;
 use crate::symbols::Symbols;
 use comfy_table::Table;
-use comfy_table::presets::UTF8_BORDERS_ONLY;
 use mtex_arch::SysReg;
 use mtex_arch::fields::mte_fields;
 use mtex_trace::counts::{ByEl, EntryCounts};
@@ -694,12 +693,11 @@ fn by_site(writes: &[LinuxWrite]) -> Table {
         }
     }
     groups.sort_by_key(|g| std::cmp::Reverse(g.1));
-    let mut t = Table::new();
     let mut header = vec!["writes", "register", "MTE fields changed", "where"];
     if several {
         header.push("CPUs");
     }
-    t.load_preset(UTF8_BORDERS_ONLY).set_header(header);
+    let mut t = crate::output::tables::bordered(header);
     for ((reg, changes, at), n, mut cpus) in groups {
         let mut row = vec![n.to_string(), reg.to_string(), changes, at];
         if several {
@@ -823,8 +821,7 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
             thousands(tcma1.rd_k)
         );
     }
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+    let mut t = crate::output::tables::bordered(vec![
         "view",
         "mem_access_checked_rd:u",
         "rd:k",
@@ -850,51 +847,25 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
 
 /// A window every CPU counted: each CPU's share, and their sum.
 fn cpus_text(w: &Window) -> String {
-    use crate::output::text::thousands;
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
-        "CPU",
-        "instructions EL0",
-        "EL1",
-        "checked rd:u",
-        "rd:k",
-        "wr:u",
-        "wr:k",
-        "oracle",
-    ]);
+    use crate::output::tables::{CpuRow, cpu_table};
     let verdict = |c: &Option<crate::oracle_check::Check>| match c {
         None => "-".to_string(),
         Some(c) if c.problems().is_empty() => "agrees".to_string(),
         Some(_) => "DISAGREES".to_string(),
     };
-    let mut row = |name: String, i0, i1, v: mtex_trace::counts::ByEl, o: String| {
-        t.add_row(vec![
-            name,
-            thousands(i0),
-            thousands(i1),
-            thousands(v.rd_u),
-            thousands(v.rd_k),
-            thousands(v.wr_u),
-            thousands(v.wr_k),
-            o,
-        ]);
+    let rows = w.cpus.iter().map(|c| CpuRow {
+        name: c.cpu.to_string(),
+        instructions: [c.instructions_el0, c.instructions_el1],
+        checked: c.checked,
+        last: verdict(&c.oracle),
+    });
+    let total = CpuRow {
+        name: "total".into(),
+        instructions: [w.instructions_el0, w.instructions_el1],
+        checked: w.view("architectural"),
+        last: verdict(&w.oracle),
     };
-    for c in &w.cpus {
-        row(
-            c.cpu.to_string(),
-            c.instructions_el0,
-            c.instructions_el1,
-            c.checked,
-            verdict(&c.oracle),
-        );
-    }
-    row(
-        "total".into(),
-        w.instructions_el0,
-        w.instructions_el1,
-        w.view("architectural"),
-        verdict(&w.oracle),
-    );
+    let t = cpu_table("oracle", rows.chain([total]));
     format!(
         "  counted on {} CPUs, each from its first instruction after the open to its first exit \
          after the close (the PMU figures are withheld: a CPU's PMU counts that CPU only; \
@@ -934,8 +905,7 @@ fn oracle_text(c: &crate::oracle_check::Check) -> String {
 /// are elided with TCF NONE, with TCMA1, with kernel TCO).
 fn compare_windows(windows: &[Window]) -> Table {
     use crate::output::text::thousands;
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+    let mut t = crate::output::tables::bordered(vec![
         "window",
         "instructions :u / :k",
         "architectural rd:k wr:k rd:u wr:u",
@@ -1076,7 +1046,6 @@ pub fn render(r: &LinuxView) -> String {
         count("TCR_EL1"),
         r.symbols
     );
-    let mut t = Table::new();
     let several = several_cpus(&r.writes);
     let mut header = vec!["seq"];
     if several {
@@ -1089,7 +1058,7 @@ pub fn render(r: &LinuxView) -> String {
         "MTE fields changed",
         "where",
     ]);
-    t.load_preset(UTF8_BORDERS_ONLY).set_header(header);
+    let mut t = crate::output::tables::bordered(header);
     for w in r.writes.iter().take(WRITES_LISTED) {
         let mut row = vec![w.seq.to_string()];
         if several {

@@ -1,7 +1,7 @@
 //! The readable report: phases, then every trapped write with its decoded MTE fields.
 
 use crate::model::report::{Phase, Report, describe_exit};
-use comfy_table::{CellAlignment, Table, presets::UTF8_BORDERS_ONLY};
+use comfy_table::{CellAlignment, Table};
 use mtex_abi::report::TrapMode;
 use mtex_abi::scenario::{PhaseParams, Tcf, Workload, WorkloadParams};
 use mtex_trace::counts::TraceCounts;
@@ -108,7 +108,6 @@ pub fn text(r: &Report) -> String {
         } else {
             r.writes.len()
         };
-        let mut t = Table::new();
         // Each CPU has its own SCTLR_EL1 and TCR_EL1: name the CPU once more than one wrote.
         let several = r.writes.iter().any(|w| w.cpu != r.writes[0].cpu);
         let mut header = vec!["seq"];
@@ -124,7 +123,7 @@ pub fn text(r: &Report) -> String {
             "EL",
             "TCO",
         ]);
-        t.load_preset(UTF8_BORDERS_ONLY).set_header(header);
+        let mut t = crate::output::tables::bordered(header);
         for w in r.writes.iter().take(shown) {
             let changes = w
                 .changes
@@ -207,51 +206,26 @@ const COLUMNS: usize = 100;
 /// Each phase counted on several CPUs: every CPU's share and their sum (the run fails if
 /// they disagree with the phase's figures).
 fn cpu_shares(phases: &[Phase]) -> String {
+    use crate::output::tables::{CpuRow, cpu_table};
     use crate::output::text::thousands;
+    let all = |a: &mtex_trace::counts::ByEl| thousands(a.rd_u + a.rd_k + a.wr_u + a.wr_k);
     let mut out = String::new();
     for p in phases.iter().filter(|p| !p.cpus.is_empty()) {
-        let mut t = Table::new();
-        t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
-            "CPU",
-            "instructions EL0",
-            "EL1",
-            "checked rd:u",
-            "rd:k",
-            "wr:u",
-            "wr:k",
-            "all accesses",
-        ]);
         let mut shares: Vec<_> = p.cpus.iter().collect();
         shares.sort_by_key(|c| c.cpu);
-        let mut row = |name: String, i: [u64; 2], c: mtex_trace::counts::ByEl, a: u64| {
-            t.add_row(vec![
-                name,
-                thousands(i[0]),
-                thousands(i[1]),
-                thousands(c.rd_u),
-                thousands(c.rd_k),
-                thousands(c.wr_u),
-                thousands(c.wr_k),
-                thousands(a),
-            ]);
-        };
-        let all = |a: &mtex_trace::counts::ByEl| a.rd_u + a.rd_k + a.wr_u + a.wr_k;
-        for c in shares {
-            row(
-                c.cpu.to_string(),
-                c.instructions,
-                c.checked,
-                all(&c.accesses),
-            );
-        }
-        if let Some(t) = &p.trace {
-            row(
-                "total".into(),
-                [t.instructions_el0, t.instructions_el1],
-                t.architectural,
-                all(&t.accesses),
-            );
-        }
+        let rows = shares.into_iter().map(|c| CpuRow {
+            name: c.cpu.to_string(),
+            instructions: c.instructions,
+            checked: c.checked,
+            last: all(&c.accesses),
+        });
+        let total = p.trace.as_ref().map(|t| CpuRow {
+            name: "total".into(),
+            instructions: [t.instructions_el0, t.instructions_el1],
+            checked: t.architectural,
+            last: all(&t.accesses),
+        });
+        let t = cpu_table("all accesses", rows.chain(total));
         let _ = writeln!(out, "  phase {} ({})\n{t}", p.id, p.name);
     }
     out
@@ -383,8 +357,7 @@ fn partial(p: &Phase) -> &'static str {
 
 /// The generic phase table: exits, trapped writes and PMU instruction counts.
 fn phases_table(phases: &[&Phase]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+    let mut t = crate::output::tables::bordered(vec![
         "phase",
         "exits",
         "exits with TCO",
@@ -423,8 +396,7 @@ fn trace_table_of(phases: &[&Phase], tco_sites: bool) -> String {
     if traced.is_empty() {
         return String::new();
     }
-    let mut table = Table::new();
-    table.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+    let mut table = crate::output::tables::bordered(vec![
         "phase",
         "arch\nrd:k",
         "arch\nwr:k",
@@ -533,8 +505,7 @@ pub fn matrix_table(r: &Report) -> String {
             groups.push(key(pp));
         }
     }
-    let mut table = Table::new();
-    table.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+    let mut table = crate::output::tables::bordered(vec![
         "workload",
         "policy",
         "checked\nrd:k",

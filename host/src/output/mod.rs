@@ -9,6 +9,7 @@ pub mod json;
 pub mod matrix;
 pub mod plots;
 pub mod summary;
+pub mod tables;
 pub mod text;
 
 use crate::linux::report::LinuxView;

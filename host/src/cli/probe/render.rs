@@ -2,7 +2,7 @@
 //! costs and the problems.
 
 use super::{CellVerdict, Probe, QUESTION};
-use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
+
 use std::fmt::Write as _;
 
 fn checked_word(rd: bool, wr: bool) -> String {
@@ -18,10 +18,9 @@ fn checked_word(rd: bool, wr: bool) -> String {
 /// problems.
 pub fn render(p: &Probe) -> String {
     let mut out = format!("{QUESTION} — this CPU: {}\n\n", p.answer.describe());
-    let mut t = Table::new();
     // Fits the report's 100 columns: one space between columns, short words (the legend
     // under the table spells them out).
-    t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+    let mut t = crate::output::tables::bordered(vec![
         "EL", "TCF", "TCO", "TCMA", "ptr tag", "page", "load", "store", "arch.", "elided", "",
     ]);
     for c in t.column_iter_mut() {
