@@ -804,3 +804,39 @@ fn every_form_of_a_linux_run() {
     assert_eq!(back, doc);
     assert_eq!(mtex::output::full(&back), full);
 }
+
+/// A Linux run's results directory as `mtex linux` writes it: every link of its page names a
+/// file that is there, and the page holds every section of the text report.
+#[test]
+fn a_linux_runs_page_links_only_what_its_directory_has() {
+    let doc = linux_futex();
+    let dir = std::env::temp_dir().join(format!("mtex-linux-page-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    mtex::scenario::run::write_outputs(&doc, &dir).expect("writing the results");
+    std::fs::write(dir.join(doc.runs[0].log_file().unwrap()), "log").unwrap();
+    let page = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    let links: Vec<&str> = page
+        .split("href=\"")
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap())
+        .collect();
+    for f in ["report.json", "report.csv", "report.txt", "linux-1.log"] {
+        assert!(links.contains(&f), "no link to {f}: {links:?}");
+    }
+    for l in &links {
+        assert!(dir.join(l).is_file(), "{l} is linked and not there");
+    }
+    let view = mtex::linux::report::LinuxView::of(&doc).unwrap();
+    for l in mtex::linux::report::render(&view)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+    {
+        let escaped = l
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        assert!(page.contains(&escaped), "the page lacks {l:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

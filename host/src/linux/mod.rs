@@ -71,8 +71,8 @@ pub struct Args {
     #[arg(long)]
     pub console: bool,
     /// Where results directories go: each run makes linux-N inside, with report.txt,
-    /// report.json (the windows as phases, as `mtex run`'s, and the Linux section), the
-    /// hypervisor's console (console.log), Linux's (linux-console.log) and, for a profiled
+    /// report.json (the windows as phases, as `mtex run`'s, and the Linux section),
+    /// report.csv, plots, the hypervisor's console (console.log), Linux's (linux-console.log) and, for a profiled
     /// run, profile/ (folded stacks and flame graphs by kernel function).
     #[arg(long, default_value = "mtex-results")]
     pub out: PathBuf,
@@ -688,23 +688,22 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::model::results::Results)
             crate::output::render(&doc, form, || Ok(Vec::new()), Some(&rest))?
         );
     }
-    std::fs::write(dir.join("report.txt"), crate::output::full(&doc))?;
-    std::fs::write(
-        dir.join("report.json"),
-        serde_json::to_string_pretty(&doc)? + "\n",
-    )?;
-    std::fs::write(dir.join("console.log"), &console.bytes)?;
+    // Every form as `mtex run` writes it, and the console logs: the hypervisor's under the
+    // run's log name (`linux-1.log`, what `mtex parse` reads), Linux's own beside it.
+    let files = crate::scenario::run::write_outputs(&doc, &dir)?;
+    if let Some(log) = doc.runs[0].log_file() {
+        std::fs::write(dir.join(log), &console.bytes)?;
+    }
     std::fs::write(dir.join("linux-console.log"), &linux_text)?;
     if let Some(o) = &console.oracle {
         std::fs::write(dir.join("oracle.txt"), o)?;
     }
-    std::fs::write(dir.join("index.html"), crate::output::html_page(&doc)?)?;
-    crate::profile::write(&doc, &dir)?;
     if !args.quiet {
         println!(
-            "mtex: results in {} (report.txt, index.html, report.json, console.log, \
-             linux-console.log)",
-            dir.display()
+            "mtex: results in {} ({} files: report.txt, index.html, report.json, report.csv, \
+             plots, linux-1.log, linux-console.log)",
+            dir.display(),
+            files.len() + 2
         );
     }
     if args.console {

@@ -88,6 +88,15 @@ pub fn page_with(
     for run in &doc.runs {
         run_section(&mut h, doc, run);
     }
+    if let Some(r) = crate::linux::report::LinuxView::of(doc) {
+        // Every section of the text report: each window in every view, by function, the
+        // oracle's verdict, the writes by kernel function, what the kernel left set.
+        let _ = writeln!(
+            h,
+            "<h2 id=\"linux\">Linux: every window and write</h2>\n<pre>{}</pre>",
+            text(&crate::linux::report::render(&r))
+        );
+    }
     h.push_str("</body>\n</html>\n");
     Ok(h)
 }

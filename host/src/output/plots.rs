@@ -238,7 +238,7 @@ fn timeline(run: &Run) -> Result<String> {
                 ("sans-serif", 20),
             )
             .margin(10)
-            .x_label_area_size(30)
+            .x_label_area_size(45)
             .y_label_area_size(90)
             .build_cartesian_2d(0f64..span, 0f64..4f64)
             .map_err(err)?;
@@ -246,7 +246,7 @@ fn timeline(run: &Run) -> Result<String> {
             .configure_mesh()
             .disable_mesh()
             .y_labels(0)
-            .x_desc("ms of counter time")
+            .x_desc("ms of the physical counter (CNTPCT_EL0: the hypervisor's time included)")
             .x_label_formatter(&ms_label(span))
             .label_style(("sans-serif", 13))
             .draw()
@@ -312,9 +312,12 @@ fn timeline(run: &Run) -> Result<String> {
             .unwrap_or(0)
             .max(1);
         let mut lower_chart = ChartBuilder::on(&lower)
-            .caption("TCO changes per phase", ("sans-serif", 16))
+            .caption(
+                "PSTATE.TCO changes per phase (tco_changes: by MSR TCO, and by exception entry and return)",
+                ("sans-serif", 16),
+            )
             .margin(10)
-            .x_label_area_size(30)
+            .x_label_area_size(45)
             .y_label_area_size(90)
             .build_cartesian_2d(0f64..span, 0f64..top as f64 * 1.1)
             .map_err(err)?;
@@ -322,7 +325,8 @@ fn timeline(run: &Run) -> Result<String> {
             .configure_mesh()
             .disable_x_mesh()
             .x_label_formatter(&ms_label(span))
-            .y_desc("changes")
+            .x_desc("ms of the physical counter")
+            .y_desc("changes of PSTATE.TCO")
             .y_label_formatter(&count_label)
             .label_style(("sans-serif", 13))
             .draw()

@@ -155,7 +155,7 @@ pub fn write_outputs(doc: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
     put("report.json", serde_json::to_string_pretty(doc)? + "\n")?;
     put("report.txt", crate::output::full(doc))?;
     put("report.csv", crate::output::csv::render(doc))?;
-    put("index.html", crate::output::html::page(doc)?)?;
+    put("index.html", crate::output::html_page(doc)?)?;
     files.extend(crate::output::plots::write(doc, dir)?);
     files.extend(crate::profile::write(doc, dir)?);
     Ok(files)

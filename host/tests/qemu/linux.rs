@@ -33,7 +33,8 @@ pub(super) fn linux(args: &[&str]) -> (i32, Value, String) {
         "report.txt",
         "index.html",
         "report.json",
-        "console.log",
+        "report.csv",
+        "linux-1.log",
         "linux-console.log",
     ] {
         assert!(dir.join(f).exists(), "{} has no {f}", dir.display());

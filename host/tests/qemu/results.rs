@@ -54,7 +54,7 @@ fn the_guest_reads_back_every_record_so_far_and_mtex_parse_takes_it_whole() {
     let linux_console = std::fs::read_to_string(run.join("linux-console.log")).unwrap();
     let snapshot = printed_file(&linux_console, &dir);
     // The same bytes the UART carried, from its first record to the snapshot's own.
-    let uart = std::fs::read(run.join("console.log")).unwrap();
+    let uart = std::fs::read(run.join("linux-1.log")).unwrap();
     let uart = String::from_utf8_lossy(&uart).replace('\r', "");
     let snapshot_text = String::from_utf8(snapshot.clone()).unwrap();
     let first = snapshot_text.lines().next().unwrap();
