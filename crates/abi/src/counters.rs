@@ -224,13 +224,15 @@ const fn other(
     }
 }
 
-const fn stats(
+/// A counter another record than the trace gives (`source`), counting something other than
+/// accesses.
+const fn from_record(
     name: &'static str,
     unit: &'static str,
     describes: Describes,
     el: Option<El>,
     what: &'static str,
-    f: fn(&PhaseStats) -> Option<u64>,
+    source: Source,
 ) -> Counter {
     Counter {
         name,
@@ -242,8 +244,19 @@ const fn stats(
         dir: None,
         counts: Counts::Other,
         what,
-        source: Source::Stats(f),
+        source,
     }
+}
+
+const fn stats(
+    name: &'static str,
+    unit: &'static str,
+    describes: Describes,
+    el: Option<El>,
+    what: &'static str,
+    f: fn(&PhaseStats) -> Option<u64>,
+) -> Counter {
+    from_record(name, unit, describes, el, what, Source::Stats(f))
 }
 
 const fn engine(
@@ -253,18 +266,14 @@ const fn engine(
     what: &'static str,
     f: fn(&StepEngine, Option<&TraceCounts>) -> u64,
 ) -> Counter {
-    Counter {
+    from_record(
         name,
         unit,
-        describes: Describes::Instrument,
-        exactness: Exactness::Exact,
-        view: None,
+        Describes::Instrument,
         el,
-        dir: None,
-        counts: Counts::Other,
         what,
-        source: Source::Engine(f),
-    }
+        Source::Engine(f),
+    )
 }
 
 const fn untraced(
@@ -274,18 +283,7 @@ const fn untraced(
     el: Option<El>,
     what: &'static str,
 ) -> Counter {
-    Counter {
-        name,
-        unit,
-        describes,
-        exactness: Exactness::Exact,
-        view: None,
-        el,
-        dir: None,
-        counts: Counts::Other,
-        what,
-        source: Source::PmuPasses,
-    }
+    from_record(name, unit, describes, el, what, Source::PmuPasses)
 }
 
 const CHECKED: [Counter; 16] = {
@@ -751,18 +749,13 @@ pub fn of_cpu_share(
 /// A PMU event counted per EL, under `pmu.` (a traced phase) or `untraced.` (a full-speed
 /// pass): `pmu.mem_access_checked_rd:k`, `untraced.cycles:u`, `untraced.raw.0x0013:k`.
 /// Counted by the CPU, of the guest's execution.
-pub const PMU_EVENT: Counter = Counter {
-    name: "pmu.EVENT:EL",
-    unit: "events",
-    describes: Describes::Guest,
-    exactness: Exactness::Exact,
-    view: None,
-    el: None,
-    dir: None,
-    counts: Counts::Other,
-    what: "a PMU event counted per EL by the CPU",
-    source: Source::PmuPasses,
-};
+pub const PMU_EVENT: Counter = untraced(
+    "pmu.EVENT:EL",
+    "events",
+    Describes::Guest,
+    None,
+    "a PMU event counted per EL by the CPU",
+);
 
 /// The definition of the counter named `name`: a fixed one, or a PMU event per EL under
 /// `pmu.`/`untraced.`. None for a name no report exports.
