@@ -7,11 +7,20 @@ use crate::model::results::Results;
 use crate::output::summary;
 use crate::output::text::{Lines, clean};
 
-/// A kernel's row label: what was asked for, and what booted (`7.3 = 7.3.4+deb13-arm64`).
+/// A kernel's row label: what was asked for, and what booted (`7.3 = 7.3.4+deb13-arm64`);
+/// a kernel `mtex kernel build` made is named with how it was built (its KASAN mode and
+/// patches), which two builds of one release differ by.
 fn label(asked: &str, doc: &Results) -> String {
-    match &doc.kernel {
-        Some(k) if k.release.trim_end_matches("-arm64") != asked => {
-            format!("{} = {}", clean(asked), clean(&k.release))
+    let booted = doc.kernel.as_ref().map(|k| {
+        if k.version.starts_with(&k.release) {
+            &k.version
+        } else {
+            &k.release
+        }
+    });
+    match booted {
+        Some(b) if b.trim_end_matches("-arm64") != asked => {
+            format!("{} = {}", clean(asked), clean(b))
         }
         _ => clean(asked).into_owned(),
     }
@@ -82,4 +91,42 @@ pub fn render(runs: &[(String, Results)]) -> String {
         }
     }
     out.into_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::results::KernelId;
+
+    fn booted(release: &str, version: &str) -> Results {
+        let mut doc = Results::new(None, Vec::new(), Vec::new());
+        doc.kernel = Some(KernelId {
+            release: release.into(),
+            package: "p".into(),
+            version: version.into(),
+            sha256: String::new(),
+        });
+        doc
+    }
+
+    #[test]
+    fn two_builds_of_one_release_are_told_apart_by_how_they_were_built() {
+        let a = booted("6.12.118-mtex", "6.12.118-mtex, KASAN_HW_TAGS sync");
+        let b = booted(
+            "6.12.118-mtex",
+            "6.12.118-mtex, KASAN_HW_TAGS sync, +untagged-stacks.patch",
+        );
+        assert_eq!(
+            label("kasan", &a),
+            "kasan = 6.12.118-mtex, KASAN_HW_TAGS sync"
+        );
+        assert_eq!(
+            label("patched", &b),
+            "patched = 6.12.118-mtex, KASAN_HW_TAGS sync, +untagged-stacks.patch"
+        );
+        // Debian's: the release, or nothing when it is what was asked for.
+        let d = booted("7.3.4+deb13-arm64", "7.3.4-1~bpo13+1");
+        assert_eq!(label("7.3", &d), "7.3 = 7.3.4+deb13-arm64");
+        assert_eq!(label("7.3.4+deb13", &d), "7.3.4+deb13");
+    }
 }

@@ -632,7 +632,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .zip(&runs)
         .map(|(k, (_, doc))| (k.clone(), doc.clone()))
         .collect();
-    print!("{}", ab::render(&docs));
+    let side_by_side = ab::render(&docs);
+    print!("{side_by_side}");
+    // Kept beside the kernels' own results: the table and its verdicts are the answer.
+    let dir = crate::scenario::run::results_dir(&args.out, "linux-ab")?;
+    std::fs::write(dir.join("report.txt"), side_by_side.trim_start())?;
+    eprintln!(
+        "mtex: kernels side by side in {}",
+        dir.join("report.txt").display()
+    );
     Ok(if runs.iter().all(|(c, _)| *c == ExitCode::SUCCESS) {
         ExitCode::SUCCESS
     } else {
