@@ -64,7 +64,8 @@ pub struct Args {
     /// (docs/uefi.md#install-mode). Linux and the records share the firmware's one UART.
     #[arg(long)]
     pub uefi: bool,
-    /// Also write the report as JSON to this file.
+    /// Also write report.json (schema mtex-report v2: the windows as phases, and the Linux
+    /// section) to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Print Linux's own console (the second UART) after the report.
