@@ -12,7 +12,8 @@
 //! Counts under QEMU with `-icount` are exact: repeats are identical (sd 0), and then any
 //! difference is significant by construction ("exact"). The test matters for what varies
 //! between repeats — cycles, interrupts, anything measured on silicon. A side with a single
-//! run has no spread to test against: its differences are marked, as untested.
+//! run has no spread to test against: its differences are shown, `(?)`, and never called an
+//! improvement or a regression.
 //!
 //! Here: what a comparison is (its types) and how the phases of the two sides meet. The
 //! command's arguments and input are `command`; the statistics that judge a change,
@@ -74,10 +75,13 @@ pub enum Test {
 /// The change from A to B.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// B lower, significantly (or exactly, or untested from single runs).
+    /// B lower, significantly (or exactly, from identical repeats).
     Improvement,
     Regression,
     Unchanged,
+    /// B differs from A with a single run on a side: no spread to test it against, so it is
+    /// shown, `(?)`, and counted apart, never as an improvement or a regression.
+    Changed,
     /// The counter is on one side only.
     OnlyA,
     OnlyB,
@@ -127,6 +131,8 @@ pub struct Summary {
     pub improvements: usize,
     pub regressions: usize,
     pub unchanged: usize,
+    /// Differences from single runs, untested (among `results`).
+    pub changed: usize,
     /// Counters on one side only (not among `results`).
     pub one_sided: usize,
     /// Counters of the instrument's own work (not among `results`).
@@ -134,7 +140,6 @@ pub struct Summary {
     /// How the marks were judged.
     pub exact: usize,
     pub welch: usize,
-    pub untested: usize,
     pub intervals: usize,
 }
 
@@ -302,13 +307,14 @@ impl Comparison {
                 Verdict::Improvement => s.improvements += 1,
                 Verdict::Regression => s.regressions += 1,
                 Verdict::Unchanged => s.unchanged += 1,
+                Verdict::Changed => s.changed += 1,
             }
             s.results += 1;
             if matches!(r.verdict, Verdict::Improvement | Verdict::Regression) {
                 match r.test {
                     Test::Exact => s.exact += 1,
                     Test::Welch { .. } => s.welch += 1,
-                    Test::Untested => s.untested += 1,
+                    Test::Untested => {}
                     Test::Intervals => s.intervals += 1,
                 }
             }

@@ -37,6 +37,12 @@ impl Summary {
             plural(self.regressions, "regression", "regressions"),
             self.unchanged
         );
+        if self.changed > 0 {
+            s.push_str(&format!(
+                ", {} changed from single runs, untested (?)",
+                self.changed
+            ));
+        }
         if self.one_sided > 0 {
             s.push_str(&format!(
                 "; {} on one side only",
@@ -92,6 +98,7 @@ fn mark(v: Verdict) -> &'static str {
     match v {
         Verdict::Improvement => "(I)",
         Verdict::Regression => "(R)",
+        Verdict::Changed => "(?)",
         _ => "",
     }
 }
@@ -173,6 +180,12 @@ fn headline_parts(p: &PhaseCmp) -> Option<(String, String)> {
             Some(pc) => format!("{name}: {what} rise by {pc:.1}%"),
             None => format!("{name}: {what} appear"),
         },
+        Verdict::Changed => match percent(a, b) {
+            Some(pc) => format!(
+                "{name}: {what} change by {pc:+.1}% (single runs: untested, repeat to test)"
+            ),
+            None => format!("{name}: {what} change (single runs: untested, repeat to test)"),
+        },
         _ if a.mean == b.mean => {
             return Some((format!("{name}: {what} are unchanged"), value(&r.a)));
         }
@@ -223,7 +236,10 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
         "counter here. Counts on QEMU under -icount repeat exactly (sd 0): any difference between",
     );
     out.push("such repeats is real. What varies between repeats (cycles on silicon) is judged by");
-    out.push("Welch's t-test, p < 0.05; a single run on a side gives untested marks.");
+    out.push(
+        "Welch's t-test, p < 0.05. (?) B differs with a single run on a side: untested, never",
+    );
+    out.push("called better or worse; repeat the runs to test it.");
     for p in &c.phases {
         out.blank();
         out.push(&heading(p));
@@ -329,12 +345,6 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
         if s.welch > 0 {
             how.push(format!("{} by Welch's t-test", s.welch));
         }
-        if s.untested > 0 {
-            how.push(format!(
-                "{} from single runs, untested (repeat the runs to test them)",
-                s.untested
-            ));
-        }
         if s.intervals > 0 {
             how.push(format!(
                 "{} between sampled estimates whose 95% intervals are disjoint",
@@ -389,6 +399,7 @@ pub fn render_csv(c: &Comparison) -> String {
                 Verdict::Improvement => "I",
                 Verdict::Regression => "R",
                 Verdict::Unchanged => "",
+                Verdict::Changed => "?",
                 Verdict::OnlyA => "only A",
                 Verdict::OnlyB => "only B",
                 Verdict::Instrument => "instrument",

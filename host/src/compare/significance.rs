@@ -84,10 +84,20 @@ pub(super) fn judge(a: &Option<Stats>, b: &Option<Stats>) -> (Test, Verdict) {
             .unwrap_or(std::cmp::Ordering::Equal),
     };
     // Exact: no noise, any difference is real. Untested: a single run has no spread to judge
-    // by, so its difference is marked all the same, and the summary counts such marks apart.
+    // by, so its difference is said, and never called an improvement or a regression.
     let significant = match test {
         Test::Welch { p, .. } => p < ALPHA,
-        Test::Exact | Test::Untested | Test::Intervals => true,
+        Test::Exact | Test::Intervals => true,
+        Test::Untested => {
+            return (
+                test,
+                if order == std::cmp::Ordering::Equal {
+                    Verdict::Unchanged
+                } else {
+                    Verdict::Changed
+                },
+            );
+        }
     };
     let verdict = match order {
         std::cmp::Ordering::Less if significant => Verdict::Improvement,
