@@ -1152,7 +1152,12 @@ fn a_newer_kernel_sets_tcma1_and_futex_hash_checks_drop_against_6_12() {
         "checked kernel reads {a} → {b}: not a 95% drop\n{text}"
     );
     assert!(text.contains("Kernels side by side (6.12, 7.3)"), "{text}");
-    assert!(text.contains("are eliminated"), "{text}");
+    // One boot a kernel: the drop is said, untested, never called an improvement.
+    assert!(
+        text.contains("(mem_access_checked_rd:k) change by -"),
+        "{text}"
+    );
+    assert!(!text.contains("(I)") && !text.contains("(R)"), "{text}");
     let _ = std::fs::remove_dir_all(&out_dir);
 }
 
