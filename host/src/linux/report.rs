@@ -484,8 +484,7 @@ pub fn document(
     let mut notes = r.notes.clone();
     // The writes by kernel function.
     for w in &mut run.writes {
-        w.symbol = u64::from_str_radix(w.pc.trim_start_matches("0x"), 16)
-            .ok()
+        w.symbol = crate::model::results::from_hex(&w.pc)
             .and_then(|pc| symbols.lookup(kernel_va(pc, entry, text_va)));
     }
     let last = |name: &str, reg: SysReg| {

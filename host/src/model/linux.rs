@@ -43,7 +43,7 @@ pub struct LinuxSection {
 
 /// The bits of a register value the document gives in hex (`0x…`; 0 if it is not).
 pub fn bits(hex: &str) -> u64 {
-    u64::from_str_radix(hex.trim_start_matches("0x"), 16).unwrap_or(0)
+    crate::model::results::from_hex(hex).unwrap_or(0)
 }
 
 /// A window's facts beside its counters (the phase with the same `id`).

@@ -295,6 +295,11 @@ pub fn hex(v: u64) -> String {
     format!("{v:#x}")
 }
 
+/// The value of a [`hex`] string (None for one that is not).
+pub fn from_hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).ok()
+}
+
 /// The counters of a traced phase, under the names and definitions of
 /// [`mtex_abi::counters`]: the architectural view has perf's own names
 /// (`mem_access_checked_rd:k` …), the other views are prefixed with theirs (`tcf_elided.`,
@@ -587,9 +592,7 @@ impl Results {
             }
         }
         for w in self.runs.iter_mut().flat_map(|r| r.writes.iter_mut()) {
-            w.symbol = u64::from_str_radix(w.pc.trim_start_matches("0x"), 16)
-                .ok()
-                .and_then(|pc| symbols.lookup(pc));
+            w.symbol = from_hex(&w.pc).and_then(|pc| symbols.lookup(pc));
         }
     }
 
