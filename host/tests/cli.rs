@@ -1008,6 +1008,46 @@ fn a_linux_scenario_out_of_bounds_is_refused_naming_file_and_field() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// One file format and one runner: `mtex run` takes a file whose runs boot kernels (its
+/// mistakes named with their line, an option of the built-in guest's refused by name), and
+/// `mtex linux --scenario` refuses a file whose runs boot the built-in guest, saying which
+/// command runs it, all before anything is fetched, built or booted.
+#[test]
+fn mtex_run_takes_a_file_whose_runs_boot_kernels() {
+    let d = scratch("run-kernels-file");
+    let f = d.join("k.toml");
+    let good = "version = 1\n[kernels]\na = \"6.12\"\n[[run]]\nname = \"x\"\n\
+                kernels = [\"a\"]\nworkloads = [\"getpid 1000\"]\n";
+    std::fs::write(&f, good.replace("[\"a\"]", "[\"a\", \"b\"]")).unwrap();
+    let k = f.to_str().unwrap();
+    refused_before_tools(
+        &d,
+        &["run", k],
+        &["k.toml:6: run[0].kernels: \"b\" is not in [kernels]"],
+    );
+    std::fs::write(&f, good).unwrap();
+    for option in [&["--uefi"][..], &["--oracle"], &["--format", "csv"]] {
+        let mut args = vec!["run", k];
+        args.extend_from_slice(option);
+        refused_before_tools(
+            &d,
+            &args,
+            &[
+                "k.toml: its runs boot kernels",
+                option[0],
+                "mtex linux --scenario",
+            ],
+        );
+    }
+    let builtin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/scenarios/quick.toml");
+    refused_before_tools(
+        &d,
+        &["linux", "--scenario", builtin.to_str().unwrap()],
+        &["quick.toml: its runs boot the built-in guest, not kernels: `mtex run"],
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// An option a command would leave unused is refused naming it, before anything runs: a
 /// per-run option of `mtex linux` beside a scenario file (which says it for every run), a
 /// guest program for an ESP in install mode, zero compile jobs.

@@ -21,10 +21,13 @@ pub fn help() -> String {
     format!(
         "Scenario file (TOML, version 1; docs/scenarios.md):\n  \
          version, name, description\n  \
-         [[run]]: name, policies, workloads, tcf0, hz, repeat, backend, trace, \
-         breakpoint_runs, watchdog_ms\n  \
-         [[expect]]: counter, workload, from, to, run, from_run, to_run, \
-         drop_at_least | rise_at_most | equal\n\n\
+         [[run]] of the built-in guest: name, policies, workloads, tcf0, hz, cpus, repeat, \
+         backend, trace, breakpoint_runs, watchdog_ms, pmu_events, pmu_require, sample\n  \
+         [[run]] that boots kernels: name, kernels, workloads, tcf0, append, repeat \
+         ([kernels] names them; run with `mtex linux`'s defaults)\n  \
+         [[expect]]: counter, workload, tcf0, run, from_run, to_run, from and to | policy | \
+         kernel, drop_at_least | rise_at_most | fewer_by_at_least | equal | at_least | \
+         at_most\n\n\
          Policies (tokens joined by +): {}\n\n\
          Workloads (with :iters=N :size=N :tasks=N :tcf0=MODE): {}\n\n\
          User modes (tcf0): {}",
@@ -136,6 +139,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
+    let args_given = given(&args);
     let Args {
         scenario,
         guest,
@@ -163,7 +167,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
             "give a scenario file or --guest/--opt, not both (a scenario file says \
              everything in its [[run]] tables)"
         ),
-        (Some(path), false) => scenario::file::load(&path)?,
+        (Some(path), false) => {
+            let plan = scenario::file::load(&path)?;
+            if plan.boots_kernels() {
+                return kernels_file(&path, &out, &args_given);
+            }
+            plan
+        }
         (None, true) => {
             let g = guest.unwrap_or_else(|| "kernel".to_string());
             scenario::file::ScenarioFile::single(&g, qemu::cmdline(&g, &opts)?)
@@ -175,7 +185,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // A per-PC profile follows one CPU: the kernel on several would have every phase
     // refused.
     if profile || stacks {
-        for r in &plan.runs {
+        for r in plan.runs.iter().filter_map(|r| r.guest()) {
             if let Ok(s) = mtex_abi::scenario::Scenario::parse(&r.cmdline)
                 && s.cpus > 1
                 && r.cmdline.contains("mtex.guest=kernel")
@@ -189,7 +199,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     if (check_exact || precision.is_some())
-        && !plan.runs.iter().any(|r| r.cmdline.contains("mtex.sample="))
+        && !plan
+            .runs
+            .iter()
+            .filter_map(|r| r.guest())
+            .any(|r| r.cmdline.contains("mtex.sample="))
     {
         anyhow::bail!(
             "--check-exact and --precision are about sampled phases: give --opt \
@@ -282,7 +296,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if check_exact {
         let mut whole = plan.clone();
         for r in &mut whole.runs {
-            r.cmdline = crate::cli::bench::check_exact::whole(&r.cmdline);
+            if let scenario::file::Boots::Guest(g) = &mut r.boots {
+                g.cmdline = crate::cli::bench::check_exact::whole(&g.cmdline);
+            }
         }
         let exact_dir = scenario::run::results_dir(&dir, "whole-trace")?;
         eprintln!(
@@ -306,4 +322,51 @@ pub fn run(args: Args) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The options of `mtex run` given on this command line, by name: those a file whose runs
+/// boot kernels cannot take (their boot options are `mtex linux`'s).
+fn given(a: &Args) -> Vec<&'static str> {
+    [
+        ("--json", a.json.is_some()),
+        ("--format", a.format != Form::Text),
+        ("--verbose", a.verbose),
+        ("--log", a.log.is_some()),
+        ("--timeout", a.timeout.is_some()),
+        ("--no-icount", a.no_icount),
+        ("--raw", a.raw),
+        ("--uefi", a.uefi),
+        ("--memory", a.memory.is_some()),
+        ("--oracle", a.oracle),
+        ("--check-exact", a.check_exact),
+        ("--precision", a.precision.is_some()),
+        ("--profile", a.profile),
+        ("--stacks", a.stacks),
+    ]
+    .into_iter()
+    .filter_map(|(name, set)| set.then_some(name))
+    .collect()
+}
+
+/// A scenario whose runs boot kernels, run as `mtex linux --scenario FILE --out OUT` runs it
+/// (one runner for both commands); an option of `mtex run` it would leave unused is refused
+/// by name, before anything is built or booted.
+fn kernels_file(path: &std::path::Path, out: &std::path::Path, given: &[&str]) -> Result<ExitCode> {
+    if let Some(option) = given.first() {
+        anyhow::bail!(
+            "{}: its runs boot kernels, whose boot options are `mtex linux`'s: {option} is \
+             not taken here (`mtex linux --scenario {}` takes the boot options)",
+            path.display(),
+            path.display()
+        );
+    }
+    use clap::{Args as _, FromArgMatches};
+    let command = crate::linux::Args::augment_args(clap::Command::new("linux"));
+    let matches = command.try_get_matches_from([
+        std::ffi::OsStr::new("linux"),
+        std::ffi::OsStr::new("--out"),
+        out.as_os_str(),
+    ])?;
+    let args = crate::linux::Args::from_arg_matches(&matches)?;
+    crate::linux::scenario_run::run(&args, path)
 }

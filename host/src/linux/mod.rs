@@ -11,7 +11,6 @@ pub mod interrupt_rate;
 pub mod local;
 pub mod report;
 pub mod requirements;
-pub mod scenario;
 pub mod scenario_run;
 pub mod summary;
 
@@ -115,8 +114,9 @@ pub struct Args {
     /// reads them).
     #[arg(long, value_name = "FILE")]
     pub symbols: Option<PathBuf>,
-    /// Run a Linux scenario file instead: its kernels (by release, path, or built by `mtex
-    /// kernel build`), workloads, modes and expectations (docs/linux.md#scenario-files). The
+    /// Run a scenario file whose runs boot kernels instead (docs/scenarios.md): its kernels
+    /// (by release, path, or built by `mtex kernel build`), workloads, modes and
+    /// expectations; `mtex run FILE` runs the same file with these options' defaults. The
     /// exit status is 1 when an expectation fails. The file says what --kernel, --workload,
     /// --tcf0 and --symbols would (they are refused with it), and prints its own tables (no
     /// --json, --verbose).

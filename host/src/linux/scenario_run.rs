@@ -1,23 +1,24 @@
-//! Running a Linux scenario file: its kernels fetched or built once, each `[[linux]]` booted
-//! kernel by kernel (and repeat by repeat) with the same workloads, then one side-by-side
-//! table per `[[linux]]` and the expectations judged on the windows' counters.
+//! Running a scenario whose runs boot kernels: its kernels fetched or built once, each run
+//! booted kernel by kernel (and repeat by repeat) with the same workloads, then one
+//! side-by-side table per run, and one results document: every boot's windows as the run
+//! `RUN-KERNEL`, the expectations judged on them as a built-in scenario's are.
 
-use super::scenario::{self, KernelSpec};
 use super::{Args, check_args, run_one};
-use crate::model::results::Results;
+use crate::model::results::{self, Results};
 use crate::output::text::Lines;
-use anyhow::{Context, Result};
+use crate::scenario::file::{KernelRun, KernelSpec, RunSpec, ScenarioFile};
+use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 
 /// The `mtex linux` arguments for one boot of a scenario's kernel.
-fn boot_args(base: &Args, run: &scenario::LinuxRun, kernel: &str, out: &Path) -> Args {
+fn boot_args(base: &Args, spec: &RunSpec, run: &KernelRun, kernel: &str, out: &Path) -> Args {
     Args {
         kernel: vec![kernel.to_string()],
         workload: Some(run.line()),
         append: base.append.iter().chain(&run.append).cloned().collect(),
-        out: out.join(&run.name),
+        out: out.join(&spec.name),
         json: None,
         scenario: None,
         build_only: false,
@@ -27,23 +28,48 @@ fn boot_args(base: &Args, run: &scenario::LinuxRun, kernel: &str, out: &Path) ->
     }
 }
 
-/// A window's counter in a results document, if that window was measured.
-fn value(doc: &Results, window: usize, counter: &str) -> Option<u64> {
-    doc.runs
+/// The runs of a scenario, each with the kernels it boots; refused when its runs boot the
+/// built-in guest.
+fn kernel_runs<'a>(s: &'a ScenarioFile, file: &Path) -> Result<Vec<(&'a RunSpec, &'a KernelRun)>> {
+    if !s.boots_kernels() {
+        bail!(
+            "{}: its runs boot the built-in guest, not kernels: `mtex run {}` runs it",
+            file.display(),
+            file.display()
+        );
+    }
+    Ok(s.runs
         .iter()
-        .flat_map(|r| &r.phases)
-        .find(|p| p.id as usize == window && p.end_ts.is_some())
-        .and_then(|p| p.counters.get(counter).copied())
+        .filter_map(|r| Some((r, r.kernels()?)))
+        .collect())
 }
 
-/// Runs `mtex linux --scenario FILE`.
+/// A boot that could not run, as a run of the document: failed, with why.
+fn not_run(name: String, repeat: u32, why: String) -> results::Run {
+    results::Run {
+        name,
+        repeat,
+        success: false,
+        end: "did not run".to_string(),
+        boot: None,
+        phases: Vec::new(),
+        writes: Vec::new(),
+        console: Vec::new(),
+        power_calls: Vec::new(),
+        problems: vec![format!("the boot did not run: {why}")],
+        notes: Vec::new(),
+    }
+}
+
+/// Runs `mtex linux --scenario FILE` (and `mtex run FILE` for a file whose runs boot
+/// kernels).
 pub fn run(base: &Args, file: &Path) -> Result<ExitCode> {
-    let s = scenario::load(file)?;
+    let s = crate::scenario::file::load(file)?;
+    let runs = kernel_runs(&s, file)?;
     // Every boot's options are checked before anything is built or booted.
-    for run in &s.runs {
-        let mut a = boot_args(base, run, "6.12", &base.out);
-        a.kernel = vec!["6.12".into()];
-        check_args(&a).with_context(|| format!("{}: [[linux]] {}", file.display(), run.name))?;
+    for (spec, run) in &runs {
+        let a = boot_args(base, spec, run, "6.12", &base.out);
+        check_args(&a).with_context(|| format!("{}: run {}", file.display(), spec.name))?;
     }
     if base.build_only {
         for (name, k) in &s.kernels {
@@ -63,7 +89,7 @@ pub fn run(base: &Args, file: &Path) -> Result<ExitCode> {
     })?;
     // Each kernel the runs use, fetched by `mtex linux` itself or built here, once.
     let mut kernels: BTreeMap<String, String> = BTreeMap::new();
-    for name in s.runs.iter().flat_map(|r| &r.kernels) {
+    for name in runs.iter().flat_map(|(_, r)| &r.kernels) {
         if kernels.contains_key(name) {
             continue;
         }
@@ -78,54 +104,53 @@ pub fn run(base: &Args, file: &Path) -> Result<ExitCode> {
         };
         kernels.insert(name.clone(), choice);
     }
-    let mut docs: BTreeMap<(String, String), Vec<Results>> = BTreeMap::new();
-    let mut all_ok = true;
-    let mut failed: Vec<String> = Vec::new();
+    let mut measured: Vec<results::Run> = Vec::new();
+    let mut first: BTreeMap<(String, String), Results> = BTreeMap::new();
     let mut out = Lines::default();
-    out.push(&format!(
-        "mtex linux --scenario {} ({})",
-        file.display(),
-        s.name
-    ));
-    let boots: u32 = s
-        .runs
+    out.push(&format!("mtex scenario {} ({})", file.display(), s.name));
+    let boots: u32 = runs
         .iter()
-        .map(|r| r.repeat * r.kernels.len() as u32)
+        .map(|(spec, r)| spec.repeat * r.kernels.len() as u32)
         .sum();
     let mut n = 0;
-    for run in &s.runs {
-        for rep in 0..run.repeat {
+    for (spec, run) in &runs {
+        for rep in 0..spec.repeat {
             for k in &run.kernels {
                 n += 1;
                 eprintln!(
                     "mtex: boot {n}/{boots}: {} on kernel {k}{}",
-                    run.name,
-                    if run.repeat > 1 {
+                    spec.name,
+                    if spec.repeat > 1 {
                         format!(", repeat {}", rep + 1)
                     } else {
                         String::new()
                     }
                 );
-                let a = boot_args(base, run, &kernels[k], &dir);
-                let entry = docs.entry((run.name.clone(), k.clone())).or_default();
+                let a = boot_args(base, spec, run, &kernels[k], &dir);
+                let name = spec.result_name(Some(k));
                 match run_one(&a) {
-                    Ok((code, doc)) => {
-                        all_ok &= code == ExitCode::SUCCESS;
-                        entry.push(doc);
+                    Ok((_, doc)) => {
+                        first
+                            .entry((spec.name.clone(), k.clone()))
+                            .or_insert_with(|| doc.clone());
+                        // Each boot is one run of the document, named for its run and
+                        // kernel; its own directory keeps the Linux section.
+                        measured.extend(doc.runs.into_iter().map(|mut r| {
+                            r.name = name.clone();
+                            r.repeat = rep;
+                            r
+                        }));
                     }
                     // A boot that could not run is said, and the others go on; its windows
                     // count as not measured.
-                    Err(e) => {
-                        all_ok = false;
-                        failed.push(format!("{} on kernel {k}: {e:#}", run.name));
-                    }
+                    Err(e) => measured.push(not_run(name, rep, format!("{e:#}"))),
                 }
             }
         }
         out.blank();
         out.push(&format!(
-            "[[linux]] {}: kernels {}",
-            run.name,
+            "run {}: kernels {}",
+            spec.name,
             run.kernels.join(", ")
         ));
         for w in &run.workloads {
@@ -136,58 +161,52 @@ pub fn run(base: &Args, file: &Path) -> Result<ExitCode> {
                 ));
             }
         }
-        let first: Vec<(String, Results)> = run
+        let docs: Vec<(String, Results)> = run
             .kernels
             .iter()
             .filter_map(|k| {
-                let d = docs.get(&(run.name.clone(), k.clone()))?.first()?;
+                let d = first.get(&(spec.name.clone(), k.clone()))?;
                 Some((k.clone(), d.clone()))
             })
             .collect();
-        for l in super::ab::render(&first).lines() {
+        for l in super::ab::render(&docs).lines() {
             out.push(l);
         }
     }
+    let judged: Vec<results::Expectation> = s
+        .expectations
+        .iter()
+        .map(|e| crate::scenario::run::judge(e, &measured))
+        .collect();
+    let doc = Results::new(Some(s.name.clone()), measured, judged);
+    if !doc.expectations.is_empty() {
+        out.blank();
+        out.push(" Expectations:");
+        for e in &doc.expectations {
+            out.push(&crate::output::full::expectation_line(e));
+        }
+    }
+    let failed: Vec<String> = doc
+        .runs
+        .iter()
+        .filter(|r| !r.success)
+        .map(|r| format!("FAILED ({} {}): {}", r.name, r.repeat + 1, r.end))
+        .collect();
+    if !failed.is_empty() {
+        out.blank();
+        for f in &failed {
+            out.push(f);
+        }
+        out.push("  (each boot's problems: its directory's report.txt)");
+    }
     out.blank();
-    out.push("Expectations");
-    let mut held_all = true;
-    for e in &s.expectations {
-        let run = s.runs.iter().find(|r| r.name == e.linux).expect("checked");
-        let w = run.window(&e.workload, &e.tcf0).expect("checked");
-        // The mean over every boot of the kernel; None unless every boot ran and measured
-        // the window.
-        let mean = |k: &str| -> Option<f64> {
-            let ds = docs.get(&(run.name.clone(), k.to_string()))?;
-            let vals: Vec<u64> = ds.iter().filter_map(|d| value(d, w, &e.counter)).collect();
-            (!vals.is_empty() && vals.len() as u32 == run.repeat)
-                .then(|| vals.iter().sum::<u64>() as f64 / vals.len() as f64)
-        };
-        let (a, b) = &e.kernels;
-        let (held, detail) = match (mean(a), mean(b)) {
-            (Some(x), Some(y)) => e.judge(x, y),
-            _ => (false, format!("window {w} was not measured on every boot")),
-        };
-        held_all &= held;
-        out.push(&format!(
-            "  {} {}: {detail}",
-            if held { "held  " } else { "FAILED" },
-            e.text()
-        ));
-    }
-    if s.expectations.is_empty() {
-        out.push("  none");
-    }
-    for f in &failed {
-        out.push(&format!("  PROBLEM: a boot did not run: {f}"));
-    }
-    if !all_ok && failed.is_empty() {
-        out.push("  PROBLEM: a boot had problems: see its results directory");
-    }
-    out.push(&format!("mtex: results in {}", dir.display()));
+    out.push(doc.verdict_line());
     let text = out.into_string();
     print!("{text}");
-    std::fs::write(dir.join("report.txt"), &text)?;
-    Ok(if held_all && all_ok {
+    crate::scenario::run::write_outputs(&doc, &dir)?;
+    std::fs::write(dir.join("summary.txt"), &text)?;
+    eprintln!("mtex: results in {}", dir.display());
+    Ok(if doc.success {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

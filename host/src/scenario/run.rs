@@ -14,7 +14,7 @@ use crate::images::Images;
 use crate::model::report::Report;
 use crate::model::results::{self, Expectation, Results};
 use crate::qemu::{self, RunConfig};
-use crate::scenario::file::{Expect, ScenarioFile};
+use crate::scenario::file::{Expect, ScenarioFile, Side};
 use anyhow::{Context, Result};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -57,6 +57,12 @@ pub fn run(
     let mut out = Vec::new();
     let mut reports = Vec::new();
     for spec in &s.runs {
+        let Some(guest) = spec.guest() else {
+            anyhow::bail!(
+                "run {:?} boots kernels: `mtex linux --scenario` runs it",
+                spec.name
+            );
+        };
         for k in 0..spec.repeat {
             if show {
                 let elapsed = start.elapsed().as_secs_f64();
@@ -78,7 +84,7 @@ pub fn run(
                 let _ = std::io::stderr().flush();
             }
             let (cfg, _keep) =
-                configure(RunConfig::with_default_limits(spec.cmdline.clone(), true))?;
+                configure(RunConfig::with_default_limits(guest.cmdline.clone(), true))?;
             let console = qemu::run(images, &cfg)?;
             let log = dir.join(format!("{}-{}.log", spec.name, k + 1));
             std::fs::write(&log, &console.bytes)
@@ -102,38 +108,43 @@ pub fn run(
     Ok((doc, reports))
 }
 
-/// The mean of `counter` in the phase of (`workload`, `policy`) over the repeats of `run`.
-fn value(
-    runs: &[results::Run],
-    run: &str,
-    workload: &str,
-    policy: &str,
-    counter: &str,
-) -> Option<f64> {
+/// The mean of the expectation's counter in one side's phase over every boot of the side,
+/// or `None` unless every boot measured it.
+fn value(runs: &[results::Run], e: &Expect, side: &Side) -> Option<f64> {
     let v: Vec<u64> = runs
         .iter()
-        .filter(|r| r.name == run)
+        .filter(|r| r.name == side.results_run)
         .filter_map(|r| {
             r.phases
                 .iter()
-                .find(|p| {
-                    p.workload.as_deref() == Some(workload) && p.policy.as_deref() == Some(policy)
+                .find(|p| match side.window {
+                    // A window that never closed was not measured.
+                    Some(w) => p.id as usize == w && p.end_ts.is_some(),
+                    None => {
+                        p.workload.as_deref() == Some(e.workload.as_str())
+                            && p.policy.as_deref() == Some(side.of.as_str())
+                    }
                 })
-                .and_then(|p| p.counters.get(counter).copied())
+                .and_then(|p| p.counters.get(&e.counter).copied())
         })
         .collect();
-    (!v.is_empty()).then(|| v.iter().sum::<u64>() as f64 / v.len() as f64)
+    (!v.is_empty() && v.len() as u32 == side.boots)
+        .then(|| v.iter().sum::<u64>() as f64 / v.len() as f64)
 }
 
-/// Judges one expectation on the runs' results.
+/// Judges one expectation on the runs' results: the same for built-in runs and for runs
+/// that boot kernels.
 pub fn judge(e: &Expect, runs: &[results::Run]) -> Expectation {
-    let from = value(runs, &e.from.0, &e.workload, &e.from.1, &e.counter);
-    let to = value(runs, &e.to.0, &e.workload, &e.to.1, &e.counter);
-    let (held, detail) = match (from, to) {
+    let (held, detail) = match (value(runs, e, &e.from), value(runs, e, &e.to)) {
         (Some(a), Some(b)) => e.judge(a, b),
         _ => (
             false,
-            "no such counter in the results (did the run fail?)".to_string(),
+            match e.from.window {
+                Some(w) => format!("window {w} was not measured on every boot"),
+                None => {
+                    "no such counter in the results of every boot (did a run fail?)".to_string()
+                }
+            },
         ),
     };
     Expectation {

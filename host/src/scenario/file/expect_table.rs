@@ -1,9 +1,11 @@
 //! An `[[expect]]` table checked against the runs it names: the runs and the one phase of
-//! each side must exist, the counter must be one report.json holds (and one an untraced run
-//! has, for such a run), and exactly one rule must be given.
+//! each side must exist (a policy's phase of the workload in a built-in run, a kernel's
+//! window of the workload and mode in a run that boots kernels), the counter must be one
+//! report.json holds (and one an untraced run has, for such a run), and exactly one rule
+//! must be given, with the sides it needs.
 
 use super::locate::Ctx;
-use super::{Expect, ExpectRaw, Rule, RunSpec, ScenarioError};
+use super::{Expect, ExpectRaw, Rule, RunSpec, ScenarioError, Side};
 use toml::Spanned;
 
 pub(super) fn expect(
@@ -15,52 +17,58 @@ pub(super) fn expect(
     let at = |field: &str| format!("expect[{i}].{field}");
     let raw = e.get_ref();
     let default_run = raw.run.as_ref();
-    let pick = |which: &Option<Spanned<String>>, field: &str| -> Result<String, ScenarioError> {
+    let pick = |which: &Option<Spanned<String>>, field: &str| -> Result<&RunSpec, ScenarioError> {
         match which.as_ref().or(default_run) {
-            Some(n) => runs
-                .iter()
-                .find(|r| r.name == *n.get_ref())
-                .map(|r| r.name.clone())
-                .ok_or_else(|| {
-                    cx.at(
-                        n.span(),
-                        &at(field),
-                        format!("no run named {:?}", n.get_ref()),
-                    )
-                }),
-            None => Ok(runs[0].name.clone()),
+            Some(n) => runs.iter().find(|r| r.name == *n.get_ref()).ok_or_else(|| {
+                cx.at(
+                    n.span(),
+                    &at(field),
+                    format!("no run named {:?}", n.get_ref()),
+                )
+            }),
+            None => Ok(&runs[0]),
         }
     };
     let from_run = pick(&raw.from_run, "from_run")?;
     let to_run = pick(&raw.to_run, "to_run")?;
-    let workload = raw.workload.get_ref().clone();
-    for (run, policy) in [(&from_run, &raw.from), (&to_run, &raw.to)] {
-        let spec = runs.iter().find(|r| r.name == *run).expect("picked above");
-        let matching = spec
-            .phases
-            .iter()
-            .filter(|(w, p)| *w == workload && p == policy.get_ref())
-            .count();
-        let field = if std::ptr::eq(policy, &raw.from) {
-            "from"
-        } else {
-            "to"
-        };
-        let problem = match matching {
-            0 => format!(
-                "run {run:?} has no phase of {workload} under {:?}",
-                policy.get_ref()
+    let rule = rule(cx, i, e)?;
+    let absolute = matches!(rule, Rule::AtLeast(_) | Rule::AtMost(_));
+    // A side is a policy in a built-in run, a kernel in a run that boots kernels.
+    let kernels = from_run.kernels().is_some();
+    let (one_key, not_key, what) = if kernels {
+        ("kernel", &raw.policy, "kernel")
+    } else {
+        ("policy", &raw.kernel, "policy")
+    };
+    if let Some(k) = not_key {
+        let key = if kernels { "policy" } else { "kernel" };
+        return Err(cx.at(
+            k.span(),
+            &at(key),
+            format!(
+                "run {:?} has no {key}s: name its side with {one_key}",
+                from_run.name
             ),
-            1 => continue,
-            // The same workload with other parameters: which phase is meant cannot be told.
-            n => format!(
-                "run {run:?} has {n} phases of {workload} under {:?} (the workload with \
-                 different parameters): an expectation needs exactly one",
-                policy.get_ref()
-            ),
-        };
-        return Err(cx.at(policy.span(), &at(field), problem));
+        ));
     }
+    let one = if kernels { &raw.kernel } else { &raw.policy };
+    let (from, to) = match (absolute, &raw.from, &raw.to, one) {
+        (true, None, None, Some(k)) => (k, k),
+        (false, Some(a), Some(b), None) => (a, b),
+        _ => {
+            return Err(cx.at(
+                e.span(),
+                &format!("expect[{i}]"),
+                if absolute {
+                    format!(
+                        "at_least and at_most judge one {what}: give {one_key}, not from and to"
+                    )
+                } else {
+                    format!("this rule compares two {what}s: give from and to, not {one_key}")
+                },
+            ));
+        }
+    };
     let counter = raw.counter.get_ref().clone();
     if !is_known_counter(&counter) {
         return Err(cx.at(
@@ -69,69 +77,204 @@ pub(super) fn expect(
             format!(
                 "{counter:?}: not a counter name of report.json (e.g. \
                  mem_access_checked_rd:k, tcf_elided.mem_access_checked_wr:u, dsb, \
-                 pmu.instructions:k; `mtex run --format csv` lists a run's)"
+                 tfsr_reads, pmu.instructions:k; `mtex run --format csv` lists a run's)"
             ),
         ));
     }
-    // An untraced run has only the hypervisor's and the PMU's figures.
-    let untraced = [&from_run, &to_run]
-        .into_iter()
-        .find(|n| runs.iter().any(|r| r.name == **n && !r.traced));
-    if let Some(run) = untraced.filter(|_| !untraced_has(&counter)) {
-        return Err(cx.at(
-            raw.counter.span(),
-            &at("counter"),
-            format!(
-                "{counter:?} is counted by the trace, and run {run:?} has trace = false \
-                 (untraced runs give {})",
-                untraced_counters()
-            ),
-        ));
-    }
-    let rules: Vec<Rule> = [
-        raw.drop_at_least
-            .as_ref()
-            .map(|p| (p, Rule::DropAtLeast(*p.get_ref()))),
-        raw.rise_at_most
-            .as_ref()
-            .map(|p| (p, Rule::RiseAtMost(*p.get_ref()))),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|(p, r)| match check_percent(*p.get_ref()) {
-        Ok(_) => Ok(r),
-        Err(problem) => {
-            let key = match r {
-                Rule::DropAtLeast(_) => "drop_at_least",
-                _ => "rise_at_most",
-            };
-            Err(cx.at(p.span(), &at(key), problem))
-        }
-    })
-    .chain(
-        raw.equal
-            .as_ref()
-            .filter(|b| *b.get_ref())
-            .map(|_| Ok(Rule::Equal)),
-    )
-    .collect::<Result<_, _>>()?;
-    let rule = match rules.as_slice() {
-        [r] => *r,
-        _ => {
-            return Err(cx.at(
-                e.span(),
-                &at("rule"),
-                "exactly one of drop_at_least, rise_at_most, equal = true",
-            ));
-        }
+    let sides = [(from_run, from, "from"), (to_run, to, "to")];
+    let (workload, tcf0, sides) = if kernels {
+        kernel_sides(cx, i, raw, sides, one_key, absolute)?
+    } else {
+        guest_sides(cx, i, raw, sides, one_key, absolute, &counter)?
     };
+    let [from, to] = sides;
     Ok(Expect {
         counter,
         workload,
-        from: (from_run, raw.from.get_ref().clone()),
-        to: (to_run, raw.to.get_ref().clone()),
+        tcf0,
+        from,
+        to,
         rule,
     })
+}
+
+type Sides<'a> = [(&'a RunSpec, &'a Spanned<String>, &'static str); 2];
+
+/// The sides in built-in runs: one phase of the workload under each policy.
+fn guest_sides(
+    cx: &Ctx<'_>,
+    i: usize,
+    raw: &ExpectRaw,
+    sides: Sides<'_>,
+    one_key: &str,
+    absolute: bool,
+    counter: &str,
+) -> Result<(String, Option<String>, [Side; 2]), ScenarioError> {
+    let at = |field: &str| format!("expect[{i}].{field}");
+    if let Some(t) = &raw.tcf0 {
+        return Err(cx.at(
+            t.span(),
+            &at("tcf0"),
+            "a built-in run has one mode, its own tcf0: tcf0 here is for a run that boots \
+             kernels",
+        ));
+    }
+    let Some(workload) = &raw.workload else {
+        return Err(cx.at(
+            raw.counter.span(),
+            &at("workload"),
+            "name the workload whose phase it reads",
+        ));
+    };
+    let workload = workload.get_ref().clone();
+    let mut out = Vec::new();
+    for (run, policy, field) in sides {
+        let field = if absolute { one_key } else { field };
+        let guest = run.guest().expect("one kind per file");
+        let matching = guest
+            .phases
+            .iter()
+            .filter(|(w, p)| *w == workload && p == policy.get_ref())
+            .count();
+        let problem = match matching {
+            0 => format!(
+                "run {:?} has no phase of {workload} under {:?}",
+                run.name,
+                policy.get_ref()
+            ),
+            1 => {
+                // An untraced run has only the hypervisor's and the PMU's figures.
+                if !guest.traced && !untraced_has(counter) {
+                    return Err(cx.at(
+                        raw.counter.span(),
+                        &at("counter"),
+                        format!(
+                            "{counter:?} is counted by the trace, and run {:?} has trace = \
+                             false (untraced runs give {})",
+                            run.name,
+                            untraced_counters()
+                        ),
+                    ));
+                }
+                out.push(Side {
+                    run: run.name.clone(),
+                    results_run: run.result_name(None),
+                    of: policy.get_ref().clone(),
+                    window: None,
+                    boots: run.repeat,
+                });
+                continue;
+            }
+            // The same workload with other parameters: which phase is meant cannot be told.
+            n => format!(
+                "run {:?} has {n} phases of {workload} under {:?} (the workload with \
+                 different parameters): an expectation needs exactly one",
+                run.name,
+                policy.get_ref()
+            ),
+        };
+        return Err(cx.at(policy.span(), &at(field), problem));
+    }
+    let [a, b] = <[Side; 2]>::try_from(out).expect("two sides");
+    Ok((workload, None, [a, b]))
+}
+
+/// The sides in runs that boot kernels: the window of the workload and mode (each the first
+/// of the `from` run unless named) on each kernel.
+fn kernel_sides(
+    cx: &Ctx<'_>,
+    i: usize,
+    raw: &ExpectRaw,
+    sides: Sides<'_>,
+    one_key: &str,
+    absolute: bool,
+) -> Result<(String, Option<String>, [Side; 2]), ScenarioError> {
+    let at = |field: &str| format!("expect[{i}].{field}");
+    let first = sides[0].0.kernels().expect("one kind per file");
+    let workload = raw
+        .workload
+        .as_ref()
+        .map_or(first.workloads[0].clone(), |w| w.get_ref().clone());
+    let mode = raw
+        .tcf0
+        .as_ref()
+        .map_or(first.tcf0[0].clone(), |t| t.get_ref().clone());
+    let mut out = Vec::new();
+    for (run, kernel, field) in sides {
+        let field = if absolute { one_key } else { field };
+        let k = run.kernels().expect("one kind per file");
+        if !k.workloads.contains(&workload) {
+            let span = raw.workload.as_ref().map_or(kernel.span(), |w| w.span());
+            return Err(cx.at(
+                span,
+                &at("workload"),
+                format!("{workload:?} is not among {}'s workloads", run.name),
+            ));
+        }
+        if !k.tcf0.contains(&mode) {
+            let span = raw.tcf0.as_ref().map_or(kernel.span(), |t| t.span());
+            return Err(cx.at(
+                span,
+                &at("tcf0"),
+                format!("{mode:?} is not among {}'s modes", run.name),
+            ));
+        }
+        if !k.kernels.contains(kernel.get_ref()) {
+            return Err(cx.at(
+                kernel.span(),
+                &at(field),
+                format!("{:?} is not among {}'s kernels", kernel.get_ref(), run.name),
+            ));
+        }
+        out.push(Side {
+            run: run.name.clone(),
+            results_run: run.result_name(Some(kernel.get_ref())),
+            of: kernel.get_ref().clone(),
+            window: k.window(&workload, &mode),
+            boots: run.repeat,
+        });
+    }
+    let [a, b] = <[Side; 2]>::try_from(out).expect("two sides");
+    Ok((workload, Some(mode), [a, b]))
+}
+
+/// The one rule the table gives, its per cents in bounds.
+fn rule(cx: &Ctx<'_>, i: usize, e: &Spanned<ExpectRaw>) -> Result<Rule, ScenarioError> {
+    let raw = e.get_ref();
+    // NaN or an infinity would hold always, or never.
+    let percent = |p: &Option<Spanned<f64>>, key: &str| -> Result<Option<f64>, ScenarioError> {
+        p.as_ref()
+            .map(|p| {
+                check_percent(*p.get_ref())
+                    .map_err(|problem| cx.at(p.span(), &format!("expect[{i}].{key}"), problem))
+            })
+            .transpose()
+    };
+    let count = |n: &Option<Spanned<u64>>| n.as_ref().map(|n| *n.get_ref());
+    let rules: Vec<Rule> = [
+        percent(&raw.drop_at_least, "drop_at_least")?.map(Rule::DropAtLeast),
+        percent(&raw.rise_at_most, "rise_at_most")?.map(Rule::RiseAtMost),
+        count(&raw.fewer_by_at_least).map(Rule::FewerByAtLeast),
+        raw.equal
+            .as_ref()
+            .filter(|b| *b.get_ref())
+            .map(|_| Rule::Equal),
+        count(&raw.at_least).map(Rule::AtLeast),
+        count(&raw.at_most).map(Rule::AtMost),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    match rules[..] {
+        [r] => Ok(r),
+        _ => Err(cx.at(
+            e.span(),
+            &format!("expect[{i}]"),
+            "give exactly one rule: drop_at_least, rise_at_most, fewer_by_at_least, equal = \
+             true (with from and to), or at_least, at_most (with policy, or kernel in a run \
+             that boots kernels)",
+        )),
+    }
 }
 
 /// A rule's per cent (`drop_at_least`, `rise_at_most`): 0 to 100000. NaN and the infinities

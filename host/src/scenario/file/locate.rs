@@ -17,6 +17,8 @@ pub(crate) fn line_of(text: &str, at: usize) -> usize {
 pub(super) struct Ctx<'a> {
     pub(super) file: &'a str,
     pub(super) text: &'a str,
+    /// The run tables' spelling in this file: `run`, or `linux` as older files wrote it.
+    pub(super) runs: &'a str,
 }
 
 impl Ctx<'_> {
@@ -34,47 +36,121 @@ impl Ctx<'_> {
     }
 }
 
-/// What each key of the file takes, for the messages of type errors.
-const ALLOWED: &[(&str, &str)] = &[
-    ("version", "the number 1"),
-    ("name", "a string of letters, digits, - and _"),
-    ("description", "a string"),
+impl Ctx<'_> {
+    /// Where `key =` is written in the table whose span is `table` (a table's span may be
+    /// its header alone: the search goes on to the next header), or the table's own span:
+    /// for the errors about a key whose value carries no span of its own.
+    pub(super) fn key_in(&self, table: Range<usize>, key: &str) -> Range<usize> {
+        let start = table.start.min(self.text.len());
+        let mut at = start;
+        for (n, line) in self.text[start..].split_inclusive('\n').enumerate() {
+            let l = line.trim_start();
+            if n > 0 && l.starts_with('[') {
+                break;
+            }
+            if l.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+            {
+                return at..at + line.len();
+            }
+            at += line.len();
+        }
+        table
+    }
+}
+
+/// What each key of the file takes, for the messages of type errors: (table, key, what);
+/// the table is `run` (also `linux`), `expect`, `kernels`, or empty for the top level.
+const ALLOWED: &[(&str, &str, &str)] = &[
+    ("", "version", "the number 1"),
+    ("", "name", "a string of letters, digits, - and _"),
+    ("", "description", "a string"),
+    ("run", "name", "a string of letters, digits, - and _"),
+    ("run", "kernels", "a list of names from [kernels]"),
     (
+        "run",
+        "append",
+        "a list of strings, one kernel command-line word each",
+    ),
+    (
+        "run",
         "policies",
         "a list of strings, each policy tokens joined by +",
     ),
-    ("workloads", "a list of strings, one workload each"),
-    ("tcf0", "a string: none, sync, async or asymm"),
-    ("hz", "a whole number, 0 to 100000"),
-    ("repeat", "a whole number, 1 to 100"),
-    ("backend", "a string: both, trace or pmu"),
-    ("pmu_events", "a list of strings (event names or numbers)"),
-    ("pmu_require", "a list of strings (event names)"),
-    ("breakpoint_runs", "true or false"),
-    ("trace", "true or false"),
-    ("watchdog_ms", "a whole number, 1 to 3600000"),
+    ("run", "workloads", "a list of strings, one workload each"),
     (
+        "run",
+        "tcf0",
+        "a string: none, sync, async or asymm (a list of them in a run that boots kernels)",
+    ),
+    ("run", "hz", "a whole number, 0 to 100000"),
+    ("run", "cpus", "a whole number, 1 to 8"),
+    (
+        "run",
+        "repeat",
+        "a whole number, 1 to 100 (1 to 20 in a run that boots kernels)",
+    ),
+    ("run", "backend", "a string: both, trace or pmu"),
+    (
+        "run",
+        "pmu_events",
+        "a list of strings (event names or numbers)",
+    ),
+    ("run", "pmu_require", "a list of strings (event names)"),
+    ("run", "breakpoint_runs", "true or false"),
+    ("run", "trace", "true or false"),
+    ("run", "watchdog_ms", "a whole number, 1 to 3600000"),
+    (
+        "run",
         "sample",
         "a string UNIT:GAP_US, instructions per unit and the mean gap in µs",
     ),
-    ("sample_seed", "a whole number"),
-    ("counter", "a string: a counter name of report.json"),
-    ("workload", "a string"),
-    ("from", "a string: a policy"),
-    ("to", "a string: a policy"),
-    ("run", "a string: a run's name"),
-    ("from_run", "a string: a run's name"),
-    ("to_run", "a string: a run's name"),
-    ("drop_at_least", "a number, 0 to 100000 (per cent)"),
-    ("rise_at_most", "a number, 0 to 100000 (per cent)"),
-    ("equal", "true"),
+    ("run", "sample_seed", "a whole number"),
+    (
+        "expect",
+        "counter",
+        "a string: a counter name of report.json",
+    ),
+    ("expect", "workload", "a string"),
+    ("expect", "tcf0", "a string: none, sync, async or asymm"),
+    ("expect", "from", "a string: a policy, or a kernel"),
+    ("expect", "to", "a string: a policy, or a kernel"),
+    ("expect", "policy", "a string: a policy"),
+    ("expect", "kernel", "a string: a kernel's name"),
+    ("expect", "run", "a string: a run's name"),
+    ("expect", "linux", "a string: a run's name"),
+    ("expect", "from_run", "a string: a run's name"),
+    ("expect", "to_run", "a string: a run's name"),
+    (
+        "expect",
+        "drop_at_least",
+        "a number, 0 to 100000 (per cent)",
+    ),
+    ("expect", "rise_at_most", "a number, 0 to 100000 (per cent)"),
+    ("expect", "fewer_by_at_least", "a whole number, at least 0"),
+    ("expect", "at_least", "a whole number, at least 0"),
+    ("expect", "at_most", "a whole number, at least 0"),
+    ("expect", "equal", "true"),
+    ("kernels", "source", "a string"),
+    ("kernels", "kasan", "a string"),
+    ("kernels", "patches", "a list of file paths"),
+    ("kernels", "config", "a list of file paths"),
 ];
 
 /// The field at byte `at` of `text`, as errors name it (`run[1].hz`, `version`), and what it
 /// takes: see [`field_path`].
 pub(super) fn field_at(text: &str, at: usize) -> Option<(String, &'static str)> {
     let (field, key) = field_path(text, at)?;
-    let allowed = ALLOWED.iter().find(|(k, _)| *k == key).map(|(_, a)| *a)?;
+    // The table the field is in, as ALLOWED names it: `linux[0].hz` is in `run`.
+    let table = match field.split(['[', '.']).next().unwrap_or_default() {
+        _ if field == key => "",
+        "linux" => "run",
+        t => t,
+    };
+    let allowed = ALLOWED
+        .iter()
+        .find(|(t, k, _)| *t == table && *k == key)
+        .map(|(_, _, a)| *a)?;
     Some((field, allowed))
 }
 
@@ -125,6 +201,6 @@ pub(crate) fn field_path(text: &str, at: usize) -> Option<(String, String)> {
 }
 
 /// A table's header line without its comment: `[[linux]]  # …` is `[[linux]]`.
-fn header(line: &str) -> &str {
+pub(super) fn header(line: &str) -> &str {
     line.split_once('#').map_or(line, |(h, _)| h).trim()
 }

@@ -31,7 +31,8 @@
 //! from = "entry-tco"               # … under this policy …
 //! to = "tcma1"                     # … against this one
 //! run = "matrix"                   # default: the first run (from_run / to_run to differ)
-//! drop_at_least = 90               # percent; or rise_at_most = P, or equal = true
+//! drop_at_least = 90               # or rise_at_most, fewer_by_at_least, equal = true;
+//!                                  # at_least / at_most with policy = "…" (one side)
 //! ```
 //!
 //! Every run is checked with the parsers the guest uses, before anything is built or booted;
@@ -42,12 +43,47 @@
 //! checked in `run_table`, an `[[expect]]` table in `expect_table`, and `locate` says where
 //! an error is (file, line, field): each table's rules read apart from the others'.
 
+//! A run boots either the built-in guest (the keys above) or Linux kernels: a `[[run]]` with
+//! `kernels` boots each kernel of the file's `[kernels]` table in turn with the same
+//! workloads (docs/scenarios.md#runs-that-boot-kernels):
+//!
+//! ```toml
+//! [kernels]                       # a name for each kernel
+//! stock = "6.12"                  # what `mtex linux --kernel` takes (a path: from this file)
+//! kasan = { kasan = "sync" }      # what `mtex kernel build` takes: source, kasan, patches, config
+//!
+//! [[run]]
+//! name = "tfsr"
+//! kernels = ["stock", "kasan"]
+//! workloads = ["getpid 1000"]     # named workloads: each TCF0 mode of each, a window
+//! tcf0 = ["sync"]                 # one mode or a list
+//! append = []                     # more kernel command-line words
+//! repeat = 1                      # boots of each kernel; expectations use the mean
+//!
+//! [[expect]]
+//! run = "tfsr"
+//! workload = "getpid 1000"        # default: the run's first workload; tcf0: its first mode
+//! counter = "tfsr_reads"
+//! from = "stock"                  # the sides are kernels here, policies in a built-in run
+//! to = "kasan"
+//! fewer_by_at_least = 950         # or drop_at_least, rise_at_most, equal = true
+//! # kernel = "kasan"              # one side: at_least / at_most (`policy` in a built-in run)
+//! ```
+//!
+//! A file's runs are of one kind: a built-in run's options are `mtex run`'s, a kernel run's
+//! `mtex linux`'s. `[[linux]]` and an expectation's `linux =` are read as `[[run]]` and
+//! `run =`.
+
 use mtex_abi::scenario::Scenario;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::Path;
 use toml::Spanned;
 
 mod expect_table;
+mod kernel_table;
+#[cfg(test)]
+mod kernel_tests;
 pub(crate) mod locate;
 mod rule;
 mod run_table;
@@ -55,6 +91,7 @@ mod run_table;
 mod tests;
 
 pub use expect_table::{check_percent, is_known_counter};
+pub use kernel_table::{KernelRun, KernelSpec};
 pub use rule::{Rule, change_percent};
 
 use expect_table::expect;
@@ -70,7 +107,8 @@ struct FileRaw {
     name: Option<Spanned<String>>,
     #[allow(dead_code, reason = "documentation for the reader of the file")]
     description: Option<String>,
-    #[serde(default)]
+    kernels: Option<Spanned<BTreeMap<String, Spanned<kernel_table::KernelRaw>>>>,
+    #[serde(default, alias = "linux")]
     run: Vec<Spanned<RunRaw>>,
     #[serde(default)]
     expect: Vec<Spanned<ExpectRaw>>,
@@ -80,9 +118,12 @@ struct FileRaw {
 #[serde(deny_unknown_fields)]
 struct RunRaw {
     name: Option<Spanned<String>>,
+    kernels: Option<Spanned<Vec<String>>>,
+    append: Option<Vec<String>>,
     policies: Option<Vec<Spanned<String>>>,
     workloads: Option<Vec<Spanned<String>>>,
-    tcf0: Option<Spanned<String>>,
+    /// One mode (a string), or for a run that boots kernels a list of them.
+    tcf0: Option<Spanned<toml::Value>>,
     hz: Option<Spanned<u32>>,
     cpus: Option<Spanned<u32>>,
     repeat: Option<Spanned<u32>>,
@@ -96,54 +137,170 @@ struct RunRaw {
     sample_seed: Option<Spanned<u64>>,
 }
 
+impl RunRaw {
+    /// The built-in guest's keys this table sets, in the order the schema lists them.
+    fn guest_keys(&self) -> Vec<&'static str> {
+        [
+            ("policies", self.policies.is_some()),
+            ("hz", self.hz.is_some()),
+            ("cpus", self.cpus.is_some()),
+            ("backend", self.backend.is_some()),
+            ("pmu_events", self.pmu_events.is_some()),
+            ("pmu_require", self.pmu_require.is_some()),
+            ("breakpoint_runs", self.breakpoint_runs.is_some()),
+            ("trace", self.trace.is_some()),
+            ("watchdog_ms", self.watchdog_ms.is_some()),
+            ("sample", self.sample.is_some()),
+            ("sample_seed", self.sample_seed.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, set)| set.then_some(k))
+        .collect()
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ExpectRaw {
     counter: Spanned<String>,
-    workload: Spanned<String>,
-    from: Spanned<String>,
-    to: Spanned<String>,
+    workload: Option<Spanned<String>>,
+    tcf0: Option<Spanned<String>>,
+    from: Option<Spanned<String>>,
+    to: Option<Spanned<String>>,
+    policy: Option<Spanned<String>>,
+    kernel: Option<Spanned<String>>,
+    #[serde(alias = "linux")]
     run: Option<Spanned<String>>,
     from_run: Option<Spanned<String>>,
     to_run: Option<Spanned<String>>,
     drop_at_least: Option<Spanned<f64>>,
     rise_at_most: Option<Spanned<f64>>,
+    fewer_by_at_least: Option<Spanned<u64>>,
     equal: Option<Spanned<bool>>,
+    at_least: Option<Spanned<u64>>,
+    at_most: Option<Spanned<u64>>,
 }
 
 /// A checked scenario.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScenarioFile {
     pub name: String,
+    /// The kernels its runs boot, by name (empty when its runs boot the built-in guest).
+    pub kernels: BTreeMap<String, KernelSpec>,
     pub runs: Vec<RunSpec>,
     pub expectations: Vec<Expect>,
 }
 
-/// One run: the guest's command line and how many times to boot it.
+/// One run: what it boots and how many times.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunSpec {
     pub name: String,
+    /// Boots of the guest, or of each kernel.
+    pub repeat: u32,
+    pub boots: Boots,
+}
+
+/// What a run boots.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Boots {
+    Guest(GuestRun),
+    Kernels(KernelRun),
+}
+
+/// A run of the built-in guest: its command line and the phases it will report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GuestRun {
     /// `mtex.*` options for the kernel guest.
     pub cmdline: String,
-    pub repeat: u32,
     /// The phases it will report: (workload, policy) in CLI spellings.
     pub phases: Vec<(String, String)>,
     /// Its phases are traced (exact counts); otherwise PMU figures only.
     pub traced: bool,
 }
 
+impl RunSpec {
+    /// The built-in guest's run, if this run boots it.
+    pub fn guest(&self) -> Option<&GuestRun> {
+        match &self.boots {
+            Boots::Guest(g) => Some(g),
+            Boots::Kernels(_) => None,
+        }
+    }
+
+    /// The kernels' run, if this run boots kernels.
+    pub fn kernels(&self) -> Option<&KernelRun> {
+        match &self.boots {
+            Boots::Kernels(k) => Some(k),
+            Boots::Guest(_) => None,
+        }
+    }
+
+    /// The name a boot's results carry in report.json: the run's own, or for a run that
+    /// boots kernels `RUN-KERNEL` (each kernel's boots are a run of the document).
+    pub fn result_name(&self, kernel: Option<&str>) -> String {
+        match kernel {
+            Some(k) => format!("{}-{k}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+impl ScenarioFile {
+    /// Whether its runs boot kernels (`mtex linux`'s options) rather than the built-in guest.
+    pub fn boots_kernels(&self) -> bool {
+        self.runs.iter().any(|r| r.kernels().is_some())
+    }
+}
+
+/// One side of an expectation: the phase of a run it reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Side {
+    pub run: String,
+    /// The run of report.json its boots are (`RunSpec::result_name`).
+    pub results_run: String,
+    /// The policy (a built-in run) or the kernel (a run that boots kernels).
+    pub of: String,
+    /// The window, in a run that boots kernels.
+    pub window: Option<usize>,
+    /// Boots of this side: a value is the mean over all of them, or not measured.
+    pub boots: u32,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Expect {
     pub counter: String,
     pub workload: String,
-    pub from: (String, String),
-    pub to: (String, String),
+    /// The user tasks' TCF0 mode of the window, in a run that boots kernels.
+    pub tcf0: Option<String>,
+    pub from: Side,
+    /// The same as `from` for an absolute rule.
+    pub to: Side,
     pub rule: Rule,
 }
 
 impl Expect {
     /// The expectation in words.
     pub fn text(&self) -> String {
+        let (a, b) = (&self.from, &self.to);
+        if let Some(mode) = &self.tcf0 {
+            let run = if a.run == b.run {
+                a.run.clone()
+            } else {
+                format!("{} and {}", a.run, b.run)
+            };
+            let what = format!("{} in {run} ({}, TCF0 {mode})", self.counter, self.workload);
+            let (a, b) = (&a.of, &b.of);
+            return match self.rule {
+                Rule::DropAtLeast(p) => format!("{what} drops by at least {p}% from {a} to {b}"),
+                Rule::RiseAtMost(p) => format!("{what} rises by at most {p}% from {a} to {b}"),
+                Rule::FewerByAtLeast(n) => {
+                    format!("{what} is at least {n} fewer on {b} than {a}")
+                }
+                Rule::Equal => format!("{what} is equal on {a} and {b}"),
+                Rule::AtLeast(n) => format!("{what} is at least {n} on {a}"),
+                Rule::AtMost(n) => format!("{what} is at most {n} on {a}"),
+            };
+        }
         let rule = match self.rule {
             Rule::DropAtLeast(p) => format!("drops by at least {p}%"),
             Rule::RiseAtMost(p) => format!("rises by at most {p}%"),
@@ -152,9 +309,15 @@ impl Expect {
             Rule::AtLeast(n) => format!("is at least {n}"),
             Rule::AtMost(n) => format!("is at most {n}"),
         };
+        if matches!(self.rule, Rule::AtLeast(_) | Rule::AtMost(_)) {
+            return format!(
+                "{} of {} {rule} under {}/{}",
+                self.counter, self.workload, a.run, a.of
+            );
+        }
         format!(
             "{} of {} {rule} from {}/{} to {}/{}",
-            self.counter, self.workload, self.from.0, self.from.1, self.to.0, self.to.1
+            self.counter, self.workload, a.run, a.of, b.run, b.of
         )
     }
 
@@ -183,26 +346,58 @@ impl ScenarioFile {
         let phases = parsed.as_ref().map(phases_of).unwrap_or_default();
         ScenarioFile {
             name: name.to_string(),
+            kernels: BTreeMap::new(),
             runs: vec![RunSpec {
                 name: "run".to_string(),
-                traced: parsed.is_none_or(|s| s.traced),
-                cmdline,
                 repeat: 1,
-                phases,
+                boots: Boots::Guest(GuestRun {
+                    traced: parsed.is_none_or(|s| s.traced),
+                    cmdline,
+                    phases,
+                }),
             }],
             expectations: Vec::new(),
         }
     }
 }
 
-/// Reads and checks a scenario file.
+/// A run's TCF0 mode(s) as the file gives them: a string, or (`list`) a list of strings.
+fn modes(
+    cx: &Ctx<'_>,
+    t: &Spanned<toml::Value>,
+    field: &str,
+    list: bool,
+) -> Result<Vec<String>, ScenarioError> {
+    let wrong = || {
+        cx.at(
+            t.span(),
+            field,
+            if list {
+                "a mode (none, sync, async or asymm) or a list of them"
+            } else {
+                "a string: none, sync, async or asymm (a list is for a run that boots kernels)"
+            },
+        )
+    };
+    match t.get_ref() {
+        toml::Value::String(s) => Ok(vec![s.clone()]),
+        toml::Value::Array(a) if list => a
+            .iter()
+            .map(|v| v.as_str().map(str::to_string).ok_or_else(wrong))
+            .collect(),
+        _ => Err(wrong()),
+    }
+}
+
+/// Reads and checks a scenario file; relative kernel and patch paths are from its directory.
 pub fn load(path: &Path) -> Result<ScenarioFile, ScenarioError> {
     let text = crate::input::read_text(path, "scenario file", crate::input::SCENARIO_LIMIT)
         .map_err(|e| ScenarioError(e.0))?;
     let stem = path
         .file_stem()
         .map_or("scenario".to_string(), |s| s.to_string_lossy().into_owned());
-    parse(&path.display().to_string(), &stem, &text)
+    let base = path.parent().unwrap_or(Path::new("."));
+    parse_in(&path.display().to_string(), &stem, &text, base)
 }
 
 /// A name that is a plain file name everywhere: letters, digits, `-` and `_`.
@@ -233,16 +428,44 @@ pub fn safe_stem(stem: &str) -> String {
 
 /// Checks a scenario given as text (`file` names it in errors, `stem` is its default name).
 pub fn parse(file: &str, stem: &str, text: &str) -> Result<ScenarioFile, ScenarioError> {
-    let cx = Ctx { file, text };
+    parse_in(file, stem, text, Path::new("."))
+}
+
+/// As [`parse`], with relative kernel and patch paths taken from `base`.
+pub fn parse_in(
+    file: &str,
+    stem: &str,
+    text: &str,
+    base: &Path,
+) -> Result<ScenarioFile, ScenarioError> {
+    // The spelling of the run tables the file uses, for its errors.
+    let runs_table = if text
+        .lines()
+        .any(|l| locate::header(l.trim()) == "[[linux]]")
+    {
+        "linux"
+    } else {
+        "run"
+    };
+    let cx = Ctx {
+        file,
+        text,
+        runs: runs_table,
+    };
     let raw: FileRaw = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(0, |s| line_of(text, s.start));
         let message = e.message().trim_end();
-        // A value of the wrong type: the field and what it takes, not only serde's words.
-        match e.span().and_then(|s| field_at(text, s.start)) {
-            Some((field, allowed)) if message.starts_with("invalid") => ScenarioError(format!(
-                "{file}:{line}: {field}: {message}; {field} takes {allowed}"
-            )),
-            _ => ScenarioError(format!("{file}:{line}: {message}")),
+        // The field it is in, and for a value of the wrong type what the field takes, not
+        // only serde's words.
+        let at = e.span().map(|s| s.start);
+        let field = at.and_then(|a| locate::field_path(text, a)).map(|f| f.0);
+        let allowed = at.and_then(|a| field_at(text, a)).map(|f| f.1);
+        match (field, allowed) {
+            (Some(field), Some(allowed)) if message.starts_with("invalid") => ScenarioError(
+                format!("{file}:{line}: {field}: {message}; {field} takes {allowed}"),
+            ),
+            (Some(field), _) => ScenarioError(format!("{file}:{line}: {field}: {message}")),
+            (None, _) => ScenarioError(format!("{file}:{line}: {message}")),
         }
     })?;
     if *raw.version.get_ref() != VERSION {
@@ -257,20 +480,89 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<ScenarioFile, Scenari
     }
     if raw.run.is_empty() {
         return Err(ScenarioError(format!(
-            "{file}: no [[run]]: a scenario needs at least one"
+            "{file}: no [[{runs_table}]]: a scenario needs at least one"
         )));
     }
-    let mut runs = Vec::new();
+    let kernels = match &raw.kernels {
+        Some(k) => kernel_table::kernels(&cx, k.get_ref(), base)?,
+        None => BTreeMap::new(),
+    };
+    let booting = raw.run.iter().filter(|r| r.get_ref().kernels.is_some());
+    if let Some(k) = &raw.kernels
+        && booting.clone().count() == 0
+    {
+        return Err(cx.at(
+            k.span(),
+            "kernels",
+            "no run boots them (a run boots kernels with `kernels = [...]`)",
+        ));
+    }
+    if booting.clone().count() > kernel_table::MAX_RUNS {
+        return Err(ScenarioError(format!(
+            "{file}: {} runs boot kernels: at most {}",
+            booting.count(),
+            kernel_table::MAX_RUNS
+        )));
+    }
+    let mut runs: Vec<RunSpec> = Vec::new();
     for (i, r) in raw.run.iter().enumerate() {
-        let spec = run_spec(&cx, i, r)?;
-        // Names are file names in the results directory and keys of the expectations.
-        if runs.iter().any(|o: &RunSpec| o.name == spec.name) {
-            let span = r.get_ref().name.as_ref().map_or(r.span(), |n| n.span());
+        let boots_kernels = r.get_ref().kernels.is_some();
+        // One kind per file: the two kinds take different boot options (`mtex run`'s and
+        // `mtex linux`'s), which one command line cannot give both.
+        if let Some(first) = runs.first()
+            && first.kernels().is_some() != boots_kernels
+        {
+            let (kind, other) = if boots_kernels {
+                ("boots kernels", "the built-in guest")
+            } else {
+                ("boots the built-in guest", "kernels")
+            };
             return Err(cx.at(
-                span,
-                &format!("run[{i}].name"),
-                format!("{:?}: another run has this name", spec.name),
+                r.span(),
+                &format!("{runs_table}[{i}]"),
+                format!(
+                    "this run {kind} and {runs_table}[0] boots {other}: a file's runs are                      of one kind (put the others in a file of their own)"
+                ),
             ));
+        }
+        let spec = if boots_kernels {
+            if raw.kernels.is_none() {
+                return Err(cx.at(
+                    r.span(),
+                    &format!("{runs_table}[{i}].kernels"),
+                    "the file has no [kernels] table to name them from",
+                ));
+            }
+            let run = kernel_table::kernel_run(&cx, i, r, &kernels)?;
+            RunSpec {
+                name: run_table::run_name(&cx, i, r)?,
+                repeat: run_table::repeat(&cx, i, r, kernel_table::MAX_REPEAT)?,
+                boots: Boots::Kernels(run),
+            }
+        } else {
+            run_spec(&cx, i, r)?
+        };
+        // Names are file names in the results directory and keys of the expectations; a
+        // kernel's boots are the run `RUN-KERNEL` in report.json.
+        let taken = |n: &str| {
+            runs.iter().any(|o| {
+                o.name == n
+                    || o.kernels()
+                        .is_some_and(|k| k.kernels.iter().any(|kn| o.result_name(Some(kn)) == n))
+            })
+        };
+        let mut names = vec![spec.name.clone()];
+        if let Some(k) = spec.kernels() {
+            names.extend(k.kernels.iter().map(|kn| spec.result_name(Some(kn))));
+        }
+        if let Some(clash) = names.iter().find(|n| taken(n) || !is_safe_name(n)) {
+            let span = r.get_ref().name.as_ref().map_or(r.span(), |n| n.span());
+            let problem = if is_safe_name(clash) {
+                format!("{clash:?}: another run has this name")
+            } else {
+                format!("{clash:?}: a run's results name is at most 64 characters")
+            };
+            return Err(cx.at(span, &format!("{runs_table}[{i}].name"), problem));
         }
         runs.push(spec);
     }
@@ -298,6 +590,7 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<ScenarioFile, Scenari
     };
     Ok(ScenarioFile {
         name,
+        kernels,
         runs,
         expectations,
     })

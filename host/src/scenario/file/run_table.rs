@@ -3,11 +3,13 @@
 //! guest's, so that what is accepted here is what boots.
 
 use super::locate::Ctx;
-use super::{RunRaw, RunSpec, ScenarioError};
+use super::{Boots, GuestRun, RunRaw, RunSpec, ScenarioError};
 use mtex_abi::scenario::{MAX_KERNEL_CPUS, Policy, Scenario};
 use toml::Spanned;
 
 const BACKENDS: &str = "both, trace or pmu";
+/// Boots of one built-in run.
+const MAX_REPEAT: u32 = 100;
 
 /// A PMU event as a scenario names it: perf's name of one mtex knows
 /// (`mem_access_checked_rd`), or its number (`0x4025`, `17`); as `mtex.pmu_*` takes it.
@@ -22,17 +24,13 @@ fn pmu_event_number(name: &str) -> Option<String> {
     ok.then(|| name.to_string())
 }
 
-pub(super) fn run_spec(
+/// A run's name: the one given (letters, digits, `-` and `_`: it names files), or `run-N`.
+pub(super) fn run_name(
     cx: &Ctx<'_>,
     i: usize,
     r: &Spanned<RunRaw>,
-) -> Result<RunSpec, ScenarioError> {
-    let at = |field: &str| format!("run[{i}].{field}");
+) -> Result<String, ScenarioError> {
     let raw = r.get_ref();
-    let name = raw
-        .name
-        .as_ref()
-        .map_or(format!("run-{}", i + 1), |n| n.get_ref().clone());
     let good = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
     if let Some(n) = raw
         .name
@@ -41,11 +39,52 @@ pub(super) fn run_spec(
     {
         return Err(cx.at(
             n.span(),
-            &at("name"),
+            &format!("{}[{i}].name", cx.runs),
             format!(
                 "{:?}: use letters, digits, - and _ (it names files)",
                 n.get_ref()
             ),
+        ));
+    }
+    Ok(raw
+        .name
+        .as_ref()
+        .map_or(format!("run-{}", i + 1), |n| n.get_ref().clone()))
+}
+
+/// A run's repeats: 1 to `max`, 1 when not given.
+pub(super) fn repeat(
+    cx: &Ctx<'_>,
+    i: usize,
+    r: &Spanned<RunRaw>,
+    max: u32,
+) -> Result<u32, ScenarioError> {
+    match &r.get_ref().repeat {
+        Some(n) if !(1..=max).contains(n.get_ref()) => Err(cx.at(
+            n.span(),
+            &format!("{}[{i}].repeat", cx.runs),
+            format!("{}: expected 1 to {max}", n.get_ref()),
+        )),
+        Some(n) => Ok(*n.get_ref()),
+        None => Ok(1),
+    }
+}
+
+/// A run of the built-in guest, checked into its command line.
+pub(super) fn run_spec(
+    cx: &Ctx<'_>,
+    i: usize,
+    r: &Spanned<RunRaw>,
+) -> Result<RunSpec, ScenarioError> {
+    let at = |field: &str| format!("{}[{i}].{field}", cx.runs);
+    let raw = r.get_ref();
+    let name = run_name(cx, i, r)?;
+    if raw.append.is_some() {
+        return Err(cx.at(
+            cx.key_in(r.span(), "append"),
+            &at("append"),
+            "kernel command-line words are for a run that boots kernels (`kernels = [...]`); \
+             the built-in guest's options are its run's keys",
         ));
     }
     let mut cmdline = vec!["mtex.guest=kernel".to_string()];
@@ -88,14 +127,10 @@ pub(super) fn run_spec(
         cmdline.push(format!("mtex.workloads={}", list.join(",")));
     }
     if let Some(t) = &raw.tcf0 {
-        Scenario::parse(&format!("mtex.tcf0={}", t.get_ref())).map_err(|e| {
-            cx.at(
-                t.span(),
-                &at("tcf0"),
-                format!("{:?}: {}", t.get_ref(), e.problem),
-            )
-        })?;
-        cmdline.push(format!("mtex.tcf0={}", t.get_ref()));
+        let mode = super::modes(cx, t, &at("tcf0"), false)?.remove(0);
+        Scenario::parse(&format!("mtex.tcf0={mode}"))
+            .map_err(|e| cx.at(t.span(), &at("tcf0"), format!("{mode:?}: {}", e.problem)))?;
+        cmdline.push(format!("mtex.tcf0={mode}"));
     }
     if let Some(h) = &raw.hz {
         Scenario::parse(&format!("mtex.hz={}", h.get_ref())).map_err(|e| {
@@ -118,17 +153,7 @@ pub(super) fn run_spec(
         }
         cmdline.push(format!("mtex.cpus={}", n.get_ref()));
     }
-    let repeat = match &raw.repeat {
-        Some(n) if !(1..=100).contains(n.get_ref()) => {
-            return Err(cx.at(
-                n.span(),
-                &at("repeat"),
-                format!("{}: expected 1 to 100", n.get_ref()),
-            ));
-        }
-        Some(n) => *n.get_ref(),
-        None => 1,
-    };
+    let repeat = repeat(cx, i, r, MAX_REPEAT)?;
     match raw.backend.as_ref().map(|b| (b, b.get_ref().as_str())) {
         None | Some((_, "both")) => {}
         Some((_, "trace")) => cmdline.push("mtex.trace=only".to_string()),
@@ -220,10 +245,12 @@ pub(super) fn run_spec(
     })?;
     Ok(RunSpec {
         name,
-        cmdline,
         repeat,
-        phases: phases_of(&scenario),
-        traced: scenario.traced,
+        boots: Boots::Guest(GuestRun {
+            cmdline,
+            phases: phases_of(&scenario),
+            traced: scenario.traced,
+        }),
     })
 }
 

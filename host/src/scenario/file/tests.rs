@@ -18,6 +18,11 @@ to = "tcma1"
 drop_at_least = 90
 "#;
 
+/// The first run's built-in guest run.
+fn first_guest(s: ScenarioFile) -> GuestRun {
+    s.runs[0].guest().unwrap().clone()
+}
+
 fn err(text: &str) -> String {
     parse("s.toml", "s", text).unwrap_err().0
 }
@@ -27,8 +32,8 @@ fn a_good_file_becomes_runs_and_expectations() {
     let s = parse("s.toml", "s", GOOD).unwrap();
     assert_eq!(s.name, "t");
     assert_eq!(s.runs.len(), 1);
-    let r = &s.runs[0];
-    assert_eq!(r.repeat, 2);
+    assert_eq!(s.runs[0].repeat, 2);
+    let r = s.runs[0].guest().unwrap();
     assert!(
         r.cmdline.contains("mtex.policies=entry-tco,tcma1"),
         "{}",
@@ -50,7 +55,7 @@ fn a_good_file_becomes_runs_and_expectations() {
 fn backends_and_pmu_events_become_options() {
     let run = |extra: &str| {
         let text = format!("version = 1\n[[run]]\n{extra}\n");
-        parse("s.toml", "s", &text).unwrap().runs.remove(0)
+        first_guest(parse("s.toml", "s", &text).unwrap())
     };
     assert!(!run("").cmdline.contains("mtex.trace="));
     let pmu = run("backend = \"pmu\"");
@@ -77,7 +82,7 @@ fn backends_and_pmu_events_become_options() {
 #[test]
 fn cpus_runs_the_kernel_on_several_cpus_with_what_that_needs() {
     let text = "version = 1\n[[run]]\ncpus = 4\nhz = 0\nbackend = \"trace\"\nworkloads = [\"futex-hash\"]\n";
-    let r = parse("s.toml", "s", text).unwrap().runs.remove(0);
+    let r = first_guest(parse("s.toml", "s", text).unwrap());
     assert!(r.cmdline.contains("mtex.cpus=4"), "{}", r.cmdline);
     // The QEMU machine takes its CPUs from the same line.
     assert_eq!(Scenario::parse(&r.cmdline).unwrap().cpus, 4);
@@ -102,7 +107,7 @@ fn cpus_runs_the_kernel_on_several_cpus_with_what_that_needs() {
 #[test]
 fn sample_samples_the_traced_phases_and_its_mistakes_are_named() {
     let text = "version = 1\n[[run]]\nsample = \"1000:250\"\nsample_seed = 7\n";
-    let r = parse("s.toml", "s", text).unwrap().runs.remove(0);
+    let r = first_guest(parse("s.toml", "s", text).unwrap());
     assert!(
         r.cmdline
             .contains("mtex.sample=1000:250 mtex.sample_seed=7"),
@@ -208,7 +213,7 @@ fn expectations_must_name_what_the_runs_have() {
     let bad_run = GOOD.replace("drop_at_least = 90", "drop_at_least = 90\nrun = \"b\"");
     assert!(err(&bad_run).contains("no run named \"b\""));
     let two_rules = GOOD.replace("drop_at_least = 90", "drop_at_least = 90\nequal = true");
-    assert!(err(&two_rules).contains("exactly one of"));
+    assert!(err(&two_rules).contains("give exactly one rule"));
     let bad_counter = GOOD.replace("mem_access_checked_rd:k", "checked_reads");
     assert!(err(&bad_counter).contains("expect[0].counter"));
 }
@@ -255,7 +260,8 @@ fn an_untraced_run_has_no_trace_counter_to_expect() {
     );
     let pmu = untraced.replace("\"mem_access_checked_rd:k\"", "\"pmu.instructions:k\"");
     let s = parse("s.toml", "s", &pmu).unwrap();
-    assert!(!s.runs[0].traced && s.runs[0].cmdline.contains("mtex.trace=0"));
+    let r = s.runs[0].guest().unwrap();
+    assert!(!r.traced && r.cmdline.contains("mtex.trace=0"));
 }
 
 #[test]
