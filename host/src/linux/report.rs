@@ -665,54 +665,6 @@ pub fn document(
 /// Writes listed one by one; past this, a table by place.
 const WRITES_LISTED: usize = 40;
 
-/// Every write counted by (register, MTE fields changed, where), most frequent first.
-fn by_site(writes: &[LinuxWrite]) -> Table {
-    let several = several_cpus(writes);
-    // (register, fields changed, where) → writes, and the CPUs that made them.
-    type Site<'a> = (&'a str, String, String);
-    let mut groups: Vec<(Site, usize, Vec<u32>)> = Vec::new();
-    for w in writes {
-        let key = (
-            w.register.as_str(),
-            if w.changes.is_empty() {
-                "(none)".to_string()
-            } else {
-                w.changes.join(", ")
-            },
-            w.symbol.clone().unwrap_or_else(|| format!("{:#x}", w.pc)),
-        );
-        match groups.iter_mut().find(|(k, _, _)| *k == key) {
-            Some((_, n, cpus)) => {
-                *n += 1;
-                if !cpus.contains(&w.cpu) {
-                    cpus.push(w.cpu);
-                }
-            }
-            None => groups.push((key, 1, vec![w.cpu])),
-        }
-    }
-    groups.sort_by_key(|g| std::cmp::Reverse(g.1));
-    let mut header = vec!["writes", "register", "MTE fields changed", "where"];
-    if several {
-        header.push("CPUs");
-    }
-    let mut t = crate::output::tables::bordered(header);
-    for ((reg, changes, at), n, mut cpus) in groups {
-        let mut row = vec![n.to_string(), reg.to_string(), changes, at];
-        if several {
-            cpus.sort_unstable();
-            row.push(
-                cpus.iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(","),
-            );
-        }
-        t.add_row(row);
-    }
-    t
-}
-
 /// Whether the writes come from more than one CPU (the tables then name each write's).
 fn several_cpus(writes: &[LinuxWrite]) -> bool {
     writes.iter().any(|w| w.cpu != writes[0].cpu)
@@ -1086,7 +1038,17 @@ pub fn render(r: &LinuxView) -> String {
             "  ... {} more (all of them in --json); by place:",
             r.writes.len() - WRITES_LISTED
         );
-        let _ = writeln!(out, "{}", by_site(&r.writes));
+        let sites: Vec<crate::output::tables::WriteSite> = r
+            .writes
+            .iter()
+            .map(|w| crate::output::tables::WriteSite {
+                register: &w.register,
+                changes: &w.changes,
+                place: w.symbol.clone().unwrap_or_else(|| format!("{:#x}", w.pc)),
+                cpu: w.cpu,
+            })
+            .collect();
+        let _ = writeln!(out, "{}", crate::output::tables::writes_by_site(&sites));
     }
     for w in &r.windows {
         let _ = write!(out, "\n{}", window_text(w, tcma1_set(r)));

@@ -456,7 +456,7 @@ fn el(e: u8) -> String {
 }
 
 /// The run's trapped writes: the first [`WRITES_LISTED`], each with the MTE fields it
-/// changed on a second line.
+/// changed on a second line; past them, all of them by place.
 fn trap_log(out: &mut Lines, doc: &Results, run: &Run) {
     if run.writes.is_empty() {
         return;
@@ -473,10 +473,27 @@ fn trap_log(out: &mut Lines, doc: &Results, run: &Run) {
     }
     if run.writes.len() > WRITES_LISTED {
         out.push(&format!(
-            "{:>8}  … {} more (all in report.json)",
+            "{:>8}  … {} more (all in report.json); all {} by place:",
             "",
-            thousands((run.writes.len() - WRITES_LISTED) as u64)
+            thousands((run.writes.len() - WRITES_LISTED) as u64),
+            thousands(run.writes.len() as u64)
         ));
+        let sites: Vec<crate::output::tables::WriteSite> = run
+            .writes
+            .iter()
+            .map(|w| crate::output::tables::WriteSite {
+                register: &w.register,
+                changes: &w.changes,
+                place: w.symbol.clone().unwrap_or_else(|| w.pc.clone()),
+                cpu: w.cpu,
+            })
+            .collect();
+        for l in crate::output::tables::writes_by_site(&sites)
+            .to_string()
+            .lines()
+        {
+            out.push(&clean(l));
+        }
     }
 }
 

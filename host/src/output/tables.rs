@@ -13,6 +13,62 @@ pub fn bordered(header: Vec<&str>) -> Table {
     t
 }
 
+/// A trapped write as the table by place counts it.
+pub struct WriteSite<'a> {
+    pub register: &'a str,
+    /// The MTE fields it changed (`TCF0 NONE→SYNC`).
+    pub changes: &'a [String],
+    /// Where: the function (`name+0xoff`), or the pc.
+    pub place: String,
+    pub cpu: u32,
+}
+
+/// Every write counted by (register, MTE fields changed, where), most frequent first, with
+/// the CPUs that made them when more than one did: how a long list of writes is summed up,
+/// in every text form and for both guests.
+pub fn writes_by_site(writes: &[WriteSite]) -> Table {
+    let several = writes.iter().any(|w| w.cpu != writes[0].cpu);
+    // (register, fields changed, where) → writes, and the CPUs that made them.
+    type Site<'a> = (&'a str, String, &'a str);
+    let mut groups: Vec<(Site, usize, Vec<u32>)> = Vec::new();
+    for w in writes {
+        let key = (
+            w.register,
+            if w.changes.is_empty() {
+                "(none)".to_string()
+            } else {
+                w.changes.join(", ")
+            },
+            w.place.as_str(),
+        );
+        match groups.iter_mut().find(|(k, _, _)| *k == key) {
+            Some((_, n, cpus)) => {
+                *n += 1;
+                if !cpus.contains(&w.cpu) {
+                    cpus.push(w.cpu);
+                }
+            }
+            None => groups.push((key, 1, vec![w.cpu])),
+        }
+    }
+    groups.sort_by_key(|g| std::cmp::Reverse(g.1));
+    let mut header = vec!["writes", "register", "MTE fields changed", "where"];
+    if several {
+        header.push("CPUs");
+    }
+    let mut t = bordered(header);
+    for ((reg, changes, at), n, mut cpus) in groups {
+        let mut row = vec![n.to_string(), reg.to_string(), changes, at.to_string()];
+        if several {
+            cpus.sort_unstable();
+            let cpus: Vec<String> = cpus.iter().map(u32::to_string).collect();
+            row.push(cpus.join(","));
+        }
+        t.add_row(row);
+    }
+    t
+}
+
 /// One row of a per-CPU table: a CPU's share, or the total.
 pub struct CpuRow {
     /// The CPU's index, or `total`.
