@@ -1048,6 +1048,45 @@ fn mtex_run_takes_a_file_whose_runs_boot_kernels() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// What the user puts into the guest is checked before anything is fetched or booted: a
+/// package name that is not Debian's spelling, a file that is not there, a guest path that
+/// climbs out of / or takes the place of mtex's own files, an environment variable that is
+/// not NAME=VALUE.
+#[test]
+fn guest_files_packages_and_environment_are_checked_before_anything_runs() {
+    let d = scratch("guest-files");
+    let f = d.join("tool");
+    std::fs::write(&f, "#!/bin/sh\n").unwrap();
+    let tool = f.to_str().unwrap();
+    let climbs = format!("{tool}:/../etc/x");
+    let init = format!("{tool}:/init");
+    let mtex_work = format!("{tool}:/bin/mtex-work");
+    for (args, want) in [
+        (
+            &["--packages", "perf;rm"][..],
+            "--packages \"perf;rm\": not a Debian package name",
+        ),
+        (
+            &["--add", "/no/such/file"],
+            "--add /no/such/file: /no/such/file: no such file",
+        ),
+        (&["--add", &climbs], "without . or .."),
+        (&["--add", &init], "/init is mtex's own"),
+        (&["--add", &mtex_work], "/bin/mtex-work is mtex's own"),
+        (
+            &["--env", "1X=y"],
+            "--env \"1X=y\": \"1X\" is not a variable's name",
+        ),
+        (&["--env", "NOVALUE"], "expected NAME=VALUE"),
+        (&["--suite", "trixie"], "--packages"),
+    ] {
+        let mut all = vec!["linux"];
+        all.extend_from_slice(args);
+        refused_before_tools(&d, &all, &[want]);
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// An option a command would leave unused is refused naming it, before anything runs: a
 /// per-run option of `mtex linux` beside a scenario file (which says it for every run), a
 /// guest program for an ESP in install mode, zero compile jobs.

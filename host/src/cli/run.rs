@@ -360,13 +360,9 @@ fn kernels_file(path: &std::path::Path, out: &std::path::Path, given: &[&str]) -
             path.display()
         );
     }
-    use clap::{Args as _, FromArgMatches};
-    let command = crate::linux::Args::augment_args(clap::Command::new("linux"));
-    let matches = command.try_get_matches_from([
-        std::ffi::OsStr::new("linux"),
-        std::ffi::OsStr::new("--out"),
-        out.as_os_str(),
-    ])?;
-    let args = crate::linux::Args::from_arg_matches(&matches)?;
+    let args = crate::linux::Args {
+        out: out.to_path_buf(),
+        ..crate::linux::Args::defaults()
+    };
     crate::linux::scenario_run::run(&args, path)
 }

@@ -3,6 +3,7 @@
 //! package is downloaded and unpacked, and the tool runner both use.
 
 pub mod kernel;
+pub mod packages;
 pub mod suites;
 
 use anyhow::{Context, Result, bail};

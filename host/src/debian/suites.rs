@@ -13,12 +13,14 @@ use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The suites searched, newest kernels last.
+/// The suites searched for kernels, newest kernels last.
 const SUITES: &[&str] = &["trixie-backports", "sid"];
 
-/// mtex's own apt configuration for the newer suites, under `dir`.
+/// An apt configuration of mtex's own, under `target/linux/`, for some suites of Debian's
+/// arm64 archive.
 pub struct Apt {
     root: PathBuf,
+    suites: Vec<String>,
 }
 
 /// The first Debian mirror URI in the machine's apt sources (one-line or deb822 format).
@@ -61,10 +63,19 @@ fn machine_sources() -> String {
 }
 
 impl Apt {
-    /// The configuration under `dir` (`target/linux`), written on first use.
+    /// The configuration for the newer suites' kernels under `dir` (`target/linux`),
+    /// written on first use.
     pub fn new(dir: &Path) -> Result<Self> {
-        let root = dir.join("apt");
-        let apt = Self { root };
+        Self::for_suites(dir, "apt", SUITES)
+    }
+
+    /// A configuration named `name` under `dir` for `suites`, written on first use.
+    pub fn for_suites(dir: &Path, name: &str, suites: &[&str]) -> Result<Self> {
+        let root = dir.join(name);
+        let apt = Self {
+            root,
+            suites: suites.iter().map(|s| s.to_string()).collect(),
+        };
         let list = apt.root.join("etc/sources.list");
         if !list.exists() {
             let mirror = mirror_of(&machine_sources()).context(
@@ -79,7 +90,7 @@ impl Apt {
                 std::fs::create_dir_all(apt.root.join(d))?;
             }
             std::fs::write(apt.root.join("status"), "")?;
-            let lines: String = SUITES
+            let lines: String = suites
                 .iter()
                 .map(|s| {
                     format!(
@@ -93,8 +104,13 @@ impl Apt {
         Ok(apt)
     }
 
+    /// The suites it reads, in words (`trixie-backports and sid`).
+    pub fn suites(&self) -> String {
+        self.suites.join(" and ")
+    }
+
     /// apt's options that make it use this configuration alone.
-    fn options(&self) -> Vec<String> {
+    pub fn options(&self) -> Vec<String> {
         let r = self.root.display();
         [
             format!("Dir::Etc={r}/etc"),
@@ -115,26 +131,26 @@ impl Apt {
         .collect()
     }
 
-    fn apt(&self, tool: &str, args: &[&str]) -> Result<String> {
+    pub fn apt(&self, tool: &str, args: &[&str]) -> Result<String> {
         run(
             Command::new(tool).args(self.options()).args(args),
             &format!(
                 "{tool} {} (mtex's apt configuration for {})",
                 args.join(" "),
-                SUITES.join(", ")
+                self.suites.join(", ")
             ),
         )
     }
 
     /// Refreshes the lists when they are missing (the first use) or `force`.
-    fn update(&self, force: bool) -> Result<()> {
+    pub fn update(&self, force: bool) -> Result<()> {
         let empty = std::fs::read_dir(self.root.join("lists"))
             .map(|d| d.filter_map(|e| e.ok()).all(|e| e.file_name() == "partial"))
             .unwrap_or(true);
         if force || empty {
             eprintln!(
                 "mtex: reading the package lists of Debian {}",
-                SUITES.join(" and ")
+                self.suites()
             );
             self.apt("apt-get", &["update", "-qq"])?;
         }
@@ -174,7 +190,7 @@ impl Apt {
             .find_map(|l| l.trim().strip_prefix("Candidate:"))
             .map(|v| v.trim().to_string())
             .filter(|v| v != "(none)")
-            .with_context(|| format!("Debian {} have no package {pkg}", SUITES.join(" and ")))?;
+            .with_context(|| format!("Debian {} have no package {pkg}", self.suites()))?;
         crate::debian::download_unpack(&self.options(), pkg, pkg, version, dir, true)
     }
 

@@ -71,6 +71,8 @@ pub fn init_script(workload: &str) -> String {
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
+# Programs of a Debian user space and the user's own, as a login shell would find them.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Booted by UEFI: the EFI variables, where the doorbell's address is (mtex-work reads it);
 # efivarfs is a module in distribution kernels.
 if [ -d /sys/firmware/efi/efivars ]; then

@@ -6,6 +6,7 @@
 
 pub mod ab;
 pub mod console_checks;
+pub mod guest_files;
 pub mod initramfs;
 pub mod interrupt_rate;
 pub mod local;
@@ -44,6 +45,28 @@ pub struct Args {
     #[arg(long, default_value = "sync", value_delimiter = ',',
           value_parser = ["none", "sync", "async", "asymm"])]
     pub tcf0: Vec<String>,
+    /// Debian arm64 packages for the guest's user space, with everything they depend on
+    /// (comma-separated, or the option again; NAME, NAME/SUITE or NAME=VERSION): resolved by
+    /// apt in mtex's own configuration, fetched, unpacked without their maintainer scripts,
+    /// trimmed of documentation, manuals and locales, and put into the initramfs beside
+    /// busybox (docs/linux.md#a-debian-user-space).
+    #[arg(long, value_delimiter = ',', value_name = "NAME")]
+    pub packages: Vec<String>,
+    /// The Debian suite the packages come from, with its updates and backports: bookworm,
+    /// trixie or sid. Default: the kernel's (trixie for Linux 7.x, bookworm for the others).
+    #[arg(long, requires = "packages", value_parser = ["bookworm", "trixie", "sid"])]
+    pub suite: Option<String>,
+    /// Keep the packages' character-set converters (gconv), which are left out otherwise.
+    #[arg(long, requires = "packages")]
+    pub keep_gconv: bool,
+    /// A file or directory of this machine put into the guest, at GUEST_PATH (default
+    /// /usr/local/bin/NAME for a file, /opt/NAME for a directory). Again for more.
+    #[arg(long, value_name = "HOST_PATH[:GUEST_PATH]")]
+    pub add: Vec<String>,
+    /// A variable of the workload's environment, NAME=VALUE (e.g.
+    /// GLIBC_TUNABLES=glibc.mem.tagging=3). Again for more.
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
     /// More words for the kernel command line, one word each (printable ASCII, no quotes):
     /// Linux's parameters, or the hypervisor's `mtex.KEY=VALUE` options. The words mtex sets
     /// itself (console=, rdinit=, panic=) are refused.
@@ -131,6 +154,16 @@ pub struct Args {
     pub quiet: bool,
 }
 
+impl Args {
+    /// `mtex linux`'s defaults, as its command line with no option gives them.
+    pub fn defaults() -> Self {
+        use clap::{Args as _, FromArgMatches};
+        let command = Self::augment_args(clap::Command::new("linux"));
+        let matches = command.get_matches_from(["linux"]);
+        Self::from_arg_matches(&matches).expect("the defaults parse")
+    }
+}
+
 /// The least guest RAM `--ram-mib` takes, found by trying: Debian's 6.12 kernel with this
 /// initramfs reaches /init in 144 MiB and panics out of memory in 128 ("System is
 /// deadlocked on memory").
@@ -202,6 +235,7 @@ pub fn check_args(args: &Args) -> Result<()> {
              shell line), without control characters"
         );
     }
+    guest_files::check(args)?;
     for w in &args.append {
         let word = !w.is_empty()
             && w.bytes()
@@ -346,6 +380,8 @@ pub struct Prepared {
     /// The workloads' program as it went into the initramfs (`mtex-work`, a static ELF at
     /// fixed addresses): the names of the user PCs of the process that opens the windows.
     pub workloads: PathBuf,
+    /// Guest RAM: `--ram-mib`, or more for a large initramfs.
+    pub ram_mib: u64,
 }
 
 impl Drop for Prepared {
@@ -415,12 +451,13 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     {
         programs.push(("efivarfs.ko.xz".into(), m));
     }
-    let initrd = initramfs::build(busybox, &workload, programs)?;
-    let h = linux_bundle::Header::for_parts(
-        image.len() as u64,
-        initrd.len() as u64,
-        args.ram_mib << 20,
-    );
+    let workload = guest_files::exports(&args.env)? + &workload;
+    // The user's files first: the kernel unpacks the archives in turn, so mtex's own win.
+    let mut archives = guest_files::archives(args, &dir)?;
+    archives.push(initramfs::build(busybox, &workload, programs)?);
+    let initrd = guest_files::concat(archives);
+    let ram_mib = guest_files::ram_mib(args.ram_mib, initrd.len())?;
+    let h = linux_bundle::Header::for_parts(image.len() as u64, initrd.len() as u64, ram_mib << 20);
     let mut bytes = h.encode().to_vec();
     bytes.extend_from_slice(&image);
     bytes.resize(h.initrd_offset as usize, 0);
@@ -447,6 +484,7 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
         bundle,
         initrd: initrd_path,
         workloads,
+        ram_mib,
     })
 }
 
@@ -528,7 +566,7 @@ pub fn boot(args: &Args, p: &Prepared, which: Boot) -> Result<Booted> {
         icount,
         timeout: Duration::from_secs(args.timeout),
         // Guest RAM, plus the staged bundle and the hypervisor beside it.
-        memory_mib: (args.ram_mib as u32) * 2 + 256,
+        memory_mib: (p.ram_mib as u32) * 2 + 256,
         cpus: args.cpus,
         // The hypervisor takes no interrupt of its own in Linux mode (only, in a sampled
         // window, its unit timer), so no EL2 watchdog: the host watches the guest's clock (a
@@ -601,7 +639,7 @@ fn boot_through_uefi(
     }
     .through_uefi(&esp_dir, true);
     // Linux's RAM, plus the firmware's and the hypervisor's.
-    cfg.memory_mib = args.ram_mib as u32 + 128;
+    cfg.memory_mib = p.ram_mib as u32 + 128;
     let console = qemu::run(images, &cfg)?;
     // Linux's own text: a line it printed while a record was being written is whole again.
     let linux = crate::model::report::console_without_records(&console.bytes);

@@ -1234,28 +1234,9 @@ fn a_kernel_by_path_with_its_system_map_reports_as_by_release() {
 /// `mtex linux`'s defaults, for a test that calls its functions.
 pub(super) fn linux_args() -> mtex::linux::Args {
     mtex::linux::Args {
-        kernel: vec!["6.12".into()],
-        workload: None,
-        tcf0: vec!["sync".into()],
-        append: vec![],
-        ram_mib: 512,
-        cpus: 1,
-        json: None,
-        console: false,
         out: std::env::temp_dir(),
         timeout: 120,
-        no_icount: false,
-        oracle: false,
-        profile: false,
-        stacks: false,
-        sample: None,
-        sample_seed: None,
-        verbose: false,
-        symbols: None,
-        scenario: None,
-        build_only: false,
-        quiet: false,
-        uefi: false,
+        ..mtex::linux::Args::defaults()
     }
 }
 

@@ -13,6 +13,7 @@ mod kernel;
 mod kernel_build;
 mod linux;
 mod oracle;
+mod packages;
 mod pmu;
 mod probe;
 mod profile;

@@ -1,0 +1,95 @@
+//! A Debian user space in Linux mode: a package's program (Debian's `hello`, linked against
+//! Debian's glibc) runs in a window beside a file of the user's own, and glibc's tagged heap,
+//! asked for through the workload's environment, shows as checked user accesses, which are
+//! none without it.
+
+use super::linux::{ONE_AT_A_TIME, assert_oracle_agrees, linux, window};
+use serde_json::Value;
+use std::process::Command;
+
+/// Window 1's counter in the run's document.
+fn counter(doc: &Value, name: &str) -> u64 {
+    doc["runs"][0]["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == 1)
+        .and_then(|p| p["counters"][name].as_u64())
+        .unwrap_or_else(|| panic!("no {name} in window 1"))
+}
+
+#[test]
+fn a_debian_program_runs_in_a_window_and_its_tagged_heap_is_checked() {
+    let d = std::env::temp_dir().join(format!("mtex-packages-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let greet = d.join("greet");
+    std::fs::write(&greet, "#!/bin/sh\necho added-ok\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&greet, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let greet = greet.to_str().unwrap();
+    let run = |env: &[&str]| {
+        let mut args = vec![
+            "--packages",
+            "hello",
+            "--add",
+            greet,
+            "--workload",
+            "greet && mtex-work --window 1 exec hello",
+        ];
+        args.extend_from_slice(env);
+        linux(&args)
+    };
+    let (status, tagged, text) = run(&["--env", "GLIBC_TUNABLES=glibc.mem.tagging=3", "--oracle"]);
+    assert_eq!(status, 0, "{text}");
+    let output = tagged["workload_output"].to_string();
+    assert!(output.contains("added-ok"), "the added file ran: {output}");
+    assert!(
+        output.contains("Hello, world!"),
+        "the package's program ran: {output}"
+    );
+    // glibc.mem.tagging=3: ld.so turns tag checking on for the process and malloc takes its
+    // heap from PROT_MTE memory, tagging each block. hello's stdout buffer is such a block:
+    // the greeting is written into it and read out of it through the tagged pointer.
+    assert!(counter(&tagged, "mem_access_checked_wr:u") >= 1, "{text}");
+    assert!(counter(&tagged, "mem_access_checked_rd:u") >= 1, "{text}");
+    assert_oracle_agrees(window(&tagged, 1), &text);
+    // Without it no user page is mapped PROT_MTE: nothing at EL0 is tag checked.
+    let (status, plain, text) = run(&[]);
+    assert_eq!(status, 0, "{text}");
+    assert_eq!(counter(&plain, "mem_access_checked_wr:u"), 0, "{text}");
+    assert_eq!(counter(&plain, "mem_access_checked_rd:u"), 0, "{text}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A package Debian does not have is named as apt names it, before any boot.
+#[test]
+fn a_package_debian_does_not_have_is_refused_before_any_boot() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .args([
+            "linux",
+            "--packages",
+            "no-such-package-of-mtex",
+            "--workload",
+            "true",
+        ])
+        .arg("--out")
+        .arg(std::env::temp_dir().join("mtex-no-package"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "--packages: Debian bookworm (arm64): Unable to locate package no-such-package-of-mtex"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        !std::env::temp_dir()
+            .join("mtex-no-package/linux-1")
+            .exists()
+    );
+}
