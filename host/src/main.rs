@@ -38,7 +38,7 @@ enum Cmd {
     Probe(mtex::cli::probe::Args),
     /// Boot Debian's arm64 kernel (fetched with apt) under the hypervisor in Linux mode and
     /// report every MTE control write it makes, by kernel function.
-    Linux(mtex::linux::Args),
+    Linux(Box<mtex::linux::Args>),
     /// Kernels for Linux mode: `mtex kernel build` makes an arm64 Image from Debian's
     /// linux-source-X or your tree, with KASAN and your patches, for `mtex linux --kernel`.
     Kernel {
@@ -87,7 +87,7 @@ fn real_main() -> Result<ExitCode> {
         Cmd::Compare(args) => mtex::compare::run(args),
         Cmd::Snippet(args) => mtex::cli::snippet::run(args),
         Cmd::Probe(args) => mtex::cli::probe::run(args),
-        Cmd::Linux(args) => mtex::linux::run(args),
+        Cmd::Linux(args) => mtex::linux::run(*args),
         Cmd::Kernel {
             which: KernelCmd::Build(args),
         } => mtex::kernel_build::run(args),

@@ -1079,6 +1079,11 @@ fn guest_files_packages_and_environment_are_checked_before_anything_runs() {
         ),
         (&["--env", "NOVALUE"], "expected NAME=VALUE"),
         (&["--suite", "trixie"], "--packages"),
+        (
+            &["--run", "hello", "--workload", "getpid"],
+            "cannot be used with",
+        ),
+        (&["--run", "a\nb"], "--run \"a\\nb\": a command of one line"),
     ] {
         let mut all = vec!["linux"];
         all.extend_from_slice(args);

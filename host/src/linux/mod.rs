@@ -39,6 +39,14 @@ pub struct Args {
     /// busybox shell line, run as it is. Default: none (boot to /init and power off).
     #[arg(long)]
     pub workload: Option<String>,
+    /// A command to measure, as the workload's shell would run it (a program of the
+    /// initramfs, a package's, or one given by --add, with its arguments): a trace window
+    /// opens just before it starts and closes once it has ended, with every child it waited
+    /// for; its output is kept in the report, and a command that is not found, fails or is
+    /// killed is a problem. Again for more, each in the next window (1, 2, ...), in order,
+    /// until one fails.
+    #[arg(long = "run", value_name = "COMMAND", conflicts_with = "workload")]
+    pub run: Vec<String>,
     /// The named workload's user tag-check modes (prctl), comma-separated: none, sync, async,
     /// asymm. Each runs in its own window (1, 2, ...), in this order, and the report compares
     /// them.
@@ -144,7 +152,7 @@ pub struct Args {
     /// --tcf0 and --symbols would (they are refused with it), and prints its own tables (no
     /// --json, --verbose).
     #[arg(long, value_name = "FILE",
-        conflicts_with_all = ["kernel", "workload", "tcf0", "symbols", "json", "verbose"])]
+        conflicts_with_all = ["kernel", "workload", "run", "tcf0", "symbols", "json", "verbose"])]
     pub scenario: Option<PathBuf>,
     /// With --scenario: build the kernels it builds, and boot nothing.
     #[arg(long, requires = "scenario")]
@@ -236,6 +244,14 @@ pub fn check_args(args: &Args) -> Result<()> {
         );
     }
     guest_files::check(args)?;
+    for c in &args.run {
+        if c.trim().is_empty() || c.contains(|ch: char| ch.is_control()) {
+            bail!(
+                "--run {c:?}: a command of one line (a program and its arguments), without \
+                 control characters"
+            );
+        }
+    }
     for w in &args.append {
         let word = !w.is_empty()
             && w.bytes()
@@ -331,6 +347,17 @@ pub fn workload_line(spec: &str, tcf0: &[String]) -> String {
                 .trim_end()
                 .to_string()
         })
+        .collect::<Vec<_>>()
+        .join(" && ")
+}
+
+/// The shell line of `--run` commands: each in its own window, in order, through
+/// `mtex-work exec` (which waits for the command, and fails when it does).
+pub fn run_line(commands: &[String]) -> String {
+    commands
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("mtex-work --window {} exec {c}", i + 1))
         .collect::<Vec<_>>()
         .join(" && ")
 }
@@ -435,7 +462,11 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
         RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     std::fs::create_dir_all(&run_dir)?;
-    let workload = workload_line(args.workload.as_deref().unwrap_or(""), &args.tcf0);
+    let workload = if args.run.is_empty() {
+        workload_line(args.workload.as_deref().unwrap_or(""), &args.tcf0)
+    } else {
+        run_line(&args.run)
+    };
     let workloads = images::build_workloads()?;
     let work = std::fs::read(&workloads)?;
     let mut programs = vec![("mtex-work".to_string(), work)];
@@ -792,5 +823,14 @@ mod tests {
             "echo hi; true"
         );
         assert_eq!(workload_line("", &modes(&["sync"])), "");
+    }
+
+    #[test]
+    fn each_run_command_is_a_window_in_turn() {
+        assert_eq!(
+            run_line(&["perf bench futex hash -s".into(), "hello".into()]),
+            "mtex-work --window 1 exec perf bench futex hash -s && \
+             mtex-work --window 2 exec hello"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! A Debian user space in Linux mode: a package's program (Debian's `hello`, linked against
-//! Debian's glibc) runs in a window beside a file of the user's own, and glibc's tagged heap,
+//! Debian's glibc) and a file of the user's own each run in a window of `--run`, and glibc's
+//! tagged heap,
 //! asked for through the workload's environment, shows as checked user accesses, which are
 //! none without it.
 
@@ -7,15 +8,15 @@ use super::linux::{ONE_AT_A_TIME, assert_oracle_agrees, linux, window};
 use serde_json::Value;
 use std::process::Command;
 
-/// Window 1's counter in the run's document.
+/// Window 2's counter (the one around `hello`) in the run's document.
 fn counter(doc: &Value, name: &str) -> u64 {
     doc["runs"][0]["phases"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| p["id"] == 1)
+        .find(|p| p["id"] == 2)
         .and_then(|p| p["counters"][name].as_u64())
-        .unwrap_or_else(|| panic!("no {name} in window 1"))
+        .unwrap_or_else(|| panic!("no {name} in window 2"))
 }
 
 #[test]
@@ -35,8 +36,14 @@ fn a_debian_program_runs_in_a_window_and_its_tagged_heap_is_checked() {
             "hello",
             "--add",
             greet,
-            "--workload",
-            "greet && mtex-work --window 1 exec hello",
+            "--run",
+            "greet",
+            "--run",
+            "hello",
+            // glibc picks SVE string routines on QEMU's `max` CPU, which the decoder does not
+            // model yet: Linux keeps SVE from user space, as on a CPU without it.
+            "--append",
+            "arm64.nosve",
         ];
         args.extend_from_slice(env);
         linux(&args)
@@ -54,7 +61,7 @@ fn a_debian_program_runs_in_a_window_and_its_tagged_heap_is_checked() {
     // the greeting is written into it and read out of it through the tagged pointer.
     assert!(counter(&tagged, "mem_access_checked_wr:u") >= 1, "{text}");
     assert!(counter(&tagged, "mem_access_checked_rd:u") >= 1, "{text}");
-    assert_oracle_agrees(window(&tagged, 1), &text);
+    assert_oracle_agrees(window(&tagged, 2), &text);
     // Without it no user page is mapped PROT_MTE: nothing at EL0 is tag checked.
     let (status, plain, text) = run(&[]);
     assert_eq!(status, 0, "{text}");
