@@ -191,9 +191,9 @@ fn no_such_kernel(choice: &str, pkg: &str) -> anyhow::Error {
     }
 }
 
-/// Linux 7 and later come from Debian's newer suites ([`super::newer`]), earlier releases
+/// Linux 7 and later come from Debian's newer suites ([`super::suites`]), earlier releases
 /// from bookworm and bookworm-backports.
-fn from_newer_suites(choice: &str) -> bool {
+pub(crate) fn from_newer_suites(choice: &str) -> bool {
     choice
         .split('.')
         .next()

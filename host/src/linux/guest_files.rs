@@ -124,13 +124,14 @@ pub fn check(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// The suite the packages come from: `--suite`, or the kernel's (trixie for Linux 7.x,
-/// bookworm for the others).
+/// The suite the packages come from: `--suite`, or the kernel's (trixie for a kernel of
+/// the newer suites, Linux 7 and later; bookworm for the others).
 pub fn suite(args: &Args) -> String {
     args.suite.clone().unwrap_or_else(|| {
-        let newer = args.kernel.first().is_some_and(|k| {
-            k.starts_with("7.") || k.starts_with("linux-image-7.") || k.contains("+deb13")
-        });
+        let newer = args
+            .kernel
+            .first()
+            .is_some_and(|k| crate::debian::kernel::from_newer_suites(k));
         if newer { "trixie" } else { "bookworm" }.to_string()
     })
 }
