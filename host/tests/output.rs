@@ -796,8 +796,13 @@ fn linux_futex() -> Results {
         &console,
         &linux,
         ("", mtex::symbols::Symbols::default()),
-        true,
-        2,
+        // As the run that left these consoles was booted.
+        mtex::linux::report::Setup {
+            icount: true,
+            cpus: 2,
+            cpu_model: mtex::qemu::CpuModel::Max,
+            tagged_heap: None,
+        },
     )
 }
 

@@ -14,6 +14,7 @@ pub mod report;
 pub mod requirements;
 pub mod scenario_run;
 pub mod summary;
+pub mod tagged_heap;
 
 use crate::{images, qemu};
 use anyhow::{Context, Result, bail};
@@ -71,10 +72,16 @@ pub struct Args {
     /// /usr/local/bin/NAME for a file, /opt/NAME for a directory). Again for more.
     #[arg(long, value_name = "HOST_PATH[:GUEST_PATH]")]
     pub add: Vec<String>,
-    /// A variable of the workload's environment, NAME=VALUE (e.g.
-    /// GLIBC_TUNABLES=glibc.mem.tagging=3). Again for more.
+    /// A variable of the workload's environment, NAME=VALUE (e.g. MALLOC_ARENA_MAX=1).
+    /// Again for more.
     #[arg(long, value_name = "NAME=VALUE")]
     pub env: Vec<String>,
+    /// glibc's tagged heap for the measured commands: malloc tags every block and the
+    /// program runs with sync or async tag-check faults (GLIBC_TUNABLES=glibc.mem.tagging=3
+    /// or 1). The report shows the tag-check modes the hypervisor saw each window's tasks
+    /// set, and a window that never set this one is a problem.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub tagged_heap: Option<tagged_heap::TaggedHeap>,
     /// More words for the kernel command line, one word each (printable ASCII, no quotes):
     /// Linux's parameters, or the hypervisor's `mtex.KEY=VALUE` options. The words mtex sets
     /// itself (console=, rdinit=, panic=) are refused.
@@ -89,6 +96,12 @@ pub struct Args {
     /// (docs/linux.md#cpus)
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
     pub cpus: u32,
+    /// Give Linux QEMU's `max` CPU whole, with SVE and SME. Without this they are off
+    /// (`-cpu max,sve=off,sme=off`, as on AmpereOne, which has neither), and so are the
+    /// kernel's and glibc's SVE paths, whose loads and stores the trace does not model (a
+    /// window that makes one has a problem that says how many).
+    #[arg(long)]
+    pub sve: bool,
     /// Boot as a server does: QEMU's edk2 with ACPI, the UEFI loader installing the
     /// hypervisor under the firmware and starting the kernel's EFI stub with its initramfs
     /// (docs/uefi.md#install-mode). Linux and the records share the firmware's one UART.
@@ -163,6 +176,15 @@ pub struct Args {
 }
 
 impl Args {
+    /// The CPU QEMU gives Linux.
+    pub fn cpu_model(&self) -> qemu::CpuModel {
+        if self.sve {
+            qemu::CpuModel::Max
+        } else {
+            qemu::CpuModel::MaxWithoutSve
+        }
+    }
+
     /// `mtex linux`'s defaults, as its command line with no option gives them.
     pub fn defaults() -> Self {
         use clap::{Args as _, FromArgMatches};
@@ -244,6 +266,7 @@ pub fn check_args(args: &Args) -> Result<()> {
         );
     }
     guest_files::check(args)?;
+    tagged_heap::environment(&args.env, args.tagged_heap)?;
     for c in &args.run {
         if c.trim().is_empty() || c.contains(|ch: char| ch.is_control()) {
             bail!(
@@ -482,7 +505,8 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     {
         programs.push(("efivarfs.ko.xz".into(), m));
     }
-    let workload = guest_files::exports(&args.env)? + &workload;
+    let env = tagged_heap::environment(&args.env, args.tagged_heap)?;
+    let workload = guest_files::exports(&env)? + &workload;
     // The user's files first: the kernel unpacks the archives in turn, so mtex's own win.
     let mut archives = guest_files::archives(args, &dir)?;
     archives.push(initramfs::build(busybox, &workload, programs)?);
@@ -606,6 +630,7 @@ pub fn boot(args: &Args, p: &Prepared, which: Boot) -> Result<Booted> {
         watch_budget_ms: Some(args.timeout * 1000),
         second_serial: Some(linux_console.clone()),
         oracle: oracle_run(args, p, which == Boot::Measured)?,
+        cpu_model: args.cpu_model(),
         ..qemu::RunConfig::default()
     };
     let console = qemu::run(&images, &cfg)?;
@@ -666,6 +691,7 @@ fn boot_through_uefi(
         cpus: args.cpus,
         watch_budget_ms: Some(args.timeout * 1000),
         oracle: oracle_run(args, p, measured)?,
+        cpu_model: args.cpu_model(),
         ..qemu::RunConfig::default()
     }
     .through_uefi(&esp_dir, true);
@@ -751,8 +777,12 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::model::results::Results)
         &console,
         &linux_text,
         (&symbols, program),
-        !args.no_icount,
-        args.cpus,
+        report::Setup {
+            icount: !args.no_icount,
+            cpus: args.cpus,
+            cpu_model: args.cpu_model(),
+            tagged_heap: args.tagged_heap,
+        },
     );
     let form = if args.verbose {
         crate::output::Form::Full
@@ -823,6 +853,14 @@ mod tests {
             "echo hi; true"
         );
         assert_eq!(workload_line("", &modes(&["sync"])), "");
+    }
+
+    #[test]
+    fn linux_gets_a_cpu_without_sve_unless_asked() {
+        let mut args = Args::defaults();
+        assert_eq!(args.cpu_model(), qemu::CpuModel::MaxWithoutSve);
+        args.sve = true;
+        assert_eq!(args.cpu_model(), qemu::CpuModel::Max);
     }
 
     #[test]

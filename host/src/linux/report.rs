@@ -68,6 +68,8 @@ pub struct Window {
     pub views: Vec<(String, ByEl)>,
     /// Kernel entries from EL0 and EL1 (synchronous and IRQ).
     pub entries: EntryCounts,
+    /// See `WindowInfo::user_tcf0`.
+    pub user_tcf0: Vec<String>,
     pub tag_check_faults: u64,
     /// Load/store instructions the decoder does not model (their accesses are not counted).
     pub unknown_mem: u64,
@@ -160,6 +162,7 @@ impl Window {
                 irq_el1: c("kernel_entries.irq_el1"),
                 other: c("kernel_entries.other"),
             },
+            user_tcf0: info.user_tcf0.clone(),
             tag_check_faults: c("tag_check_faults"),
             unknown_mem: c("unknown_mem"),
             failed_store_exclusives: c("failed_store_exclusives"),
@@ -447,6 +450,17 @@ fn kernel_pcs(f: &PhaseProfile, entry: u64, text_va: Option<u64>) -> PhaseProfil
     f
 }
 
+/// What mtex set up for a run: the machine Linux had, and what was asked of its user space.
+#[derive(Clone, Copy, Debug)]
+pub struct Setup {
+    /// Whether QEMU ran with -icount.
+    pub icount: bool,
+    pub cpus: u32,
+    pub cpu_model: crate::qemu::CpuModel,
+    /// `--tagged-heap`.
+    pub tagged_heap: Option<super::tagged_heap::TaggedHeap>,
+}
+
 /// A run's results document from what its boot printed: its windows are the phases (a
 /// window never closed was not measured: it has no phase), and the Linux section holds the
 /// rest. `symbols` is the kernel's symbol table (kallsyms' form) and the symbols of the
@@ -456,9 +470,14 @@ pub fn document(
     console: &Console,
     linux: &str,
     (kallsyms, program): (&str, Symbols),
-    icount: bool,
-    cpus: u32,
+    setup: Setup,
 ) -> Results {
+    let Setup {
+        icount,
+        cpus,
+        cpu_model,
+        tagged_heap,
+    } = setup;
     let r = console.report();
     let mut measured = r.clone();
     measured.phases.retain(|p| p.end.is_some());
@@ -564,6 +583,7 @@ pub fn document(
                 .trace
                 .as_ref()
                 .map_or([0, 0], |t| [t.abandoned_el0, t.abandoned_el1]),
+            user_tcf0: super::tagged_heap::tcf0_set(&r.writes, &p.name),
             oracle: p.oracle.clone(),
             stack_stats: crate::profile::of_phase(p)
                 .and_then(|f| f.stack_end)
@@ -594,6 +614,7 @@ pub fn document(
                 .map(|t| [t.instructions_el0, t.instructions_el1]),
         })
         .collect();
+    problems.extend(super::tagged_heap::problems(tagged_heap, &windows));
     // The windows by kernel function: kernel PCs named by the kernel's symbols.
     for (out, p) in run.phases.iter_mut().zip(&measured.phases) {
         if let Some(f) = crate::profile::of_phase(p) {
@@ -635,6 +656,8 @@ pub fn document(
     });
     doc.linux = Some(LinuxSection {
         cpus,
+        cpu_model: cpu_model.describe().into(),
+        tagged_heap: tagged_heap.map(|h| h.name().into()),
         through_firmware,
         reached_init,
         workload_status,
@@ -728,6 +751,15 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
         pmu(w.pmu_el1),
         thousands(w.step_exits),
         thousands(w.exits),
+    );
+    let _ = writeln!(
+        out,
+        "  user tag checking its tasks set (TCF0 of its trapped SCTLR_EL1 writes): {}",
+        if w.user_tcf0.is_empty() {
+            "none (every task kept the TCF0 it had)".to_string()
+        } else {
+            w.user_tcf0.join(", ")
+        }
     );
     let _ = writeln!(
         out,
@@ -948,11 +980,17 @@ fn sampled_window_text(w: &SampledWindow) -> String {
     out
 }
 
-pub fn cpus(n: u32) -> String {
-    if n == 1 {
+/// The CPUs Linux had: how many, and which model where the document says.
+pub fn cpus(r: &LinuxView) -> String {
+    let n = if r.cpus == 1 {
         "one CPU".into()
     } else {
-        format!("{n} CPUs")
+        format!("{} CPUs", r.cpus)
+    };
+    if r.cpu_model.is_empty() {
+        n
+    } else {
+        format!("{n} ({})", r.cpu_model)
     }
 }
 
@@ -974,7 +1012,7 @@ pub fn render(r: &LinuxView) -> String {
         r.kernel.package,
         r.kernel.version,
         r.kernel.release,
-        cpus(r.cpus),
+        cpus(r),
         how_booted(r)
     );
     let _ = writeln!(
@@ -985,6 +1023,12 @@ pub fn render(r: &LinuxView) -> String {
         r.exit,
         r.wall_s
     );
+    if let Some(h) = &r.tagged_heap {
+        let _ = writeln!(
+            out,
+            "  glibc's tagged heap asked for, {h}: each window shows the tag checking its tasks set"
+        );
+    }
     for l in &r.workload_output {
         let _ = writeln!(out, "  {l}");
     }
@@ -1226,8 +1270,12 @@ mod tests {
             &console(records),
             linux,
             (kallsyms, Symbols::default()),
-            true,
-            1,
+            Setup {
+                icount: true,
+                cpus: 1,
+                cpu_model: crate::qemu::CpuModel::MaxWithoutSve,
+                tagged_heap: None,
+            },
         )
     }
 

@@ -35,7 +35,7 @@ fn preface(r: &LinuxView) -> [String; 2] {
             clean(&r.kernel.version),
             clean(&r.kernel.release),
             clean(&r.kernel.sha256[..r.kernel.sha256.len().min(16)]),
-            super::report::cpus(r.cpus),
+            super::report::cpus(r),
             super::report::how_booted(r)
         ),
         format!(

@@ -12,6 +12,13 @@ use serde::{Deserialize, Serialize};
 pub struct LinuxSection {
     /// The CPUs the machine gave Linux (`--cpus`).
     pub cpus: u32,
+    /// The CPU QEMU gave it, in words (`QEMU max without SVE and SME`); empty in a document
+    /// written before it was recorded.
+    #[serde(default)]
+    pub cpu_model: String,
+    /// `--tagged-heap`: the mode glibc's tagged heap was asked for in (sync, async).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tagged_heap: Option<String>,
     /// Booted by UEFI firmware with the hypervisor installed under it (`--uefi`), rather
     /// than by the hypervisor itself.
     pub through_firmware: bool,
@@ -67,6 +74,12 @@ pub struct WindowInfo {
     /// Instructions that began but were abandoned for an exception taken on them, at EL0
     /// and EL1 (not in the instruction counters).
     pub abandoned: [u64; 2],
+    /// The TCF0 values the SCTLR_EL1 writes trapped in the window set, each once, in the
+    /// order first set: the user tag checking its tasks asked for and ran with (Linux writes
+    /// a task's TCF0 when it asks by prctl, and at each switch between tasks whose TCF0
+    /// differ). Empty: no write in the window changed TCF0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub user_tcf0: Vec<String>,
     /// The oracle's check of the window (`mtex linux --oracle`); of a sampled window, of
     /// what its units and their leads traced.
     pub oracle: Option<crate::oracle_check::Check>,

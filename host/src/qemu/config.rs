@@ -40,6 +40,39 @@ pub struct RunConfig {
     /// what must not be on QEMU's command line, which every user of the host can read: a
     /// snippet's code (`mtex_platform::fw_cfg::SNIPPET_FILE`).
     pub fw_cfg: Vec<(&'static str, PathBuf)>,
+    /// QEMU's CPU model.
+    pub cpu_model: CpuModel,
+}
+
+/// The CPU QEMU gives the guest: its `max` model (every feature QEMU implements, MTE among
+/// them), whole or without the scalable vector extensions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CpuModel {
+    /// `-cpu max`: with SVE and SME.
+    #[default]
+    Max,
+    /// `-cpu max,sve=off,sme=off`: as AmpereOne, which has neither. Linux then uses no SVE,
+    /// nor does glibc (its string functions choose by the hardware capabilities Linux
+    /// gives), so no SVE load or store reaches the trace, whose decoder does not model them.
+    MaxWithoutSve,
+}
+
+impl CpuModel {
+    /// The value of QEMU's `-cpu`.
+    pub fn qemu_arg(self) -> &'static str {
+        match self {
+            Self::Max => "max",
+            Self::MaxWithoutSve => "max,sve=off,sme=off",
+        }
+    }
+
+    /// How a report names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Max => "QEMU max, with SVE and SME",
+            Self::MaxWithoutSve => "QEMU max without SVE and SME",
+        }
+    }
 }
 
 /// How QEMU starts the hypervisor.
@@ -75,6 +108,7 @@ impl Default for RunConfig {
             second_serial: None,
             oracle: None,
             fw_cfg: Vec::new(),
+            cpu_model: CpuModel::Max,
         }
     }
 }
@@ -172,7 +206,7 @@ pub fn command(images: &Images, cfg: &RunConfig) -> Command {
         "-machine",
         &format!("virt,virtualization={virt},mte=on,gic-version=3{acpi}"),
         "-cpu",
-        "max",
+        cfg.cpu_model.qemu_arg(),
         "-m",
         &format!("{}M", cfg.memory_mib),
         "-display",
@@ -293,5 +327,30 @@ mod tests {
         assert_eq!(cpus(format!("mtex.guest=kernel {smp}")), 2);
         assert_eq!(cpus(smp.to_string()), 2);
         assert_eq!(cpus(format!("mtex.guest=controls {smp}")), 1);
+    }
+
+    #[test]
+    fn the_cpu_model_is_what_qemu_is_given() {
+        let images = Images {
+            hyp_elf: "hyp.elf".into(),
+            hyp_image: "hyp".into(),
+            guest_image: "guest".into(),
+            guest_elf: "guest.elf".into(),
+        };
+        let cpu = |m: CpuModel| {
+            let cfg = RunConfig {
+                cpu_model: m,
+                ..RunConfig::default()
+            };
+            let c = command(&images, &cfg);
+            let args: Vec<_> = c
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            let at = args.iter().position(|a| a == "-cpu").expect("-cpu");
+            args[at + 1].clone()
+        };
+        assert_eq!(cpu(CpuModel::default()), "max");
+        assert_eq!(cpu(CpuModel::MaxWithoutSve), "max,sve=off,sme=off");
     }
 }

@@ -18,8 +18,8 @@ pub use clock_watch::{
     CLOCK_PAST_BUDGET_MS, CLOCK_PROGRESS_MS, CLOCK_STALL, ClockWatch, parse_clock_lag_ms,
 };
 pub use config::{
-    BootMethod, EDK2_FIRMWARE, FIRMWARE_CLOCK_MS, HOST_MARGIN, RunConfig, WALL_PER_GUEST_ICOUNT,
-    WALL_PER_GUEST_REALTIME, command, default_timeout, guest_time_for,
+    BootMethod, CpuModel, EDK2_FIRMWARE, FIRMWARE_CLOCK_MS, HOST_MARGIN, RunConfig,
+    WALL_PER_GUEST_ICOUNT, WALL_PER_GUEST_REALTIME, command, default_timeout, guest_time_for,
 };
 pub use console::{Console, run};
 pub use options::{KERNEL_WATCHDOG_MS, cmdline, option_error, unknown_key_message};
