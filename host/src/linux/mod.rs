@@ -374,13 +374,13 @@ pub fn workload_line(spec: &str, tcf0: &[String]) -> String {
         .join(" && ")
 }
 
-/// The shell line of `--run` commands: each in its own window, in order, through
-/// `mtex-work exec` (which waits for the command, and fails when it does).
-pub fn run_line(commands: &[String]) -> String {
+/// The shell line of `--run` commands: each in its own window, in order from window
+/// `first`, through `mtex-work exec` (which waits for the command, and fails when it does).
+pub fn run_line(commands: &[String], first: usize) -> String {
     commands
         .iter()
         .enumerate()
-        .map(|(i, c)| format!("mtex-work --window {} exec {c}", i + 1))
+        .map(|(i, c)| format!("mtex-work --window {} exec {c}", i + first))
         .collect::<Vec<_>>()
         .join(" && ")
 }
@@ -488,7 +488,7 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     let workload = if args.run.is_empty() {
         workload_line(args.workload.as_deref().unwrap_or(""), &args.tcf0)
     } else {
-        run_line(&args.run)
+        run_line(&args.run, 1)
     };
     let workloads = images::build_workloads()?;
     let work = std::fs::read(&workloads)?;
@@ -866,7 +866,7 @@ mod tests {
     #[test]
     fn each_run_command_is_a_window_in_turn() {
         assert_eq!(
-            run_line(&["perf bench futex hash -s".into(), "hello".into()]),
+            run_line(&["perf bench futex hash -s".into(), "hello".into()], 1),
             "mtex-work --window 1 exec perf bench futex hash -s && \
              mtex-work --window 2 exec hello"
         );

@@ -18,6 +18,17 @@ fn boot_args(base: &Args, spec: &RunSpec, run: &KernelRun, kernel: &str, out: &P
         kernel: vec![kernel.to_string()],
         workload: Some(run.line()),
         append: base.append.iter().chain(&run.append).cloned().collect(),
+        // The run's user space and sampling, where it says; else the command line's.
+        packages: if run.packages.is_empty() {
+            base.packages.clone()
+        } else {
+            run.packages.clone()
+        },
+        suite: run.suite.clone().or_else(|| base.suite.clone()),
+        env: base.env.iter().chain(&run.env).cloned().collect(),
+        tagged_heap: run.tagged_heap.or(base.tagged_heap),
+        sample: run.sample.clone().or_else(|| base.sample.clone()),
+        sample_seed: run.sample_seed.or(base.sample_seed),
         out: out.join(&spec.name),
         json: None,
         scenario: None,
@@ -160,6 +171,16 @@ pub fn run(base: &Args, file: &Path) -> Result<ExitCode> {
                     run.window(w, m).expect("its own")
                 ));
             }
+        }
+        for c in &run.commands {
+            out.push(&format!(
+                "  window {}: {c}{}",
+                run.window(c, "").expect("its own"),
+                run.tagged_heap.map_or(String::new(), |h| format!(
+                    ", glibc's tagged heap {}",
+                    h.name()
+                ))
+            ));
         }
         let docs: Vec<(String, Results)> = run
             .kernels

@@ -14,7 +14,7 @@ use crate::images::Images;
 use crate::model::report::Report;
 use crate::model::results::{self, Expectation, Results};
 use crate::qemu::{self, RunConfig};
-use crate::scenario::file::{Expect, ScenarioFile, Side};
+use crate::scenario::file::{Expect, Measured, ScenarioFile, Side};
 use anyhow::{Context, Result};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -108,35 +108,51 @@ pub fn run(
     Ok((doc, reports))
 }
 
-/// The mean of the expectation's counter in one side's phase over every boot of the side,
-/// or `None` unless every boot measured it.
-fn value(runs: &[results::Run], e: &Expect, side: &Side) -> Option<f64> {
-    let v: Vec<u64> = runs
+/// The expectation's counter in one side's phase, meaned over every boot of the side, or
+/// `None` unless every boot measured it. A sampled phase gives its estimate and 95%
+/// interval; the mean of several boots' has the means of their bounds (each boot's interval
+/// is its own; an estimate without an interval is not a value).
+fn value(runs: &[results::Run], e: &Expect, side: &Side) -> Option<Measured> {
+    let v: Vec<Measured> = runs
         .iter()
         .filter(|r| r.name == side.results_run)
         .filter_map(|r| {
-            r.phases
-                .iter()
-                .find(|p| match side.window {
-                    // A window that never closed was not measured.
-                    Some(w) => p.id as usize == w && p.end_ts.is_some(),
-                    None => {
-                        p.workload.as_deref() == Some(e.workload.as_str())
-                            && p.policy.as_deref() == Some(side.of.as_str())
-                    }
-                })
-                .and_then(|p| p.counters.get(&e.counter).copied())
+            let p = r.phases.iter().find(|p| match side.window {
+                // A window that never closed was not measured.
+                Some(w) => p.id as usize == w && p.end_ts.is_some(),
+                None => {
+                    p.workload.as_deref() == Some(e.workload.as_str())
+                        && p.policy.as_deref() == Some(side.of.as_str())
+                }
+            })?;
+            if let Some(&c) = p.counters.get(&e.counter) {
+                return Some(Measured::exact(c as f64));
+            }
+            let est = p.estimates.get(&e.counter)?;
+            if est.exact {
+                return Some(Measured::exact(est.value));
+            }
+            let half = est.half_width?;
+            Some(Measured {
+                value: est.value,
+                lo: (est.value - half).max(0.0),
+                hi: est.value + half,
+            })
         })
         .collect();
-    (!v.is_empty() && v.len() as u32 == side.boots)
-        .then(|| v.iter().sum::<u64>() as f64 / v.len() as f64)
+    let n = v.len() as f64;
+    (!v.is_empty() && v.len() as u32 == side.boots).then(|| Measured {
+        value: v.iter().map(|m| m.value).sum::<f64>() / n,
+        lo: v.iter().map(|m| m.lo).sum::<f64>() / n,
+        hi: v.iter().map(|m| m.hi).sum::<f64>() / n,
+    })
 }
 
 /// Judges one expectation on the runs' results: the same for built-in runs and for runs
 /// that boot kernels.
 pub fn judge(e: &Expect, runs: &[results::Run]) -> Expectation {
     let (held, detail) = match (value(runs, e, &e.from), value(runs, e, &e.to)) {
-        (Some(a), Some(b)) => e.judge(a, b),
+        (Some(a), Some(b)) => e.judge_measured(a, b),
         _ => (
             false,
             match e.from.window {
@@ -175,6 +191,74 @@ pub fn write_outputs(doc: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::file::Rule;
+
+    /// A kernel run's two boots, each with window 1 holding `rd:k` as a count or, sampled,
+    /// as an estimate of ±10%.
+    fn boots(values: [(u64, bool); 2]) -> Vec<results::Run> {
+        let template = crate::profile::fixture::results().runs[0].clone();
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, &(v, sampled))| {
+                let mut r = template.clone();
+                r.name = format!("t-{}", ["a", "b"][i]);
+                r.phases.truncate(1);
+                let p = &mut r.phases[0];
+                p.id = 1;
+                p.counters.remove("mem_access_checked_rd:k");
+                if sampled {
+                    p.estimates.insert(
+                        "mem_access_checked_rd:k".into(),
+                        results::EstimateOut {
+                            value: v as f64,
+                            half_width: Some(v as f64 / 10.0),
+                            level: 0.95,
+                            units: 100,
+                            met: 100,
+                            sampled: 0.1,
+                            exact: false,
+                            not_estimable: None,
+                        },
+                    );
+                } else {
+                    p.counters.insert("mem_access_checked_rd:k".into(), v);
+                }
+                r
+            })
+            .collect()
+    }
+
+    fn drop_at_least(p: f64) -> Expect {
+        let side = |k: &str| Side {
+            run: "t".into(),
+            results_run: format!("t-{k}"),
+            of: k.into(),
+            window: Some(1),
+            boots: 1,
+        };
+        Expect {
+            counter: "mem_access_checked_rd:k".into(),
+            workload: "perf bench futex hash".into(),
+            tcf0: None,
+            from: side("a"),
+            to: side("b"),
+            rule: Rule::DropAtLeast(p),
+        }
+    }
+
+    #[test]
+    fn a_sampled_window_is_judged_on_its_interval() {
+        // Counts: 1000 → 80 is a 92% drop.
+        let counted = boots([(1000, false), (80, false)]);
+        assert!(judge(&drop_at_least(92.0), &counted).held);
+        // Estimates of the same: 900 → 88 at the far ends, a 90.2% drop.
+        let sampled = boots([(1000, true), (80, true)]);
+        let e = judge(&drop_at_least(92.0), &sampled);
+        assert!(!e.held, "{e:?}");
+        assert!(e.detail.contains("95% intervals"), "{e:?}");
+        assert!(judge(&drop_at_least(90.0), &sampled).held);
+    }
 
     #[test]
     fn a_profiled_phase_gets_its_folded_stacks_and_flame_graphs() {

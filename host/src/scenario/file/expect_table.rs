@@ -191,10 +191,26 @@ fn kernel_sides(
 ) -> Result<(String, Option<String>, [Side; 2]), ScenarioError> {
     let at = |field: &str| format!("expect[{i}].{field}");
     let first = sides[0].0.kernels().expect("one kind per file");
-    let workload = raw
-        .workload
-        .as_ref()
-        .map_or(first.workloads[0].clone(), |w| w.get_ref().clone());
+    let workload = raw.workload.as_ref().map_or_else(
+        || {
+            first
+                .workloads
+                .first()
+                .or(first.commands.first())
+                .expect("a run has workloads or commands")
+                .clone()
+        },
+        |w| w.get_ref().clone(),
+    );
+    // A command sets its own tag checking: it has no mode of the run's.
+    let command = first.is_command(&workload);
+    if command && let Some(t) = &raw.tcf0 {
+        return Err(cx.at(
+            t.span(),
+            &at("tcf0"),
+            format!("{workload:?} is a command: it runs once, with the tag checking it sets"),
+        ));
+    }
     let mode = raw
         .tcf0
         .as_ref()
@@ -203,15 +219,18 @@ fn kernel_sides(
     for (run, kernel, field) in sides {
         let field = if absolute { one_key } else { field };
         let k = run.kernels().expect("one kind per file");
-        if !k.workloads.contains(&workload) {
+        if !k.workloads.contains(&workload) && !k.is_command(&workload) {
             let span = raw.workload.as_ref().map_or(kernel.span(), |w| w.span());
             return Err(cx.at(
                 span,
                 &at("workload"),
-                format!("{workload:?} is not among {}'s workloads", run.name),
+                format!(
+                    "{workload:?} is not among {}'s workloads or commands",
+                    run.name
+                ),
             ));
         }
-        if !k.tcf0.contains(&mode) {
+        if !command && !k.tcf0.contains(&mode) {
             let span = raw.tcf0.as_ref().map_or(kernel.span(), |t| t.span());
             return Err(cx.at(
                 span,
@@ -235,7 +254,7 @@ fn kernel_sides(
         });
     }
     let [a, b] = <[Side; 2]>::try_from(out).expect("two sides");
-    Ok((workload, Some(mode), [a, b]))
+    Ok((workload, (!command).then_some(mode), [a, b]))
 }
 
 /// The one rule the table gives, its per cents in bounds.

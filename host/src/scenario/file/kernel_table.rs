@@ -19,7 +19,10 @@ pub const MAX_COUNT: u64 = 10_000_000;
 pub const MAX_REPEAT: u32 = 20;
 
 /// The keys a run that boots kernels takes; the others are the built-in guest's.
-pub(super) const KERNEL_RUN_KEYS: &str = "name, kernels, workloads, tcf0, append, repeat";
+pub(super) const KERNEL_RUN_KEYS: &str = "name, kernels, workloads, tcf0, commands, packages, \
+     suite, env, tagged_heap, sample, sample_seed, append, repeat";
+/// Commands in one run (each a window).
+pub const MAX_COMMANDS: usize = 16;
 
 /// A kernel: a string (what `mtex linux --kernel` takes) or a table (what `mtex kernel
 /// build` takes). Read by hand rather than as an untagged enum, whose one error ("did not
@@ -82,14 +85,32 @@ pub struct KernelRun {
     pub kernels: Vec<String>,
     pub workloads: Vec<String>,
     pub tcf0: Vec<String>,
+    /// Commands measured as `mtex linux --run` measures them, each in a window of its own
+    /// after the workloads'.
+    pub commands: Vec<String>,
+    /// What `mtex linux`'s options of the same names take, for every boot of the run.
+    pub packages: Vec<String>,
+    pub suite: Option<String>,
+    pub env: Vec<String>,
+    pub tagged_heap: Option<crate::linux::tagged_heap::TaggedHeap>,
+    pub sample: Option<String>,
+    pub sample_seed: Option<u64>,
     /// More kernel command-line words.
     pub append: Vec<String>,
 }
 
 impl KernelRun {
+    /// Whether `workload` is one of the run's commands rather than a named workload.
+    pub fn is_command(&self, workload: &str) -> bool {
+        self.commands.iter().any(|c| c == workload)
+    }
+
     /// The window (1, 2, …) a workload runs in under a mode: workloads in order, each in
-    /// every mode.
+    /// every mode, then the commands (whose mode is their own: `mode` is not asked).
     pub fn window(&self, workload: &str, mode: &str) -> Option<usize> {
+        if let Some(c) = self.commands.iter().position(|x| x == workload) {
+            return Some(self.workloads.len() * self.tcf0.len() + c + 1);
+        }
         let w = self.workloads.iter().position(|x| x == workload)?;
         let m = self.tcf0.iter().position(|x| x == mode)?;
         Some(w * self.tcf0.len() + m + 1)
@@ -119,6 +140,10 @@ impl KernelRun {
                         .to_string(),
                 );
             }
+        }
+        if !self.commands.is_empty() {
+            let first = self.workloads.len() * self.tcf0.len() + 1;
+            parts.push(crate::linux::run_line(&self.commands, first));
         }
         parts.join(" && ")
     }
@@ -251,16 +276,23 @@ pub(super) fn kernel_run(
             ));
         }
     }
-    let Some(ws) = &raw.workloads else {
-        return Err(cx.at(
-            r.span(),
-            &at("workloads"),
-            "a run that boots kernels names its workloads",
-        ));
+    let commands = commands(cx, i, r)?;
+    let no_workloads = Vec::new();
+    let ws = match &raw.workloads {
+        Some(ws) => ws,
+        None if !commands.is_empty() => &no_workloads,
+        None => {
+            return Err(cx.at(
+                r.span(),
+                &at("workloads"),
+                "a run that boots kernels names its workloads, or its commands",
+            ));
+        }
     };
     let workloads: Vec<String> = ws.iter().map(|w| w.get_ref().clone()).collect();
     let span = ws.first().map_or(r.span(), |w| w.span());
-    if !(1..=MAX_WORKLOADS).contains(&workloads.len()) {
+    let least = if commands.is_empty() { 1 } else { 0 };
+    if !(least..=MAX_WORKLOADS).contains(&workloads.len()) {
         return Err(cx.at(
             span,
             &at("workloads"),
@@ -304,12 +336,125 @@ pub(super) fn kernel_run(
         }
         None => vec!["sync".into()],
     };
+    let packages = match &raw.packages {
+        Some(p) => {
+            for name in p.get_ref() {
+                crate::debian::packages::check_name(name)
+                    .map_err(|e| cx.at(p.span(), &at("packages"), e))?;
+            }
+            p.get_ref().clone()
+        }
+        None => Vec::new(),
+    };
+    let suite = match &raw.suite {
+        Some(s) if !["bookworm", "trixie", "sid"].contains(&s.get_ref().as_str()) => {
+            return Err(cx.at(
+                s.span(),
+                &at("suite"),
+                format!("{:?}: bookworm, trixie or sid", s.get_ref()),
+            ));
+        }
+        Some(s) if packages.is_empty() => {
+            return Err(cx.at(s.span(), &at("suite"), "a suite is for the run's packages"));
+        }
+        s => s.as_ref().map(|s| s.get_ref().clone()),
+    };
+    let env = match &raw.env {
+        Some(e) => {
+            for v in e.get_ref() {
+                crate::linux::guest_files::parse_env(v)
+                    .map_err(|err| cx.at(e.span(), &at("env"), format!("{err:#}")))?;
+            }
+            e.get_ref().clone()
+        }
+        None => Vec::new(),
+    };
+    let tagged_heap = match &raw.tagged_heap {
+        Some(h) => Some(match h.get_ref().as_str() {
+            "sync" => crate::linux::tagged_heap::TaggedHeap::Sync,
+            "async" => crate::linux::tagged_heap::TaggedHeap::Async,
+            other => {
+                return Err(cx.at(
+                    h.span(),
+                    &at("tagged_heap"),
+                    format!("{other:?}: sync or async"),
+                ));
+            }
+        }),
+        None => None,
+    };
+    crate::linux::tagged_heap::environment(&env, tagged_heap).map_err(|e| {
+        cx.at(
+            raw.env.as_ref().map_or(r.span(), |e| e.span()),
+            &at("env"),
+            format!("{e:#}"),
+        )
+    })?;
+    if let Some(sample) = &raw.sample {
+        mtex_abi::options::SampleOptions::parse(&format!("mtex.sample={}", sample.get_ref()))
+            .map_err(|e| cx.at(sample.span(), &at("sample"), e.problem))?;
+    } else if let Some(seed) = &raw.sample_seed {
+        return Err(cx.at(
+            seed.span(),
+            &at("sample_seed"),
+            "a seed is for a sampled run",
+        ));
+    }
     Ok(KernelRun {
         kernels: listed.get_ref().clone(),
         workloads,
         tcf0,
+        commands,
+        packages,
+        suite,
+        env,
+        tagged_heap,
+        sample: raw.sample.as_ref().map(|s| s.get_ref().clone()),
+        sample_seed: raw.sample_seed.as_ref().map(|s| *s.get_ref()),
         append: raw.append.clone().unwrap_or_default(),
     })
+}
+
+/// A run's `commands`: each one line, none twice, none a named workload's spelling.
+fn commands(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<Vec<String>, ScenarioError> {
+    let at = format!("{}[{i}].commands", cx.runs);
+    let Some(cs) = &r.get_ref().commands else {
+        return Ok(Vec::new());
+    };
+    if !(1..=MAX_COMMANDS).contains(&cs.len()) {
+        return Err(cx.at(
+            r.span(),
+            &at,
+            format!("{} commands: 1 to {MAX_COMMANDS}", cs.len()),
+        ));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for c in cs {
+        let line = c.get_ref();
+        if line.trim().is_empty() || line.contains(|ch: char| ch.is_control()) {
+            return Err(cx.at(
+                c.span(),
+                &at,
+                format!("{line:?}: a command of one line (a program and its arguments)"),
+            ));
+        }
+        if out.contains(line) {
+            return Err(cx.at(c.span(), &at, format!("{line:?} twice: each is one window")));
+        }
+        if r.get_ref()
+            .workloads
+            .as_ref()
+            .is_some_and(|ws| ws.iter().any(|w| w.get_ref() == line))
+        {
+            return Err(cx.at(
+                c.span(),
+                &at,
+                format!("{line:?} is also a workload: an expectation could not tell them apart"),
+            ));
+        }
+        out.push(line.clone());
+    }
+    Ok(out)
 }
 
 /// A workload of a run that boots kernels: a named workload and at most as many numbers as

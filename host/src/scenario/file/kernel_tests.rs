@@ -235,7 +235,11 @@ fn the_two_kinds_of_run_keep_their_own_keys() {
         ),
         (
             "version = 1\n[[run]]\nappend = [\"quiet\"]\n".into(),
-            "run[0].append: kernel command-line words are for a run that boots kernels",
+            "run[0].append: this key is for a run that boots kernels",
+        ),
+        (
+            "version = 1\n[[run]]\npackages = [\"hello\"]\n".into(),
+            "run[0].packages: this key is for a run that boots kernels",
         ),
         (
             "version = 1\n[[run]]\ntcf0 = [\"sync\"]\n".into(),
@@ -288,6 +292,123 @@ fn a_built_in_run_takes_every_rule() {
         (
             text.replace("policy = \"tcma1\"", "from = \"tcma1\"\nto = \"entry-tco\""),
             "at_least and at_most judge one policy: give policy, not from and to",
+        ),
+    ]);
+}
+
+const COMMANDS: &str = r#"
+version = 1
+[kernels]
+a = "6.12"
+b = "7.3"
+[[run]]
+name = "their-programs"
+kernels = ["a", "b"]
+workloads = ["getpid 10"]
+commands = ["perf bench futex hash -r 1", "hello"]
+packages = ["linux-perf", "hello"]
+suite = "trixie"
+env = ["MALLOC_ARENA_MAX=1"]
+tagged_heap = "sync"
+sample = "20000:1000"
+sample_seed = 7
+[[expect]]
+workload = "perf bench futex hash -r 1"
+counter = "mem_access_checked_rd:k"
+from = "a"
+to = "b"
+drop_at_least = 90
+"#;
+
+#[test]
+fn a_run_of_commands_measures_each_in_a_window_after_the_workloads() {
+    let s = parse_in("t.toml", "t", COMMANDS, Path::new("/x")).unwrap();
+    let r = s.runs[0].kernels().unwrap();
+    assert_eq!(r.window("getpid 10", "sync"), Some(1));
+    assert_eq!(r.window("perf bench futex hash -r 1", "none"), Some(2));
+    assert_eq!(r.window("hello", "sync"), Some(3));
+    assert_eq!(
+        r.line(),
+        "mtex-work --tcf0 sync --window 1 getpid 10 && \
+         mtex-work --window 2 exec perf bench futex hash -r 1 && \
+         mtex-work --window 3 exec hello"
+    );
+    assert_eq!(r.packages, ["linux-perf", "hello"]);
+    assert_eq!(r.suite.as_deref(), Some("trixie"));
+    assert_eq!(r.env, ["MALLOC_ARENA_MAX=1"]);
+    assert_eq!(
+        r.tagged_heap,
+        Some(crate::linux::tagged_heap::TaggedHeap::Sync)
+    );
+    assert_eq!(
+        (r.sample.as_deref(), r.sample_seed),
+        (Some("20000:1000"), Some(7))
+    );
+    // An expectation on a command is judged in its window, with no mode of the run's.
+    let e = &s.expectations[0];
+    assert_eq!((e.from.window, e.to.window), (Some(2), Some(2)));
+    assert_eq!(e.tcf0, None);
+    assert!(
+        e.text().contains("of perf bench futex hash -r 1 drops"),
+        "{}",
+        e.text()
+    );
+    // Commands alone are a run.
+    let alone = COMMANDS.replace("workloads = [\"getpid 10\"]\n", "");
+    let s = parse_in("t.toml", "t", &alone, Path::new("/x")).unwrap();
+    assert_eq!(s.expectations[0].from.window, Some(1));
+}
+
+#[test]
+fn a_run_of_commands_is_refused_what_it_cannot_mean() {
+    assert_refused(&[
+        (
+            COMMANDS.replace("tagged_heap = \"sync\"", "tagged_heap = \"asymm\""),
+            "run[0].tagged_heap: \"asymm\": sync or async",
+        ),
+        (
+            COMMANDS.replace("packages = [\"linux-perf\", \"hello\"]\n", ""),
+            "run[0].suite: a suite is for the run's packages",
+        ),
+        (
+            COMMANDS.replace("\"linux-perf\"", "\"Linux Perf\""),
+            "run[0].packages:",
+        ),
+        (
+            COMMANDS.replace("\"hello\"]\npackages", "\"perf bench futex hash -r 1\"]\npackages"),
+            "run[0].commands: \"perf bench futex hash -r 1\" twice",
+        ),
+        (
+            COMMANDS.replace("\"hello\"]\npackages", "\"getpid 10\"]\npackages"),
+            "run[0].commands: \"getpid 10\" is also a workload",
+        ),
+        (
+            COMMANDS.replace("MALLOC_ARENA_MAX=1", "GLIBC_TUNABLES=glibc.mem.tagging=1"),
+            "both set glibc.mem.tagging",
+        ),
+        (
+            COMMANDS.replace("env = [\"MALLOC_ARENA_MAX=1\"]", "env = [\"no value\"]"),
+            "run[0].env:",
+        ),
+        (
+            COMMANDS.replace("sample = \"20000:1000\"\n", ""),
+            "run[0].sample_seed: a seed is for a sampled run",
+        ),
+        (
+            COMMANDS.replace("sample = \"20000:1000\"", "sample = \"lots\""),
+            "run[0].sample:",
+        ),
+        (
+            COMMANDS.replace("from = \"a\"", "tcf0 = \"sync\"\nfrom = \"a\""),
+            "expect[0].tcf0: \"perf bench futex hash -r 1\" is a command",
+        ),
+        (
+            COMMANDS.replace("workload = \"perf bench futex hash -r 1\"", "workload = \"ls\""),
+            "\"ls\" is not among their-programs's workloads or commands",
+        ),
+        (
+            COMMANDS.replace("workloads = [\"getpid 10\"]\ncommands = [\"perf bench futex hash -r 1\", \"hello\"]\n", ""),
+            "a run that boots kernels names its workloads, or its commands",
         ),
     ]);
 }

@@ -107,6 +107,19 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ),
     ("run", "sample_seed", "a whole number"),
     (
+        "run",
+        "commands",
+        "a list of strings, one command line each",
+    ),
+    (
+        "run",
+        "packages",
+        "a list of strings, Debian package names (NAME, NAME/SUITE or NAME=VERSION)",
+    ),
+    ("run", "suite", "a string: bookworm, trixie or sid"),
+    ("run", "env", "a list of strings, NAME=VALUE each"),
+    ("run", "tagged_heap", "a string: sync or async"),
+    (
         "expect",
         "counter",
         "a string: a counter name of report.json",

@@ -57,6 +57,12 @@
 //! kernels = ["stock", "kasan"]
 //! workloads = ["getpid 1000"]     # named workloads: each TCF0 mode of each, a window
 //! tcf0 = ["sync"]                 # one mode or a list
+//! commands = ["hello"]            # any commands, each a window of its own after them
+//! packages = ["hello"]            # Debian packages for the guest (`mtex linux --packages`)
+//! suite = "trixie"                # their suite (default: each kernel's)
+//! env = ["NAME=VALUE"]            # the workloads' and commands' environment
+//! tagged_heap = "sync"            # glibc's tagged heap for them: sync or async
+//! sample = "20000:1000"           # every window sampled (`mtex linux --sample`)
 //! append = []                     # more kernel command-line words
 //! repeat = 1                      # boots of each kernel; expectations use the mean
 //!
@@ -92,7 +98,7 @@ mod tests;
 
 pub use expect_table::{check_percent, is_known_counter};
 pub use kernel_table::{KernelRun, KernelSpec};
-pub use rule::{Rule, change_percent};
+pub use rule::{Measured, Rule, change_percent};
 
 use expect_table::expect;
 use locate::{Ctx, field_at, line_of};
@@ -135,9 +141,30 @@ struct RunRaw {
     watchdog_ms: Option<Spanned<u64>>,
     sample: Option<Spanned<String>>,
     sample_seed: Option<Spanned<u64>>,
+    commands: Option<Vec<Spanned<String>>>,
+    packages: Option<Spanned<Vec<String>>>,
+    suite: Option<Spanned<String>>,
+    env: Option<Spanned<Vec<String>>>,
+    tagged_heap: Option<Spanned<String>>,
 }
 
 impl RunRaw {
+    /// The keys of a run that boots kernels this table sets (they mean nothing to the
+    /// built-in guest).
+    fn kernel_keys(&self) -> Vec<&'static str> {
+        [
+            ("append", self.append.is_some()),
+            ("commands", self.commands.is_some()),
+            ("packages", self.packages.is_some()),
+            ("suite", self.suite.is_some()),
+            ("env", self.env.is_some()),
+            ("tagged_heap", self.tagged_heap.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, set)| set.then_some(k))
+        .collect()
+    }
+
     /// The built-in guest's keys this table sets, in the order the schema lists them.
     fn guest_keys(&self) -> Vec<&'static str> {
         [
@@ -150,8 +177,6 @@ impl RunRaw {
             ("breakpoint_runs", self.breakpoint_runs.is_some()),
             ("trace", self.trace.is_some()),
             ("watchdog_ms", self.watchdog_ms.is_some()),
-            ("sample", self.sample.is_some()),
-            ("sample_seed", self.sample_seed.is_some()),
         ]
         .into_iter()
         .filter_map(|(k, set)| set.then_some(k))
@@ -324,6 +349,11 @@ impl Expect {
     /// Judges the rule on the two values; returns whether it held and the values in words.
     pub fn judge(&self, from: f64, to: f64) -> (bool, String) {
         self.rule.judge(from, to)
+    }
+
+    /// The same on sides that may be estimates ([`Rule::judge_measured`]).
+    pub fn judge_measured(&self, from: Measured, to: Measured) -> (bool, String) {
+        self.rule.judge_measured(from, to)
     }
 }
 

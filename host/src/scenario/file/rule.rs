@@ -36,6 +36,69 @@ impl Rule {
     }
 }
 
+/// A side's value: a count (every boot's phase traced whole), or an estimate with its 95%
+/// confidence interval (a sampled window).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Measured {
+    pub value: f64,
+    /// The interval's bounds: both `value` for a count.
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Measured {
+    pub fn exact(value: f64) -> Self {
+        Self {
+            value,
+            lo: value,
+            hi: value,
+        }
+    }
+
+    pub fn is_exact(&self) -> bool {
+        self.lo == self.hi
+    }
+
+    fn words(&self) -> String {
+        if self.is_exact() {
+            format!("{}", self.value)
+        } else {
+            format!("≈{:.0} [{:.0}, {:.0}]", self.value, self.lo, self.hi)
+        }
+    }
+}
+
+impl Rule {
+    /// Judges the rule on two sides that may be estimates: it holds only where it holds for
+    /// every value of both intervals (a drop from the lowest `from` to the highest `to`,
+    /// an at-most of the highest, ...), so an estimate never passes on its luck; equality
+    /// of estimates is never shown. On counts this is [`Rule::judge`].
+    pub fn judge_measured(self, from: Measured, to: Measured) -> (bool, String) {
+        if from.is_exact() && to.is_exact() {
+            return self.judge(from.value, to.value);
+        }
+        let words = format!(
+            "{} → {} (95% intervals; judged at their far ends)",
+            from.words(),
+            to.words()
+        );
+        let held = match self {
+            Rule::DropAtLeast(p) => change_percent(from.lo, to.hi) <= -p,
+            Rule::RiseAtMost(p) => change_percent(from.lo, to.hi) <= p,
+            Rule::FewerByAtLeast(n) => from.lo - to.hi >= n as f64,
+            Rule::Equal => false,
+            Rule::AtLeast(n) => from.lo >= n as f64,
+            Rule::AtMost(n) => from.hi <= n as f64,
+        };
+        let words = match self {
+            Rule::AtLeast(_) | Rule::AtMost(_) => from.words() + " (95% interval)",
+            Rule::Equal => format!("{words}: estimates are never shown equal"),
+            _ => words,
+        };
+        (held, words)
+    }
+}
+
 /// `to` against `from` in per cent: 0 when both are 0, infinite when only `from` is.
 pub fn change_percent(from: f64, to: f64) -> f64 {
     if from == 0.0 {
@@ -63,5 +126,56 @@ mod tests {
         // From nothing, any rise is infinite: never within a bound.
         assert!(!Rule::RiseAtMost(1000.0).judge(0.0, 1.0).0);
         assert_eq!(Rule::Equal.judge(100.0, 100.0).1, "100 → 100 (+0.0%)");
+    }
+
+    #[test]
+    fn an_estimate_holds_a_rule_only_across_its_whole_interval() {
+        let est = |value: f64, half: f64| Measured {
+            value,
+            lo: value - half,
+            hi: value + half,
+        };
+        let n = Measured::exact;
+        // 100 → 8 is a 92% drop; with 100 ± 5 and 8 ± 2 the far ends are 95 → 10: 89.5%.
+        assert!(
+            Rule::DropAtLeast(89.0)
+                .judge_measured(est(100.0, 5.0), est(8.0, 2.0))
+                .0
+        );
+        assert!(
+            !Rule::DropAtLeast(90.0)
+                .judge_measured(est(100.0, 5.0), est(8.0, 2.0))
+                .0
+        );
+        assert!(Rule::DropAtLeast(90.0).judge_measured(n(100.0), n(8.0)).0);
+        assert!(
+            !Rule::RiseAtMost(1.0)
+                .judge_measured(est(100.0, 1.0), est(100.0, 1.0))
+                .0
+        );
+        assert!(
+            Rule::RiseAtMost(5.0)
+                .judge_measured(est(100.0, 1.0), est(100.0, 1.0))
+                .0
+        );
+        assert!(
+            !Rule::FewerByAtLeast(80)
+                .judge_measured(est(100.0, 5.0), est(10.0, 6.0))
+                .0
+        );
+        assert!(
+            Rule::FewerByAtLeast(79)
+                .judge_measured(est(100.0, 5.0), est(10.0, 6.0))
+                .0
+        );
+        assert!(!Rule::AtLeast(96).judge_measured(est(100.0, 5.0), n(0.0)).0);
+        assert!(Rule::AtLeast(95).judge_measured(est(100.0, 5.0), n(0.0)).0);
+        assert!(!Rule::AtMost(104).judge_measured(est(100.0, 5.0), n(0.0)).0);
+        let (held, words) = Rule::Equal.judge_measured(est(100.0, 0.5), est(100.0, 0.5));
+        assert!(!held && words.contains("never shown equal"), "{words}");
+        assert_eq!(
+            Rule::AtMost(200).judge_measured(est(100.0, 5.0), n(0.0)).1,
+            "≈100 [95, 105] (95% interval)"
+        );
     }
 }

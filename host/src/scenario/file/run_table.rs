@@ -79,12 +79,12 @@ pub(super) fn run_spec(
     let at = |field: &str| format!("{}[{i}].{field}", cx.runs);
     let raw = r.get_ref();
     let name = run_name(cx, i, r)?;
-    if raw.append.is_some() {
+    if let Some(key) = raw.kernel_keys().first() {
         return Err(cx.at(
-            cx.key_in(r.span(), "append"),
-            &at("append"),
-            "kernel command-line words are for a run that boots kernels (`kernels = [...]`); \
-             the built-in guest's options are its run's keys",
+            cx.key_in(r.span(), key),
+            &at(key),
+            "this key is for a run that boots kernels (`kernels = [...]`); the built-in \
+             guest's options are its run's keys",
         ));
     }
     let mut cmdline = vec!["mtex.guest=kernel".to_string()];
