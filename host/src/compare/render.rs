@@ -171,6 +171,20 @@ fn headline_parts(p: &PhaseCmp) -> Option<(String, String)> {
         figures.push_str(&format!(", {}", p_text(p)));
     }
     let name = clean(&p.phase);
+    // An estimate without an interval (too few units met it) bounds nothing: no verdict,
+    // rather than "no significant change".
+    let unbounded = |s: &super::Stats| {
+        matches!(r.test, Test::Intervals) && s.exact.is_none() && s.ci95.is_none()
+    };
+    if unbounded(a) || unbounded(b) {
+        return Some((
+            format!(
+                "{name}: {what} cannot be compared: an estimate has no interval (too few of its \
+                 units met the counter)"
+            ),
+            figures,
+        ));
+    }
     let sentence = match r.verdict {
         Verdict::Improvement => match percent(a, b) {
             Some(pc) => format!("{name}: {:.1}% of {what} are eliminated", -pc),

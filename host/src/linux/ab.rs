@@ -63,15 +63,42 @@ pub fn render(runs: &[(String, Results)]) -> String {
             summary::group_labelled(name.clone(), rows)
         })
         .collect();
-    if groups.is_empty() {
+    // Sampled windows: each kernel's estimates, a row each, never in the exact table.
+    let mut all = runs.first().map(|(_, d)| d.clone());
+    if let Some(all) = &mut all {
+        all.runs = runs
+            .iter()
+            .flat_map(|(k, doc)| {
+                let who = label(k, doc);
+                doc.runs.iter().filter(|r| r.repeat == 0).map(move |r| {
+                    let mut r = r.clone();
+                    for p in &mut r.phases {
+                        p.name = format!("{}, {who}", p.name);
+                    }
+                    r
+                })
+            })
+            .collect();
+    }
+    let sampled = all.as_ref().map_or(Vec::new(), |d| {
+        summary::sampled_table(d, "windows", "window, kernel", |p| p.name.clone())
+    });
+    if groups.is_empty() && sampled.is_empty() {
         out.push("  no window was measured on any kernel");
-    } else {
+    }
+    if !groups.is_empty() {
         out.blank();
         for l in summary::table_lines(&groups, "kernel") {
             out.push(&l);
         }
         out.blank();
         out.push(&format!("  {}", summary::LEGEND));
+    }
+    if !sampled.is_empty() {
+        out.blank();
+        for l in sampled {
+            out.push(&l);
+        }
     }
     for pair in runs.windows(2) {
         let ((ka, a), (kb, b)) = (&pair[0], &pair[1]);

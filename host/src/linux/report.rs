@@ -221,6 +221,8 @@ pub struct SampledWindow {
     pub traced: Option<[u64; 2]>,
     /// Every trace counter's estimate, in the counters' table order.
     pub estimates: Vec<(String, crate::model::results::EstimateOut)>,
+    /// See `WindowInfo::user_tcf0`: the trapped writes are all seen, sampled or not.
+    pub user_tcf0: Vec<String>,
     /// The oracle's check of what the units and their leads traced (`--oracle`).
     pub oracle: Option<crate::oracle_check::Check>,
 }
@@ -238,6 +240,7 @@ impl SampledWindow {
             estimates: mtex_abi::counters::all()
                 .filter_map(|c| p.estimates.get(c.name).map(|e| (c.name.to_string(), *e)))
                 .collect(),
+            user_tcf0: info.user_tcf0.clone(),
             oracle: info.oracle,
         }
     }
@@ -752,15 +755,7 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
         thousands(w.step_exits),
         thousands(w.exits),
     );
-    let _ = writeln!(
-        out,
-        "  user tag checking its tasks set (TCF0 of its trapped SCTLR_EL1 writes): {}",
-        if w.user_tcf0.is_empty() {
-            "none (every task kept the TCF0 it had)".to_string()
-        } else {
-            w.user_tcf0.join(", ")
-        }
-    );
+    out.push_str(&user_tcf0_line(&w.user_tcf0));
     let _ = writeln!(
         out,
         "  kernel entries: {} from EL0 ({} IRQ), {} from EL1 ({} IRQ); tag-check faults {}; failed store-exclusives {}{}",
@@ -938,6 +933,18 @@ fn compare_windows(windows: &[Window]) -> Table {
 /// A sampled window: how it was sampled, then each counter's estimate that is not zero in
 /// every unit, `62,541 ± 0.8% (95% CI, 312 units)` or
 /// `~64 (not estimable: 1 unit met it, an interval needs 10)`.
+/// A window's line of the tag checking its tasks set, read from its trapped writes.
+fn user_tcf0_line(set: &[String]) -> String {
+    format!(
+        "  user tag checking its tasks set (TCF0 of its trapped SCTLR_EL1 writes): {}\n",
+        if set.is_empty() {
+            "none (every task kept the TCF0 it had)".to_string()
+        } else {
+            set.join(", ")
+        }
+    )
+}
+
 fn sampled_window_text(w: &SampledWindow) -> String {
     let mut out = format!(
         "Window {}{}\n",
@@ -969,6 +976,7 @@ fn sampled_window_text(w: &SampledWindow) -> String {
             );
         }
     }
+    out.push_str(&user_tcf0_line(&w.user_tcf0));
     let width = w.estimates.iter().map(|(c, _)| c.len()).max().unwrap_or(0);
     for (name, e) in w.estimates.iter().filter(|(_, e)| e.value != 0.0) {
         let _ = writeln!(out, "  {name:<width$}  {}", e.estimate());

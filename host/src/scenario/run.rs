@@ -108,40 +108,56 @@ pub fn run(
     Ok((doc, reports))
 }
 
-/// The expectation's counter in one side's phase, meaned over every boot of the side, or
-/// `None` unless every boot measured it. A sampled phase gives its estimate and 95%
-/// interval; the mean of several boots' has the means of their bounds (each boot's interval
-/// is its own; an estimate without an interval is not a value).
-fn value(runs: &[results::Run], e: &Expect, side: &Side) -> Option<Measured> {
-    let v: Vec<Measured> = runs
-        .iter()
-        .filter(|r| r.name == side.results_run)
-        .filter_map(|r| {
-            let p = r.phases.iter().find(|p| match side.window {
-                // A window that never closed was not measured.
-                Some(w) => p.id as usize == w && p.end_ts.is_some(),
-                None => {
-                    p.workload.as_deref() == Some(e.workload.as_str())
-                        && p.policy.as_deref() == Some(side.of.as_str())
-                }
-            })?;
-            if let Some(&c) = p.counters.get(&e.counter) {
-                return Some(Measured::exact(c as f64));
+/// The expectation's counter in one side's phase, meaned over every boot of the side, or why
+/// there is none: a boot that did not measure it, or a sampled phase whose estimate has no
+/// interval. A sampled phase gives its estimate and 95% interval; the mean of several boots'
+/// has the means of their bounds (each boot's interval is its own).
+fn value(runs: &[results::Run], e: &Expect, side: &Side) -> Result<Measured, String> {
+    let not_measured = || match side.window {
+        Some(w) => format!("window {w} was not measured on every boot"),
+        None => "no such counter in the results of every boot (did a run fail?)".to_string(),
+    };
+    let mut v: Vec<Measured> = Vec::new();
+    for r in runs.iter().filter(|r| r.name == side.results_run) {
+        let Some(p) = r.phases.iter().find(|p| match side.window {
+            // A window that never closed was not measured.
+            Some(w) => p.id as usize == w && p.end_ts.is_some(),
+            None => {
+                p.workload.as_deref() == Some(e.workload.as_str())
+                    && p.policy.as_deref() == Some(side.of.as_str())
             }
-            let est = p.estimates.get(&e.counter)?;
-            if est.exact {
-                return Some(Measured::exact(est.value));
-            }
-            let half = est.half_width?;
-            Some(Measured {
-                value: est.value,
-                lo: (est.value - half).max(0.0),
-                hi: est.value + half,
-            })
-        })
-        .collect();
+        }) else {
+            continue;
+        };
+        if let Some(&c) = p.counters.get(&e.counter) {
+            v.push(Measured::exact(c as f64));
+            continue;
+        }
+        let Some(est) = p.estimates.get(&e.counter) else {
+            continue;
+        };
+        if est.exact {
+            v.push(Measured::exact(est.value));
+            continue;
+        }
+        let Some(half) = est.half_width else {
+            return Err(format!(
+                "{} on {} is an estimate without an interval ({} of its {} units met it): a \
+                 sampled window cannot bound a count so rare",
+                e.counter, side.of, est.met, est.units
+            ));
+        };
+        v.push(Measured {
+            value: est.value,
+            lo: (est.value - half).max(0.0),
+            hi: est.value + half,
+        });
+    }
+    if v.is_empty() || v.len() as u32 != side.boots {
+        return Err(not_measured());
+    }
     let n = v.len() as f64;
-    (!v.is_empty() && v.len() as u32 == side.boots).then(|| Measured {
+    Ok(Measured {
         value: v.iter().map(|m| m.value).sum::<f64>() / n,
         lo: v.iter().map(|m| m.lo).sum::<f64>() / n,
         hi: v.iter().map(|m| m.hi).sum::<f64>() / n,
@@ -152,16 +168,8 @@ fn value(runs: &[results::Run], e: &Expect, side: &Side) -> Option<Measured> {
 /// that boot kernels.
 pub fn judge(e: &Expect, runs: &[results::Run]) -> Expectation {
     let (held, detail) = match (value(runs, e, &e.from), value(runs, e, &e.to)) {
-        (Some(a), Some(b)) => e.judge_measured(a, b),
-        _ => (
-            false,
-            match e.from.window {
-                Some(w) => format!("window {w} was not measured on every boot"),
-                None => {
-                    "no such counter in the results of every boot (did a run fail?)".to_string()
-                }
-            },
-        ),
+        (Ok(a), Ok(b)) => e.judge_measured(a, b),
+        (Err(why), _) | (_, Err(why)) => (false, why),
     };
     Expectation {
         text: e.text(),
@@ -258,6 +266,20 @@ mod tests {
         assert!(!e.held, "{e:?}");
         assert!(e.detail.contains("95% intervals"), "{e:?}");
         assert!(judge(&drop_at_least(90.0), &sampled).held);
+        // An estimate without an interval bounds nothing: the rule does not hold, and says why.
+        let mut rare = boots([(1000, true), (80, true)]);
+        let est = rare[1].phases[0]
+            .estimates
+            .get_mut("mem_access_checked_rd:k")
+            .unwrap();
+        est.half_width = None;
+        est.met = 3;
+        let e = judge(&drop_at_least(10.0), &rare);
+        assert!(!e.held, "{e:?}");
+        assert!(
+            e.detail.contains("without an interval (3 of its 100 units"),
+            "{e:?}"
+        );
     }
 
     #[test]
