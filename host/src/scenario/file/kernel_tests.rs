@@ -168,10 +168,12 @@ fn bounds_and_types_are_checked_naming_the_field() {
 }
 
 #[test]
-fn the_patch_scenario_is_within_every_bound() {
-    let file = crate::images::workspace_root().join("scripts/scenarios/kernel-patches.toml");
-    let s = load(&file).unwrap();
-    assert!(!s.runs.is_empty() && !s.expectations.is_empty());
+fn the_patch_scenarios_are_within_every_bound() {
+    for name in ["kernel-patches", "cover-letter"] {
+        let file = crate::images::workspace_root().join(format!("scripts/scenarios/{name}.toml"));
+        let s = load(&file).unwrap();
+        assert!(!s.runs.is_empty() && !s.expectations.is_empty(), "{name}");
+    }
 }
 
 #[test]
