@@ -135,7 +135,7 @@ fn debian_perf_bench_futex_hash_is_sampled_with_its_tagged_heap() {
             "--run",
             "perf bench futex hash -r 1 -t 2 -f 64",
             "--sample",
-            "20000:1000",
+            "1000:300",
         ];
         args.extend_from_slice(extra);
         linux(&args)

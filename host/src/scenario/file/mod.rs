@@ -62,7 +62,7 @@
 //! suite = "trixie"                # their suite (default: each kernel's)
 //! env = ["NAME=VALUE"]            # the workloads' and commands' environment
 //! tagged_heap = "sync"            # glibc's tagged heap for them: sync or async
-//! sample = "20000:1000"           # every window sampled (`mtex linux --sample`)
+//! sample = "1000:300"             # every window sampled (`mtex linux --sample`)
 //! append = []                     # more kernel command-line words
 //! repeat = 1                      # boots of each kernel; expectations use the mean
 //!
