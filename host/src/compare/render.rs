@@ -436,3 +436,45 @@ pub fn render_csv(c: &Comparison) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod headline_tests {
+    use super::*;
+    use crate::compare::{Row, Stats, Test, Verdict};
+
+    fn phase(b_interval: Option<(f64, f64)>) -> PhaseCmp {
+        let stats = |mean: f64, ci95| Stats {
+            n: 1000,
+            mean,
+            sd: 0.0,
+            ci95,
+            exact: None,
+        };
+        PhaseCmp {
+            run: String::new(),
+            phase: "window 1".into(),
+            occurrence: 0,
+            label: "window 1".into(),
+            policy_a: None,
+            policy_b: None,
+            rows: vec![Row {
+                counter: HEADLINE.into(),
+                a: Some(stats(28_000_000.0, Some((27_000_000.0, 29_000_000.0)))),
+                b: Some(stats(349.0, b_interval)),
+                test: Test::Intervals,
+                verdict: Verdict::Unchanged,
+            }],
+        }
+    }
+
+    /// An estimate too rare to have an interval bounds nothing: the headline says the two
+    /// cannot be compared, never "no significant change".
+    #[test]
+    fn an_estimate_without_an_interval_is_not_compared() {
+        let h = headline(&phase(None)).unwrap();
+        assert!(h.contains("cannot be compared"), "{h}");
+        assert!(!h.contains("no significant change"), "{h}");
+        let h = headline(&phase(Some((300.0, 400.0)))).unwrap();
+        assert!(!h.contains("cannot be compared"), "{h}");
+    }
+}
