@@ -64,10 +64,9 @@ pub fn render(runs: &[(String, Results)]) -> String {
         })
         .collect();
     // Sampled windows: each kernel's estimates, a row each, never in the exact table.
-    let mut all = runs.first().map(|(_, d)| d.clone());
-    if let Some(all) = &mut all {
-        all.runs = runs
-            .iter()
+    let all = Results::new(
+        None,
+        runs.iter()
             .flat_map(|(k, doc)| {
                 let who = label(k, doc);
                 doc.runs.iter().filter(|r| r.repeat == 0).map(move |r| {
@@ -78,11 +77,10 @@ pub fn render(runs: &[(String, Results)]) -> String {
                     r
                 })
             })
-            .collect();
-    }
-    let sampled = all.as_ref().map_or(Vec::new(), |d| {
-        summary::sampled_table(d, "windows", "window, kernel", |p| p.name.clone())
-    });
+            .collect(),
+        Vec::new(),
+    );
+    let sampled = summary::sampled_table(&all, "windows", "window, kernel", |p| p.name.clone());
     if groups.is_empty() && sampled.is_empty() {
         out.push("  no window was measured on any kernel");
     }

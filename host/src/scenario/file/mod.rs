@@ -152,22 +152,19 @@ impl RunRaw {
     /// The keys of a run that boots kernels this table sets (they mean nothing to the
     /// built-in guest).
     fn kernel_keys(&self) -> Vec<&'static str> {
-        [
+        set_keys([
             ("append", self.append.is_some()),
             ("commands", self.commands.is_some()),
             ("packages", self.packages.is_some()),
             ("suite", self.suite.is_some()),
             ("env", self.env.is_some()),
             ("tagged_heap", self.tagged_heap.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(k, set)| set.then_some(k))
-        .collect()
+        ])
     }
 
     /// The built-in guest's keys this table sets, in the order the schema lists them.
     fn guest_keys(&self) -> Vec<&'static str> {
-        [
+        set_keys([
             ("policies", self.policies.is_some()),
             ("hz", self.hz.is_some()),
             ("cpus", self.cpus.is_some()),
@@ -177,11 +174,15 @@ impl RunRaw {
             ("breakpoint_runs", self.breakpoint_runs.is_some()),
             ("trace", self.trace.is_some()),
             ("watchdog_ms", self.watchdog_ms.is_some()),
-        ]
-        .into_iter()
+        ])
+    }
+}
+
+/// The keys of `keys` the table sets, in their order.
+fn set_keys<const N: usize>(keys: [(&'static str, bool); N]) -> Vec<&'static str> {
+    keys.into_iter()
         .filter_map(|(k, set)| set.then_some(k))
         .collect()
-    }
 }
 
 #[derive(Debug, Deserialize)]
