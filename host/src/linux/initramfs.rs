@@ -79,6 +79,9 @@ if [ -d /sys/firmware/efi/efivars ]; then
   [ -e /lib/efivarfs.ko.xz ] && insmod /lib/efivarfs.ko.xz
   mount -t efivarfs efivarfs /sys/firmware/efi/efivars
 fi
+# The loopback network, for a client and a server of the same machine (memcached and its
+# load generator); a kernel built without networking has none, and says so here.
+ip link set lo up 2>/dev/null
 echo "mtex-linux: init"
 if grep -qw mtex_kallsyms /proc/cmdline; then
   echo "mtex-linux: kallsyms-begin"
@@ -107,12 +110,20 @@ pub fn build(
     let mut entries = vec![
         Entry::dir("bin"),
         Entry::dir("dev"),
+        Entry::dir("etc"),
         Entry::dir("lib"),
         Entry::dir("proc"),
         Entry::dir("sys"),
         Entry::dir("tmp"),
         Entry::file("bin/busybox", 0o755, busybox),
         Entry::symlink("bin/sh", "busybox"),
+        // root by name, for programs that look their user up (`memcached -u root`).
+        Entry::file(
+            "etc/passwd",
+            0o644,
+            b"root:x:0:0:root:/root:/bin/sh\n".to_vec(),
+        ),
+        Entry::file("etc/group", 0o644, b"root:x:0:\n".to_vec()),
         Entry::file("init", 0o755, init_script(workload).into_bytes()),
     ];
     for (name, bytes) in programs {

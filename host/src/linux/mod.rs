@@ -10,6 +10,7 @@ pub mod guest_files;
 pub mod initramfs;
 pub mod interrupt_rate;
 pub mod local;
+pub mod operations;
 pub mod report;
 pub mod requirements;
 pub mod scenario_run;
@@ -48,6 +49,13 @@ pub struct Args {
     /// until one fails.
     #[arg(long = "run", value_name = "COMMAND", conflicts_with = "workload")]
     pub run: Vec<String>,
+    /// A command run before the first window, outside every window, as the shell runs it: a
+    /// server the measured command talks to (`memcached -u root -d`, which goes on running in
+    /// the windows and is counted there), a file it reads. Again for more, in order; each
+    /// must succeed, or no window runs and the report says which failed. Its environment is
+    /// the measured commands' (--env, --tagged-heap).
+    #[arg(long, value_name = "COMMAND")]
+    pub setup: Vec<String>,
     /// The named workload's user tag-check modes (prctl), comma-separated: none, sync, async,
     /// asymm. Each runs in its own window (1, 2, ...), in this order, and the report compares
     /// them.
@@ -267,12 +275,14 @@ pub fn check_args(args: &Args) -> Result<()> {
     }
     guest_files::check(args)?;
     tagged_heap::environment(&args.env, args.tagged_heap)?;
-    for c in &args.run {
-        if c.trim().is_empty() || c.contains(|ch: char| ch.is_control()) {
-            bail!(
-                "--run {c:?}: a command of one line (a program and its arguments), without \
-                 control characters"
-            );
+    for (option, commands) in [("--run", &args.run), ("--setup", &args.setup)] {
+        for c in commands {
+            if c.trim().is_empty() || c.contains(|ch: char| ch.is_control()) {
+                bail!(
+                    "{option} {c:?}: a command of one line (a program and its arguments), \
+                     without control characters"
+                );
+            }
         }
     }
     for w in &args.append {
@@ -383,6 +393,31 @@ pub fn run_line(commands: &[String], first: usize) -> String {
         .map(|(i, c)| format!("mtex-work --window {} exec {c}", i + first))
         .collect::<Vec<_>>()
         .join(" && ")
+}
+
+/// The marker a failed `--setup` command prints on Linux's console, before its number
+/// (1, 2, ...) and status.
+pub const SETUP_FAILED: &str = "mtex-linux: setup-failed";
+
+/// The shell line of `--setup` commands before `rest` (the windows' line): each in order, in
+/// a shell of its own (a server it starts in the background goes on running; its directory
+/// and variables do not reach the windows), each required to succeed; a failure prints its
+/// marker and stops the line there.
+pub fn with_setup(setup: &[String], rest: &str) -> String {
+    let mut parts: Vec<String> = setup
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            format!(
+                "{{ ( {c} ) || {{ echo \"{SETUP_FAILED} {} $?\"; false; }}; }}",
+                i + 1
+            )
+        })
+        .collect();
+    if !rest.trim().is_empty() {
+        parts.push(rest.to_string());
+    }
+    parts.join(" && ")
 }
 
 /// Where Linux mode keeps what it fetched and built.
@@ -505,6 +540,7 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     {
         programs.push(("efivarfs.ko.xz".into(), m));
     }
+    let workload = with_setup(&args.setup, &workload);
     let env = tagged_heap::environment(&args.env, args.tagged_heap)?;
     let workload = guest_files::exports(&env)? + &workload;
     // The user's files first: the kernel unpacks the archives in turn, so mtex's own win.
@@ -861,6 +897,41 @@ mod tests {
         assert_eq!(args.cpu_model(), qemu::CpuModel::MaxWithoutSve);
         args.sve = true;
         assert_eq!(args.cpu_model(), qemu::CpuModel::Max);
+    }
+
+    #[test]
+    fn setup_commands_run_in_turn_before_the_windows_and_stop_at_a_failure() {
+        let line = with_setup(
+            &["memcached -u root -d".into(), "echo x > /etc/a".into()],
+            "mtex-work --window 1 exec true",
+        );
+        assert_eq!(
+            line,
+            "{ ( memcached -u root -d ) || { echo \"mtex-linux: setup-failed 1 $?\"; false; }; } && \
+             { ( echo x > /etc/a ) || { echo \"mtex-linux: setup-failed 2 $?\"; false; }; } && \
+             mtex-work --window 1 exec true"
+        );
+        assert_eq!(with_setup(&[], "true"), "true");
+        // Run by a shell: a failure's marker, and nothing after it.
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(with_setup(&["true".into(), "exit 3".into()], "echo window"))
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "mtex-linux: setup-failed 2 3\n"
+        );
+        assert!(!out.status.success());
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(with_setup(&["exit 4".into(), "true".into()], "echo window"))
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "mtex-linux: setup-failed 1 4\n"
+        );
     }
 
     #[test]

@@ -70,6 +70,8 @@ pub struct Window {
     pub entries: EntryCounts,
     /// See `WindowInfo::user_tcf0`.
     pub user_tcf0: Vec<String>,
+    /// See `WindowInfo::operations`.
+    pub operations: Option<super::operations::Operations>,
     pub tag_check_faults: u64,
     /// Load/store instructions the decoder does not model (their accesses are not counted).
     pub unknown_mem: u64,
@@ -163,6 +165,7 @@ impl Window {
                 other: c("kernel_entries.other"),
             },
             user_tcf0: info.user_tcf0.clone(),
+            operations: info.operations.clone(),
             tag_check_faults: c("tag_check_faults"),
             unknown_mem: c("unknown_mem"),
             failed_store_exclusives: c("failed_store_exclusives"),
@@ -223,6 +226,8 @@ pub struct SampledWindow {
     pub estimates: Vec<(String, crate::model::results::EstimateOut)>,
     /// See `WindowInfo::user_tcf0`: the trapped writes are all seen, sampled or not.
     pub user_tcf0: Vec<String>,
+    /// See `WindowInfo::operations`.
+    pub operations: Option<super::operations::Operations>,
     /// The oracle's check of what the units and their leads traced (`--oracle`).
     pub oracle: Option<crate::oracle_check::Check>,
 }
@@ -241,6 +246,7 @@ impl SampledWindow {
                 .filter_map(|c| p.estimates.get(c.name).map(|e| (c.name.to_string(), *e)))
                 .collect(),
             user_tcf0: info.user_tcf0.clone(),
+            operations: info.operations.clone(),
             oracle: info.oracle,
         }
     }
@@ -375,6 +381,24 @@ pub fn workload_output(linux: &str) -> Vec<String> {
     lines[lines.len().saturating_sub(OUTPUT_LINES)..].to_vec()
 }
 
+/// What window `id`'s command printed: the lines after its `mtex-work: window ID:` line, up
+/// to the next window's or the workload's end, kernel messages left out.
+pub fn window_output(linux: &str, id: u32) -> Vec<String> {
+    let own = format!("mtex-work: window {id}: ");
+    linux
+        .lines()
+        .map(|l| l.trim_end_matches(['\r', ' ']))
+        .skip_while(|l| !l.trim_start().starts_with(&own))
+        .skip(1)
+        .take_while(|l| {
+            let l = l.trim_start();
+            !l.starts_with("mtex-work: window ") && !l.starts_with(&format!("{MARK}done "))
+        })
+        .filter(|l| !l.trim().is_empty() && !is_printk(l))
+        .map(str::to_string)
+        .collect()
+}
+
 /// The last `TAIL_LINES` non-empty lines of Linux's console.
 pub fn console_tail(linux: &str) -> Vec<String> {
     let lines: Vec<&str> = linux
@@ -397,6 +421,11 @@ fn workload_problems(linux: &str, output: &[String]) -> (bool, Option<i32>, Vec<
         .find_map(|l| l.trim().strip_prefix(&format!("{MARK}done ")))
         .and_then(|s| s.trim().parse().ok());
     let mut problems = Vec::new();
+    let setup_failed = linux.lines().find_map(|l| {
+        let rest = l.trim().strip_prefix(super::SETUP_FAILED)?;
+        let mut words = rest.split_whitespace();
+        Some((words.next()?.to_string(), words.next()?.to_string()))
+    });
     match status {
         _ if !reached_init => {
             // A panic's own line is above its stack trace: named here, whatever the tail holds.
@@ -414,6 +443,14 @@ fn workload_problems(linux: &str, output: &[String]) -> (bool, Option<i32>, Vec<
             problems.push("the workload did not finish (no done marker on Linux's console)".into())
         }
         Some(0) => {}
+        Some(_) if let Some((n, s)) = setup_failed => problems.push(format!(
+            "set-up command {n} (--setup) exited with status {s}{}: no window ran after it",
+            output
+                .iter()
+                .rev()
+                .find(|l| !l.starts_with(super::SETUP_FAILED))
+                .map_or(String::new(), |l| format!(" ({l})"))
+        )),
         Some(s) => problems.push(match output.last() {
             Some(last) => format!("the workload exited with status {s}: {last}"),
             None => format!("the workload exited with status {s} (it printed nothing)"),
@@ -587,6 +624,7 @@ pub fn document(
                 .as_ref()
                 .map_or([0, 0], |t| [t.abandoned_el0, t.abandoned_el1]),
             user_tcf0: super::tagged_heap::tcf0_set(&r.writes, &p.name),
+            operations: super::operations::read(&window_output(linux, p.id)),
             oracle: p.oracle.clone(),
             stack_stats: crate::profile::of_phase(p)
                 .and_then(|f| f.stack_end)
@@ -756,6 +794,12 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
         thousands(w.exits),
     );
     out.push_str(&user_tcf0_line(&w.user_tcf0));
+    if let Some(ops) = &w.operations {
+        out.push_str(&super::operations::exact_line(
+            ops,
+            &w.view("architectural"),
+        ));
+    }
     let _ = writeln!(
         out,
         "  kernel entries: {} from EL0 ({} IRQ), {} from EL1 ({} IRQ); tag-check faults {}; failed store-exclusives {}{}",
@@ -977,6 +1021,9 @@ fn sampled_window_text(w: &SampledWindow) -> String {
         }
     }
     out.push_str(&user_tcf0_line(&w.user_tcf0));
+    if let Some(ops) = &w.operations {
+        out.push_str(&super::operations::sampled_line(ops, &w.estimates));
+    }
     let width = w.estimates.iter().map(|(c, _)| c.len()).max().unwrap_or(0);
     for (name, e) in w.estimates.iter().filter(|(_, e)| e.value != 0.0) {
         let _ = writeln!(out, "  {name:<width$}  {}", e.estimate());
@@ -1225,6 +1272,48 @@ mod tests {
         let out = workload_output(&linux);
         assert_eq!(out, ["mtex-work: getpid ok: 10 calls"]);
         assert!(workload_problems(&linux, &out).2.is_empty());
+    }
+
+    #[test]
+    fn a_failed_setup_command_is_named_and_no_window_ran() {
+        let linux = format!(
+            "{BOOTED}can't find the user nobody to switch to\n\
+             mtex-linux: setup-failed 2 71\n\
+             mtex-linux: done 1\n"
+        );
+        let out = workload_output(&linux);
+        let (_, status, problems) = workload_problems(&linux, &out);
+        assert_eq!(status, Some(1));
+        assert_eq!(
+            problems,
+            [
+                "set-up command 2 (--setup) exited with status 71 (can't find the user nobody to \
+              switch to): no window ran after it"
+            ]
+        );
+    }
+
+    #[test]
+    fn each_window_keeps_its_own_output() {
+        let linux = format!(
+            "{BOOTED}started\n\
+             mtex-work: window 1: --window 1 exec memcaslap -x 11\n\
+             Run time: 0.0s Ops: 11 TPS: 5102 Net_rate: 0.6M/s\n\
+             [   12.345678] a kernel message\n\
+             mtex-work: window 2: --window 2 exec memcaslap -x 22\n\
+             Run time: 0.0s Ops: 22 TPS: 5102 Net_rate: 0.6M/s\n\
+             mtex-linux: done 0\n\
+             after\n"
+        );
+        assert_eq!(
+            window_output(&linux, 1),
+            ["Run time: 0.0s Ops: 11 TPS: 5102 Net_rate: 0.6M/s"]
+        );
+        assert_eq!(
+            window_output(&linux, 2),
+            ["Run time: 0.0s Ops: 22 TPS: 5102 Net_rate: 0.6M/s"]
+        );
+        assert!(window_output(&linux, 3).is_empty());
     }
 
     #[test]

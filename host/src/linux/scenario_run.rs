@@ -17,6 +17,7 @@ fn boot_args(base: &Args, spec: &RunSpec, run: &KernelRun, kernel: &str, out: &P
     Args {
         kernel: vec![kernel.to_string()],
         workload: Some(run.line()),
+        setup: run.setup.clone(),
         append: base.append.iter().chain(&run.append).cloned().collect(),
         // The run's user space and sampling, where it says; else the command line's.
         packages: if run.packages.is_empty() {

@@ -80,6 +80,10 @@ pub struct WindowInfo {
     /// differ). Empty: no write in the window changed TCF0.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub user_tcf0: Vec<String>,
+    /// The operations its command said it made, read from its own output (memcaslap's,
+    /// perf bench futex hash's): its counts are also given per operation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operations: Option<crate::linux::operations::Operations>,
     /// The oracle's check of the window (`mtex linux --oracle`); of a sampled window, of
     /// what its units and their leads traced.
     pub oracle: Option<crate::oracle_check::Check>,

@@ -19,7 +19,7 @@ pub const MAX_COUNT: u64 = 10_000_000;
 pub const MAX_REPEAT: u32 = 20;
 
 /// The keys a run that boots kernels takes; the others are the built-in guest's.
-pub(super) const KERNEL_RUN_KEYS: &str = "name, kernels, workloads, tcf0, commands, packages, \
+pub(super) const KERNEL_RUN_KEYS: &str = "name, kernels, workloads, tcf0, commands, setup, packages, \
      suite, env, tagged_heap, sample, sample_seed, append, repeat";
 /// Commands in one run (each a window).
 pub const MAX_COMMANDS: usize = 16;
@@ -88,6 +88,8 @@ pub struct KernelRun {
     /// Commands measured as `mtex linux --run` measures them, each in a window of its own
     /// after the workloads'.
     pub commands: Vec<String>,
+    /// Commands run before the first window, outside every window (`mtex linux --setup`).
+    pub setup: Vec<String>,
     /// What `mtex linux`'s options of the same names take, for every boot of the run.
     pub packages: Vec<String>,
     pub suite: Option<String>,
@@ -400,11 +402,13 @@ pub(super) fn kernel_run(
             "a seed is for a sampled run",
         ));
     }
+    let setup = setup(cx, i, r)?;
     Ok(KernelRun {
         kernels: listed.get_ref().clone(),
         workloads,
         tcf0,
         commands,
+        setup,
         packages,
         suite,
         env,
@@ -450,6 +454,24 @@ fn commands(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<Vec<String>, 
                 c.span(),
                 &at,
                 format!("{line:?} is also a workload: an expectation could not tell them apart"),
+            ));
+        }
+        out.push(line.clone());
+    }
+    Ok(out)
+}
+
+/// A run's `setup`: each one line.
+fn setup(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<Vec<String>, ScenarioError> {
+    let at = format!("{}[{i}].setup", cx.runs);
+    let mut out = Vec::new();
+    for c in r.get_ref().setup.iter().flatten() {
+        let line = c.get_ref();
+        if line.trim().is_empty() || line.contains(|ch: char| ch.is_control()) {
+            return Err(cx.at(
+                c.span(),
+                &at,
+                format!("{line:?}: a command of one line (a program and its arguments)"),
             ));
         }
         out.push(line.clone());

@@ -312,6 +312,7 @@ packages = ["linux-perf", "hello"]
 suite = "trixie"
 env = ["MALLOC_ARENA_MAX=1"]
 tagged_heap = "sync"
+setup = ["memcached -u root -d"]
 sample = "20000:1000"
 sample_seed = 7
 [[expect]]
@@ -335,6 +336,7 @@ fn a_run_of_commands_measures_each_in_a_window_after_the_workloads() {
          mtex-work --window 2 exec perf bench futex hash -r 1 && \
          mtex-work --window 3 exec hello"
     );
+    assert_eq!(r.setup, ["memcached -u root -d"]);
     assert_eq!(r.packages, ["linux-perf", "hello"]);
     assert_eq!(r.suite.as_deref(), Some("trixie"));
     assert_eq!(r.env, ["MALLOC_ARENA_MAX=1"]);
@@ -391,6 +393,10 @@ fn a_run_of_commands_is_refused_what_it_cannot_mean() {
         (
             COMMANDS.replace("env = [\"MALLOC_ARENA_MAX=1\"]", "env = [\"no value\"]"),
             "run[0].env:",
+        ),
+        (
+            COMMANDS.replace("[\"memcached -u root -d\"]", "[\"\"]"),
+            "run[0].setup: \"\": a command of one line",
         ),
         (
             COMMANDS.replace("sample = \"20000:1000\"\n", ""),

@@ -111,6 +111,7 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "commands",
         "a list of strings, one command line each",
     ),
+    ("run", "setup", "a list of strings, one command line each"),
     (
         "run",
         "packages",

@@ -142,6 +142,7 @@ struct RunRaw {
     sample: Option<Spanned<String>>,
     sample_seed: Option<Spanned<u64>>,
     commands: Option<Vec<Spanned<String>>>,
+    setup: Option<Vec<Spanned<String>>>,
     packages: Option<Spanned<Vec<String>>>,
     suite: Option<Spanned<String>>,
     env: Option<Spanned<Vec<String>>>,
@@ -155,6 +156,7 @@ impl RunRaw {
         set_keys([
             ("append", self.append.is_some()),
             ("commands", self.commands.is_some()),
+            ("setup", self.setup.is_some()),
             ("packages", self.packages.is_some()),
             ("suite", self.suite.is_some()),
             ("env", self.env.is_some()),
@@ -230,7 +232,7 @@ pub struct RunSpec {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Boots {
     Guest(GuestRun),
-    Kernels(KernelRun),
+    Kernels(Box<KernelRun>),
 }
 
 /// A run of the built-in guest: its command line and the phases it will report.
@@ -568,7 +570,7 @@ pub fn parse_in(
             RunSpec {
                 name: run_table::run_name(&cx, i, r)?,
                 repeat: run_table::repeat(&cx, i, r, kernel_table::MAX_REPEAT)?,
-                boots: Boots::Kernels(run),
+                boots: Boots::Kernels(Box::new(run)),
             }
         } else {
             run_spec(&cx, i, r)?
