@@ -98,6 +98,14 @@ pub fn render(runs: &[(String, Results)]) -> String {
             out.push(&l);
         }
     }
+    let per_op = per_operation(runs);
+    if !per_op.is_empty() {
+        out.blank();
+        out.push("Per operation, set-up and tear-down included (each command's own count)");
+        for l in per_op {
+            out.push(&l);
+        }
+    }
     for pair in runs.windows(2) {
         let ((ka, a), (kb, b)) = (&pair[0], &pair[1]);
         let c = compare(a, &Select::default(), b, &Select::default());
@@ -118,6 +126,48 @@ pub fn render(runs: &[(String, Results)]) -> String {
     out.into_string()
 }
 
+/// Each kernel's windows whose command printed its operation count: their checked accesses
+/// per operation, one line each.
+fn per_operation(runs: &[(String, Results)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, doc) in runs {
+        let Some(linux) = &doc.linux else { continue };
+        let phases: Vec<&crate::model::results::PhaseOut> = doc
+            .runs
+            .iter()
+            .filter(|r| r.repeat == 0)
+            .flat_map(|r| &r.phases)
+            .collect();
+        out.extend(operation_lines(&label(k, doc), &phases, &linux.windows));
+    }
+    out
+}
+
+/// One kernel's lines of `per_operation`: its measured windows (traced whole, or sampled,
+/// whose phase is not traced whole) with an operation count.
+fn operation_lines(
+    kernel: &str,
+    phases: &[&crate::model::results::PhaseOut],
+    windows: &[crate::model::linux::WindowInfo],
+) -> Vec<String> {
+    windows
+        .iter()
+        .filter_map(|w| {
+            let ops = w.operations.as_ref()?;
+            let p = phases
+                .iter()
+                .find(|p| p.id == w.id && (p.traced || p.sampled.is_some()))?;
+            Some(format!(
+                "  {}, {kernel} ({} operations, {}): {}",
+                p.name,
+                crate::output::text::thousands(ops.count),
+                ops.source,
+                super::operations::phase_figures(ops, p)
+            ))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +182,52 @@ mod tests {
             sha256: String::new(),
         });
         doc
+    }
+
+    #[test]
+    fn a_window_with_an_operation_count_is_given_per_operation() {
+        use crate::linux::operations::{Operations, test_phase};
+        use crate::model::linux::WindowInfo;
+        let counted = WindowInfo {
+            id: 1,
+            operations: Some(Operations {
+                count: 10,
+                source: "memcaslap's \"Ops: 10\"".into(),
+            }),
+            ..Default::default()
+        };
+        let uncounted = WindowInfo {
+            id: 2,
+            ..Default::default()
+        };
+        let mut sampled = test_phase(&[("mem_access_checked_rd:k", 25)]);
+        sampled.traced = false;
+        let mut other = sampled.clone();
+        other.id = 2;
+        // Not measured (neither traced whole nor sampled): nothing to divide.
+        let lines = operation_lines("a", &[&sampled, &other], &[counted.clone(), uncounted]);
+        assert!(lines.is_empty(), "{lines:?}");
+        sampled.sampled = Some(crate::model::results::SampledOut {
+            units: 1,
+            unit_instructions: 1000,
+            gap_us: 300,
+            seed: 1,
+            whole: true,
+        });
+        let lines = operation_lines("a", &[&sampled, &other], std::slice::from_ref(&counted));
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].starts_with("  window 1, a (10 operations, memcaslap's \"Ops: 10\"): "),
+            "{lines:?}"
+        );
+        let traced = test_phase(&[("mem_access_checked_rd:k", 25)]);
+        assert_eq!(
+            operation_lines("a", &[&traced], &[counted]),
+            [
+                "  window 1, a (10 operations, memcaslap's \"Ops: 10\"): rd:k 2.5, wr:k 0.0, rd:u \
+              0.0, wr:u 0.0"
+            ]
+        );
     }
 
     #[test]

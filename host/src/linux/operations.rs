@@ -78,31 +78,27 @@ pub fn per_op(value: f64, ops: u64) -> String {
     crate::output::text::thousands_f64(value / ops.max(1) as f64, 1)
 }
 
-/// The line of a window's exact counts per operation.
-pub fn exact_line(ops: &Operations, counts: &mtex_trace::counts::ByEl) -> String {
-    let each = [
-        ("rd:k", counts.rd_k),
-        ("wr:k", counts.wr_k),
-        ("rd:u", counts.rd_u),
-        ("wr:u", counts.wr_u),
-    ]
-    .map(|(n, v)| format!("{n} {}", per_op(v as f64, ops.count)))
-    .join(", ");
-    format!("{} checked accesses: {each}\n", heading(ops))
+/// The checked-access counters given per operation, by their short names.
+const SHORT: [&str; 4] = ["rd:k", "wr:k", "rd:u", "wr:u"];
+
+/// Exact counts per operation: `rd:k 2,600.4, wr:k 962.2, ...`.
+fn exact_figures(count: u64, get: impl Fn(&str) -> u64) -> String {
+    SHORT
+        .map(|short| format!("{short} {}", per_op(get(short) as f64, count)))
+        .join(", ")
 }
 
-/// The line of a sampled window's estimates per operation: each estimate divided by the
-/// exact operation count, its interval with it (the same relative width).
-pub fn sampled_line(
-    ops: &Operations,
-    estimates: &[(String, crate::model::results::EstimateOut)],
+/// Estimates per operation, each divided by the exact operation count with its interval
+/// (the same relative width): `rd:k 4,960.9 ± 4.2%, ...`.
+fn sampled_figures(
+    count: u64,
+    get: impl Fn(&str) -> Option<crate::model::results::EstimateOut>,
 ) -> String {
-    let each: Vec<String> = ["rd:k", "wr:k", "rd:u", "wr:u"]
+    let each: Vec<String> = SHORT
         .iter()
         .filter_map(|short| {
-            let name = format!("mem_access_checked_{short}");
-            let e = &estimates.iter().find(|(n, _)| *n == name)?.1;
-            let v = per_op(e.value, ops.count);
+            let e = get(short)?;
+            let v = per_op(e.value, count);
             Some(match e.half_width {
                 _ if e.exact => format!("{short} {v}"),
                 Some(h) if e.value > 0.0 => format!(
@@ -114,11 +110,42 @@ pub fn sampled_line(
             })
         })
         .collect();
-    format!(
-        "{} checked accesses (95% CI): {}\n",
-        heading(ops),
-        each.join(", ")
-    )
+    each.join(", ")
+}
+
+/// The line of a window's exact counts per operation.
+pub fn exact_line(ops: &Operations, counts: &mtex_trace::counts::ByEl) -> String {
+    let figures = exact_figures(ops.count, |short| match short {
+        "rd:k" => counts.rd_k,
+        "wr:k" => counts.wr_k,
+        "rd:u" => counts.rd_u,
+        _ => counts.wr_u,
+    });
+    format!("{} checked accesses: {figures}\n", heading(ops))
+}
+
+/// The line of a sampled window's estimates per operation.
+pub fn sampled_line(
+    ops: &Operations,
+    estimates: &[(String, crate::model::results::EstimateOut)],
+) -> String {
+    let figures = sampled_figures(ops.count, |short| {
+        let name = format!("mem_access_checked_{short}");
+        estimates.iter().find(|(n, _)| *n == name).map(|(_, e)| *e)
+    });
+    format!("{} checked accesses (95% CI): {figures}\n", heading(ops))
+}
+
+/// A phase's checked accesses per operation, exact or estimated as the phase is.
+pub fn phase_figures(ops: &Operations, p: &crate::model::results::PhaseOut) -> String {
+    let name = |short: &str| format!("mem_access_checked_{short}");
+    if p.sampled.is_some() {
+        sampled_figures(ops.count, |s| p.estimates.get(&name(s)).copied())
+    } else {
+        exact_figures(ops.count, |s| {
+            p.counters.get(&name(s)).copied().unwrap_or(0)
+        })
+    }
 }
 
 fn heading(ops: &Operations) -> String {
@@ -127,6 +154,34 @@ fn heading(ops: &Operations) -> String {
         crate::output::text::thousands(ops.count),
         ops.source
     )
+}
+
+/// A window's phase with these counters, traced whole (for tests here and in `ab`).
+#[cfg(test)]
+pub(crate) fn test_phase(counters: &[(&str, u64)]) -> crate::model::results::PhaseOut {
+    crate::model::results::PhaseOut {
+        id: 1,
+        name: "window 1".into(),
+        policy: None,
+        workload: None,
+        iters: None,
+        size: None,
+        tasks: None,
+        tcf0: None,
+        traced: true,
+        partial: false,
+        begin_ts: 0,
+        end_ts: Some(1),
+        counters: counters.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+        not_supported: Vec::new(),
+        not_counted: Vec::new(),
+        functions: Vec::new(),
+        stacks: Vec::new(),
+        profile: None,
+        cpus: Vec::new(),
+        sampled: None,
+        estimates: Default::default(),
+    }
 }
 
 #[cfg(test)]
@@ -180,6 +235,59 @@ mod tests {
     fn output_of_no_known_program_gives_none() {
         assert_eq!(read(&lines("hello\nOps: 12")), None);
         assert_eq!(read(&[]), None);
+    }
+
+    fn phase(counters: &[(&str, u64)]) -> crate::model::results::PhaseOut {
+        test_phase(counters)
+    }
+
+    #[test]
+    fn a_phase_is_given_per_operation_exactly_or_with_its_intervals() {
+        let ops = Operations {
+            count: 100,
+            source: "x".into(),
+        };
+        let exact = phase(&[
+            ("mem_access_checked_rd:k", 12_345),
+            ("mem_access_checked_wr:k", 50),
+        ]);
+        assert_eq!(
+            phase_figures(&ops, &exact),
+            "rd:k 123.5, wr:k 0.5, rd:u 0.0, wr:u 0.0"
+        );
+        let mut sampled = exact.clone();
+        sampled.sampled = Some(crate::model::results::SampledOut {
+            units: 40,
+            unit_instructions: 1000,
+            gap_us: 300,
+            seed: 1,
+            whole: false,
+        });
+        let est = |value: f64, half_width: Option<f64>| crate::model::results::EstimateOut {
+            value,
+            half_width,
+            level: 0.95,
+            units: 40,
+            met: 10,
+            sampled: 0.01,
+            exact: false,
+            not_estimable: None,
+        };
+        sampled.estimates = [
+            ("mem_access_checked_rd:k", est(10_000.0, Some(500.0))),
+            ("mem_access_checked_wr:k", est(0.0, None)),
+            ("mem_access_checked_rd:u", est(300.0, None)),
+            ("mem_access_checked_wr:u", est(2_000.0, Some(100.0))),
+        ]
+        .into_iter()
+        .map(|(n, e)| (n.to_string(), e))
+        .collect();
+        // The interval's relative width is the estimate's: the count divides both ends.
+        let text = phase_figures(&ops, &sampled);
+        assert!(text.starts_with("rd:k 100.0 ± 5"), "{text}");
+        assert!(text.contains("wr:k 0 seen"), "{text}");
+        assert!(text.contains("rd:u ~3.0 (not estimable)"), "{text}");
+        assert!(text.contains("wr:u 20.0 ± 5"), "{text}");
     }
 
     #[test]

@@ -180,6 +180,14 @@ fn debian_perf_bench_futex_hash_is_sampled_with_its_tagged_heap() {
         .unwrap_or_else(|| panic!("no run time: {output:?}"));
     let ops = per_second.iter().sum::<f64>() * secs;
     assert!(ops > 0.0, "{output:?}");
+    // Over one second the threads' rates sum to the operation count, given per operation.
+    if secs == 1.0 {
+        assert_eq!(w["operations"]["count"].as_f64(), Some(ops), "{text}");
+        assert!(
+            text.contains("per operation, set-up and tear-down included"),
+            "{text}"
+        );
+    }
     let (v, h) = estimate(&tagged, "mem_access_checked_rd:u");
     assert!(
         v > 0.0 && v + h >= ops,
@@ -198,4 +206,59 @@ fn debian_perf_bench_futex_hash_is_sampled_with_its_tagged_heap() {
         serde_json::json!([]),
         "{text}"
     );
+}
+
+/// Debian's memcached, its heap tagged, started by --setup outside the window, serves
+/// memcaslap over the loopback network at one set for every ten gets: the window's operations
+/// are memcaslap's own count, memcached's counters agree with it, both programs' heaps are
+/// tagged (TCF0 sync set in the window), and a sync task's requests cross the kernel with
+/// PSTATE.TCO clear, so its checked reads are there with an interval that excludes 0.
+#[test]
+fn debian_memcached_serves_memcaslap_over_loopback_in_a_sampled_window() {
+    let (status, doc, text) = linux(&[
+        "--packages",
+        "memcached,libmemcached-tools",
+        "--suite",
+        "trixie",
+        "--tagged-heap",
+        "sync",
+        "--setup",
+        "memcached -u root -d -t 1",
+        "--setup",
+        "printf 'key\\n16 16 1\\nvalue\\n64 64 1\\ncmd\\n0 0.0909\\n1 0.9091\\n' > /etc/m.cnf",
+        "--run",
+        "memcaslap -s 127.0.0.1:11211 -x 1100 -w 1k -c 1 -T 1 -F /etc/m.cnf",
+        "--sample",
+        "1000:300",
+    ]);
+    assert_eq!(status, 0, "{text}");
+    let w = &doc["sampled_windows"][0];
+    assert_eq!(w["operations"]["count"], 1100, "{text}");
+    assert_eq!(w["user_tcf0"][0], "SYNC", "{text}");
+    let output = doc["workload_output"].to_string();
+    assert!(
+        output.contains("cmd_get: 1000") && output.contains("cmd_set: 100"),
+        "{output}"
+    );
+    let rd_k = w["estimates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e[0] == "mem_access_checked_rd:k")
+        .unwrap_or_else(|| panic!("no rd:k: {text}"))[1]
+        .clone();
+    let (v, h) = (rd_k["value"].as_f64().unwrap(), rd_k["half_width"].as_f64());
+    assert!(h.is_some_and(|h| v - h > 0.0), "{rd_k}\n{text}");
+}
+
+/// A set-up command that fails stops the workload before any window, and is named.
+#[test]
+fn a_failed_setup_command_is_named_and_no_window_runs() {
+    let (status, doc, text) = linux(&["--setup", "true", "--setup", "exit 7", "--run", "true"]);
+    assert_eq!(status, 1, "{text}");
+    assert!(
+        text.contains("set-up command 2 (--setup) exited with status 7"),
+        "{text}"
+    );
+    assert_eq!(doc["windows"], serde_json::json!([]), "{text}");
 }
