@@ -136,14 +136,17 @@ pub fn suite(args: &Args) -> String {
     })
 }
 
-/// The archives that go before mtex's own: the packages' user space, then the added files.
-pub fn archives(args: &Args, dir: &Path) -> Result<Vec<Vec<u8>>> {
+/// The archives that go before mtex's own: the packages' user space, then the added files;
+/// and what is worth a note in the report (the packages' collisions, each also said here).
+pub fn archives(args: &Args, dir: &Path) -> Result<(Vec<Vec<u8>>, Vec<String>)> {
     let mut out = Vec::new();
+    let mut notes = Vec::new();
     if !args.packages.is_empty() {
         let suite = suite(args);
         let u = crate::debian::packages::user_space(dir, &suite, &args.packages, args.keep_gconv)?;
         for c in &u.collisions {
             eprintln!("mtex: user space: {c}");
+            notes.push(format!("user space: {c}"));
         }
         out.push(u.archive);
     }
@@ -156,7 +159,7 @@ pub fn archives(args: &Args, dir: &Path) -> Result<Vec<Vec<u8>>> {
         }
         out.push(initramfs::write(entries)?);
     }
-    Ok(out)
+    Ok((out, notes))
 }
 
 /// The directories above `guest`, each an entry, so that the archive makes them first.

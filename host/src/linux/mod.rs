@@ -467,6 +467,8 @@ pub struct Prepared {
     pub workloads: PathBuf,
     /// Guest RAM: `--ram-mib`, or more for a large initramfs.
     pub ram_mib: u64,
+    /// Notes for the report from preparing the guest (the packages' collisions).
+    pub notes: Vec<String>,
 }
 
 impl Drop for Prepared {
@@ -544,7 +546,7 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
     let env = tagged_heap::environment(&args.env, args.tagged_heap)?;
     let workload = guest_files::exports(&env)? + &workload;
     // The user's files first: the kernel unpacks the archives in turn, so mtex's own win.
-    let mut archives = guest_files::archives(args, &dir)?;
+    let (mut archives, notes) = guest_files::archives(args, &dir)?;
     archives.push(initramfs::build(busybox, &workload, programs)?);
     let initrd = guest_files::concat(archives);
     let ram_mib = guest_files::ram_mib(args.ram_mib, initrd.len())?;
@@ -576,6 +578,7 @@ pub fn prepare(args: &Args) -> Result<Prepared> {
         initrd: initrd_path,
         workloads,
         ram_mib,
+        notes,
     })
 }
 
@@ -818,6 +821,7 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::model::results::Results)
             cpus: args.cpus,
             cpu_model: args.cpu_model(),
             tagged_heap: args.tagged_heap,
+            notes: p.notes.clone(),
         },
     );
     let form = if args.verbose {

@@ -491,7 +491,7 @@ fn kernel_pcs(f: &PhaseProfile, entry: u64, text_va: Option<u64>) -> PhaseProfil
 }
 
 /// What mtex set up for a run: the machine Linux had, and what was asked of its user space.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Setup {
     /// Whether QEMU ran with -icount.
     pub icount: bool,
@@ -499,6 +499,9 @@ pub struct Setup {
     pub cpu_model: crate::qemu::CpuModel,
     /// `--tagged-heap`.
     pub tagged_heap: Option<super::tagged_heap::TaggedHeap>,
+    /// What preparing the guest found worth saying (two packages with the same file: which
+    /// one's was kept): the report's notes.
+    pub notes: Vec<String>,
 }
 
 /// A run's results document from what its boot printed: its windows are the phases (a
@@ -517,6 +520,7 @@ pub fn document(
         cpus,
         cpu_model,
         tagged_heap,
+        notes: setup_notes,
     } = setup;
     let r = console.report();
     let mut measured = r.clone();
@@ -541,6 +545,7 @@ pub fn document(
     let hz = r.boot.map_or(1, |b| b.counter_hz.max(1)) as f64;
     let mut problems = r.problems.clone();
     let mut notes = r.notes.clone();
+    notes.extend(setup_notes);
     // The writes by kernel function.
     for w in &mut run.writes {
         w.symbol = crate::model::results::from_hex(&w.pc)
@@ -1362,6 +1367,16 @@ mod tests {
     /// The report of a run whose console holds `records`, Linux's console `linux` and the
     /// kernel's symbols `kallsyms`, under -icount.
     fn analysed(records: Vec<mtex_abi::Record>, linux: &str, kallsyms: &str) -> Results {
+        analysed_with(records, linux, kallsyms, Vec::new())
+    }
+
+    /// As `analysed`, with the notes preparing the guest gave.
+    fn analysed_with(
+        records: Vec<mtex_abi::Record>,
+        linux: &str,
+        kallsyms: &str,
+        notes: Vec<String>,
+    ) -> Results {
         document(
             &kernel(),
             &console(records),
@@ -1372,6 +1387,7 @@ mod tests {
                 cpus: 1,
                 cpu_model: crate::qemu::CpuModel::MaxWithoutSve,
                 tagged_heap: None,
+                notes,
             },
         )
     }
@@ -1458,6 +1474,18 @@ mod tests {
             text.contains("its length on that clock is not known"),
             "{text}"
         );
+    }
+
+    /// Two packages with the same file: which one was kept is in the report, not only on the
+    /// terminal.
+    #[test]
+    fn the_packages_collisions_are_notes_of_the_report() {
+        let records = window_records(1, (100, 130), true);
+        let linux = format!("{BOOTED}mtex-linux: done 0\n");
+        let said = "user space: usr/bin/x is in both a and b: b's is kept".to_string();
+        let doc = analysed_with(records, &linux, "", vec![said.clone()]);
+        let r = LinuxView::of(&doc).expect("a Linux document");
+        assert!(r.notes().contains(&said), "{:?}", r.notes());
     }
 
     #[test]
