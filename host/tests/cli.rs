@@ -1084,6 +1084,16 @@ fn guest_files_packages_and_environment_are_checked_before_anything_runs() {
             "cannot be used with",
         ),
         (&["--run", "a\nb"], "--run \"a\\nb\": a command of one line"),
+        (
+            &["--setup", "a\nb"],
+            "--setup \"a\\nb\": a command of one line",
+        ),
+        (
+            &["--run", "true", "--operations", "5,6"],
+            "--operations: 2 counts for 1 --run command(s)",
+        ),
+        (&["--run", "true", "--operations", "0"], "--operations"),
+        (&["--operations", "5"], "--run"),
     ] {
         let mut all = vec!["linux"];
         all.extend_from_slice(args);

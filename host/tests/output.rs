@@ -802,6 +802,7 @@ fn linux_futex() -> Results {
             cpus: 2,
             cpu_model: mtex::qemu::CpuModel::Max,
             tagged_heap: None,
+            operations: Vec::new(),
             notes: Vec::new(),
         },
     )

@@ -56,6 +56,12 @@ pub struct Args {
     /// the measured commands' (--env, --tagged-heap).
     #[arg(long, value_name = "COMMAND")]
     pub setup: Vec<String>,
+    /// The operations a --run command makes, for its counts per operation: one number per
+    /// command, in order (comma-separated, or the option again). Given, it takes the place of
+    /// the count the program prints (memcaslap's, perf bench futex hash's).
+    #[arg(long, value_delimiter = ',', value_name = "N", requires = "run",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub operations: Vec<u64>,
     /// The named workload's user tag-check modes (prctl), comma-separated: none, sync, async,
     /// asymm. Each runs in its own window (1, 2, ...), in this order, and the report compares
     /// them.
@@ -275,6 +281,13 @@ pub fn check_args(args: &Args) -> Result<()> {
     }
     guest_files::check(args)?;
     tagged_heap::environment(&args.env, args.tagged_heap)?;
+    if args.operations.len() > args.run.len() {
+        bail!(
+            "--operations: {} counts for {} --run command(s): one count per command, in order",
+            args.operations.len(),
+            args.run.len()
+        );
+    }
     for (option, commands) in [("--run", &args.run), ("--setup", &args.setup)] {
         for c in commands {
             if c.trim().is_empty() || c.contains(|ch: char| ch.is_control()) {
@@ -821,6 +834,7 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::model::results::Results)
             cpus: args.cpus,
             cpu_model: args.cpu_model(),
             tagged_heap: args.tagged_heap,
+            operations: (1..).zip(args.operations.iter().copied()).collect(),
             notes: p.notes.clone(),
         },
     );

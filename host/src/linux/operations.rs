@@ -14,6 +14,17 @@ pub struct Operations {
     pub source: String,
 }
 
+/// A window's operations: the count the user gave, or else the one its output reports.
+pub fn of_window(output: &[String], given: Option<u64>) -> Option<Operations> {
+    match given {
+        Some(count) => Some(Operations {
+            count,
+            source: "given by --operations".into(),
+        }),
+        None => read(output),
+    }
+}
+
 /// The operations a window's output reports, if a program it knows printed them.
 pub fn read(output: &[String]) -> Option<Operations> {
     memaslap(output).or_else(|| perf_futex(output))
@@ -229,6 +240,19 @@ mod tests {
         assert_eq!(read(&longer), None);
         let silent = lines("Averaged 51329 operations/sec (+- 0.00%), total secs = 1");
         assert_eq!(read(&silent), None);
+    }
+
+    #[test]
+    fn a_count_the_user_gives_takes_the_place_of_the_printed_one() {
+        let out = lines("Run time: 0.5s Ops: 11000 TPS: 22178 Net_rate: 2.5M/s");
+        assert_eq!(of_window(&out, None).unwrap().count, 11000);
+        let given = of_window(&out, Some(500)).unwrap();
+        assert_eq!(
+            (given.count, given.source.as_str()),
+            (500, "given by --operations")
+        );
+        assert_eq!(of_window(&lines("hello"), Some(7)).unwrap().count, 7);
+        assert_eq!(of_window(&lines("hello"), None), None);
     }
 
     #[test]

@@ -499,6 +499,9 @@ pub struct Setup {
     pub cpu_model: crate::qemu::CpuModel,
     /// `--tagged-heap`.
     pub tagged_heap: Option<super::tagged_heap::TaggedHeap>,
+    /// Operation counts the user gave (`--operations`), by window: they take the place of
+    /// what the window's command printed.
+    pub operations: Vec<(u32, u64)>,
     /// What preparing the guest found worth saying (two packages with the same file: which
     /// one's was kept): the report's notes.
     pub notes: Vec<String>,
@@ -520,6 +523,7 @@ pub fn document(
         cpus,
         cpu_model,
         tagged_heap,
+        operations: given_operations,
         notes: setup_notes,
     } = setup;
     let r = console.report();
@@ -629,7 +633,13 @@ pub fn document(
                 .as_ref()
                 .map_or([0, 0], |t| [t.abandoned_el0, t.abandoned_el1]),
             user_tcf0: super::tagged_heap::tcf0_set(&r.writes, &p.name),
-            operations: super::operations::read(&window_output(linux, p.id)),
+            operations: super::operations::of_window(
+                &window_output(linux, p.id),
+                given_operations
+                    .iter()
+                    .find(|(id, _)| *id == p.id)
+                    .map(|(_, n)| *n),
+            ),
             oracle: p.oracle.clone(),
             stack_stats: crate::profile::of_phase(p)
                 .and_then(|f| f.stack_end)
@@ -1387,6 +1397,7 @@ mod tests {
                 cpus: 1,
                 cpu_model: crate::qemu::CpuModel::MaxWithoutSve,
                 tagged_heap: None,
+                operations: Vec::new(),
                 notes,
             },
         )
