@@ -25,9 +25,12 @@ pub fn of_window(output: &[String], given: Option<u64>) -> Option<Operations> {
     }
 }
 
-/// The operations a window's output reports, if a program it knows printed them.
+/// The operations a window's output reports, if a program it knows printed them. A count of
+/// 0 is none: nothing can be given per operation.
 pub fn read(output: &[String]) -> Option<Operations> {
-    memaslap(output).or_else(|| perf_futex(output))
+    memaslap(output)
+        .or_else(|| perf_futex(output))
+        .filter(|ops| ops.count > 0)
 }
 
 /// memaslap's closing line, `Run time: 0.5s Ops: 11000 TPS: 22178 Net_rate: 2.5M/s`: the
@@ -63,14 +66,15 @@ fn perf_futex(output: &[String]) -> Option<Operations> {
     if secs != 1 {
         return None;
     }
+    // Every thread's line, or no count: a line that does not read would leave its thread out.
     let rates: Vec<u64> = output
         .iter()
         .filter(|l| l.trim_start().starts_with("[thread"))
-        .filter_map(|l| {
+        .map(|l| {
             let inner = l.rsplit_once('[')?.1.strip_suffix(']')?;
             inner.trim().strip_suffix("ops/sec")?.trim().parse().ok()
         })
-        .collect();
+        .collect::<Option<_>>()?;
     if rates.is_empty() {
         return None;
     }
@@ -253,6 +257,21 @@ mod tests {
         );
         assert_eq!(of_window(&lines("hello"), Some(7)).unwrap().count, 7);
         assert_eq!(of_window(&lines("hello"), None), None);
+    }
+
+    #[test]
+    fn no_count_is_read_from_a_zero_or_from_a_thread_line_that_does_not_read() {
+        // Nothing can be divided by 0 operations.
+        assert_eq!(
+            read(&lines("Run time: 0.0s Ops: 0 TPS: 0 Net_rate: 0.0M/s")),
+            None
+        );
+        let partial = lines(
+            "[thread  0] futexes: 0x1 ... 0x2 [ 51329 ops/sec ]\n\
+             [thread  1] futexes: 0x3 ... 0x4 [ lots ops/sec ]\n\
+             Averaged 51329 operations/sec (+- 0.00%), total secs = 1",
+        );
+        assert_eq!(read(&partial), None);
     }
 
     #[test]
