@@ -290,7 +290,7 @@ pub fn check_args(args: &Args) -> Result<()> {
     }
     for (option, commands) in [("--run", &args.run), ("--setup", &args.setup)] {
         for c in commands {
-            if c.trim().is_empty() || c.contains(|ch: char| ch.is_control()) {
+            if !is_one_line(c) {
                 bail!(
                     "{option} {c:?}: a command of one line (a program and its arguments), \
                      without control characters"
@@ -406,6 +406,12 @@ pub fn run_line(commands: &[String], first: usize) -> String {
         .map(|(i, c)| format!("mtex-work --window {} exec {c}", i + first))
         .collect::<Vec<_>>()
         .join(" && ")
+}
+
+/// Whether `command` is a command line /init can run as one line: not blank, no newline or
+/// other control character.
+pub fn is_one_line(command: &str) -> bool {
+    !command.trim().is_empty() && !command.contains(|c: char| c.is_control())
 }
 
 /// The marker a failed `--setup` command prints on Linux's console, before its number
@@ -931,24 +937,25 @@ mod tests {
         );
         assert_eq!(with_setup(&[], "true"), "true");
         // Run by a shell: a failure's marker, and nothing after it.
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(with_setup(&["true".into(), "exit 3".into()], "echo window"))
-            .output()
-            .unwrap();
+        let sh = |setup: [&str; 2]| {
+            let setup: Vec<String> = setup.iter().map(|s| s.to_string()).collect();
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(with_setup(&setup, "echo window"))
+                .output()
+                .unwrap();
+            (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                out.status.success(),
+            )
+        };
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
-            "mtex-linux: setup-failed 2 3\n"
+            sh(["true", "exit 3"]),
+            ("mtex-linux: setup-failed 2 3\n".into(), false)
         );
-        assert!(!out.status.success());
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(with_setup(&["exit 4".into(), "true".into()], "echo window"))
-            .output()
-            .unwrap();
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
-            "mtex-linux: setup-failed 1 4\n"
+            sh(["exit 4", "true"]),
+            ("mtex-linux: setup-failed 1 4\n".into(), false)
         );
     }
 

@@ -174,29 +174,10 @@ fn heading(ops: &Operations) -> String {
 /// A window's phase with these counters, traced whole (for tests here and in `ab`).
 #[cfg(test)]
 pub(crate) fn test_phase(counters: &[(&str, u64)]) -> crate::model::results::PhaseOut {
-    crate::model::results::PhaseOut {
-        id: 1,
-        name: "window 1".into(),
-        policy: None,
-        workload: None,
-        iters: None,
-        size: None,
-        tasks: None,
-        tcf0: None,
-        traced: true,
-        partial: false,
-        begin_ts: 0,
-        end_ts: Some(1),
-        counters: counters.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
-        not_supported: Vec::new(),
-        not_counted: Vec::new(),
-        functions: Vec::new(),
-        stacks: Vec::new(),
-        profile: None,
-        cpus: Vec::new(),
-        sampled: None,
-        estimates: Default::default(),
-    }
+    crate::model::results::PhaseOut::example(
+        "window 1",
+        counters.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+    )
 }
 
 #[cfg(test)]

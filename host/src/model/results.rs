@@ -127,6 +127,36 @@ pub struct Boot {
     pub emulator: bool,
 }
 
+/// A phase for tests: `name`, traced whole from 0 to 1 with `counters`, nothing else.
+#[cfg(test)]
+impl PhaseOut {
+    pub fn example(name: &str, counters: BTreeMap<String, u64>) -> Self {
+        PhaseOut {
+            id: 1,
+            name: name.into(),
+            policy: None,
+            workload: None,
+            iters: None,
+            size: None,
+            tasks: None,
+            tcf0: None,
+            traced: true,
+            partial: false,
+            begin_ts: 0,
+            end_ts: Some(1),
+            counters,
+            not_supported: Vec::new(),
+            not_counted: Vec::new(),
+            functions: Vec::new(),
+            stacks: Vec::new(),
+            profile: None,
+            cpus: Vec::new(),
+            sampled: None,
+            estimates: Default::default(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PhaseOut {
     /// The phase's number, as the guest gave it (a Linux window's is the window's); 0 in a

@@ -361,27 +361,13 @@ mod tests {
         counters.insert("tcf_elided.mem_access_checked_rd:k".to_string(), elided);
         counters.insert("tco_changes".to_string(), 66);
         PhaseOut {
-            id: 1,
-            name: "futex-hash".into(),
             policy: Some(policy.into()),
             workload: Some("futex-hash".into()),
             iters: Some(32),
-            size: None,
-            tasks: None,
             tcf0: Some("sync".into()),
-            traced: true,
-            partial: false,
             begin_ts: begin,
             end_ts: Some(begin + 1_000_000),
-            counters,
-            not_supported: Vec::new(),
-            not_counted: Vec::new(),
-            functions: Vec::new(),
-            stacks: Vec::new(),
-            profile: None,
-            cpus: Vec::new(),
-            sampled: None,
-            estimates: Default::default(),
+            ..PhaseOut::example("futex-hash", counters)
         }
     }
 

@@ -503,27 +503,11 @@ mod tests {
         }
         counters.insert("mem_access_checked_rd:k".into(), rd_k);
         PhaseOut {
-            id: 1,
-            name: workload.into(),
             policy: Some(policy.into()),
             workload: Some(workload.into()),
             iters: Some(8),
-            size: None,
-            tasks: None,
             tcf0: Some("sync".into()),
-            traced: true,
-            partial: false,
-            begin_ts: 0,
-            end_ts: Some(1),
-            counters,
-            not_supported: Vec::new(),
-            not_counted: Vec::new(),
-            functions: Vec::new(),
-            stacks: Vec::new(),
-            profile: None,
-            cpus: Vec::new(),
-            sampled: None,
-            estimates: Default::default(),
+            ..PhaseOut::example(workload, counters)
         }
     }
 

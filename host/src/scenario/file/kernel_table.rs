@@ -434,14 +434,7 @@ fn commands(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<Vec<String>, 
     }
     let mut out: Vec<String> = Vec::new();
     for c in cs {
-        let line = c.get_ref();
-        if line.trim().is_empty() || line.contains(|ch: char| ch.is_control()) {
-            return Err(cx.at(
-                c.span(),
-                &at,
-                format!("{line:?}: a command of one line (a program and its arguments)"),
-            ));
-        }
+        let line = one_line(cx, c, &at)?;
         if out.contains(line) {
             return Err(cx.at(c.span(), &at, format!("{line:?} twice: each is one window")));
         }
@@ -464,19 +457,29 @@ fn commands(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<Vec<String>, 
 /// A run's `setup`: each one line.
 fn setup(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<Vec<String>, ScenarioError> {
     let at = format!("{}[{i}].setup", cx.runs);
-    let mut out = Vec::new();
-    for c in r.get_ref().setup.iter().flatten() {
-        let line = c.get_ref();
-        if line.trim().is_empty() || line.contains(|ch: char| ch.is_control()) {
-            return Err(cx.at(
-                c.span(),
-                &at,
-                format!("{line:?}: a command of one line (a program and its arguments)"),
-            ));
-        }
-        out.push(line.clone());
+    r.get_ref()
+        .setup
+        .iter()
+        .flatten()
+        .map(|c| one_line(cx, c, &at).cloned())
+        .collect()
+}
+
+/// A command of `commands` or `setup`, refused unless it is one line.
+fn one_line<'a>(
+    cx: &Ctx<'_>,
+    c: &'a Spanned<String>,
+    at: &str,
+) -> Result<&'a String, ScenarioError> {
+    let line = c.get_ref();
+    if !crate::linux::is_one_line(line) {
+        return Err(cx.at(
+            c.span(),
+            at,
+            format!("{line:?}: a command of one line (a program and its arguments)"),
+        ));
     }
-    Ok(out)
+    Ok(line)
 }
 
 /// A workload of a run that boots kernels: a named workload and at most as many numbers as
