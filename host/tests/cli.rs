@@ -810,6 +810,17 @@ fn kernel_build_refuses_bad_input_before_fetching() {
         &["kernel", "build", "--tree", d.to_str().unwrap()],
         &["not a Linux source tree"],
     );
+    // Debian's configuration is that of Debian's source, at its version.
+    refused(
+        &[
+            "kernel",
+            "build",
+            "--debian-config",
+            "--tree",
+            d.to_str().unwrap(),
+        ],
+        &["--debian-config", "--tree"],
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 

@@ -110,6 +110,13 @@ pub(crate) fn fetch_package_any(pkg: &str, dir: &Path) -> Result<Unpacked> {
     fetch_qualified(pkg, "", dir)
 }
 
+/// `pkg` (arm64) at exactly `version`, from the machine's apt sources, under `dir`.
+pub(crate) fn fetch_arm64_version(pkg: &str, version: &str, dir: &Path) -> Result<Unpacked> {
+    ensure_arm64_lists()?;
+    let qualified = format!("{pkg}:arm64");
+    crate::debian::download_unpack(&[], &qualified, pkg, version.into(), dir, false)
+}
+
 /// `fetch_package` for `pkg` with `arch` (`:arm64`, or empty for apt's default).
 fn fetch_qualified(pkg: &str, arch: &str, dir: &Path) -> Result<Unpacked> {
     let qualified = format!("{pkg}{arch}");

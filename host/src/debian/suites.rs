@@ -194,6 +194,12 @@ impl Apt {
         crate::debian::download_unpack(&self.options(), pkg, pkg, version, dir, true)
     }
 
+    /// `pkg` at exactly `version`, under `dir`, unless already there.
+    pub fn fetch_version(&self, pkg: &str, version: &str, dir: &Path) -> Result<Unpacked> {
+        self.update(false)?;
+        crate::debian::download_unpack(&self.options(), pkg, pkg, version.into(), dir, true)
+    }
+
     /// The kernel of `release` (`7.3.4+deb13`), fetched into `dir`.
     pub fn kernel(&self, release: &str, dir: &Path) -> Result<Kernel> {
         let full = format!("{release}-arm64");

@@ -1,8 +1,9 @@
 //! The kernel configuration `mtex kernel build` asks for: fragments of `CONFIG_X=value`
 //! lines (mtex's own for its machine, KASAN's, the user's), given to Kbuild as
-//! `KCONFIG_ALLCONFIG` over `allnoconfig`, then checked line by line in the `.config` Kbuild
-//! wrote: an option Kconfig dropped (a dependency missing in this kernel version) is an
-//! error naming it, never a kernel built without it.
+//! `KCONFIG_ALLCONFIG` over `allnoconfig`, or added to Debian's own configuration of the
+//! kernel, then checked line by line in the `.config` Kbuild wrote: an option Kconfig
+//! dropped (a dependency missing in this kernel version) is an error naming it, never a
+//! kernel built without it.
 
 use anyhow::{Result, bail};
 
@@ -10,6 +11,8 @@ use anyhow::{Result, bail};
 pub const MTEX: &str = include_str!("mtex.config");
 /// KASAN in its hardware tag-based mode.
 pub const KASAN: &str = include_str!("kasan.config");
+/// What a build from Debian's own configuration changes in it.
+pub const DEBIAN: &str = include_str!("debian.config");
 
 /// One requested option: `CONFIG_NAME=value`, or `# CONFIG_NAME is not set` (value `None`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,6 +110,51 @@ pub fn dropped_settings<'a>(requested: &'a [Setting], config: &str) -> Vec<&'a S
         .collect()
 }
 
+/// What became of a base configuration's options in the final `.config`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Kept {
+    /// Options the base builds in (`=y`).
+    pub built_in: usize,
+    /// Those the final configuration does not build in, each as the final has it.
+    pub lost: Vec<String>,
+    /// Options the base builds as modules (none is built).
+    pub modules: usize,
+}
+
+/// Compares a base configuration (Debian's) with the final one Kbuild wrote from it.
+pub fn kept(base: &str, final_config: &str) -> Kept {
+    let mut built_in = 0;
+    let mut modules = 0;
+    let mut lost = Vec::new();
+    for l in base.lines() {
+        let Some((name, value)) = l.split_once('=') else {
+            continue;
+        };
+        if !valid_name(name) {
+            continue;
+        }
+        match value {
+            "y" => {
+                built_in += 1;
+                let now = value_in(final_config, name);
+                if now != Some("y") {
+                    lost.push(match now {
+                        Some(v) => format!("{name}={v}"),
+                        None => format!("# {name} is not set"),
+                    });
+                }
+            }
+            "m" => modules += 1,
+            _ => {}
+        }
+    }
+    Kept {
+        built_in,
+        lost,
+        modules,
+    }
+}
+
 /// Whether a Kconfig text defines the option `name` (`CONFIG_X`: a `config X` or
 /// `menuconfig X` entry).
 pub fn defines(kconfig: &str, name: &str) -> bool {
@@ -194,6 +242,19 @@ mod tests {
         assert!(dropped(&want[..1], config).is_empty());
         // A prefix of another name is not that name.
         assert_eq!(value_in("CONFIG_AB=y\n", "CONFIG_A"), None);
+    }
+
+    #[test]
+    fn what_a_base_configuration_lost_is_counted_and_named() {
+        let base = "CONFIG_A=y\nCONFIG_B=y\nCONFIG_C=m\nCONFIG_D=m\nCONFIG_E=y\n\
+                    CONFIG_S=\"x\"\n# CONFIG_F is not set\n";
+        let now = "CONFIG_A=y\n# CONFIG_B is not set\nCONFIG_E=m\nCONFIG_S=\"x\"\n";
+        let k = kept(base, now);
+        assert_eq!(k.built_in, 3);
+        assert_eq!(k.modules, 2);
+        assert_eq!(k.lost, ["# CONFIG_B is not set", "CONFIG_E=m"]);
+        let d = parse(DEBIAN, "debian.config").unwrap();
+        assert!(d.iter().any(|s| s.name == "CONFIG_DEBUG_INFO_NONE"));
     }
 
     #[test]

@@ -44,6 +44,12 @@ pub struct Args {
     /// in the order they apply. Only with a Debian source (commit to your tree instead).
     #[arg(long = "patch", value_name = "FILE", conflicts_with = "tree")]
     pub patches: Vec<PathBuf>,
+    /// Start from Debian's own configuration of this kernel (linux-config-VERSION at the
+    /// source's version, the flavour of linux-image-*-arm64) rather than mtex's small one:
+    /// what Debian builds as a module is left out, debug information is off, and mtex's
+    /// options are added and checked as always.
+    #[arg(long, conflicts_with = "tree")]
+    pub debian_config: bool,
     /// A configuration fragment of your own (CONFIG_X=value lines), merged last.
     #[arg(long = "config", value_name = "FILE")]
     pub configs: Vec<PathBuf>,
@@ -65,6 +71,10 @@ pub struct Built {
     pub source: String,
     /// KASAN's mode, if built with KASAN_HW_TAGS.
     pub kasan: Option<String>,
+    /// The configuration it started from, when not mtex's own: `Debian's linux-config-6.12
+    /// 6.12.118-1~deb12u1`.
+    #[serde(default)]
+    pub config_base: Option<String>,
     /// The patches applied, in order: file name and SHA-256.
     pub patches: Vec<(String, String)>,
     /// Words the kernel must be booted with (KASAN's mode).
@@ -77,6 +87,9 @@ impl Built {
     /// One line naming the kernel: release, KASAN mode and patches.
     pub fn label(&self) -> String {
         let mut s = self.release.clone();
+        if self.config_base.is_some() {
+            s += ", Debian's configuration";
+        }
         if let Some(k) = &self.kasan {
             s += &format!(", KASAN_HW_TAGS {k}");
         }
@@ -147,6 +160,9 @@ fn read_inputs(args: &Args) -> Result<Inputs> {
         None => Source::Debian(source::package_for(&args.source)?),
     };
     let mut parts = vec![config::parse(config::MTEX, "mtex.config")?];
+    if args.debian_config {
+        parts.push(config::parse(config::DEBIAN, "debian.config")?);
+    }
     if args.kasan.is_some() {
         parts.push(config::parse(config::KASAN, "kasan.config")?);
     }
@@ -189,12 +205,16 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// The hash of every input, which names the kernel's directory.
-fn key(i: &Inputs, source_id: &str) -> String {
+fn key(i: &Inputs, source_id: &str, base: Option<&source::DebianConfig>) -> String {
     let mut h = sha2::Sha256::new();
     h.update(RECIPE);
     h.update([0]);
     h.update(source_id);
     h.update([0]);
+    if let Some(b) = base {
+        h.update(&b.text);
+        h.update([0]);
+    }
     for s in &i.settings {
         h.update(s.line());
         h.update([b'\n']);
@@ -244,7 +264,17 @@ pub fn build(args: &Args) -> Result<(PathBuf, Built)> {
         }
         Source::Tree(t) => (None, t.display().to_string(), t.display().to_string()),
     };
-    let key = key(&inputs, &source_id);
+    let base = match (&tarball, args.debian_config) {
+        (Some(t), true) => {
+            progress.stage(
+                Stage::Fetch,
+                &t.package.replace("linux-source-", "linux-config-"),
+            );
+            Some(source::debian_config(t, &root.join("debs"))?)
+        }
+        _ => None,
+    };
+    let key = key(&inputs, &source_id, base.as_ref());
     let dir = root.join(&key);
     std::fs::create_dir_all(&dir)?;
     // One build of a kernel at a time; a second asker waits, then finds it built.
@@ -281,30 +311,38 @@ pub fn build(args: &Args) -> Result<(PathBuf, Built)> {
     drop(source_lock);
     let out = dir.join("build");
     std::fs::create_dir_all(&out)?;
-    progress.stage(Stage::Config, "allnoconfig + mtex.config");
-    let fragment = out.join("mtex.fragment");
-    std::fs::write(
-        &fragment,
-        inputs
-            .settings
-            .iter()
-            .map(|s| s.line() + "\n")
-            .collect::<String>(),
-    )?;
+    let fragment: String = inputs.settings.iter().map(|s| s.line() + "\n").collect();
     let log_path = dir.join("build.log");
     let mut log = std::fs::File::create(&log_path)?;
-    make(
-        &src,
-        &out,
-        &[
-            &format!("KCONFIG_ALLCONFIG={}", fragment.display()),
-            "allnoconfig",
-        ],
-        1,
-        &mut log,
-        None,
-    )
-    .with_context(|| {
+    let configured = match &base {
+        // Debian's configuration with mtex's lines after it (a later line of a .config
+        // replaces an earlier one); mod2noconfig turns each module off where it can.
+        Some(b) => {
+            progress.stage(
+                Stage::Config,
+                &format!("{} + mtex.config, modules off", b.id),
+            );
+            std::fs::write(out.join(".config"), format!("{}\n{fragment}", b.text))?;
+            make(&src, &out, &["mod2noconfig"], 1, &mut log, None)
+        }
+        None => {
+            progress.stage(Stage::Config, "allnoconfig + mtex.config");
+            let path = out.join("mtex.fragment");
+            std::fs::write(&path, &fragment)?;
+            make(
+                &src,
+                &out,
+                &[
+                    &format!("KCONFIG_ALLCONFIG={}", path.display()),
+                    "allnoconfig",
+                ],
+                1,
+                &mut log,
+                None,
+            )
+        }
+    };
+    configured.with_context(|| {
         format!(
             "the kernel's configuration failed; see {}",
             log_path.display()
@@ -317,7 +355,8 @@ pub fn build(args: &Args) -> Result<(PathBuf, Built)> {
         // LSE atomics became unconditional in Linux 7) is not missing: it is always there.
         // The user's options and KASAN's must all exist.
         let kconfig = config::kconfig_of(&src);
-        let own = config::parse(config::MTEX, "mtex.config")?;
+        let mut own = config::parse(config::MTEX, "mtex.config")?;
+        own.extend(config::parse(config::DEBIAN, "debian.config")?);
         let (gone, rest): (Vec<&config::Setting>, Vec<&config::Setting>) =
             dropped.into_iter().partition(|s| {
                 own.iter().any(|o| o.name == s.name) && !config::defines(&kconfig, &s.name)
@@ -339,6 +378,27 @@ pub fn build(args: &Args) -> Result<(PathBuf, Built)> {
             "{shown}: Kconfig did not keep {} (a dependency is missing or the option does not \
              exist in this version); the kernel was not built",
             dropped.join(", ")
+        );
+    }
+    if let Some(b) = &base {
+        let k = config::kept(&b.text, &final_config);
+        let listing = dir.join("debian-config-lost.txt");
+        std::fs::write(
+            &listing,
+            format!(
+                "# Options {} builds in that this kernel does not (most depend on a module)\n{}",
+                b.id,
+                k.lost.iter().map(|l| format!("{l}\n")).collect::<String>()
+            ),
+        )?;
+        eprintln!(
+            "mtex kernel build: {} builds in {} options: {} kept, {} not ({}); {} modules left out",
+            b.id,
+            k.built_in,
+            k.built_in - k.lost.len(),
+            k.lost.len(),
+            listing.display(),
+            k.modules
         );
     }
     let jobs = args
@@ -370,6 +430,7 @@ pub fn build(args: &Args) -> Result<(PathBuf, Built)> {
         release,
         source: shown,
         kasan: args.kasan.clone(),
+        config_base: base.as_ref().map(|b| format!("Debian's {}", b.id)),
         patches: inputs
             .patches
             .iter()

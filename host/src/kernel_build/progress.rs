@@ -55,6 +55,7 @@ pub struct Progress {
     tty: bool,
     started: std::time::Instant,
     stage: Option<Stage>,
+    what: String,
     compiled: u64,
     /// How many files the compile is expected to take (a previous build of the same
     /// configuration), for its share done; None: the count alone is shown.
@@ -68,19 +69,23 @@ impl Progress {
             tty: std::io::stderr().is_terminal(),
             started: std::time::Instant::now(),
             stage: None,
+            what: String::new(),
             compiled: 0,
             expected,
             shown_tenth: 0,
         }
     }
 
-    /// Begins a stage (printed at once), with what it works on.
+    /// Begins a stage (printed at once), with what it works on; a stage goes on when it is
+    /// begun again on the same thing (the link's several LD lines), not on another (a
+    /// second package fetched).
     pub fn stage(&mut self, s: Stage, what: &str) {
-        if self.stage == Some(s) {
+        if self.stage == Some(s) && self.what == what {
             return;
         }
         self.end_line();
         self.stage = Some(s);
+        self.what = what.to_string();
         eprintln!(
             "mtex kernel build: {:<7} {what} ({:.0} s)",
             s.name(),

@@ -34,13 +34,7 @@ pub struct Tarball {
 /// Fetches `package` into `dir` (once) and returns its source tarball. Linux 7 and later come
 /// from Debian's newer suites through mtex's own apt configuration.
 pub fn fetch(package: &str, dir: &Path) -> Result<Tarball> {
-    let major: u32 = package
-        .trim_start_matches("linux-source-")
-        .split('.')
-        .next()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(0);
-    let unpacked = if major >= 7 {
+    let unpacked = if major_of(package) >= 7 {
         crate::debian::suites::Apt::new(&crate::linux::work_dir())?.fetch(package, dir)?
     } else {
         crate::debian::kernel::fetch_package_any(package, dir)?
@@ -56,6 +50,62 @@ pub fn fetch(package: &str, dir: &Path) -> Result<Tarball> {
         version: unpacked.version,
         path,
     })
+}
+
+/// Debian's own configuration of a source package's kernel, for arm64.
+#[derive(Clone, Debug)]
+pub struct DebianConfig {
+    /// `linux-config-6.12 6.12.118-1~deb12u1`.
+    pub id: String,
+    /// The `.config` text.
+    pub text: String,
+}
+
+/// The flavour of Debian's `linux-image-*-arm64` among `linux-config-X`'s files.
+const FLAVOUR: &str = "config.arm64_none_arm64.xz";
+
+/// Debian's configuration of the kernel `t` holds: `linux-config-X` at the source's own
+/// version (a configuration of another version is not that kernel's), fetched into `dir`.
+pub fn debian_config(t: &Tarball, dir: &Path) -> Result<DebianConfig> {
+    let version = t.package.trim_start_matches("linux-source-");
+    let pkg = format!("linux-config-{version}");
+    let unpacked = if major_of(&t.package) >= 7 {
+        crate::debian::suites::Apt::new(&crate::linux::work_dir())?
+            .fetch_version(&pkg, &t.version, dir)
+    } else {
+        crate::debian::kernel::fetch_arm64_version(&pkg, &t.version, dir)
+    }
+    .with_context(|| {
+        format!(
+            "Debian's configuration of {} {} is {pkg} at the same version",
+            t.package, t.version
+        )
+    })?;
+    let xz = unpacked
+        .root
+        .join(format!("usr/src/linux-config-{version}"))
+        .join(FLAVOUR);
+    let text = run(
+        Command::new("xz").arg("-dc").arg(&xz),
+        &format!("xz -dc {}", xz.display()),
+    )?;
+    if !text.contains("CONFIG_ARM64=y") {
+        bail!("{}: not an arm64 kernel configuration", xz.display());
+    }
+    Ok(DebianConfig {
+        id: format!("{pkg} {}", t.version),
+        text,
+    })
+}
+
+/// The major version of `linux-source-X.Y` (0 when it does not read).
+fn major_of(package: &str) -> u32 {
+    package
+        .trim_start_matches("linux-source-")
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0)
 }
 
 /// A build's own copy of the source at `into`: the tarball is unpacked once per version

@@ -41,7 +41,7 @@ impl<'de> serde::Deserialize<'de> for KernelRaw {
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str(
                     "a string (what `mtex linux --kernel` takes) or a table (what `mtex kernel \
-                     build` takes: source, kasan, patches, config)",
+                     build` takes: source, kasan, patches, config, debian_config)",
                 )
             }
             fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<KernelRaw, E> {
@@ -69,6 +69,8 @@ pub(super) struct BuildRaw {
     patches: Vec<String>,
     #[serde(default)]
     config: Vec<String>,
+    #[serde(default)]
+    debian_config: bool,
 }
 
 /// A kernel of the scenario: given as `--kernel` takes it, or built.
@@ -224,6 +226,7 @@ pub(super) fn kernels(
                         .iter()
                         .map(|p| PathBuf::from(path_from(p)))
                         .collect(),
+                    debian_config: b.debian_config,
                     jobs: None,
                 })
             }

@@ -46,8 +46,12 @@ fn a_scenario_reads_with_its_windows_in_order() {
     );
     assert_eq!(s.expectations[1].workload, "getpid 1000");
     assert!(
-        matches!(s.kernels["b"], KernelSpec::Build(ref a) if a.kasan.as_deref() == Some("sync"))
+        matches!(s.kernels["b"], KernelSpec::Build(ref a) if a.kasan.as_deref() == Some("sync")
+            && !a.debian_config)
     );
+    let debian = GOOD.replace("kasan = \"sync\"", "debian_config = true");
+    let s = parse_in("t.toml", "t", &debian, Path::new("/x")).unwrap();
+    assert!(matches!(s.kernels["b"], KernelSpec::Build(ref a) if a.debian_config));
 }
 
 /// Each text is refused with an error that says `want`.
