@@ -6,78 +6,9 @@ use crate::trace::Tracer;
 use mtex_abi::report::{PhasePmu, PhaseStats};
 use mtex_platform::guest_vm::GuestRam;
 use mtex_trace::predicate::Controls;
+use mtex_vm::counters::PmuFigures;
 
-/// Event counts over the whole run; a phase's figures are the difference between its end
-/// and its begin.
-#[derive(Clone, Copy, Default)]
-pub struct Counters {
-    /// Exits other than single-step exits.
-    pub exits: u64,
-    pub step_exits: u64,
-    pub exits_with_tco: u64,
-    pub sysreg_writes: u64,
-    /// Virtual interrupts injected (the guest's timer).
-    pub virqs: u64,
-    /// Guest instructions emulated after a trap; of those, PMU and debug-register accesses
-    /// and WFI/WFE.
-    pub emulated: u64,
-    pub guest_pmu_accesses: u64,
-    pub guest_debug_accesses: u64,
-    pub wfx_traps: u64,
-}
-
-impl Counters {
-    /// What happened since `earlier` (a snapshot of the same CPU's counters). Every field
-    /// is named, so that a new one cannot be left out.
-    pub fn since(&self, earlier: &Counters) -> Counters {
-        let Counters {
-            exits,
-            step_exits,
-            exits_with_tco,
-            sysreg_writes,
-            virqs,
-            emulated,
-            guest_pmu_accesses,
-            guest_debug_accesses,
-            wfx_traps,
-        } = *earlier;
-        Counters {
-            exits: self.exits - exits,
-            step_exits: self.step_exits - step_exits,
-            exits_with_tco: self.exits_with_tco - exits_with_tco,
-            sysreg_writes: self.sysreg_writes - sysreg_writes,
-            virqs: self.virqs - virqs,
-            emulated: self.emulated - emulated,
-            guest_pmu_accesses: self.guest_pmu_accesses - guest_pmu_accesses,
-            guest_debug_accesses: self.guest_debug_accesses - guest_debug_accesses,
-            wfx_traps: self.wfx_traps - wfx_traps,
-        }
-    }
-
-    /// Adds `o` to these (one CPU's share of a window to the window's).
-    pub fn add(&mut self, o: &Counters) {
-        let Counters {
-            exits,
-            step_exits,
-            exits_with_tco,
-            sysreg_writes,
-            virqs,
-            emulated,
-            guest_pmu_accesses,
-            guest_debug_accesses,
-            wfx_traps,
-        } = *o;
-        self.exits += exits;
-        self.step_exits += step_exits;
-        self.exits_with_tco += exits_with_tco;
-        self.sysreg_writes += sysreg_writes;
-        self.virqs += virqs;
-        self.emulated += emulated;
-        self.guest_pmu_accesses += guest_pmu_accesses;
-        self.guest_debug_accesses += guest_debug_accesses;
-        self.wfx_traps += wfx_traps;
-    }
-}
+pub use mtex_vm::counters::Counters;
 
 /// The phase the guest has open.
 pub struct OpenPhase {
@@ -592,10 +523,6 @@ impl Hyp {
                 (Some(a), Some(b)) => (0..3).all(|i| b[i] >= a[i]),
                 _ => true,
             };
-        let delta = |i: usize| match (p.pmu_at_begin, now) {
-            (Some(a), Some(b)) if intact => Some(b[i] - a[i]),
-            _ => None,
-        };
         let pmu = PhasePmu {
             id: p.id,
             run,
@@ -606,25 +533,17 @@ impl Hyp {
         let more = passes.more_after(pass);
         Some((
             p.id,
-            PhaseStats {
-                exits: c.exits - p.at_begin.exits,
-                step_exits: c.step_exits - p.at_begin.step_exits,
-                exits_with_tco: c.exits_with_tco - p.at_begin.exits_with_tco,
-                sysreg_writes: c.sysreg_writes - p.at_begin.sysreg_writes,
-                virqs: c.virqs - p.at_begin.virqs,
-                el2_instructions: delta(0),
-                el1_instructions: delta(1),
-                el0_instructions: delta(2),
-                el2_report_instructions: self
+            c.since(&p.at_begin).stats(PmuFigures {
+                instructions: match (p.pmu_at_begin, now) {
+                    (Some(a), Some(b)) if intact => Some([b[0] - a[0], b[1] - a[1], b[2] - a[2]]),
+                    _ => None,
+                },
+                report: self
                     .pmu
                     .filter(|_| intact)
                     .map(|_| self.report.flush_instructions - p.flush_at_begin),
-                pmu_disturbed: !intact,
-                emulated: c.emulated - p.at_begin.emulated,
-                guest_pmu_accesses: c.guest_pmu_accesses - p.at_begin.guest_pmu_accesses,
-                guest_debug_accesses: c.guest_debug_accesses - p.at_begin.guest_debug_accesses,
-                wfx_traps: c.wfx_traps - p.at_begin.wfx_traps,
-            },
+                disturbed: !intact,
+            }),
             pmu,
             more,
             watch,

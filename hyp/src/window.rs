@@ -22,9 +22,10 @@ use crate::context::GuestContext;
 use crate::state::{Counters, Hyp, Watched};
 use mtex_abi::Record;
 use mtex_abi::report::{
-    CpuTrace, GuestState, PhaseClock, PhaseEnd, PhasePmu, PhaseStats, PhaseTrace, StepEngine,
+    CpuTrace, GuestState, PhaseClock, PhaseEnd, PhasePmu, PhaseTrace, StepEngine,
 };
 use mtex_trace::counts::TraceCounts;
+use mtex_vm::counters::PmuFigures;
 use mtex_vm::window::Window;
 
 /// A window that every CPU counts, and the sums of the shares handed in.
@@ -264,26 +265,10 @@ fn finish(hyp: &mut Hyp) {
         end: true,
         guest_clock: end_time.unwrap_or(c.guest_clock),
     }));
-    let e = w.exits;
     r.send(&Record::PhaseEnd(PhaseEnd {
         id,
         ts: c.ts,
         at: c.at,
-        stats: PhaseStats {
-            exits: e.exits,
-            step_exits: e.step_exits,
-            exits_with_tco: e.exits_with_tco,
-            sysreg_writes: e.sysreg_writes,
-            virqs: e.virqs,
-            el2_instructions: None,
-            el1_instructions: None,
-            el0_instructions: None,
-            el2_report_instructions: None,
-            pmu_disturbed: false,
-            emulated: e.emulated,
-            guest_pmu_accesses: e.guest_pmu_accesses,
-            guest_debug_accesses: e.guest_debug_accesses,
-            wfx_traps: e.wfx_traps,
-        },
+        stats: w.exits.stats(PmuFigures::NONE),
     }));
 }

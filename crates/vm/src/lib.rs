@@ -1,5 +1,6 @@
 //! The hypervisor's decisions about its virtual machine, kept apart from the code that needs
-//! the CPU so that they build and are tested on the host: what a PSCI call from the guest
+//! the CPU so that they build and are tested on the host: what a CPU's exits count and a
+//! phase's figures made of them ([`counters`]), what a PSCI call from the guest
 //! does to its CPUs ([`power`]), which calls a guarded phase takes and the iterations its
 //! harness made ([`guard`]), whether a PHASE_BEGIN may open a phase and what each pass of
 //! a run is for ([`phase`]), who counts a window that every CPU counts ([`window`]), which
@@ -12,6 +13,7 @@
 
 extern crate alloc;
 
+pub mod counters;
 pub mod guard;
 pub mod guest_clock;
 pub mod heap;
