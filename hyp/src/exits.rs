@@ -20,14 +20,22 @@ const FIQ: u64 = 2;
 pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
     let (power_off, halt) = HYP.with(|hyp| {
         let esr = Esr(ESR_EL2.get());
+        // This CPU's state is looked up once for what comes before the handler, and once
+        // for what comes after it: each lookup reads TPIDR_EL2 and checks the pointer.
+        let v = hyp.vcpu();
         // A breakpoint of the TCO watch (no traced phase) is an exit of its own, not a step.
         let step = kind == SYNC
             && match esr.ec() {
                 ExceptionClass::SoftwareStepLower => true,
-                ExceptionClass::BreakpointLower => hyp.vcpu().tracer.active(),
+                ExceptionClass::BreakpointLower => v.tracer.active(),
                 _ => false,
             };
-        count_exit(hyp, ctx, step);
+        let v = if count_exit(&mut v.counters, ctx, step) {
+            check_step_bound(hyp, ctx);
+            hyp.vcpu()
+        } else {
+            v
+        };
         // An interrupt taken before the stepped instruction ran (SPSR_EL2.SS still set)
         // leaves it pending; anything else means it completed, trapped or faulted.
         let not_yet_run = kind != SYNC && ctx.spsr & spsr::SS != 0;
@@ -37,7 +45,6 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         let exception_entry = step
             && esr.ec() == ExceptionClass::SoftwareStepLower
             && !esr.step_completed_an_instruction();
-        let v = hyp.vcpu();
         if v.tracer.active() && !not_yet_run {
             let stage2_abort = kind == SYNC && esr.ec() == ExceptionClass::DataAbortLower;
             v.tracer
@@ -69,14 +76,13 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         let halt = core::mem::take(&mut f.halt_wfi);
         // A window on every CPU: this CPU joins it, or leaves it.
         crate::window::at_exit(hyp, ctx, power_off);
+        // A window stepping several CPUs keeps their guest time.
+        let member = crate::window::stepped_member(hyp);
         // The handler may have opened or closed a traced phase.
         let v = hyp.vcpu();
         if v.tracer.active() {
             v.tracer.prepare(ctx, &v.controls);
         }
-        // A window stepping several CPUs keeps their guest time.
-        let member = crate::window::stepped_member(hyp);
-        let v = hyp.vcpu();
         crate::stepped_clock::at_exit(f, member, || {
             if v.tracer.active() {
                 v.tracer.retired()
@@ -99,20 +105,19 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
     }
 }
 
+/// Counts the exit in this CPU's counters; true when the step bound is due for a check
+/// (every 1024th step through the full path: cheap enough at that rate).
 #[inline(always)]
-fn count_exit(hyp: &mut Hyp, ctx: &GuestContext, step: bool) {
-    let c = &mut hyp.vcpu().counters;
+fn count_exit(c: &mut crate::state::Counters, ctx: &GuestContext, step: bool) -> bool {
     if step {
         c.step_exits += 1;
-        // Every 1024th step through the full path: the step bound (cheap enough to check).
-        if c.step_exits & 0x3ff == 0 {
-            check_step_bound(hyp, ctx);
-        }
+        c.step_exits & 0x3ff == 0
     } else {
         c.exits += 1;
         c.exits_with_tco += ctx.state().tco as u64;
         // The trap fast path's exits are added as they are framed (`Reporter::flush`).
         RUN_EXITS.fetch_add(1, Ordering::Relaxed);
+        false
     }
 }
 
