@@ -4,7 +4,7 @@
 //! instruction); a refused one leaves a record and changes nothing.
 
 use crate::context::GuestContext;
-use crate::hypercall::{Opening, close_phase, open_phase};
+use crate::phase::{self, Opening};
 use crate::state::Hyp;
 use aarch64_cpu::registers::HPFAR_EL2;
 use mtex_abi::Record;
@@ -82,7 +82,7 @@ pub fn ring(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
                 format_args!("window {id}"),
             );
             let run = hyp.next_run;
-            open_phase(
+            phase::open(
                 hyp,
                 ctx,
                 Opening {
@@ -95,13 +95,9 @@ pub fn ring(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
                     regs8: [0; 8],
                 },
             );
-            // With other CPUs on, each counts too (`window`).
-            if hyp.cpus.on() > 1 {
-                crate::window::open(hyp, id);
-            }
         }
         Ok(Command::Close(_)) => {
-            let _ = close_phase(hyp, ctx);
+            let _ = phase::close(hyp, ctx);
         }
         Ok(Command::TakeResults) => {
             hyp.report.take_results();

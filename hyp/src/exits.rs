@@ -68,16 +68,16 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
             _ => unhandled(hyp, ctx),
         }
         // A sampled phase's unit that has retired its instructions ends here.
-        crate::sample::at_exit(hyp, ctx, exception_entry);
+        crate::phase::sample::at_exit(hyp, ctx, exception_entry);
         // Read under the lock: once it is let go, another CPU may start this one again.
         // SAFETY: this CPU's exit, holding the state; no other reference to its block.
         let f = unsafe { crate::fast_step::fast() };
         let power_off = core::mem::take(&mut f.power_off);
         let halt = core::mem::take(&mut f.halt_wfi);
         // A window on every CPU: this CPU joins it, or leaves it.
-        crate::window::at_exit(hyp, ctx, power_off);
+        crate::phase::window::at_exit(hyp, ctx, power_off);
         // A window stepping several CPUs keeps their guest time.
-        let member = crate::window::stepped_member(hyp);
+        let member = crate::phase::window::stepped_member(hyp);
         // The handler may have opened or closed a traced phase.
         let v = hyp.vcpu();
         if v.tracer.active() {
@@ -155,7 +155,7 @@ fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
         // Another CPU made this one exit (a window opened on every CPU): the access runs
         // again once the root is back.
         ExceptionClass::InstructionAbortLower | ExceptionClass::DataAbortLower
-            if crate::window::kicked_here(hyp) => {}
+            if crate::phase::window::kicked_here(hyp) => {}
         // The step itself is all: retire/prepare around this match do the work.
         ExceptionClass::SoftwareStepLower | ExceptionClass::BreakpointLower
             if hyp.vcpu().tracer.active() => {}
@@ -177,7 +177,7 @@ fn sync_exit(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
 /// WFI/WFE (HCR_EL2.TWI/TWE): the built-in guest's complete at once, as the architecture
 /// allows (a wake-up event may come at any time). A spin of WFE then advances guest time and
 /// meets the watchdog, where an untrapped one under -icount would freeze every counter.
-/// Linux's WFI traps only in a window on several CPUs (`window.rs`), and the CPU halts for
+/// Linux's WFI traps only in a window on several CPUs (`phase/window.rs`), and the CPU halts for
 /// it once this exit is over (`guest_clock::halt_for_guest_wfi`).
 fn wfx(hyp: &mut Hyp, ctx: &mut GuestContext) {
     let c = &mut hyp.vcpu().counters;

@@ -122,7 +122,7 @@ pub fn exit(hyp: &mut Hyp, ctx: &mut GuestContext) {
             // The timer's line drops before the interrupt ends.
             crate::watchdog::sample_in(None);
             GicCpuInterface::end_interrupt(id, InterruptGroup::Group0);
-            crate::sample::trigger(hyp, ctx);
+            crate::phase::sample::trigger(hyp, ctx);
         }
         Some(id) => GicCpuInterface::end_interrupt(id, InterruptGroup::Group0),
         None => {}

@@ -122,7 +122,7 @@ fn send_sgi(reg: mtex_arch::SgiReg, value: u64) {
 fn other(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr, trapped: Trapped) {
     let iss = esr.sysreg_iss();
     if matches!(trapped, Trapped::IdRead | Trapped::Debug(_)) {
-        crate::sample::note_id_debug_trap(hyp);
+        crate::phase::sample::note_id_debug_trap(hyp);
     }
     let write = (!iss.is_read).then(|| ctx.reg(iss.rt));
     let read = match (trapped, hyp.pmu) {

@@ -100,7 +100,7 @@ pub fn clear_hcrx() {
 }
 
 /// Linux mode: whether the guest's WFI traps, which it does while this CPU counts a window
-/// that other CPUs count too (`window.rs`), or a sampled window (`sample.rs`): the CPU then
+/// that other CPUs count too (`phase/window.rs`), or a sampled window (`phase/sample.rs`): the CPU then
 /// halts for it in EL2, where its clock keeps to the machine's and a sampled unit's time
 /// stands still (`guest_clock::halt_for_guest_wfi`). The exception return to the
 /// guest synchronises the change.

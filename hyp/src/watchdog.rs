@@ -149,7 +149,7 @@ pub fn irq_exit(hyp: &mut Hyp, ctx: &mut GuestContext) {
             // watchdog (its line drops) before the interrupt ends.
             sample_in(None);
             GicCpuInterface::end_interrupt(id, InterruptGroup::Group1);
-            crate::sample::trigger(hyp, ctx);
+            crate::phase::sample::trigger(hyp, ctx);
         }
         Some(id) if id == IntId::ppi(HYP_TIMER_INTID.load(Ordering::Relaxed) - 16) => {
             hyp.finish(ExitReason::Watchdog {

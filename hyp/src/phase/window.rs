@@ -19,7 +19,8 @@
 //! retried (the store is not skipped), so windows never overlap.
 
 use crate::context::GuestContext;
-use crate::state::{Counters, Hyp, Watched};
+use crate::phase::Watched;
+use crate::state::{Counters, Hyp};
 use mtex_abi::Record;
 use mtex_abi::report::{
     CpuTrace, GuestState, PhaseClock, PhaseEnd, PhasePmu, PhaseTrace, StepEngine,
@@ -192,7 +193,7 @@ pub fn close(hyp: &mut Hyp, ctx: &mut GuestContext, pmu: PhasePmu, watch: Option
     w.closing = Some(Closing {
         pmu,
         watch,
-        guest_clock: crate::hypercall::guest_clock(),
+        guest_clock: crate::phase::guest_clock(),
         ts: aarch64_cpu::registers::CNTPCT_EL0.get(),
         at: ctx.state(),
     });
@@ -247,7 +248,7 @@ fn finish(hyp: &mut Hyp) {
     let total = w.total;
     let r = &mut hyp.report;
     r.send(&Record::PhaseTrace(PhaseTrace { id, counts: total }));
-    crate::hypercall::send_trace_more(r, id, &total, true);
+    crate::phase::send_trace_more(r, id, &total, true);
     r.send(&Record::StepEngine(w.engine));
     if let Some((record, sites)) = c.watch {
         for site in sites.into_iter().flatten() {

@@ -77,7 +77,7 @@ pub fn trigger(hyp: &mut Hyp, _ctx: &mut GuestContext) {
 fn begin_unit(hyp: &mut Hyp) {
     let Some(s) = &mut hyp.sampler else { return };
     let (id, stretch) = (s.phase, s.stretch());
-    s.unit_clock = crate::hypercall::guest_clock();
+    s.unit_clock = crate::phase::guest_clock();
     hyp.vcpu().tracer.set_unit(Some(stretch));
     if !hyp.start_trace_here(id, false) {
         log::warn!("an OS lock was set at the start of a unit of sampled phase {id}; cleared");
@@ -133,7 +133,7 @@ fn send_stretch(hyp: &mut Hyp, ctx: &mut GuestContext, lead: bool) {
     // The counts SampleUnit's encoding leaves out (instructions abandoned to an exception,
     // such as the doorbell store that closes a window inside a unit) follow it in their own
     // record, as a traced phase's do.
-    crate::hypercall::send_trace_more(&mut hyp.report, record.id, &counts, false);
+    crate::phase::send_trace_more(&mut hyp.report, record.id, &counts, false);
 }
 
 /// Ends the unit being traced (or, in its lead, abandons it): its record goes out.
