@@ -34,7 +34,7 @@ impl GuestContext {
         Self {
             x,
             elr: entry,
-            spsr: 0x3c5, // D, A, I, F masked; M = EL1h
+            spsr: mtex_arch::el2_bits::spsr::EL1H_MASKED,
             _pad: 0,
         }
     }

@@ -98,6 +98,8 @@ fn timer_ppis(boot: &Boot) -> [u32; 4] {
 /// off (ICH_HCR_EL2.En = 0), so Linux's ICC_* accesses reach the physical interface.
 pub fn pass_gic_through() {
     arm_gic::gicv3::GicCpuInterface::enable_system_register_el2(true);
+    use arm_sysregs::el2::registers::IchHcrEl2;
     // SAFETY: ICH_HCR_EL2 only controls the virtual CPU interface, unused in Linux mode.
-    unsafe { core::arch::asm!("msr ich_hcr_el2, xzr", "isb") };
+    unsafe { arm_sysregs::el2::accessors::write_ich_hcr_el2(IchHcrEl2::empty()) };
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }

@@ -163,8 +163,8 @@ fn start_cpu(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
                 HDFGWTR_EL2.get(),
             ]
         }),
-        ich_hcr: read_ich_hcr(),
-        icc_sre: read_icc_sre_el2(),
+        ich_hcr: arm_sysregs::el2::accessors::read_ich_hcr_el2().bits(),
+        icc_sre: arm_sysregs::el2::accessors::read_icc_sre_el2().bits(),
         vpidr: MIDR_EL1.get(),
     };
     let at = home.boot;
@@ -257,20 +257,6 @@ fn new_home(cpu: usize, vcpu: *mut crate::state::Vcpu) -> Option<CpuHome> {
         block: block as u64,
         boot: boot as u64,
     })
-}
-
-fn read_ich_hcr() -> u64 {
-    let v: u64;
-    // SAFETY: reading ICH_HCR_EL2 has no side effects.
-    unsafe { core::arch::asm!("mrs {}, ich_hcr_el2", out(reg) v) };
-    v
-}
-
-fn read_icc_sre_el2() -> u64 {
-    let v: u64;
-    // SAFETY: reading ICC_SRE_EL2 has no side effects.
-    unsafe { core::arch::asm!("mrs {}, icc_sre_el2", out(reg) v) };
-    v
 }
 
 /// Where the firmware starts a secondary CPU: at EL2, MMU off, x0 = its `SecondaryBoot`.

@@ -42,8 +42,6 @@ pub use cpu::{block_granules, breakpoints};
 
 /// Stage-1 MAIR attribute of Tagged Normal memory.
 const ATTR_TAGGED: u8 = 0xf0;
-/// ESR_ELx DFSC of a synchronous Tag Check Fault.
-const DFSC_TAG_CHECK: u64 = 0x11;
 /// Distinct TCO-writing sites kept per phase.
 const SITES: usize = 16;
 /// Breakpoints a run uses: one per exit, plus the EL1 synchronous vectors (current EL, lower
@@ -535,14 +533,13 @@ impl Tracer {
             // (a synchronous exception on it, or an interrupt before it); an SVC, or an
             // interrupt after `p`, leaves ELR_EL1 past it and `p` completed.
             if ELR_EL1.get() == p.pc {
-                let esr = ESR_EL1.get();
-                let ec = esr >> 26;
+                let esr = mtex_arch::Esr(ESR_EL1.get());
                 let sync = off & 0x180 == 0;
-                let class = ExceptionClass::from_bits(ec as u8);
+                let class = esr.ec();
                 if sync && mtex_trace::counts::began(class) {
                     self.tally.counts_mut().note_abandoned(p.el, class);
                 }
-                if sync && (ec == 0x24 || ec == 0x25) && esr & 0x3f == DFSC_TAG_CHECK {
+                if sync && esr.is_tag_check_fault() {
                     // The access was made and its check failed: it counts as checked, and
                     // as a fault; the instruction did not complete.
                     self.tally.retire_faulted_access(p);
@@ -640,7 +637,7 @@ impl Tracer {
         if exception_entry {
             let off = ctx.elr.wrapping_sub(VBAR_EL1.get());
             if off < 0x800 && off & 0x7f == 0 {
-                let ec = (ESR_EL1.get() >> 26) as u8 & 0x3f;
+                let ec = mtex_arch::Esr(ESR_EL1.get()).ec_bits();
                 let frame = StackFrame::entry(off, ec, ctx.x[8], next);
                 cs.exception(frame, SP_EL1.get());
             }

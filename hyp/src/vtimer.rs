@@ -23,8 +23,10 @@ const LR_PRIORITY: u64 = 0xa0 << 48;
 
 /// Enables the virtual CPU interface (ICH_HCR_EL2.En), so list registers are delivered.
 pub fn init() {
+    use arm_sysregs::el2::registers::IchHcrEl2;
     // SAFETY: ICH_HCR_EL2 only controls the guest's virtual CPU interface.
-    unsafe { core::arch::asm!("msr ich_hcr_el2, {}", "isb", in(reg) 1u64) };
+    unsafe { arm_sysregs::el2::accessors::write_ich_hcr_el2(IchHcrEl2::EN) };
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }
 
 /// The guest's virtual timer fired: mask it at the source and make it pending in LR0, as the

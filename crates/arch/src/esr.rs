@@ -84,6 +84,10 @@ impl ExceptionClass {
 /// ESR_ELx.EC of a trapped MSR, MRS or System instruction (EC 0x18).
 pub const EC_SYSREG_TRAP: u8 = 0x18;
 
+/// ISS.DFSC of a data abort, bits 5:0, and its value for a synchronous Tag Check Fault.
+pub const DFSC_MASK: u64 = 0x3f;
+pub const DFSC_TAG_CHECK: u64 = 0b01_0001;
+
 /// ESR_ELx.IL, bit 25: the trapped instruction was 32 bits long.
 pub const ESR_IL: u64 = 1 << 25;
 
@@ -128,6 +132,15 @@ impl Esr {
     /// The ISS of a data abort (EC 0x24/0x25).
     pub const fn data_abort_iss(self) -> DataAbortIss {
         DataAbortIss(self.iss())
+    }
+
+    /// A synchronous Tag Check Fault: a data abort (from the lower EL or the same one, as
+    /// the EL that took it sees them) whose DFSC (ISS bits 5:0) is 0b010001.
+    pub const fn is_tag_check_fault(self) -> bool {
+        matches!(
+            self.ec(),
+            ExceptionClass::DataAbortLower | ExceptionClass::DataAbortSame
+        ) && self.0 & DFSC_MASK == DFSC_TAG_CHECK
     }
 
     /// For a Software Step exception (EC 0x32): ISS.ISV, bit 24. It is 1 when an instruction
@@ -294,6 +307,18 @@ mod tests {
             crate::SysReg::from_encoding(s.encoding()),
             Some(crate::SysReg::TcrEl1)
         );
+    }
+
+    #[test]
+    fn a_tag_check_fault_is_a_data_abort_with_its_own_status_code() {
+        // EC 0x24 (from EL0, as EL1 sees it) and 0x25 (from EL1), IL set, DFSC 0b010001.
+        assert!(Esr(0x9200_0011).is_tag_check_fault());
+        assert!(Esr(0x9600_0011).is_tag_check_fault());
+        // A translation fault (DFSC 0b000111) is not one, nor an instruction abort or an
+        // SVC with the same low bits.
+        assert!(!Esr(0x9600_0007).is_tag_check_fault());
+        assert!(!Esr(0x8600_0011).is_tag_check_fault());
+        assert!(!Esr(0x5600_0011).is_tag_check_fault());
     }
 
     #[test]

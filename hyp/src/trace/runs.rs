@@ -45,8 +45,7 @@ impl Tracer {
         let abandoned_to = if stage2_abort {
             Some(ExceptionClass::DataAbortLower)
         } else if at_sync_vector {
-            Some(ExceptionClass::from_bits((ESR_EL1.get() >> 26) as u8))
-                .filter(|&ec| mtex_trace::counts::began(ec))
+            Some(mtex_arch::Esr(ESR_EL1.get()).ec()).filter(|&ec| mtex_trace::counts::began(ec))
         } else {
             None
         };
@@ -532,9 +531,7 @@ fn access_faulted(tally: &mut Tally, p: &Pending) {
     if ELR_EL1.get() != p.pc {
         return;
     }
-    let esr = ESR_EL1.get();
-    let ec = esr >> 26;
-    if (ec == 0x24 || ec == 0x25) && esr & 0x3f == DFSC_TAG_CHECK {
+    if mtex_arch::Esr(ESR_EL1.get()).is_tag_check_fault() {
         tally.retire_faulted_access(p);
         if !(p.read.views().architectural || p.write.views().architectural) {
             tally.counts_mut().unexpected_tag_check_faults += 1;
