@@ -19,7 +19,6 @@ use mtex_arch::el2_bits::{mdcr, mdscr, spsr};
 use mtex_arch::esr::ExceptionClass;
 use mtex_arch::mte_bits::par;
 use mtex_platform::guest_vm::GuestRam;
-use mtex_trace::EXCLUSIVE_RETRIES;
 use mtex_trace::callstack::{CallStack, ROOT, StackFrame};
 use mtex_trace::counts::{BlockGranules, Effect, Pending, Tally, TraceCounts};
 use mtex_trace::decode::Flow;
@@ -55,12 +54,8 @@ const NO_RUN_SLOTS: usize = 1024;
 
 pub struct Tracer {
     active: bool,
-    exclusive_pc: u64,
-    exclusive_retries: u32,
-    /// The pending instruction is a store-exclusive: its PC and status register.
-    stxr_status: Option<(u64, u8)>,
-    /// The instruction just retired was a store-exclusive that failed (status 1).
-    failed_stxr: Option<(u64, u8)>,
+    /// Store-exclusive retry loops, which stepping never lets succeed (`exclusive.rs`).
+    exclusive: mtex_trace::exclusive::RetryGuard,
     /// What the Arm ARM leaves to the CPU about the pending instruction (`impdef.rs`).
     impdef: impdef::Watch,
     /// Runs were asked for (`mtex.runs=1`) and the CPU has the breakpoints they need.
@@ -154,10 +149,7 @@ impl Tracer {
         let fast = step == mtex_abi::options::StepMode::Fast;
         Self {
             active: false,
-            exclusive_pc: 0,
-            exclusive_retries: 0,
-            stxr_status: None,
-            failed_stxr: None,
+            exclusive: Default::default(),
             impdef: impdef::Watch::default(),
             runs_enabled: fast && runs && breakpoints() >= RUN_BREAKPOINTS,
             fast_enabled: fast,
@@ -567,9 +559,8 @@ impl Tracer {
             });
             return true;
         }
-        if let Some((pc, 31)) = self.stxr_status
-            && pc == p.pc
-        {
+        let stxr_status = self.exclusive.store_exclusive_at(p.pc);
+        if stxr_status == Some(31) {
             // Status discarded (Ws = WZR): whether it wrote cannot be known, so its access is
             // not judged, and the report says so (`unknown_mem`), never a guess.
             self.tally.retire(&Pending {
@@ -578,15 +569,14 @@ impl Tracer {
             });
             return true;
         }
-        if let Some((pc, rs)) = self.stxr_status
-            && pc == p.pc
+        if let Some(rs) = stxr_status
             && ctx.reg(rs) != 0
         {
             // A store-exclusive that failed makes no access (the pseudocode writes memory
             // only when the monitors pass), so it is counted as executed but not as a write,
             // checked or not. (Whether a failing one is Tag Checked anyway is IMPLEMENTATION
             // DEFINED; QEMU checks it. Taken here: no access, no check.)
-            self.failed_stxr = Some((pc, rs));
+            self.exclusive.failed_at(p.pc, rs);
             self.tally.counts_mut().failed_store_exclusives += 1;
             self.tally.retire(&Pending {
                 effect: Effect::None,

@@ -5,7 +5,8 @@
 //! - [`counts`]: what a traced phase adds up, in the architectural, TCF-elided and
 //!   counterfactual views;
 //! - [`profile`]: the same counts by PC;
-//! - [`callstack`]: the kernel's call stacks, from the calls and returns the engine steps.
+//! - [`callstack`]: the kernel's call stacks, from the calls and returns the engine steps;
+//! - [`exclusive`]: store-exclusive retry loops, which stepping never lets succeed.
 //!
 //! The hypervisor's step handler only reads registers and calls into this crate.
 #![no_std]
@@ -14,6 +15,7 @@ pub mod callstack;
 pub mod clock_read;
 pub mod counts;
 pub mod decode;
+pub mod exclusive;
 pub mod maintenance;
 pub mod predicate;
 pub mod profile;

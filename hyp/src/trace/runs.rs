@@ -168,7 +168,7 @@ impl Tracer {
         if failed {
             self.exclusive_failed(ctx);
         } else if self.plans[self.run_slot].exclusive_store.is_some() {
-            self.exclusive_retries = 0;
+            self.exclusive.run_succeeded();
         }
         at_sync_vector
     }
@@ -178,8 +178,7 @@ impl Tracer {
     /// guest's sequence cannot succeed as planned: after `EXCLUSIVE_RETRIES` in a row the run
     /// ends with a record, never a spin.
     fn exclusive_failed(&mut self, ctx: &GuestContext) {
-        self.exclusive_retries += 1;
-        if self.exclusive_retries > EXCLUSIVE_RETRIES {
+        if self.exclusive.run_failed() {
             crate::report::die(mtex_abi::report::ExitReason::TraceUnsupported {
                 at: ctx.state(),
                 reason: mtex_abi::report::Message::truncated(
