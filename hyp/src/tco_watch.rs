@@ -5,24 +5,20 @@
 //! as it has breakpoints. A hit is emulated — PSTATE.TCO written in SPSR_EL2, the instruction
 //! skipped — and counted with its value: no stepping.
 //!
-//! What it cannot see, it says: sites past [`TCO_WATCH_SITES`] (`unwatched`), and a watched
+//! What it cannot see, it says: sites past `TCO_WATCH_SITES` (`unwatched`), and a watched
 //! site whose code was rewritten (`lost`). Only the guest image is scanned: code the guest
 //! writes elsewhere at run time is not.
 
 use crate::context::GuestContext;
 use crate::debug::{BCR_ENABLED, BREAKPOINTS_USED, set_breakpoint};
 use aarch64_cpu::registers::{MDCR_EL2, MDSCR_EL1, SCTLR_EL1, TCR_EL1, TTBR0_EL1, TTBR1_EL1};
-use mtex_abi::report::{TCO_WATCH_SITES, TcoSite, TcoWatch};
+use mtex_abi::report::{TcoSite, TcoWatch};
 use mtex_arch::el2_bits::{mdcr, mdscr, spsr};
 use mtex_arch::stage1::WalkError;
 use mtex_platform::guest_vm::GuestRam;
 use mtex_trace::decode::{self, Insn};
+use mtex_vm::tco_scan::Scan;
 use tock_registers::interfaces::{Readable, Writeable};
-
-/// Most executable pages one scan reads (a guest mapping its whole RAM executable would
-/// otherwise cost seconds): past it, the scan stops and its sites are all `unwatched` counts
-/// can say.
-const MAX_PAGES: u32 = 4096;
 
 /// Integers any bit pattern is valid for: what guest memory is read as.
 trait Word: Copy {}
@@ -41,91 +37,31 @@ fn read_guest<T: Word>(ram: GuestRam, ipa: u64) -> Option<T> {
     Some(unsafe { core::ptr::read_volatile(pa as *const T) })
 }
 
-/// The MSR TCO sites of the guest image's executable mappings, as one scan found them.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Scan {
-    sites: [u64; TCO_WATCH_SITES],
-    n: usize,
-    /// Sites past [`TCO_WATCH_SITES`], pages past [`MAX_PAGES`], halves not walked.
-    unwatched: u32,
-    pages: u32,
-}
-
-impl Scan {
-    const EMPTY: Self = Self {
-        sites: [0; TCO_WATCH_SITES],
-        n: 0,
-        unwatched: 0,
-        pages: 0,
-    };
-
-    /// Scans the image (`(IPA, bytes)` in `ram`) through the address spaces live now.
-    fn of(ram: GuestRam, (image, size): (u64, u64)) -> Self {
-        let mut scan = Self::EMPTY;
-        let read = |ipa: u64| read_guest::<u64>(ram, ipa);
+/// Scans the image (`(IPA, bytes)` in `ram`) through the address spaces live now: the walk
+/// and the reads are here, what they find is `mtex_vm::tco_scan`'s.
+fn scan_image(ram: GuestRam, image: (u64, u64)) -> Scan {
+    let mut scan = Scan::EMPTY;
+    let word = |ipa: u64| read_guest::<u32>(ram, ipa);
+    if SCTLR_EL1.get() & 1 == 0 {
+        // MMU off: the image runs at its guest addresses.
+        scan.mapping((image.0, image.0, image.1), image, word);
+        return scan;
+    }
+    let read = |ipa: u64| read_guest::<u64>(ram, ipa);
+    let tcr = TCR_EL1.get();
+    let mut unreadable = 0;
+    for (upper, ttbr) in [(true, TTBR1_EL1.get()), (false, TTBR0_EL1.get())] {
         let mut found = |leaf: mtex_arch::stage1::Leaf| {
-            // The part of the leaf that maps the image, page by page.
-            let (lo, hi) = (
-                leaf.ipa.max(image),
-                (leaf.ipa + leaf.size).min(image + size),
-            );
-            for page in ((lo & !0xfff)..hi).step_by(0x1000) {
-                if scan.pages == MAX_PAGES {
-                    scan.unwatched += 1;
-                    return;
-                }
-                scan.pages += 1;
-                let va_page = leaf.va + (page - leaf.ipa);
-                for off in (0..0x1000).step_by(4) {
-                    let Some(word) = read_guest::<u32>(ram, page + off) else {
-                        break;
-                    };
-                    // Cheap test first (the scan reads every word of the image): MSR
-                    // (immediate or register) has 0xd5 in its top byte; the decoder decides.
-                    if word >> 24 == 0xd5
-                        && matches!(
-                            decode::decode(word),
-                            Insn::MsrTcoImm(_) | Insn::MsrTcoReg(_)
-                        )
-                    {
-                        scan.add(va_page + off);
-                    }
-                }
-            }
+            scan.mapping((leaf.va, leaf.ipa, leaf.size), image, word)
         };
-        if SCTLR_EL1.get() & 1 == 0 {
-            // MMU off: the image runs at its guest addresses.
-            found(mtex_arch::stage1::Leaf {
-                va: image,
-                ipa: image,
-                size,
-            });
-            return scan;
+        match mtex_arch::stage1::executable_leaves(tcr, ttbr, upper, read, &mut found) {
+            Ok(_) | Err(WalkError::Disabled) => {}
+            // A half this walk cannot read may hold sites: the count says so.
+            Err(_) => unreadable += 1,
         }
-        let tcr = TCR_EL1.get();
-        let mut unreadable = 0;
-        for (upper, ttbr) in [(true, TTBR1_EL1.get()), (false, TTBR0_EL1.get())] {
-            match mtex_arch::stage1::executable_leaves(tcr, ttbr, upper, read, &mut found) {
-                Ok(_) | Err(WalkError::Disabled) => {}
-                // A half this walk cannot read may hold sites: the count says so.
-                Err(_) => unreadable += 1,
-            }
-        }
-        scan.unwatched += unreadable;
-        scan
     }
-
-    fn add(&mut self, va: u64) {
-        if self.sites[..self.n].contains(&va) {
-            return;
-        }
-        if self.n == TCO_WATCH_SITES {
-            self.unwatched += 1;
-            return;
-        }
-        self.sites[self.n] = va;
-        self.n += 1;
-    }
+    scan.unwatched += unreadable;
+    scan
 }
 
 /// A watched site: its address, and how often each value was written there.
@@ -173,17 +109,17 @@ impl Watcher {
     /// live now) and returns how many passes watching them takes (0 when off).
     pub fn scan(&mut self) -> u8 {
         self.scan = if self.enabled {
-            Scan::of(self.ram, self.image)
+            scan_image(self.ram, self.image)
         } else {
             Scan::EMPTY
         };
         log::info!(
             "TCO watch: {} sites ({} more not kept) in {} executable image pages",
-            self.scan.n,
+            self.scan.sites().len(),
             self.scan.unwatched,
             self.scan.pages
         );
-        self.scan.n.div_ceil(Self::per_pass()) as u8
+        self.scan.passes(Self::per_pass())
     }
 
     /// Watches the `k`-th group of sites (0-based) in phase `id`. The guest is scanned
@@ -192,21 +128,21 @@ impl Watcher {
     pub fn arm(&mut self, id: u32, k: usize) {
         let per = Self::per_pass();
         let scan = &self.scan;
-        let first = (k * per).min(scan.n);
-        let n = (scan.n - first).min(per);
+        let group = scan.group(k, per);
+        let n = group.len();
         self.record = TcoWatch {
             id,
-            sites: scan.n as u32,
+            sites: scan.sites().len() as u32,
             unwatched: scan.unwatched,
-            first: first as u32,
+            first: k.saturating_mul(per).min(scan.sites().len()) as u32,
             watched: n as u32,
             pages: scan.pages,
-            moved: Scan::of(self.ram, self.image) != *scan,
+            moved: scan_image(self.ram, self.image) != *scan,
             ..TcoWatch::default()
         };
         self.watched = [Site::default(); BREAKPOINTS_USED];
         for i in 0..per {
-            let va = if i < n { self.scan.sites[first + i] } else { 0 };
+            let va = self.scan.group(k, per).get(i).copied().unwrap_or(0);
             self.watched[i] = Site { va, writes: [0; 2] };
             set_breakpoint(i, va, if i < n { BCR_ENABLED } else { 0 });
         }

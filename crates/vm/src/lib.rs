@@ -5,7 +5,8 @@
 //! harness made ([`guard`]), whether a PHASE_BEGIN may open a phase and what each pass of
 //! a run is for ([`phase`]), who counts a window that every CPU counts ([`window`]), which
 //! emulation a trapped MSR or MRS takes and what a control write leaves ([`sysreg`]), what the
-//! guest reads back of the records ([`results`]), when a sampled phase traces ([`sample`]), which part of the counter is the hypervisor's
+//! guest reads back of the records ([`results`]), when a sampled phase traces ([`sample`]), which MSR TCO sites the TCO watch takes
+//! ([`tco_scan`]), which part of the counter is the hypervisor's
 //! time and how each CPU's guest clock follows the machine's ([`guest_clock`]). The
 //! hypervisor applies a decision (starts a physical CPU, answers the guest); it does not make
 //! it.
@@ -23,4 +24,5 @@ pub mod results;
 pub mod sample;
 pub mod stepped_clock;
 pub mod sysreg;
+pub mod tco_scan;
 pub mod window;
