@@ -101,16 +101,19 @@ pub fn resume(r: &mtex_platform::firmware_el1::Resume) -> ! {
     // The firmware reached the GIC's CPU interface through system registers at EL2
     // (ICC_SRE_EL2.SRE); at EL1 that takes ICC_SRE_EL1.SRE too (set before EL1's MMU and
     // the rest, which it does not affect).
-    // SAFETY: only selects the system-register interface for EL1, which the firmware and
-    // Linux both use; the GIC's state is untouched.
-    unsafe {
-        core::arch::asm!("mrs {t}, icc_sre_el1", "orr {t}, {t}, #1", "msr icc_sre_el1, {t}", "isb", t = out(reg) _)
-    };
+    {
+        use arm_sysregs::el1::accessors::{read_icc_sre_el1, write_icc_sre_el1};
+        use arm_sysregs::el1::registers::IccSreEl1;
+        // SAFETY: only selects the system-register interface for EL1, which the firmware and
+        // Linux both use; the GIC's state is untouched.
+        unsafe { write_icc_sre_el1(read_icc_sre_el1() | IccSreEl1::SRE) };
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    }
     SCTLR_EL1.set(r.sctlr_el1);
     el2_for_el1();
     let mut ctx = GuestContext::boot(r.pc, 0);
     if r.spsel == 0 {
-        ctx.spsr = 0x3c4; // D, A, I, F masked; M = EL1t
+        ctx.spsr = mtex_arch::el2_bits::spsr::EL1T_MASKED;
     }
     let ctx = alloc::boxed::Box::leak(alloc::boxed::Box::new(ctx));
     crate::guest_clock::start();
@@ -135,7 +138,7 @@ fn el2_for_el1() {
     let tz = if has_sve { 0 } else { cptr::TZ };
     CPTR_EL2.set(cptr::RES1 | tz | cptr::TSM);
     VMPIDR_EL2.set(MPIDR_EL1.get());
-    // SAFETY: VPIDR_EL2 only sets what the guest reads as MIDR_EL1 (no aarch64-cpu accessor).
-    unsafe { core::arch::asm!("msr vpidr_el2, {}", in(reg) MIDR_EL1.get()) };
+    use arm_sysregs::el2::registers::VpidrEl2;
+    arm_sysregs::el2::accessors::write_vpidr_el2(VpidrEl2::from_bits_retain(MIDR_EL1.get()));
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }

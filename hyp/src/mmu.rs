@@ -282,10 +282,7 @@ fn activate_stage2(
 
 /// CTR_EL0.DminLine: the smallest data cache line, in bytes.
 fn dcache_line() -> usize {
-    let ctr: u64;
-    // SAFETY: reading CTR_EL0 has no side effects.
-    unsafe { core::arch::asm!("mrs {}, ctr_el0", out(reg) ctr) };
-    4usize << ((ctr >> 16) & 0xf)
+    4usize << arm_sysregs::el0::accessors::read_ctr_el0().dminline()
 }
 
 /// Runs one data-cache maintenance instruction over every line of `r`, then a DSB.

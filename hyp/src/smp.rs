@@ -316,12 +316,17 @@ extern "C" fn secondary_main(boot: &'static SecondaryBoot) -> ! {
     // Its guest starts on the machine's clock (`guest_clock.rs`).
     CNTVOFF_EL2.set(crate::guest_clock::machine_offset());
     VMPIDR_EL2.set(MPIDR_EL1.get());
-    // SAFETY: these set only what the guest reads as MIDR_EL1, whether EL1 may use the GIC's
-    // system registers, and the virtual CPU interface: as on the boot CPU.
-    unsafe {
-        core::arch::asm!("msr vpidr_el2, {}", in(reg) boot.vpidr);
-        core::arch::asm!("msr icc_sre_el2, {}", "isb", in(reg) boot.icc_sre);
-        core::arch::asm!("msr ich_hcr_el2, {}", in(reg) boot.ich_hcr);
+    {
+        use arm_sysregs::el2::accessors::{write_icc_sre_el2, write_ich_hcr_el2, write_vpidr_el2};
+        use arm_sysregs::el2::registers::{IccSreEl2, IchHcrEl2, VpidrEl2};
+        write_vpidr_el2(VpidrEl2::from_bits_retain(boot.vpidr));
+        // SAFETY: these set only whether EL1 may use the GIC's system registers and the
+        // virtual CPU interface: as on the boot CPU.
+        unsafe {
+            write_icc_sre_el2(IccSreEl2::from_bits_retain(boot.icc_sre));
+            aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+            write_ich_hcr_el2(IchHcrEl2::from_bits_retain(boot.ich_hcr));
+        }
     }
     crate::debug::init();
     // The guest's EL1 state as PSCI leaves it: MMU and caches off.

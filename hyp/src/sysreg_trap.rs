@@ -104,16 +104,21 @@ impl El1Registers for ThisCpu {
 /// Sends the SGI a trapped write asked for, as the guest's MSR would have: the value is the
 /// guest's own (targets, INTID, routing mode), written from EL2 to the physical interface.
 fn send_sgi(reg: mtex_arch::SgiReg, value: u64) {
+    use arm_sysregs::el1::accessors::{
+        write_icc_asgi1r_el1, write_icc_sgi0r_el1, write_icc_sgi1r_el1,
+    };
+    use arm_sysregs::el1::registers::IccAsgi1rEl1;
     use mtex_arch::SgiReg;
-    // SAFETY: SGI generation registers only raise interrupts, which Linux (the guest that
-    // asked) takes; no memory is touched. The ISB makes the write take effect before ERET.
-    unsafe {
-        match reg {
-            SgiReg::Sgi1r => core::arch::asm!("msr icc_sgi1r_el1, {}", "isb", in(reg) value),
-            SgiReg::Asgi1r => core::arch::asm!("msr icc_asgi1r_el1, {}", "isb", in(reg) value),
-            SgiReg::Sgi0r => core::arch::asm!("msr icc_sgi0r_el1, {}", "isb", in(reg) value),
-        }
+    // SGI generation registers only raise interrupts, which Linux (the guest that asked)
+    // takes; no memory is touched.
+    let value = IccAsgi1rEl1::from_bits_retain(value);
+    match reg {
+        SgiReg::Sgi1r => write_icc_sgi1r_el1(value),
+        SgiReg::Asgi1r => write_icc_asgi1r_el1(value),
+        SgiReg::Sgi0r => write_icc_sgi0r_el1(value),
     }
+    // The write takes effect before the ERET.
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }
 
 /// A trapped access to a PMU, debug or ID register.

@@ -97,8 +97,9 @@ fn set_timer() {
 }
 
 fn set_cval(at: u64) {
-    // SAFETY: CNTHP_CVAL_EL2 only sets when the EL2 timer fires (aarch64-cpu has no accessor).
-    unsafe { core::arch::asm!("msr cnthp_cval_el2, {}", "isb", in(reg) at) };
+    use arm_sysregs::el2::registers::CnthpCvalEl2;
+    arm_sysregs::el2::accessors::write_cnthp_cval_el2(CnthpCvalEl2::from_bits_retain(at));
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }
 
 /// When the next sampled unit is due, as a counter value with the hypervisor's time up to now

@@ -24,6 +24,10 @@ pub mod spsr {
     pub const TCO: u64 = SpsrEl2::TCO.bits();
     /// M[3:0] of EL1 with its own stack pointer (EL1h).
     pub const M_EL1H: u8 = 0b0101;
+    /// M[3:0] of EL1 with SP_EL0 (EL1t).
+    pub const M_EL1T: u8 = 0b0100;
+    /// What a guest CPU resumed on SP_EL0 starts with: EL1t, with D, A, I and F masked.
+    pub const EL1T_MASKED: u64 = EL1H_MASKED & !0xf | M_EL1T as u64;
     /// What a guest CPU starts with: EL1h, with D, A, I and F masked.
     pub const EL1H_MASKED: u64 = SpsrEl2::D
         .union(SpsrEl2::A)
@@ -142,6 +146,7 @@ mod tests {
         assert_eq!(spsr::TCO, 1 << 25);
         // D A I F (bits 9:6) and M[3:0] = EL1h (Arm ARM C5.2.19).
         assert_eq!(spsr::EL1H_MASKED, 0b11_1100_0101);
+        assert_eq!(spsr::EL1T_MASKED, 0b11_1100_0100);
         // MDSCR_EL1: SS 0, KDE 13, MDE 15.
         assert_eq!((mdscr::SS, mdscr::KDE, mdscr::MDE), (1, 1 << 13, 1 << 15));
         // MDCR_EL2.TDE 8; HFGWTR_EL2.SCTLR_EL1 29, TCR_EL1 32; CPTR_EL2 TZ 8, TSM 12;
