@@ -27,7 +27,9 @@ pub mod spsr {
     /// M[3:0] of EL1 with SP_EL0 (EL1t).
     pub const M_EL1T: u8 = 0b0100;
     /// What a guest CPU resumed on SP_EL0 starts with: EL1t, with D, A, I and F masked.
-    pub const EL1T_MASKED: u64 = EL1H_MASKED & !0xf | M_EL1T as u64;
+    pub const EL1T_MASKED: u64 = SpsrEl2::from_bits_retain(EL1H_MASKED)
+        .with_m_3_0(M_EL1T)
+        .bits();
     /// What a guest CPU starts with: EL1h, with D, A, I and F masked.
     pub const EL1H_MASKED: u64 = SpsrEl2::D
         .union(SpsrEl2::A)
