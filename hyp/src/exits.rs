@@ -53,9 +53,9 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         if v.tracer.active() {
             // Before anything this exit does reads the guest's time (the inert steps the
             // fast path retired since the last full exit included).
-            // SAFETY: this CPU's exit, holding the state; no other reference to its block.
-            let f = unsafe { crate::fast_step::fast() };
-            crate::stepped_clock::note_retired(f, || v.tracer.retired());
+            crate::stepped_clock::note_retired(&mut crate::fast_step::this_cpu(), |f| {
+                v.tracer.retired_with(f)
+            });
         }
         match kind {
             SYNC => sync_exit(hyp, ctx, esr),
@@ -70,10 +70,13 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         // A sampled phase's unit that has retired its instructions ends here.
         crate::phase::sample::at_exit(hyp, ctx, exception_entry);
         // Read under the lock: once it is let go, another CPU may start this one again.
-        // SAFETY: this CPU's exit, holding the state; no other reference to its block.
-        let f = unsafe { crate::fast_step::fast() };
-        let power_off = core::mem::take(&mut f.power_off);
-        let halt = core::mem::take(&mut f.halt_wfi);
+        let (power_off, halt) = {
+            let mut f = crate::fast_step::this_cpu();
+            (
+                core::mem::take(&mut f.power_off),
+                core::mem::take(&mut f.halt_wfi),
+            )
+        };
         // A window on every CPU: this CPU joins it, or leaves it.
         crate::phase::window::at_exit(hyp, ctx, power_off);
         // A window stepping several CPUs keeps their guest time.
@@ -83,9 +86,9 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         if v.tracer.active() {
             v.tracer.prepare(ctx, &v.controls);
         }
-        crate::stepped_clock::at_exit(f, member, || {
+        crate::stepped_clock::at_exit(&mut crate::fast_step::this_cpu(), member, |f| {
             if v.tracer.active() {
-                v.tracer.retired()
+                v.tracer.retired_with(f)
             } else {
                 0
             }
@@ -134,8 +137,7 @@ fn check_step_bound(hyp: &mut Hyp, ctx: &GuestContext) {
     if hyp.linux {
         return;
     }
-    // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-    let steps = hyp.vcpu().counters.step_exits + unsafe { crate::fast_step::fast() }.steps;
+    let steps = hyp.vcpu().counters.step_exits + crate::fast_step::this_cpu().steps;
     let ticks = hyp
         .watchdog_ms
         .saturating_mul(crate::watchdog::counter_hz())
@@ -185,8 +187,7 @@ fn wfx(hyp: &mut Hyp, ctx: &mut GuestContext) {
     c.emulated += 1;
     ctx.skip_instruction();
     if hyp.linux {
-        // SAFETY: this CPU's exit, holding the state; no other reference to its block.
-        unsafe { crate::fast_step::fast() }.halt_wfi = true;
+        crate::fast_step::this_cpu().halt_wfi = true;
     }
 }
 

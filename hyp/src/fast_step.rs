@@ -15,15 +15,19 @@
 
 use aarch64_cpu::registers::TPIDR_EL2;
 use core::arch::global_asm;
+use core::cell::{RefCell, RefMut};
 use core::mem::{offset_of, size_of};
+use core::sync::atomic::{AtomicUsize, Ordering};
 use mtex_arch::SysReg;
 use mtex_arch::esr::ISS_RT_MASK;
+use percore::{ExceptionFree, ExceptionLock};
 use tock_registers::interfaces::{Readable, Writeable};
 
 /// One CPU's state shared by its fast paths and `trace.rs`, reached through TPIDR_EL2 (the
-/// vectors need it before any register is free to find it otherwise). Written by Rust only
-/// inside that CPU's exits, read and written by its fast paths while its vCPU is stopped:
-/// one CPU's exits never run concurrently with each other, and no CPU reaches another's.
+/// vectors need it before any register is free to find it otherwise). Rust reaches it only
+/// through [`this_cpu`], inside that CPU's exits; its fast paths read and write it while no
+/// Rust code of that CPU runs: one CPU's exits never run concurrently with each other, and
+/// no CPU reaches another's (but for [`FastStep::published_len`] at the run's end).
 #[repr(C)]
 pub struct FastStep {
     /// 1 while the pending instruction is inert (the fast path may retire it).
@@ -98,7 +102,7 @@ const _: () = assert!(offset_of!(FastStep, inert_el1) == 72);
 const _: () = assert!(offset_of!(FastStep, exit_ts) == 80);
 
 /// Gives this CPU its fast-path state and trap ring, and points TPIDR_EL2 at them. Once,
-/// first thing at EL2 on the boot CPU: before it, [`fast`] has nothing to reach.
+/// first thing at EL2 on the boot CPU: before it, [`this_cpu`] has nothing to reach.
 pub fn install_this_cpu() {
     install(new_block(0, core::ptr::null_mut()).expect("memory for the boot CPU's block"));
 }
@@ -108,24 +112,68 @@ pub fn install(block: *mut FastStep) {
     TPIDR_EL2.set(block as u64);
 }
 
+/// A CPU's block as allocated: its [`FastStep`] in a cell that lends it to one borrower at a
+/// time, valid while exceptions are masked (RF-A's pattern, through `percore`).
+type BlockCell = ExceptionLock<RefCell<FastStep>>;
+
+/// Where a [`FastStep`] sits in its [`BlockCell`], in bytes: TPIDR_EL2 points at the FastStep
+/// itself (the assembly's offsets are its fields'), and [`this_cpu`] steps back to the cell.
+/// `RefCell`'s layout is the compiler's to choose, so the offset is measured at the first
+/// block made (every block has the same) rather than assumed.
+static FAST_IN_CELL: AtomicUsize = AtomicUsize::new(usize::MAX);
+
 /// A CPU's fast-path state and trap ring, from the heap (leaked: a CPU keeps them for the
-/// run), with the trap fast path off.
+/// run), with the trap fast path off. Returns the FastStep's address (for TPIDR_EL2).
 pub fn new_block(cpu: usize, vcpu: *mut crate::state::Vcpu) -> Option<*mut FastStep> {
     use alloc::alloc::{Layout, alloc, alloc_zeroed};
     // SAFETY: a layout of non-zero size; all zeroes is a valid TrapRing (plain integers).
     let ring = unsafe { alloc_zeroed(Layout::new::<TrapRing>()) }.cast::<TrapRing>();
-    // SAFETY: a layout of non-zero size; the block is written below before any use.
-    let f = unsafe { alloc(Layout::new::<FastStep>()) }.cast::<FastStep>();
-    if ring.is_null() || f.is_null() {
+    // SAFETY: a layout of non-zero size; the cell is written below before any use.
+    let cell = unsafe { alloc(Layout::new::<BlockCell>()) }.cast::<BlockCell>();
+    if ring.is_null() || cell.is_null() {
         return None;
     }
-    // SAFETY: `f` is fresh memory for one FastStep, this CPU's alone.
-    let block = unsafe {
-        f.write(fresh(ring, cpu, vcpu));
-        &mut *f
-    };
+    let mut block = fresh(ring, cpu, vcpu);
     block.init_trap_ring();
+    // SAFETY: `cell` is fresh memory for one BlockCell, this CPU's alone.
+    let f = unsafe {
+        cell.write(ExceptionLock::new(RefCell::new(block)));
+        (*cell).as_ptr()
+    };
+    let offset = f as usize - cell as usize;
+    let was = FAST_IN_CELL.swap(offset, Ordering::Relaxed);
+    assert!(was == usize::MAX || was == offset, "blocks laid out alike");
     Some(f)
+}
+
+/// This CPU has its block: [`this_cpu`] may be called (false only in a panic before the boot
+/// CPU's `install_this_cpu`).
+pub fn has_block() -> bool {
+    FAST_IN_CELL.load(Ordering::Relaxed) != usize::MAX
+}
+
+/// Borrows this CPU's fast-path state until the guard drops. Panics if this CPU has it
+/// borrowed already (a caller up the stack holds it: a bug, never aliasing).
+///
+/// Only on a CPU that ran [`install_this_cpu`] or [`install`].
+#[inline(always)]
+pub fn this_cpu() -> RefMut<'static, FastStep> {
+    let fast = TPIDR_EL2.get() as usize;
+    // SAFETY: TPIDR_EL2 holds the FastStep of this CPU's block (`install`), which lies
+    // `FAST_IN_CELL` bytes into its cell (`new_block`); blocks are leaked, so the cell lives
+    // as long as the hypervisor. Only a shared reference is made: the cell lends the state.
+    let cell = unsafe { &*((fast - FAST_IN_CELL.load(Ordering::Relaxed)) as *const BlockCell) };
+    cell.borrow_mut(el2_masked())
+}
+
+/// The proof that no exception can interrupt the code holding it: EL2 code runs with every
+/// asynchronous exception masked, always. Its first instruction masks them (`entry.rs`,
+/// `smp.rs`), an exception taken to EL2 masks them again, and nothing at EL2 unmasks them.
+/// (A synchronous exception at EL2 is a bug that ends the run: `report::die`.)
+#[inline(always)]
+fn el2_masked() -> ExceptionFree<'static> {
+    // SAFETY: as above, exceptions stay masked for as long as EL2 code runs.
+    unsafe { ExceptionFree::new() }
 }
 
 /// The allocations of [`new_block`]: the ring and the block.
@@ -135,8 +183,8 @@ pub const BLOCK_ALLOCS: [mtex_vm::heap::Alloc; 2] = [
         align: core::mem::align_of::<TrapRing>(),
     },
     mtex_vm::heap::Alloc {
-        size: size_of::<FastStep>(),
-        align: core::mem::align_of::<FastStep>(),
+        size: size_of::<BlockCell>(),
+        align: core::mem::align_of::<BlockCell>(),
     },
 ];
 
@@ -159,9 +207,8 @@ static COARSE: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::ne
 /// Sets coarse guest time for this CPU and every CPU started after it. At boot, before the
 /// guest runs.
 pub fn set_coarse(ticks: u64) {
-    COARSE.store(ticks, core::sync::atomic::Ordering::Relaxed);
-    // SAFETY: boot, before the guest (and so any exit path) runs.
-    unsafe { fast() }.coarse = ticks;
+    COARSE.store(ticks, Ordering::Relaxed);
+    this_cpu().coarse = ticks;
 }
 
 /// A block for CPU `cpu` over `ring` with nothing in it, in the guest-time mode the boot
@@ -184,7 +231,7 @@ fn fresh(ring: *mut TrapRing, cpu: usize, vcpu: *mut crate::state::Vcpu) -> Fast
         trap_next: 0,
         trap_esr_sctlr: ESR_SCTLR,
         trap_esr_tcr: ESR_TCR,
-        coarse: COARSE.load(core::sync::atomic::Ordering::Relaxed),
+        coarse: COARSE.load(Ordering::Relaxed),
         clock_seen: 0,
         clock_unseen: 0,
         sample_base: u64::MAX,
@@ -197,18 +244,27 @@ fn fresh(ring: *mut TrapRing, cpu: usize, vcpu: *mut crate::state::Vcpu) -> Fast
     }
 }
 
-/// This CPU's fast-path state.
+/// For the way to power-off: lets go of this CPU's block if a panic came while a caller had
+/// it borrowed, so that the run's last records can be sent. False when this CPU has no block
+/// yet (a panic before `install_this_cpu`): [`this_cpu`] must not be called then.
 ///
 /// # Safety
 ///
-/// Only on a CPU that ran [`install_this_cpu`], from code running inside its exits or its
-/// boot, holding no other reference from here: the fast path runs only while no Rust code
-/// of that CPU does.
-pub unsafe fn fast() -> &'static mut FastStep {
-    let state = TPIDR_EL2.get() as *mut FastStep;
-    // SAFETY: TPIDR_EL2 holds this CPU's block from `install_this_cpu` (leaked: it lives as
-    // long as the hypervisor); per the contract nothing else references it meanwhile.
-    unsafe { &mut *state }
+/// The caller never returns to the code that may hold the other borrow: it powers the
+/// machine off, so that borrow is never used again.
+pub unsafe fn release_for_shutdown() -> bool {
+    let offset = FAST_IN_CELL.load(Ordering::Relaxed);
+    if offset == usize::MAX {
+        return false;
+    }
+    let cell = (TPIDR_EL2.get() as usize - offset) as *mut BlockCell;
+    // SAFETY: this CPU's cell (as in `this_cpu`); per the contract any borrow of it is dead,
+    // so its state is moved into a cell that is not borrowed (FastStep has no drop).
+    unsafe {
+        let state = (*cell).as_ptr().read();
+        cell.write(ExceptionLock::new(RefCell::new(state)));
+    }
+    true
 }
 
 /// ESR_EL2 of the two writes the trap fast path emulates, Rt cleared (`mtex_arch`'s encodings).
@@ -324,8 +380,9 @@ impl FastStep {
     /// Entry `i` (< `ring_len`).
     pub fn ring_entry(&self, i: usize) -> RawWrite {
         assert!(i < TRAP_RING);
-        // SAFETY: the ring is this CPU's, reached only through its `FastStep`, whose contract
-        // (`fast`) excludes the fast path meanwhile; `i` is in bounds; a copy is taken.
+        // SAFETY: the ring is this CPU's, reached only through its `FastStep`, which the fast
+        // path does not change while Rust code holds it (`this_cpu`); `i` is in bounds; a
+        // copy is taken.
         unsafe { (*self.ring).0[i] }
     }
 

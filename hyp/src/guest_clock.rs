@@ -10,7 +10,7 @@
 //! (`halt_for_guest_wfi`): a CPU asleep in its guest would see its clock run on with every
 //! other CPU's stepping, and its timer fire far too early, over and over.
 
-use crate::fast_step::{FastStep, fast};
+use crate::fast_step::FastStep;
 use aarch64_cpu::registers::{CNTPCT_EL0, CNTVOFF_EL2};
 use core::arch::global_asm;
 use core::mem::offset_of;
@@ -197,9 +197,8 @@ const _: () = assert!(offset_of!(crate::context::GuestContext, x) == 0);
 /// Returns once an interrupt is pending for the guest (ISR_EL1), which it takes after the
 /// ERET.
 pub fn halt_for_guest_wfi() {
-    // SAFETY: this CPU's exit, after its dispatch let go of the hypervisor's state; nothing
-    // else references its block.
-    let f = unsafe { fast() };
+    let mut f = crate::fast_step::this_cpu();
+    let f = &mut *f;
     if f.stepped {
         return crate::stepped_clock::halt(f);
     }

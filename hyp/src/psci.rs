@@ -44,8 +44,7 @@ pub fn handle_guest_smc(hyp: &mut Hyp, ctx: &mut GuestContext) {
             record(hyp, ctx, function, r);
             match r {
                 // Off once this exit has let go of the state (`exits::dispatch`).
-                // SAFETY: inside this CPU's exit, holding no other reference to its block.
-                Ok(()) => unsafe { crate::fast_step::fast() }.power_off = true,
+                Ok(()) => crate::fast_step::this_cpu().power_off = true,
                 Err(e) => ctx.x[0] = result(Err(e)),
             }
         }

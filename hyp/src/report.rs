@@ -125,8 +125,7 @@ impl Reporter {
         let mut uart = console_uart();
         // A frame must start on a fresh line even if firmware left a partial one.
         write_bounded(&mut uart, b"\n");
-        // SAFETY: at boot, before the guest runs: nothing else uses the shared state.
-        unsafe { crate::fast_step::fast() }.init_trap_ring();
+        crate::fast_step::this_cpu().init_trap_ring();
         Self {
             out: Out { uart, ring: None },
             cpu: 0,
@@ -195,12 +194,11 @@ impl Reporter {
     /// Queues a trapped write (the full trap path: no formatting here).
     #[inline(always)]
     pub fn sysreg_write(&mut self, w: RawWrite) {
-        // SAFETY: the Reporter runs with the hypervisor state borrowed (or at boot, or on the
-        // way to power-off): never while the fast path does.
-        if !unsafe { crate::fast_step::fast() }.ring_push(w) {
+        let pushed = crate::fast_step::this_cpu().ring_push(w);
+        if !pushed {
             self.flush();
-            // SAFETY: as above; the ring is empty now.
-            let pushed = unsafe { crate::fast_step::fast() }.ring_push(w);
+            // The ring is empty now.
+            let pushed = crate::fast_step::this_cpu().ring_push(w);
             debug_assert!(pushed);
         }
     }
@@ -210,16 +208,14 @@ impl Reporter {
     /// phase: in a window, each CPU's writes belong to it from its joining to its leaving.
     pub fn set_phase(&mut self, id: u32) {
         self.flush();
-        // SAFETY: as in `sysreg_write`.
-        unsafe { crate::fast_step::fast() }.ring_phase = id;
+        crate::fast_step::this_cpu().ring_phase = id;
     }
 
     /// Formats and frames every queued write, counting those the fast path handled, then the
     /// hypervisor's queued log lines. On the trap path (a full ring) both fall inside the
     /// measured framing cost, not the trap's.
     pub fn flush(&mut self) {
-        // SAFETY: as in `sysreg_write`.
-        let f = unsafe { crate::fast_step::fast() };
+        let mut f = crate::fast_step::this_cpu();
         self.on_cpu(f.cpu);
         let len = f.ring_len();
         if len == 0 {
@@ -347,11 +343,14 @@ fn sysreg_write_of(raw: &RawWrite, phase: u32) -> SysregWrite {
 /// Sends the Summary and powers off. Exits the fast path handled and no flush counted yet
 /// (only when the run ends with the state still borrowed: `die`) are counted here.
 fn finish_on(out: &mut Out, exit: ExitReason) -> ! {
-    // SAFETY: on the way to power-off; nothing that holds the shared state runs again.
-    let f = unsafe { crate::fast_step::fast() };
-    let uncounted = (0..f.ring_len())
-        .filter(|&i| f.ring_entry(i).esr & RAW_COUNTED == 0)
-        .count() as u64;
+    let uncounted = if crate::fast_step::has_block() {
+        let f = crate::fast_step::this_cpu();
+        (0..f.ring_len())
+            .filter(|&i| f.ring_entry(i).esr & RAW_COUNTED == 0)
+            .count() as u64
+    } else {
+        0
+    };
     let summary = Summary {
         records: NEXT_SEQ.load(Ordering::Relaxed),
         exit,
@@ -364,7 +363,10 @@ fn finish_on(out: &mut Out, exit: ExitReason) -> ! {
 
 /// Ends the run from anywhere (the panic handler, an EL2 exception), queued records first.
 pub fn die(exit: ExitReason) -> ! {
-    // SAFETY: this path powers off and never returns to a handler that may hold the state.
+    // SAFETY: this path powers off and never returns to a handler that may hold this CPU's
+    // block or the state.
+    unsafe { crate::fast_step::release_for_shutdown() };
+    // SAFETY: as above.
     match unsafe { crate::global::HYP.take_for_shutdown() } {
         Some(hyp) => hyp.finish(exit),
         None => finish_on(

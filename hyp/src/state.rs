@@ -176,8 +176,7 @@ impl Hyp {
             window: None,
             sampler: None,
         };
-        // SAFETY: boot, before the guest (and so any exit path) runs.
-        unsafe { crate::fast_step::fast() }.vcpu = hyp.vcpus[0].0;
+        crate::fast_step::this_cpu().vcpu = hyp.vcpus[0].0;
         // Made at set-up, as every CPU's: a CPU's first traced phase does not pay for them.
         assert!(
             hyp.vcpu().tracer.make_tables(),
@@ -196,8 +195,7 @@ impl Hyp {
         self.cpu_homes = alloc::vec![None; mpidrs.len()];
         self.vcpus = alloc::vec![VcpuPtr::NONE; mpidrs.len()];
         self.vcpus[boot] = boot_vcpu;
-        // SAFETY: boot, before the guest (and so any exit path) runs.
-        unsafe { crate::fast_step::fast() }.cpu = boot as u32;
+        crate::fast_step::this_cpu().cpu = boot as u32;
         self.boot_block = {
             use tock_registers::interfaces::Readable;
             aarch64_cpu::registers::TPIDR_EL2.get()
@@ -212,8 +210,7 @@ impl Hyp {
     /// This CPU's index among the machine's.
     #[inline(always)]
     pub fn this_cpu(&self) -> usize {
-        // SAFETY: called with the hypervisor state borrowed, on this CPU's exit.
-        unsafe { crate::fast_step::fast() }.cpu as usize
+        crate::fast_step::this_cpu().cpu as usize
     }
 
     /// CPU `cpu`'s state, if it has been made.
@@ -227,8 +224,7 @@ impl Hyp {
     /// This CPU's counters with the single-step exits its fast path handled: what a CPU's
     /// share of a window is measured by (on this CPU's exit only: the block is its own).
     pub fn counters_here(&mut self) -> Counters {
-        // SAFETY: this CPU's exit, holding the state.
-        let fast_steps = unsafe { crate::fast_step::fast() }.steps;
+        let fast_steps = crate::fast_step::this_cpu().steps;
         let c = self.vcpu().counters;
         Counters {
             step_exits: c.step_exits + fast_steps,
@@ -249,8 +245,7 @@ impl Hyp {
         if stacks {
             tracer.enable_stacks();
         }
-        // SAFETY: boot, before the guest runs.
-        self.instruments_at = Some(unsafe { crate::fast_step::fast() }.cpu as usize);
+        self.instruments_at = Some(self.this_cpu());
     }
 
     /// The state of the CPU holding the hypervisor's state (the one whose exit this is).
@@ -262,12 +257,10 @@ impl Hyp {
     /// [`Hyp::vcpu`], and the report channel beside it.
     #[inline(always)]
     pub fn vcpu_and_report(&mut self) -> (&mut Vcpu, &mut Reporter) {
-        // SAFETY: called with the hypervisor state borrowed, on this CPU's exit; its block
-        // names its state, which lives as long as `Hyp` and is reached only through it (so
-        // `&mut self` makes the reference exclusive).
-        let v = unsafe { crate::fast_step::fast() }.vcpu;
+        let v = crate::fast_step::this_cpu().vcpu;
         assert!(!v.is_null(), "a CPU without its state");
-        // SAFETY: as above.
+        // SAFETY: this CPU's block names its state, which lives as long as `Hyp` and is
+        // reached only through it (so `&mut self` makes the reference exclusive).
         (unsafe { &mut *v }, &mut self.report)
     }
 
@@ -306,8 +299,7 @@ impl Hyp {
         // On several CPUs every trapped write goes through the full path, under the state's
         // lock: one CPU's ring could not be drained by another that ends the run.
         let on = self.fast_traps && !self.vcpu().tracer.active() && self.cpus.awake() == 1;
-        // SAFETY: called with the hypervisor state borrowed (boot, hypercall handlers).
-        unsafe { crate::fast_step::fast() }.set_fast_traps(on);
+        crate::fast_step::this_cpu().set_fast_traps(on);
     }
 
     /// Starts tracing phase `id` (see `Tracer::start`, whose result this returns): the
@@ -323,8 +315,7 @@ impl Hyp {
         use aarch64_cpu::registers::{SCTLR_EL1, TCR_EL1};
         use tock_registers::interfaces::Readable;
         // The per-PC table and call stacks go to the CPU that traces.
-        // SAFETY: this CPU's exit, holding the state.
-        let me = unsafe { crate::fast_step::fast() }.cpu as usize;
+        let me = self.this_cpu();
         if let Some(at) = self.instruments_at
             && instruments
             && at != me
@@ -366,8 +357,7 @@ impl Hyp {
     /// them as a phase that never ended, with where it stopped), then the Summary.
     pub fn finish(&mut self, exit: mtex_abi::report::ExitReason) -> ! {
         // The dying path may come from a CPU whose state is not set up: no partial phase.
-        // SAFETY: called with the hypervisor state borrowed.
-        let has_state = !unsafe { crate::fast_step::fast() }.vcpu.is_null();
+        let has_state = !crate::fast_step::this_cpu().vcpu.is_null();
         // A window that every CPU counts has only this CPU's share here: none is sent as
         // the window's (the host shows a window that never ended).
         if has_state && crate::phase::sample::unit_cut_short(self) {

@@ -37,9 +37,9 @@ fn trap_reads(on: bool) {
 /// Right after the trace took in this exit's instruction (holding the hypervisor's state):
 /// a member hands the window its trace's new retired instructions (`retired`: the trace's
 /// count since its start), before anything this exit does reads the window's time.
-pub fn note_retired(f: &mut FastStep, retired: impl FnOnce() -> u64) {
+pub fn note_retired(f: &mut FastStep, retired: impl FnOnce(&FastStep) -> u64) {
     if f.stepped {
-        let retired = retired();
+        let retired = retired(f);
         let n = retired.saturating_sub(f.stepped_retired);
         f.stepped_retired = retired;
         STEPPED.lock().retire(n);
@@ -49,7 +49,7 @@ pub fn note_retired(f: &mut FastStep, retired: impl FnOnce() -> u64) {
 /// At the end of every full exit (holding the hypervisor's state; `member`: this CPU counts
 /// in a window on several CPUs, `retired` its trace's count, asked for only then): it joins
 /// the window's time, keeps to it, or leaves it, and the machine's account follows.
-pub fn at_exit(f: &mut FastStep, member: bool, retired: impl FnOnce() -> u64) {
+pub fn at_exit(f: &mut FastStep, member: bool, retired: impl FnOnce(&FastStep) -> u64) {
     let member = member && f.coarse == 0 && (f.stepped || has_ecv());
     if !member && !f.stepped {
         return;
@@ -65,7 +65,7 @@ pub fn at_exit(f: &mut FastStep, member: bool, retired: impl FnOnce() -> u64) {
                     .exit_ts
                     .saturating_sub(crate::guest_clock::machine_offset());
                 s.join(now, machine);
-                f.stepped_retired = retired();
+                f.stepped_retired = retired(f);
                 s.now(now)
             }
             (true, true) => s.now(now),

@@ -163,12 +163,7 @@ fn other(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr, trapped: Trapped) {
             hyp.vcpu().guest_debug.read(reg)
         }
         (Trapped::IdRead, _) => crate::id_regs::guest_read(iss.crm, iss.op2),
-        (Trapped::VirtualCount, _) => {
-            // SAFETY: this CPU's exit, under the hypervisor's state; no other reference to
-            // its block is live here.
-            let f = unsafe { crate::fast_step::fast() };
-            crate::stepped_clock::read(f)
-        }
+        (Trapped::VirtualCount, _) => crate::stepped_clock::read(&mut crate::fast_step::this_cpu()),
         // Linux mode only: the built-in guest has no GIC of its own to send SGIs with.
         (Trapped::Sgi(reg), _) if hyp.linux => {
             send_sgi(reg, write.unwrap_or(0));

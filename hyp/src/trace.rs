@@ -12,7 +12,7 @@
 //! the CPU directly (breakpoints, MTE block sizes, AT).
 
 use crate::context::GuestContext;
-use crate::fast_step::{FastStep, fast};
+use crate::fast_step::{FastStep, this_cpu as this_block};
 use aarch64_cpu::registers::*;
 use mtex_abi::report::{StepEngine, TcoSite};
 use mtex_arch::el2_bits::{mdcr, mdscr, spsr};
@@ -198,8 +198,11 @@ impl Tracer {
 
     /// Instructions retired since `start`, at EL0 and EL1.
     pub fn retired(&mut self) -> u64 {
-        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-        let f = unsafe { fast() };
+        self.retired_with(&this_block())
+    }
+
+    /// [`Tracer::retired`], for a caller that holds this CPU's block `f`.
+    pub fn retired_with(&mut self, f: &FastStep) -> u64 {
         let c = self.tally.counts_mut();
         c.instructions_el0 + c.instructions_el1 + f.inert_el0 + f.inert_el1
     }
@@ -381,11 +384,12 @@ impl Tracer {
         MDSCR_EL1.set(self.saved_mdscr | mdscr::SS);
         MDCR_EL2.set(MDCR_EL2.get() | mdcr::TDE);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-        // SAFETY: called from a hypercall handler, with the hypervisor state borrowed.
-        let f = unsafe { fast() };
-        f.pending_inert = 0;
-        f.inert_el0 = 0;
-        f.inert_el1 = 0;
+        {
+            let mut f = this_block();
+            f.pending_inert = 0;
+            f.inert_el0 = 0;
+            f.inert_el1 = 0;
+        }
         self.tally.reset();
         self.stacks_fresh = self.stacks.is_some();
         self.opener_ttbr0 = TTBR0_EL1.read(TTBR0_EL1::BADDR);
@@ -405,8 +409,7 @@ impl Tracer {
 
     /// Disarms single-step; returns the counts and the TCO sites.
     pub fn stop(&mut self, ctx: &mut GuestContext) -> (TraceCounts, [Option<TcoSite>; SITES]) {
-        // SAFETY: called from a hypercall handler, with the hypervisor state borrowed.
-        unsafe { fast() }.pending_inert = 0;
+        this_block().pending_inert = 0;
         crate::oracle_mark::close(self.phase, this_cpu());
         let counts = self.finish_counts();
         ctx.spsr &= !spsr::SS;
@@ -429,9 +432,7 @@ impl Tracer {
 
     /// The phase's counts: the tally with the inert instructions the fast path retired.
     fn finish_counts(&mut self) -> TraceCounts {
-        // SAFETY: called with the hypervisor state borrowed (a handler, or the way to
-        // power-off), while the fast path cannot run.
-        let f = unsafe { fast() };
+        let f = this_block();
         let counts = self.tally.counts_mut();
         counts.instructions_el0 += f.inert_el0;
         counts.instructions_el1 += f.inert_el1;
@@ -479,15 +480,15 @@ impl Tracer {
             return;
         }
         self.armed = false;
-        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-        let inert = unsafe { fast() }.pending_inert != 0;
-        let completed = self.retire_step(ctx, exception_entry, stage2_abort);
+        let mut f = this_block();
+        let inert = f.pending_inert != 0;
+        let completed = self.retire_step(&mut f, ctx, exception_entry, stage2_abort);
         if completed && !exception_entry && (inert || !self.pending_sees_clock) {
             // One instruction ran, and it did not look at the clock: this CPU's clock may
             // come back to the machine's (`guest_clock.rs`).
-            // SAFETY: as above.
-            crate::guest_clock::note_clock_unseen(unsafe { fast() });
+            crate::guest_clock::note_clock_unseen(&mut f);
         }
+        drop(f);
         if self.stacks.is_some() {
             self.follow_stack(ctx, completed, exception_entry);
         }
@@ -498,12 +499,11 @@ impl Tracer {
     #[inline(always)]
     fn retire_step(
         &mut self,
+        f: &mut FastStep,
         ctx: &GuestContext,
         exception_entry: bool,
         stage2_abort: bool,
     ) -> bool {
-        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-        let f = unsafe { fast() };
         if f.pending_inert != 0 {
             // The fast path may have moved on since `pending` was written: it keeps the PC.
             f.pending_inert = 0;
@@ -744,8 +744,7 @@ impl Tracer {
             && !self.virq_pending
             && word.is_some_and(decode::is_inert)
         {
-            // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-            let f = unsafe { fast() };
+            let mut f = this_block();
             // Inert: the fast path may retire it (and those after it) on its own.
             f.pending_inert = 1;
             f.pending_pc = st.pc;
@@ -826,8 +825,7 @@ fn note_tco_site(
 
 /// This CPU's index among the machine's (for the oracle's markers).
 fn this_cpu() -> usize {
-    // SAFETY: called inside this CPU's exits, with the hypervisor state borrowed.
-    unsafe { fast() }.cpu as usize
+    this_block().cpu as usize
 }
 
 /// Words of the bitmap of guest pages that hold a plan's code: a bit per page of RAM, up to

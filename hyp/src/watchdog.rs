@@ -85,13 +85,6 @@ pub fn arm(ms: u64, gic_frames: Gic, hyp_timer: u32, vtimer: u32) {
 /// tail (`guest_clock.rs`) sets it at every return to the guest.
 pub static WATCHDOG_AT: AtomicU64 = AtomicU64::new(u64::MAX);
 
-/// This CPU's block, for its sampled unit's due time.
-fn block() -> &'static mut crate::fast_step::FastStep {
-    // SAFETY: this CPU's exit or boot, holding the hypervisor's state; the caller keeps no
-    // other reference to its block.
-    unsafe { crate::fast_step::fast() }
-}
-
 fn set_timer() {
     set_cval(WATCHDOG_AT.load(Ordering::Relaxed).min(sample_due()));
 }
@@ -105,7 +98,7 @@ fn set_cval(at: u64) {
 /// When the next sampled unit is due, as a counter value with the hypervisor's time up to now
 /// (`u64::MAX`: none is due).
 pub fn sample_due() -> u64 {
-    DueBase(block().sample_base).due(crate::guest_clock::machine_offset())
+    DueBase(crate::fast_step::this_cpu().sample_base).due(crate::guest_clock::machine_offset())
 }
 
 /// The next sampled unit begins after `ticks` of the guest's own execution from this exit
@@ -117,12 +110,14 @@ pub fn sample_due() -> u64 {
 /// wait far more often than anywhere else, since the counter runs on through the
 /// hypervisor's work and through idle time.
 pub fn sample_in(ticks: Option<u64>) {
-    let f = block();
-    let base = match ticks {
-        Some(t) => DueBase::after(f.exit_ts, crate::guest_clock::machine_offset(), t),
-        None => DueBase::NONE,
-    };
-    f.sample_base = base.0;
+    {
+        let mut f = crate::fast_step::this_cpu();
+        let base = match ticks {
+            Some(t) => DueBase::after(f.exit_ts, crate::guest_clock::machine_offset(), t),
+            None => DueBase::NONE,
+        };
+        f.sample_base = base.0;
+    }
     set_timer();
 }
 

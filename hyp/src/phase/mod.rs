@@ -156,9 +156,8 @@ pub fn close(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
 /// which may run ahead of the machine's while QEMU runs another CPU (`mtex_vm::guest_clock`):
 /// a window opened on one CPU and closed on another is timed on the one clock.
 pub fn guest_clock() -> u64 {
-    // SAFETY: called from a hypercall handler, with the hypervisor state borrowed.
-    let f = unsafe { crate::fast_step::fast() };
-    crate::stepped_clock::guest_time(f).unwrap_or_else(|| {
+    let f = crate::fast_step::this_cpu();
+    crate::stepped_clock::guest_time(&f).unwrap_or_else(|| {
         f.exit_ts
             .saturating_sub(crate::guest_clock::machine_offset())
     })

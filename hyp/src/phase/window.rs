@@ -147,9 +147,9 @@ fn leave(hyp: &mut Hyp, ctx: &mut GuestContext, me: usize) {
     let now = hyp.counters_here();
     let (counts, sites) = hyp.stop_trace(ctx);
     // The share's last instructions (a run the stop retired) are in the window's time too.
-    // SAFETY: this CPU's exit, holding the state; no other reference to its block.
-    let f = unsafe { crate::fast_step::fast() };
-    crate::stepped_clock::note_retired(f, || counts.instructions_el0 + counts.instructions_el1);
+    crate::stepped_clock::note_retired(&mut crate::fast_step::this_cpu(), |_| {
+        counts.instructions_el0 + counts.instructions_el1
+    });
     let engine = hyp.vcpu().tracer.engine();
     for site in sites.into_iter().flatten() {
         hyp.report.send(&Record::TcoSite(site));
@@ -242,8 +242,7 @@ fn finish(hyp: &mut Hyp) {
     let Some(c) = w.closing else { return };
     // On several CPUs the window ends, on the guest's clock, as its last share is in: its
     // instructions are counted to each CPU's first exit after the close.
-    // SAFETY: this CPU's exit, holding the state; no other reference to its block.
-    let end_time = crate::stepped_clock::guest_time(unsafe { crate::fast_step::fast() });
+    let end_time = crate::stepped_clock::guest_time(&crate::fast_step::this_cpu());
     let id = w.members.id;
     let total = w.total;
     let r = &mut hyp.report;

@@ -8,7 +8,7 @@ use super::*;
 
 /// Reads instruction words of the code page `c` caches (None elsewhere): what runs are
 /// planned and checked from. The page is captured now; the reader does not follow the cache.
-pub(super) fn cached_page_words(c: &FastStep) -> impl Fn(u64) -> Option<u32> + Copy {
+pub(super) fn cached_page_words(c: &FastStep) -> impl Fn(u64) -> Option<u32> + Copy + use<> {
     let (va_page, pa_page) = (c.va_page, c.pa_page);
     move |a: u64| {
         // SAFETY: `pa_page` is the host memory behind a page of guest RAM (checked when the
@@ -51,8 +51,7 @@ impl Tracer {
     /// Trusts nothing cached about guest code until it is read again: the code page's
     /// translation is dropped, and every plan is checked word by word before its next use.
     pub(super) fn recheck_code(&mut self) {
-        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-        unsafe { fast() }.pa_page = 0;
+        this_block().pa_page = 0;
         self.code_gen += 1;
     }
 
@@ -60,9 +59,7 @@ impl Tracer {
     /// plans.
     #[cold]
     pub(super) fn forget_code(&mut self) {
-        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-        let c = unsafe { fast() };
-        c.pa_page = 0;
+        this_block().pa_page = 0;
         self.plan_keys.fill([u64::MAX; 3]);
         self.no_run.fill(u64::MAX);
         if self.any_plan_page {
@@ -76,8 +73,7 @@ impl Tracer {
     /// trace (`forget_code`): a live code mapping changed in place must be followed by one.
     #[inline(always)]
     pub(super) fn fetch(&mut self, pc: u64, as_el0: bool, sctlr: u64) -> Option<u32> {
-        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-        let c = unsafe { fast() };
+        let mut c = this_block();
         // Field-by-field compares: an array compare or struct copy becomes a byte-wise
         // memcmp/memcpy on this strict-alignment target.
         let (t0, t1) = (TTBR0_EL1.get(), TTBR1_EL1.get());

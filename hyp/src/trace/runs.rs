@@ -52,8 +52,7 @@ impl Tracer {
         if let Some(ec) = abandoned_to {
             self.tally.counts_mut().note_abandoned(self.run_el, ec);
         }
-        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-        let fetch = cached_page_words(unsafe { fast() });
+        let fetch = cached_page_words(&this_block());
         let plan = &self.plans[self.run_slot];
         let Some(path) = plan.path(stopped_at, fetch) else {
             // Not in the plan, or the code on the path was rewritten under the run.
@@ -227,11 +226,10 @@ impl Tracer {
         if ctx.spsr & 0xf == 0b0100 {
             return false;
         }
-        // SAFETY: called from the exit dispatch, with the hypervisor state borrowed.
-        let c = unsafe { fast() };
+        let c = this_block();
         let pa_page = c.pa_page;
         // Plan within the code page already translated for `pc`.
-        let fetch = cached_page_words(c);
+        let fetch = cached_page_words(&c);
         let vbar = VBAR_EL1.get();
         // Code is translated by the one TTBR its half of the address space uses (VA bit 55):
         // kernel plans survive every switch of user address space.
@@ -240,6 +238,7 @@ impl Tracer {
         } else {
             (c.ttbr0, 0)
         };
+        drop(c);
         let key = pc ^ ttbr0 ^ ttbr1;
         let slot = ((pc >> 2) as usize) % NO_RUN_SLOTS;
         if self.no_run[slot] == key {
@@ -317,7 +316,7 @@ impl Tracer {
         // Stepping off (with MDSCR_EL1.SS set the guest would step at once), breakpoints on.
         MDSCR_EL1.set((self.saved_mdscr & !mdscr::SS) | mdscr::MDE);
         ctx.spsr &= !spsr::SS;
-        c.pending_inert = 0;
+        this_block().pending_inert = 0;
         self.run_armed = true;
         self.run_el = el;
         self.pending_tco = ctx.spsr & spsr::TCO != 0;
