@@ -53,9 +53,7 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         if v.tracer.active() {
             // Before anything this exit does reads the guest's time (the inert steps the
             // fast path retired since the last full exit included).
-            crate::stepped_clock::note_retired(&mut crate::fast_step::this_cpu(), |f| {
-                v.tracer.retired_with(f)
-            });
+            crate::stepped_clock::note_retired(|f| v.tracer.retired_with(f));
         }
         match kind {
             SYNC => sync_exit(hyp, ctx, esr),
@@ -70,13 +68,7 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         // A sampled phase's unit that has retired its instructions ends here.
         crate::phase::sample::at_exit(hyp, ctx, exception_entry);
         // Read under the lock: once it is let go, another CPU may start this one again.
-        let (power_off, halt) = {
-            let mut f = crate::fast_step::this_cpu();
-            (
-                core::mem::take(&mut f.power_off),
-                core::mem::take(&mut f.halt_wfi),
-            )
-        };
+        let (power_off, halt) = crate::fast_step::take_exit_requests();
         // A window on every CPU: this CPU joins it, or leaves it.
         crate::phase::window::at_exit(hyp, ctx, power_off);
         // A window stepping several CPUs keeps their guest time.
@@ -86,7 +78,7 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
         if v.tracer.active() {
             v.tracer.prepare(ctx, &v.controls);
         }
-        crate::stepped_clock::at_exit(&mut crate::fast_step::this_cpu(), member, |f| {
+        crate::stepped_clock::at_exit(member, |f| {
             if v.tracer.active() {
                 v.tracer.retired_with(f)
             } else {
@@ -187,7 +179,7 @@ fn wfx(hyp: &mut Hyp, ctx: &mut GuestContext) {
     c.emulated += 1;
     ctx.skip_instruction();
     if hyp.linux {
-        crate::fast_step::this_cpu().halt_wfi = true;
+        crate::fast_step::request_halt_wfi();
     }
 }
 

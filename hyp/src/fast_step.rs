@@ -17,7 +17,7 @@ use aarch64_cpu::registers::TPIDR_EL2;
 use core::arch::global_asm;
 use core::cell::{RefCell, RefMut};
 use core::mem::{offset_of, size_of};
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use mtex_arch::SysReg;
 use mtex_arch::esr::ISS_RT_MASK;
 use percore::{ExceptionFree, ExceptionLock};
@@ -70,23 +70,11 @@ pub struct FastStep {
     pub sample_base: u64,
     /// This CPU's trap ring (`trap_next` points into it).
     ring: *mut TrapRing,
-    /// The guest's CPU_OFF was accepted on this CPU: once its exit has let go of the
-    /// hypervisor's state, the CPU goes off through the firmware.
-    pub power_off: bool,
-    /// The guest's WFI, trapped in a window on several CPUs: once its exit has let go of the
-    /// hypervisor's state, the CPU halts for it (`guest_clock::halt_for_guest_wfi`).
-    pub halt_wfi: bool,
-    /// This CPU counts in a window that steps several CPUs, and keeps that window's guest
-    /// time (`stepped_clock.rs`): its counter reads trap to EL2 and are answered.
-    pub stepped: bool,
     /// Its trace's retired instructions as last handed to that window's account.
     pub stepped_retired: u64,
-    /// This CPU's index among the machine's, and its state in `Hyp` (`Hyp::vcpu`).
-    pub cpu: u32,
     /// The phase the writes in this CPU's ring belong to (0: none): the CPU's own, since in
     /// a window every CPU joins and leaves at its own exits (`Reporter::set_phase`).
     pub ring_phase: u32,
-    pub vcpu: *mut crate::state::Vcpu,
 }
 
 const _: () = assert!(offset_of!(FastStep, pending_inert) == 0);
@@ -112,15 +100,67 @@ pub fn install(block: *mut FastStep) {
     TPIDR_EL2.set(block as u64);
 }
 
-/// A CPU's block as allocated: its [`FastStep`] in a cell that lends it to one borrower at a
-/// time, valid while exceptions are masked (RF-A's pattern, through `percore`).
+/// A CPU's [`FastStep`] in a cell that lends it to one borrower at a time, valid while
+/// exceptions are masked (RF-A's pattern, through `percore`).
 type BlockCell = ExceptionLock<RefCell<FastStep>>;
 
-/// Where a [`FastStep`] sits in its [`BlockCell`], in bytes: TPIDR_EL2 points at the FastStep
-/// itself (the assembly's offsets are its fields'), and [`this_cpu`] steps back to the cell.
-/// `RefCell`'s layout is the compiler's to choose, so the offset is measured at the first
-/// block made (every block has the same) rather than assumed.
-static FAST_IN_CELL: AtomicUsize = AtomicUsize::new(usize::MAX);
+/// The words of a block read and written without borrowing it: whose it is, and what every
+/// exit asks or decides at its end (a borrow at each would cost more than the question).
+/// Atomics, relaxed: only the CPU itself writes them.
+struct BlockWords {
+    /// The CPU's index among the machine's; set before its guest first runs.
+    cpu: AtomicU32,
+    /// Its state in `Hyp` (`Hyp::vcpu`); null until the boot CPU's is made.
+    vcpu: AtomicPtr<crate::state::Vcpu>,
+    /// The guest's CPU_OFF was accepted on this CPU: once its exit has let go of the
+    /// hypervisor's state, the CPU goes off through the firmware.
+    power_off: AtomicBool,
+    /// The guest's WFI, trapped in a window on several CPUs: once its exit has let go of the
+    /// hypervisor's state, the CPU halts for it (`guest_clock::halt_for_guest_wfi`).
+    halt_wfi: AtomicBool,
+    /// This CPU counts in a window that steps several CPUs, and keeps that window's guest
+    /// time (`stepped_clock.rs`): its counter reads trap to EL2 and are answered.
+    stepped: AtomicBool,
+}
+
+/// A CPU's block as allocated.
+#[repr(C)]
+struct Block {
+    words: BlockWords,
+    cell: BlockCell,
+}
+
+/// Where a [`FastStep`] sits in its [`Block`], in bytes: TPIDR_EL2 points at the FastStep
+/// itself (the assembly's offsets are its fields'), and Rust steps back from it to the block.
+/// A constant, so that the step folds into the loads that follow it (the hot paths reach the
+/// block several times per exit): `RefCell`'s layout is the compiler's to choose, and today's
+/// puts its borrow flag first, which [`new_block`] checks on the first block made (every run
+/// would fail at boot if a compiler chose otherwise).
+const FAST_IN_BLOCK: usize = offset_of!(Block, cell) + size_of::<isize>();
+
+/// A block has been made (the boot CPU's, first thing at EL2).
+static MADE: AtomicBool = AtomicBool::new(false);
+
+/// The block whose FastStep is at `fast`.
+///
+/// # Safety
+///
+/// `fast` came from [`new_block`].
+#[inline(always)]
+unsafe fn block_at(fast: *const FastStep) -> &'static Block {
+    let block = fast as usize - FAST_IN_BLOCK;
+    // SAFETY: per the contract `fast` lies `FAST_IN_BLOCK` bytes into a block, which is
+    // leaked (it lives as long as the hypervisor). Only a shared reference is made: the cell
+    // lends the FastStep, and the words are atomics.
+    unsafe { &*(block as *const Block) }
+}
+
+/// This CPU's block.
+#[inline(always)]
+fn this_block() -> &'static Block {
+    // SAFETY: TPIDR_EL2 holds the FastStep of this CPU's block (`install`).
+    unsafe { block_at(TPIDR_EL2.get() as *const FastStep) }
+}
 
 /// A CPU's fast-path state and trap ring, from the heap (leaked: a CPU keeps them for the
 /// run), with the trap fast path off. Returns the FastStep's address (for TPIDR_EL2).
@@ -128,28 +168,98 @@ pub fn new_block(cpu: usize, vcpu: *mut crate::state::Vcpu) -> Option<*mut FastS
     use alloc::alloc::{Layout, alloc, alloc_zeroed};
     // SAFETY: a layout of non-zero size; all zeroes is a valid TrapRing (plain integers).
     let ring = unsafe { alloc_zeroed(Layout::new::<TrapRing>()) }.cast::<TrapRing>();
-    // SAFETY: a layout of non-zero size; the cell is written below before any use.
-    let cell = unsafe { alloc(Layout::new::<BlockCell>()) }.cast::<BlockCell>();
-    if ring.is_null() || cell.is_null() {
+    // SAFETY: a layout of non-zero size; the block is written below before any use.
+    let block = unsafe { alloc(Layout::new::<Block>()) }.cast::<Block>();
+    if ring.is_null() || block.is_null() {
         return None;
     }
-    let mut block = fresh(ring, cpu, vcpu);
-    block.init_trap_ring();
-    // SAFETY: `cell` is fresh memory for one BlockCell, this CPU's alone.
+    let mut fast = fresh(ring);
+    fast.init_trap_ring();
+    // SAFETY: `block` is fresh memory for one Block, this CPU's alone.
     let f = unsafe {
-        cell.write(ExceptionLock::new(RefCell::new(block)));
-        (*cell).as_ptr()
+        block.write(Block {
+            words: BlockWords {
+                cpu: AtomicU32::new(cpu as u32),
+                vcpu: AtomicPtr::new(vcpu),
+                power_off: AtomicBool::new(false),
+                halt_wfi: AtomicBool::new(false),
+                stepped: AtomicBool::new(false),
+            },
+            cell: ExceptionLock::new(RefCell::new(fast)),
+        });
+        (*block).cell.as_ptr()
     };
-    let offset = f as usize - cell as usize;
-    let was = FAST_IN_CELL.swap(offset, Ordering::Relaxed);
-    assert!(was == usize::MAX || was == offset, "blocks laid out alike");
+    assert_eq!(
+        f as usize - block as usize,
+        FAST_IN_BLOCK,
+        "a FastStep where its block's layout puts it"
+    );
+    MADE.store(true, Ordering::Relaxed);
     Some(f)
+}
+
+/// This CPU's index among the machine's.
+#[inline(always)]
+pub fn this_cpu_index() -> usize {
+    this_block().words.cpu.load(Ordering::Relaxed) as usize
+}
+
+/// The index of the CPU whose block's FastStep is at `fast`, which came from [`new_block`].
+pub fn cpu_index_of(fast: *const FastStep) -> u32 {
+    // SAFETY: every FastStep is made in a block (`new_block`).
+    unsafe { block_at(fast) }.words.cpu.load(Ordering::Relaxed)
+}
+
+/// This CPU's state in `Hyp` (null before the boot CPU's is made).
+#[inline(always)]
+pub fn this_vcpu() -> *mut crate::state::Vcpu {
+    this_block().words.vcpu.load(Ordering::Relaxed)
+}
+
+/// Asks this exit's end to power the CPU off (the guest's CPU_OFF, accepted).
+pub fn request_power_off() {
+    this_block().words.power_off.store(true, Ordering::Relaxed);
+}
+
+/// Asks this exit's end to halt for the guest's WFI.
+pub fn request_halt_wfi() {
+    this_block().words.halt_wfi.store(true, Ordering::Relaxed);
+}
+
+/// What this exit's handlers asked its end to do: power the CPU off, halt for the guest's
+/// WFI (and forgets it).
+#[inline(always)]
+pub fn take_exit_requests() -> (bool, bool) {
+    let w = &this_block().words;
+    (
+        w.power_off.swap(false, Ordering::Relaxed),
+        w.halt_wfi.swap(false, Ordering::Relaxed),
+    )
+}
+
+/// This CPU keeps the guest time of a window that steps several CPUs (`stepped_clock.rs`).
+#[inline(always)]
+pub fn stepped() -> bool {
+    this_block().words.stepped.load(Ordering::Relaxed)
+}
+
+/// Sets [`stepped`].
+pub fn set_stepped(on: bool) {
+    this_block().words.stepped.store(on, Ordering::Relaxed);
+}
+
+/// Names this CPU's index and state: the boot CPU's, at boot (the others' blocks are made
+/// with theirs).
+pub fn set_this_cpu(cpu: usize, vcpu: *mut crate::state::Vcpu) {
+    let words = &this_block().words;
+    words.cpu.store(cpu as u32, Ordering::Relaxed);
+    words.vcpu.store(vcpu, Ordering::Relaxed);
 }
 
 /// This CPU has its block: [`this_cpu`] may be called (false only in a panic before the boot
 /// CPU's `install_this_cpu`).
 pub fn has_block() -> bool {
-    FAST_IN_CELL.load(Ordering::Relaxed) != usize::MAX
+    MADE.load(Ordering::Relaxed)
 }
 
 /// Borrows this CPU's fast-path state until the guard drops. Panics if this CPU has it
@@ -158,12 +268,7 @@ pub fn has_block() -> bool {
 /// Only on a CPU that ran [`install_this_cpu`] or [`install`].
 #[inline(always)]
 pub fn this_cpu() -> RefMut<'static, FastStep> {
-    let fast = TPIDR_EL2.get() as usize;
-    // SAFETY: TPIDR_EL2 holds the FastStep of this CPU's block (`install`), which lies
-    // `FAST_IN_CELL` bytes into its cell (`new_block`); blocks are leaked, so the cell lives
-    // as long as the hypervisor. Only a shared reference is made: the cell lends the state.
-    let cell = unsafe { &*((fast - FAST_IN_CELL.load(Ordering::Relaxed)) as *const BlockCell) };
-    cell.borrow_mut(el2_masked())
+    this_block().cell.borrow_mut(el2_masked())
 }
 
 /// The proof that no exception can interrupt the code holding it: EL2 code runs with every
@@ -195,9 +300,14 @@ pub fn reset_block(block: *mut FastStep) {
     let f = unsafe { &mut *block };
     // The step exits it handled count over the run, as the CPU's other exits do.
     let steps = f.steps;
-    *f = fresh(f.ring, f.cpu as usize, f.vcpu);
+    *f = fresh(f.ring);
     f.steps = steps;
     f.init_trap_ring();
+    // SAFETY: as above; the block came from `new_block`.
+    let words = &unsafe { block_at(block) }.words;
+    for flag in [&words.power_off, &words.halt_wfi, &words.stepped] {
+        flag.store(false, Ordering::Relaxed);
+    }
 }
 
 /// `mtex.guest_time=coarse`'s settling period in counter ticks, 0 when off: the same on
@@ -213,10 +323,8 @@ pub fn set_coarse(ticks: u64) {
 
 /// A block for CPU `cpu` over `ring` with nothing in it, in the guest-time mode the boot
 /// set (`set_coarse`).
-fn fresh(ring: *mut TrapRing, cpu: usize, vcpu: *mut crate::state::Vcpu) -> FastStep {
+fn fresh(ring: *mut TrapRing) -> FastStep {
     FastStep {
-        cpu: cpu as u32,
-        vcpu,
         pending_inert: 0,
         pending_pc: 0,
         va_page: 0,
@@ -236,9 +344,6 @@ fn fresh(ring: *mut TrapRing, cpu: usize, vcpu: *mut crate::state::Vcpu) -> Fast
         clock_unseen: 0,
         sample_base: u64::MAX,
         ring,
-        power_off: false,
-        halt_wfi: false,
-        stepped: false,
         stepped_retired: 0,
         ring_phase: 0,
     }
@@ -253,13 +358,12 @@ fn fresh(ring: *mut TrapRing, cpu: usize, vcpu: *mut crate::state::Vcpu) -> Fast
 /// The caller never returns to the code that may hold the other borrow: it powers the
 /// machine off, so that borrow is never used again.
 pub unsafe fn release_for_shutdown() -> bool {
-    let offset = FAST_IN_CELL.load(Ordering::Relaxed);
-    if offset == usize::MAX {
+    if !has_block() {
         return false;
     }
-    let cell = (TPIDR_EL2.get() as usize - offset) as *mut BlockCell;
-    // SAFETY: this CPU's cell (as in `this_cpu`); per the contract any borrow of it is dead,
-    // so its state is moved into a cell that is not borrowed (FastStep has no drop).
+    let cell = (&raw const this_block().cell).cast_mut();
+    // SAFETY: this CPU's cell; per the contract any borrow of it is dead, so its state is
+    // moved into a cell that is not borrowed (FastStep has no drop).
     unsafe {
         let state = (*cell).as_ptr().read();
         cell.write(ExceptionLock::new(RefCell::new(state)));

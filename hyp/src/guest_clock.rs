@@ -199,7 +199,7 @@ const _: () = assert!(offset_of!(crate::context::GuestContext, x) == 0);
 pub fn halt_for_guest_wfi() {
     let mut f = crate::fast_step::this_cpu();
     let f = &mut *f;
-    if f.stepped {
+    if crate::fast_step::stepped() {
         return crate::stepped_clock::halt(f);
     }
     f.clock_seen = rules::seen(f.clock_seen, f.exit_ts, CNTVOFF_EL2.get(), false);

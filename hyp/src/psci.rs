@@ -44,7 +44,7 @@ pub fn handle_guest_smc(hyp: &mut Hyp, ctx: &mut GuestContext) {
             record(hyp, ctx, function, r);
             match r {
                 // Off once this exit has let go of the state (`exits::dispatch`).
-                Ok(()) => crate::fast_step::this_cpu().power_off = true,
+                Ok(()) => crate::fast_step::request_power_off(),
                 Err(e) => ctx.x[0] = result(Err(e)),
             }
         }

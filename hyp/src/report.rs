@@ -215,8 +215,8 @@ impl Reporter {
     /// hypervisor's queued log lines. On the trap path (a full ring) both fall inside the
     /// measured framing cost, not the trap's.
     pub fn flush(&mut self) {
+        self.on_cpu(crate::fast_step::this_cpu_index() as u32);
         let mut f = crate::fast_step::this_cpu();
-        self.on_cpu(f.cpu);
         let len = f.ring_len();
         if len == 0 {
             self.send_log();
@@ -286,7 +286,7 @@ impl Reporter {
         if len == 0 {
             return 0;
         }
-        self.on_cpu(f.cpu);
+        self.on_cpu(crate::fast_step::cpu_index_of(block));
         let mut fast = 0;
         for i in 0..len {
             let raw = f.ring_entry(i);

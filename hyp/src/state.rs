@@ -176,7 +176,7 @@ impl Hyp {
             window: None,
             sampler: None,
         };
-        crate::fast_step::this_cpu().vcpu = hyp.vcpus[0].0;
+        crate::fast_step::set_this_cpu(0, hyp.vcpus[0].0);
         // Made at set-up, as every CPU's: a CPU's first traced phase does not pay for them.
         assert!(
             hyp.vcpu().tracer.make_tables(),
@@ -195,7 +195,7 @@ impl Hyp {
         self.cpu_homes = alloc::vec![None; mpidrs.len()];
         self.vcpus = alloc::vec![VcpuPtr::NONE; mpidrs.len()];
         self.vcpus[boot] = boot_vcpu;
-        crate::fast_step::this_cpu().cpu = boot as u32;
+        crate::fast_step::set_this_cpu(boot, boot_vcpu.0);
         self.boot_block = {
             use tock_registers::interfaces::Readable;
             aarch64_cpu::registers::TPIDR_EL2.get()
@@ -210,7 +210,7 @@ impl Hyp {
     /// This CPU's index among the machine's.
     #[inline(always)]
     pub fn this_cpu(&self) -> usize {
-        crate::fast_step::this_cpu().cpu as usize
+        crate::fast_step::this_cpu_index()
     }
 
     /// CPU `cpu`'s state, if it has been made.
@@ -257,7 +257,7 @@ impl Hyp {
     /// [`Hyp::vcpu`], and the report channel beside it.
     #[inline(always)]
     pub fn vcpu_and_report(&mut self) -> (&mut Vcpu, &mut Reporter) {
-        let v = crate::fast_step::this_cpu().vcpu;
+        let v = crate::fast_step::this_vcpu();
         assert!(!v.is_null(), "a CPU without its state");
         // SAFETY: this CPU's block names its state, which lives as long as `Hyp` and is
         // reached only through it (so `&mut self` makes the reference exclusive).
@@ -357,7 +357,7 @@ impl Hyp {
     /// them as a phase that never ended, with where it stopped), then the Summary.
     pub fn finish(&mut self, exit: mtex_abi::report::ExitReason) -> ! {
         // The dying path may come from a CPU whose state is not set up: no partial phase.
-        let has_state = !crate::fast_step::this_cpu().vcpu.is_null();
+        let has_state = !crate::fast_step::this_vcpu().is_null();
         // A window that every CPU counts has only this CPU's share here: none is sent as
         // the window's (the host shows a window that never ended).
         if has_state && crate::phase::sample::unit_cut_short(self) {

@@ -37,9 +37,10 @@ fn trap_reads(on: bool) {
 /// Right after the trace took in this exit's instruction (holding the hypervisor's state):
 /// a member hands the window its trace's new retired instructions (`retired`: the trace's
 /// count since its start), before anything this exit does reads the window's time.
-pub fn note_retired(f: &mut FastStep, retired: impl FnOnce(&FastStep) -> u64) {
-    if f.stepped {
-        let retired = retired(f);
+pub fn note_retired(retired: impl FnOnce(&FastStep) -> u64) {
+    if crate::fast_step::stepped() {
+        let mut f = crate::fast_step::this_cpu();
+        let retired = retired(&f);
         let n = retired.saturating_sub(f.stepped_retired);
         f.stepped_retired = retired;
         STEPPED.lock().retire(n);
@@ -49,15 +50,21 @@ pub fn note_retired(f: &mut FastStep, retired: impl FnOnce(&FastStep) -> u64) {
 /// At the end of every full exit (holding the hypervisor's state; `member`: this CPU counts
 /// in a window on several CPUs, `retired` its trace's count, asked for only then): it joins
 /// the window's time, keeps to it, or leaves it, and the machine's account follows.
-pub fn at_exit(f: &mut FastStep, member: bool, retired: impl FnOnce(&FastStep) -> u64) {
-    let member = member && f.coarse == 0 && (f.stepped || has_ecv());
-    if !member && !f.stepped {
+pub fn at_exit(member: bool, retired: impl FnOnce(&FastStep) -> u64) {
+    let stepped = crate::fast_step::stepped();
+    if !member && !stepped {
+        return;
+    }
+    let mut f = crate::fast_step::this_cpu();
+    let f = &mut *f;
+    let member = member && f.coarse == 0 && (stepped || has_ecv());
+    if !member && !stepped {
         return;
     }
     let now = CNTPCT_EL0.get();
     let guest = {
         let mut s = STEPPED.lock();
-        match (f.stepped, member) {
+        match (stepped, member) {
             (false, _) => {
                 // The machine's guest time as this exit entered EL2, as `guest_clock` gave
                 // it to a window opened at this exit.
@@ -72,8 +79,8 @@ pub fn at_exit(f: &mut FastStep, member: bool, retired: impl FnOnce(&FastStep) -
             (true, false) => s.leave(now),
         }
     };
-    if f.stepped != member {
-        f.stepped = member;
+    if stepped != member {
+        crate::fast_step::set_stepped(member);
         trap_reads(member);
     }
     keep_to(f, guest, now);
@@ -93,7 +100,7 @@ fn keep_to(f: &mut FastStep, guest: u64, now: u64) {
 /// no window time (a read that trapped before its first exit cleared the trap) gets its own
 /// counter.
 pub fn read(f: &mut FastStep) -> u64 {
-    let value = if f.stepped {
+    let value = if crate::fast_step::stepped() {
         STEPPED.lock().now(f.exit_ts)
     } else {
         f.exit_ts.wrapping_sub(CNTVOFF_EL2.get())
@@ -105,7 +112,7 @@ pub fn read(f: &mut FastStep) -> u64 {
 /// The window's time for a phase record (its open and close): the machine's guest time as
 /// this exit entered EL2, None when this CPU keeps no window time.
 pub fn guest_time(f: &FastStep) -> Option<u64> {
-    f.stepped.then(|| STEPPED.lock().now(f.exit_ts))
+    crate::fast_step::stepped().then(|| STEPPED.lock().now(f.exit_ts))
 }
 
 /// A member's WFI (`guest_clock::halt_for_guest_wfi`): halted in EL2 until an interrupt is

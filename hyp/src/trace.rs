@@ -825,7 +825,7 @@ fn note_tco_site(
 
 /// This CPU's index among the machine's (for the oracle's markers).
 fn this_cpu() -> usize {
-    this_block().cpu as usize
+    crate::fast_step::this_cpu_index()
 }
 
 /// Words of the bitmap of guest pages that hold a plan's code: a bit per page of RAM, up to

@@ -147,9 +147,7 @@ fn leave(hyp: &mut Hyp, ctx: &mut GuestContext, me: usize) {
     let now = hyp.counters_here();
     let (counts, sites) = hyp.stop_trace(ctx);
     // The share's last instructions (a run the stop retired) are in the window's time too.
-    crate::stepped_clock::note_retired(&mut crate::fast_step::this_cpu(), |_| {
-        counts.instructions_el0 + counts.instructions_el1
-    });
+    crate::stepped_clock::note_retired(|_| counts.instructions_el0 + counts.instructions_el1);
     let engine = hyp.vcpu().tracer.engine();
     for site in sites.into_iter().flatten() {
         hyp.report.send(&Record::TcoSite(site));
