@@ -75,6 +75,11 @@ pub struct FastStep {
     /// The phase the writes in this CPU's ring belong to (0: none): the CPU's own, since in
     /// a window every CPU joins and leaves at its own exits (`Reporter::set_phase`).
     pub ring_phase: u32,
+    /// Trapped writes of this CPU's that the fast path handled and `Reporter::flush` framed,
+    /// over the run, and those of them made with PSTATE.TCO set: exits the CPU's own
+    /// counters leave out (`Hyp::counters_now` adds them).
+    pub framed_fast_writes: u64,
+    pub framed_fast_writes_with_tco: u64,
 }
 
 const _: () = assert!(offset_of!(FastStep, pending_inert) == 0);
@@ -298,10 +303,12 @@ pub fn reset_block(block: *mut FastStep) {
     // SAFETY: the block's CPU is off (the caller asked the firmware), so nothing else
     // references the block.
     let f = unsafe { &mut *block };
-    // The step exits it handled count over the run, as the CPU's other exits do.
-    let steps = f.steps;
+    // The exits its fast paths handled count over the run, as the CPU's other exits do.
+    let (steps, writes, with_tco) = (f.steps, f.framed_fast_writes, f.framed_fast_writes_with_tco);
     *f = fresh(f.ring);
     f.steps = steps;
+    f.framed_fast_writes = writes;
+    f.framed_fast_writes_with_tco = with_tco;
     f.init_trap_ring();
     // SAFETY: as above; the block came from `new_block`.
     let words = &unsafe { block_at(block) }.words;
@@ -346,6 +353,8 @@ fn fresh(ring: *mut TrapRing) -> FastStep {
         ring,
         stepped_retired: 0,
         ring_phase: 0,
+        framed_fast_writes: 0,
+        framed_fast_writes_with_tco: 0,
     }
 }
 

@@ -107,11 +107,6 @@ pub struct Reporter {
     out: Out,
     /// The CPU whose records went out last (`Record::OnCpu` marks a change).
     cpu: u32,
-    /// Writes the trap fast path handled, counted as they were framed (each one an exit, an
-    /// emulated instruction and a trapped write; `Hyp::counters_now` adds them), and of
-    /// those the exits with the guest's PSTATE.TCO set.
-    pub fast_writes: u64,
-    pub fast_writes_with_tco: u64,
     line: [u8; CONSOLE_LINE_BYTES],
     line_len: usize,
     /// Counts EL2 instructions spent framing queued writes, so that phase figures can tell
@@ -129,8 +124,6 @@ impl Reporter {
         Self {
             out: Out { uart, ring: None },
             cpu: 0,
-            fast_writes: 0,
-            fast_writes_with_tco: 0,
             line: [0; CONSOLE_LINE_BYTES],
             line_len: 0,
             pmu: None,
@@ -234,8 +227,8 @@ impl Reporter {
             send_on(&mut self.out, &Record::SysregWrite(w));
         }
         f.ring_clear();
-        self.fast_writes += fast;
-        self.fast_writes_with_tco += fast_tco;
+        f.framed_fast_writes += fast;
+        f.framed_fast_writes_with_tco += fast_tco;
         RUN_EXITS.fetch_add(fast, Ordering::Relaxed);
         self.send_log();
         if let (Some(p), Some(b)) = (self.pmu, before) {

@@ -335,7 +335,11 @@ extern "C" fn secondary_main(boot: &'static SecondaryBoot) -> ! {
     HCR_EL2.set(boot.hcr);
     crate::traps::clear_hcrx();
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-    crate::global::HYP.with(|hyp| hyp.cpus.started(boot.start.cpu, true));
+    crate::global::HYP.with(|hyp| {
+        hyp.cpus.started(boot.start.cpu, true);
+        // Its trap fast path, as the boot CPU's (its block starts with the path off).
+        hyp.sync_fast_traps();
+    });
     log::debug!(
         "CPU {} entering the guest at {:#x}",
         boot.start.cpu,

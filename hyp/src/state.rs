@@ -293,12 +293,12 @@ impl Hyp {
         Some(self.vcpus[cpu].0)
     }
 
-    /// The trap fast path runs with `mtex.step=fast` outside traced phases: in a traced
-    /// phase the step engine must see every exit.
+    /// The trap fast path runs with `mtex.step=fast` on this CPU while it traces nothing: in
+    /// a traced phase the step engine must see every exit. Each CPU's path is its own: its
+    /// ring holds its writes in its own phase (`Reporter::set_phase`), and is framed by its
+    /// own exits, or at the run's end by the CPU that ends it (`Reporter::drain_other`).
     pub fn sync_fast_traps(&mut self) {
-        // On several CPUs every trapped write goes through the full path, under the state's
-        // lock: one CPU's ring could not be drained by another that ends the run.
-        let on = self.fast_traps && !self.vcpu().tracer.active() && self.cpus.awake() == 1;
+        let on = self.fast_traps && !self.vcpu().tracer.active();
         crate::fast_step::this_cpu().set_fast_traps(on);
     }
 

@@ -196,3 +196,65 @@ fn traced_phases_see_the_controls_the_fast_path_wrote_between_them() {
     assert!(fast.phases.iter().all(|p| p.trace.is_some()));
     assert!(fast.writes.iter().any(|w| w.phase.is_none()));
 }
+
+/// The guest kernel on four CPUs, each CPU applying each run's policy itself between the
+/// traced phases (SCTLR_EL1 and TCR_EL1 writes, untraced: the fast path on every CPU, each
+/// with its own ring): each CPU's writes come out as the full path gives them, under that
+/// CPU and in the same phase, and every traced phase counts as many writes as it has records.
+#[test]
+fn on_four_cpus_each_cpus_writes_are_the_same_through_its_own_fast_path() {
+    const CPUS: u32 = 4;
+    let on_four = |step: &str| {
+        let cmdline = format!(
+            "mtex.guest=kernel mtex.watchdog_ms=600000 mtex.cpus={CPUS} mtex.hz=0 \
+             mtex.trace=only mtex.policies=entry-tco,tcma1,kasan-sync \
+             mtex.workloads=getpid,futex-hash mtex.step={step}"
+        );
+        let cfg = RunConfig {
+            cmdline: cmdline.clone(),
+            timeout: Duration::from_secs(300),
+            cpus: CPUS,
+            ..RunConfig::default()
+        };
+        let console = qemu::run(images(), &cfg).expect("running QEMU");
+        assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
+        let r = report::parse(&console.text);
+        assert!(
+            r.succeeded(),
+            "{cmdline}:\n{}",
+            mtex::output::matrix::text(&r)
+        );
+        r
+    };
+    let (fast, plain) = (on_four("fast"), on_four("plain"));
+    // Each CPU's writes in its own order; the CPUs interleave as each path's timing lets them.
+    let by_cpu = |r: &Report, cpu: u32| -> Vec<WriteKey> {
+        r.writes
+            .iter()
+            .filter(|w| w.cpu == cpu)
+            .map(|w| (w.register, w.old, w.new, w.at, w.phase.clone()))
+            .collect()
+    };
+    for cpu in 0..CPUS {
+        let f = by_cpu(&fast, cpu);
+        assert!(!f.is_empty(), "CPU {cpu}: no trapped writes");
+        same_lists(
+            &f,
+            &by_cpu(&plain, cpu),
+            &format!("CPU {cpu}"),
+            "trapped writes",
+        );
+    }
+    for r in [&fast, &plain] {
+        for p in &r.phases {
+            let n = r
+                .writes
+                .iter()
+                .filter(|w| w.phase.as_deref() == Some(p.name.as_str()))
+                .count() as u64;
+            assert_eq!(p.stats.unwrap().sysreg_writes, n, "{}", p.name);
+        }
+    }
+    let exits = |r: &Report| r.summary.unwrap().exits;
+    assert_eq!(exits(&fast), exits(&plain), "the Summary's exits");
+}

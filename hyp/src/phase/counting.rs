@@ -31,7 +31,10 @@ impl Hyp {
     /// cost measured as framing, so callers take their PMU figures after this).
     pub(super) fn counters_now(&mut self) -> Counters {
         self.report.flush();
-        let (writes, with_tco) = (self.report.fast_writes, self.report.fast_writes_with_tco);
+        let (writes, with_tco) = {
+            let f = crate::fast_step::this_cpu();
+            (f.framed_fast_writes, f.framed_fast_writes_with_tco)
+        };
         let c = self.counters_here();
         Counters {
             exits: c.exits + writes,
