@@ -17,7 +17,7 @@ use aarch64_cpu::registers::TPIDR_EL2;
 use core::arch::global_asm;
 use core::cell::{RefCell, RefMut};
 use core::mem::{offset_of, size_of};
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use mtex_arch::SysReg;
 use mtex_arch::esr::ISS_RT_MASK;
 use percore::{ExceptionFree, ExceptionLock};
@@ -126,6 +126,9 @@ struct BlockWords {
     /// This CPU counts in a window that steps several CPUs, and keeps that window's guest
     /// time (`stepped_clock.rs`): its counter reads trap to EL2 and are answered.
     stepped: AtomicBool,
+    /// Counter ticks it waited for the hypervisor's lock while another CPU held it, over the
+    /// run (`global.rs`).
+    lock_wait_ticks: AtomicU64,
 }
 
 /// A CPU's block as allocated.
@@ -189,6 +192,7 @@ pub fn new_block(cpu: usize, vcpu: *mut crate::state::Vcpu) -> Option<*mut FastS
                 power_off: AtomicBool::new(false),
                 halt_wfi: AtomicBool::new(false),
                 stepped: AtomicBool::new(false),
+                lock_wait_ticks: AtomicU64::new(0),
             },
             cell: ExceptionLock::new(RefCell::new(fast)),
         });
@@ -246,6 +250,22 @@ pub fn take_exit_requests() -> (bool, bool) {
 #[inline(always)]
 pub fn stepped() -> bool {
     this_block().words.stepped.load(Ordering::Relaxed)
+}
+
+/// Adds `ticks` to the time this CPU waited for the hypervisor's lock (none before its block
+/// is made: the boot CPU's, first thing).
+pub fn note_lock_wait(ticks: u64) {
+    if has_block() {
+        this_block()
+            .words
+            .lock_wait_ticks
+            .fetch_add(ticks, Ordering::Relaxed);
+    }
+}
+
+/// The counter ticks this CPU waited for the hypervisor's lock, over the run.
+pub fn lock_wait_ticks() -> u64 {
+    this_block().words.lock_wait_ticks.load(Ordering::Relaxed)
 }
 
 /// Sets [`stepped`].

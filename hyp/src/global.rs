@@ -1,7 +1,7 @@
 //! The hypervisor's state, reached from the exception handlers of every CPU.
 
 use crate::state::Hyp;
-use aarch64_cpu::registers::MPIDR_EL1;
+use aarch64_cpu::registers::{CNTPCT_EL0, MPIDR_EL1};
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU64, Ordering};
 use tock_registers::interfaces::Readable;
@@ -79,8 +79,8 @@ impl<T> Global<T> {
             panic!("hypervisor state re-entered");
         }
         let ticket = self.next.fetch_add(1, Ordering::Relaxed);
-        while self.serving.load(Ordering::Acquire) != ticket {
-            yield_cpu();
+        if self.serving.load(Ordering::Acquire) != ticket {
+            self.wait_for(ticket);
         }
         self.owner.store(me, Ordering::Relaxed);
         // SAFETY: this CPU holds the lock, so no other reference to the value exists.
@@ -89,6 +89,20 @@ impl<T> Global<T> {
         self.serving
             .store(ticket.wrapping_add(1), Ordering::Release);
         r
+    }
+}
+
+impl<T> Global<T> {
+    /// Waits until `ticket` is served, and counts the counter ticks it took in this CPU's
+    /// `lock_wait_ticks` (out of line: the lock is free at most exits).
+    #[cold]
+    #[inline(never)]
+    fn wait_for(&self, ticket: u64) {
+        let from = CNTPCT_EL0.get();
+        while self.serving.load(Ordering::Acquire) != ticket {
+            yield_cpu();
+        }
+        crate::fast_step::note_lock_wait(CNTPCT_EL0.get().wrapping_sub(from));
     }
 }
 

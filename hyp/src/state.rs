@@ -221,13 +221,15 @@ impl Hyp {
         (!v.is_null()).then(|| unsafe { &mut *v })
     }
 
-    /// This CPU's counters with the single-step exits its fast path handled: what a CPU's
-    /// share of a window is measured by (on this CPU's exit only: the block is its own).
+    /// This CPU's counters with the single-step exits its fast path handled and the time it
+    /// waited for this state's lock: what a CPU's share of a window is measured by (on this
+    /// CPU's exit only: the block is its own).
     pub fn counters_here(&mut self) -> Counters {
         let fast_steps = crate::fast_step::this_cpu().steps;
         let c = self.vcpu().counters;
         Counters {
             step_exits: c.step_exits + fast_steps,
+            lock_wait_ticks: crate::fast_step::lock_wait_ticks(),
             ..c
         }
     }

@@ -602,6 +602,13 @@ mod tests {
                         timer_stopped: whole,
                     }
                 )),
+            (any::<[u32; 2]>(), any::<u64>()).prop_map(|(n, ticks)| Record::LockWait(
+                crate::report::LockWait {
+                    id: n[0],
+                    cpu: n[1],
+                    ticks,
+                }
+            )),
             (any::<u32>(), any::<[u64; 3]>()).prop_map(|(id, v)| Record::TraceImpdef(
                 crate::report::TraceImpdef {
                     id,

@@ -111,6 +111,22 @@ pub enum Record {
     /// ARM leaves to the CPU (sent after its TraceMore, only when one is not zero). After
     /// PhaseIterations so that older logs still decode.
     TraceImpdef(TraceImpdef),
+    /// The counter ticks one CPU spent at EL2 in a phase waiting for the hypervisor's lock
+    /// while another CPU held it: sent before the PhaseEnd of a phase counted on one CPU,
+    /// and with each CPU's share of a window counted on several. After TraceImpdef so that
+    /// older logs still decode.
+    LockWait(LockWait),
+}
+
+/// Counter ticks (CNTPCT_EL0) CPU `cpu` spent at EL2 during phase `id` waiting for the
+/// hypervisor's lock while another CPU held it (0 when it never waited). Under `-icount`
+/// the counter advances with every CPU's instructions: the ticks are the machine's work
+/// while the CPU waited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockWait {
+    pub id: u32,
+    pub cpu: u32,
+    pub ticks: u64,
 }
 
 /// A guarded phase's iterations: those its harness said at PHASE_BEGIN it would make, and

@@ -20,6 +20,9 @@ pub struct Counters {
     pub guest_pmu_accesses: u64,
     pub guest_debug_accesses: u64,
     pub wfx_traps: u64,
+    /// Counter ticks (CNTPCT_EL0) the CPU spent at EL2 waiting for the hypervisor's lock
+    /// while another CPU held it.
+    pub lock_wait_ticks: u64,
 }
 
 /// The hypervisor's PMU figures for a phase, beside its counters.
@@ -67,6 +70,7 @@ impl Counters {
             guest_pmu_accesses,
             guest_debug_accesses,
             wfx_traps,
+            lock_wait_ticks,
         } = *o;
         Counters {
             exits: f(self.exits, exits),
@@ -78,6 +82,7 @@ impl Counters {
             guest_pmu_accesses: f(self.guest_pmu_accesses, guest_pmu_accesses),
             guest_debug_accesses: f(self.guest_debug_accesses, guest_debug_accesses),
             wfx_traps: f(self.wfx_traps, wfx_traps),
+            lock_wait_ticks: f(self.lock_wait_ticks, lock_wait_ticks),
         }
     }
 
@@ -94,6 +99,8 @@ impl Counters {
             guest_pmu_accesses,
             guest_debug_accesses,
             wfx_traps,
+            // Sent as its own record (`LockWait`), which older hosts need not read.
+            lock_wait_ticks: _,
         } = *self;
         let el = |i: usize| pmu.instructions.map(|c| c[i]);
         PhaseStats {
@@ -131,6 +138,7 @@ mod tests {
             guest_pmu_accesses: base + 7,
             guest_debug_accesses: base + 8,
             wfx_traps: base + 9,
+            lock_wait_ticks: base + 10,
         }
     }
 
@@ -191,6 +199,7 @@ mod tests {
                 guest_pmu_accesses: 990,
                 guest_debug_accesses: 990,
                 wfx_traps: 990,
+                lock_wait_ticks: 990,
             }
         );
         let mut sum = Counters::default();
@@ -208,6 +217,7 @@ mod tests {
                 guest_pmu_accesses: 24,
                 guest_debug_accesses: 26,
                 wfx_traps: 28,
+                lock_wait_ticks: 30,
             }
         );
     }

@@ -115,6 +115,16 @@ impl Hyp {
         let c = self.counters_now();
         let p = self.phase.take()?;
         self.report.set_phase(0);
+        // A window's CPUs each send theirs with their share (`window::leave`).
+        if self.window.is_none() {
+            let cpu = self.this_cpu() as u32;
+            self.report
+                .send(&mtex_abi::Record::LockWait(mtex_abi::report::LockWait {
+                    id: p.id,
+                    cpu,
+                    ticks: c.since(&p.at_begin).lock_wait_ticks,
+                }));
+        }
         let now = self.pmu.as_ref().map(Pmu::read);
         // A counter that was stopped, reprogrammed, overflowed or went backwards gives no
         // figure: the phase says so instead.

@@ -23,7 +23,7 @@ use crate::phase::Watched;
 use crate::state::{Counters, Hyp};
 use mtex_abi::Record;
 use mtex_abi::report::{
-    CpuTrace, GuestState, PhaseClock, PhaseEnd, PhasePmu, PhaseTrace, StepEngine,
+    CpuTrace, GuestState, LockWait, PhaseClock, PhaseEnd, PhasePmu, PhaseTrace, StepEngine,
 };
 use mtex_trace::counts::TraceCounts;
 use mtex_vm::counters::PmuFigures;
@@ -174,6 +174,11 @@ fn leave(hyp: &mut Hyp, ctx: &mut GuestContext, me: usize) {
         unknown_mem: counts.unknown_mem,
         step_exits: exits.step_exits,
     };
+    hyp.report.send(&Record::LockWait(LockWait {
+        id: w.members.id,
+        cpu: me as u32,
+        ticks: exits.lock_wait_ticks,
+    }));
     let done = w.members.done() && w.closing.is_some();
     hyp.report.send(&Record::CpuTrace(share));
     if done {

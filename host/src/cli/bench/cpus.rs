@@ -29,6 +29,9 @@ pub struct CpuCost {
     pub el2_per_traced_pmu: Option<f64>,
     /// Checked kernel reads the phase counted (the workload's arithmetic times the CPUs).
     pub checked_rd_k: u64,
+    /// The share of the phase's span each CPU spent waiting for the hypervisor's lock, on
+    /// average over the CPUs (its `lock_wait_ticks` over the span's ticks).
+    pub lock_wait: f64,
     /// Wall-clock time of the whole run, boot included.
     pub wall: Duration,
 }
@@ -66,6 +69,14 @@ fn one(boots: &Boots, cpus: u32, iters: u64) -> Result<CpuCost> {
     // One instruction per nanosecond under -icount shift=0.
     let machine = (ticks as u128 * 1_000_000_000 / hz as u128) as u64;
     let traced = t.instructions_el1 + t.instructions_el0;
+    if p.lock_waits.len() != cpus as usize {
+        bail!(
+            "{cpus} CPUs: the phase has {} CPUs' lock waits",
+            p.lock_waits.len()
+        );
+    }
+    let waited: u64 = p.lock_waits.iter().map(|l| l.ticks).sum();
+    let lock_wait = waited as f64 / (ticks.max(1) as f64 * cpus as f64);
     let pmu = (cpus == 1)
         .then(|| p.stats.and_then(|s| s.el2_instructions))
         .flatten()
@@ -77,6 +88,7 @@ fn one(boots: &Boots, cpus: u32, iters: u64) -> Result<CpuCost> {
         el2_per_traced: machine.saturating_sub(traced) as f64 / traced.max(1) as f64,
         el2_per_traced_pmu: pmu,
         checked_rd_k: t.architectural.rd_k,
+        lock_wait,
         wall: b.wall,
     })
 }
@@ -90,8 +102,8 @@ pub fn render(costs: &[CpuCost], iters: u64) -> String {
     );
     let _ = writeln!(
         s,
-        "  {:>4}  {:>12}  {:>12}  {:>16}  {:>8}  {:>12}  {:>8}",
-        "CPUs", "traced", "machine", "EL2 per traced", "(PMU)", "checked rd:k", "wall"
+        "  {:>4}  {:>12}  {:>12}  {:>16}  {:>8}  {:>12}  {:>10}  {:>8}",
+        "CPUs", "traced", "machine", "EL2 per traced", "(PMU)", "checked rd:k", "lock wait", "wall"
     );
     for c in costs {
         let pmu = c
@@ -99,13 +111,14 @@ pub fn render(costs: &[CpuCost], iters: u64) -> String {
             .map_or_else(|| "-".to_string(), |v| format!("{v:.1}"));
         let _ = writeln!(
             s,
-            "  {:>4}  {:>12}  {:>12}  {:>16.1}  {:>8}  {:>12}  {:>7.2}s",
+            "  {:>4}  {:>12}  {:>12}  {:>16.1}  {:>8}  {:>12}  {:>9.1}%  {:>7.2}s",
             c.cpus,
             c.traced,
             c.machine,
             c.el2_per_traced,
             pmu,
             c.checked_rd_k,
+            100.0 * c.lock_wait,
             c.wall.as_secs_f64()
         );
     }
@@ -113,7 +126,9 @@ pub fn render(costs: &[CpuCost], iters: u64) -> String {
         s,
         "  machine: instructions every CPU executed in the phase, from its span on the clock; \
          EL2 per traced: (machine - traced) / traced, all CPUs' EL2 work; (PMU): the same from \
-         the one CPU's PMU, where there is one CPU"
+         the one CPU's PMU, where there is one CPU; lock wait: the part of the phase's span a \
+         CPU spent at EL2 waiting for the hypervisor's lock while another held it, the mean \
+         over its CPUs"
     );
     s
 }

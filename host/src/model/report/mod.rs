@@ -84,6 +84,11 @@ pub struct Phase {
     /// A window that every CPU counted: each CPU's share, in the order they left (`trace`
     /// is their sum). Empty for a phase counted on one CPU.
     pub cpus: Vec<mtex_abi::report::CpuTrace>,
+    /// The counter ticks each of its CPUs waited at EL2 for the hypervisor's lock while
+    /// another CPU held it (`LockWait`), in the order they came; empty from a hypervisor
+    /// that did not send them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lock_waits: Vec<mtex_abi::report::LockWait>,
     /// The oracle's check of each CPU's share, by CPU (`crate::oracle_check`).
     pub cpu_oracle: Vec<(u32, crate::oracle_check::Check)>,
     /// A sampled phase (`mtex.sample`): its units and how it was sampled. Its `trace` is

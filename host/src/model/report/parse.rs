@@ -421,6 +421,16 @@ fn apply(r: &mut Report, seq: u32, record: Record, cpu: &mut u32) {
                 it.id
             )),
         },
+        Record::LockWait(l) => match r.phases.iter_mut().rev().find(|p| p.id == l.id) {
+            Some(p) if p.stats.is_none() && !p.lock_waits.iter().any(|o| o.cpu == l.cpu) => {
+                p.lock_waits.push(l)
+            }
+            _ => r.problems.push(format!(
+                "record {seq}: CPU {}'s lock wait in phase {}, which was not open or had it \
+                 already",
+                l.cpu, l.id
+            )),
+        },
         Record::CpuTrace(c) => match r.phases.iter_mut().rev().find(|p| p.id == c.id) {
             Some(p) if p.trace.is_none() && !p.cpus.iter().any(|o| o.cpu == c.cpu) => {
                 // The CPUs' shares arrive in the order they end; every output lists them by
