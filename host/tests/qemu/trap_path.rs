@@ -10,9 +10,15 @@ use std::time::Duration;
 use mtex::images::built as images;
 
 fn boot(cmdline: &str) -> Report {
+    boot_on(cmdline, 1, Duration::from_secs(60))
+}
+
+/// [`boot`] on `cpus` CPUs, within `timeout`.
+fn boot_on(cmdline: &str, cpus: u32, timeout: Duration) -> Report {
     let cfg = RunConfig {
         cmdline: cmdline.to_string(),
-        timeout: Duration::from_secs(60),
+        timeout,
+        cpus,
         ..RunConfig::default()
     };
     let console = qemu::run(images(), &cfg).expect("running QEMU");
@@ -131,18 +137,22 @@ fn same_either_way(cmdline: &str) -> (Report, Report) {
         exits(&plain),
         "{cmdline}: the Summary's exits"
     );
-    // Each phase counts its own writes, as many as it has records.
     for r in [&fast, &plain] {
-        for p in &r.phases {
-            let n = r
-                .writes
-                .iter()
-                .filter(|w| w.phase.as_deref() == Some(p.name.as_str()))
-                .count() as u64;
-            assert_eq!(p.stats.unwrap().sysreg_writes, n, "{cmdline}: {}", p.name);
-        }
+        each_phase_counts_its_writes(r, cmdline);
     }
     (fast, plain)
+}
+
+/// Each phase of `r` counts its own writes, as many as it has records.
+fn each_phase_counts_its_writes(r: &Report, what: &str) {
+    for p in &r.phases {
+        let n = r
+            .writes
+            .iter()
+            .filter(|w| w.phase.as_deref() == Some(p.name.as_str()))
+            .count() as u64;
+        assert_eq!(p.stats.unwrap().sysreg_writes, n, "{what}: {}", p.name);
+    }
 }
 
 /// EL2 instructions per trapped write in the bench program (framing excluded), as
@@ -210,21 +220,7 @@ fn on_four_cpus_each_cpus_writes_are_the_same_through_its_own_fast_path() {
              mtex.trace=only mtex.policies=entry-tco,tcma1,kasan-sync \
              mtex.workloads=getpid,futex-hash mtex.step={step}"
         );
-        let cfg = RunConfig {
-            cmdline: cmdline.clone(),
-            timeout: Duration::from_secs(300),
-            cpus: CPUS,
-            ..RunConfig::default()
-        };
-        let console = qemu::run(images(), &cfg).expect("running QEMU");
-        assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
-        let r = report::parse(&console.text);
-        assert!(
-            r.succeeded(),
-            "{cmdline}:\n{}",
-            mtex::output::matrix::text(&r)
-        );
-        r
+        boot_on(&cmdline, CPUS, Duration::from_secs(300))
     };
     let (fast, plain) = (on_four("fast"), on_four("plain"));
     // Each CPU's writes in its own order; the CPUs interleave as each path's timing lets them.
@@ -246,14 +242,7 @@ fn on_four_cpus_each_cpus_writes_are_the_same_through_its_own_fast_path() {
         );
     }
     for r in [&fast, &plain] {
-        for p in &r.phases {
-            let n = r
-                .writes
-                .iter()
-                .filter(|w| w.phase.as_deref() == Some(p.name.as_str()))
-                .count() as u64;
-            assert_eq!(p.stats.unwrap().sysreg_writes, n, "{}", p.name);
-        }
+        each_phase_counts_its_writes(r, "four CPUs");
     }
     let exits = |r: &Report| r.summary.unwrap().exits;
     assert_eq!(exits(&fast), exits(&plain), "the Summary's exits");
