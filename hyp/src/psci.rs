@@ -118,6 +118,10 @@ fn cpu_on(hyp: &mut Hyp, ctx: &GuestContext, thirty_two: bool) -> Result<(), Err
     let start = hyp
         .cpus
         .cpu_on(target, entry, context_id, |a| ram.pa_of(a, 4).is_some())?;
+    // From now on the trapped writes go through the full path only (`sync_fast_traps`);
+    // what this CPU's ring holds is framed first.
+    hyp.report.flush();
+    hyp.sync_fast_traps();
     crate::smp::start(hyp, start)
 }
 

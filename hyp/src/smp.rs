@@ -337,7 +337,8 @@ extern "C" fn secondary_main(boot: &'static SecondaryBoot) -> ! {
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     crate::global::HYP.with(|hyp| {
         hyp.cpus.started(boot.start.cpu, true);
-        // Its trap fast path, as the boot CPU's (its block starts with the path off).
+        // Its trap fast path as the rule has it (off: its block starts so, and it is not
+        // the only CPU awake).
         hyp.sync_fast_traps();
     });
     log::debug!(
