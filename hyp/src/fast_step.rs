@@ -239,11 +239,17 @@ pub fn request_halt_wfi() {
 /// WFI (and forgets it).
 #[inline(always)]
 pub fn take_exit_requests() -> (bool, bool) {
+    // Only this CPU writes them: a load, and a store only when one was asked (no
+    // read-modify-write at every exit).
+    let take = |flag: &AtomicBool| {
+        let asked = flag.load(Ordering::Relaxed);
+        if asked {
+            flag.store(false, Ordering::Relaxed);
+        }
+        asked
+    };
     let w = &this_block().words;
-    (
-        w.power_off.swap(false, Ordering::Relaxed),
-        w.halt_wfi.swap(false, Ordering::Relaxed),
-    )
+    (take(&w.power_off), take(&w.halt_wfi))
 }
 
 /// This CPU keeps the guest time of a window that steps several CPUs (`stepped_clock.rs`).
