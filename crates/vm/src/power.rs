@@ -65,8 +65,8 @@ impl Cpus {
         self.power[cpu]
     }
 
-    /// The index of the CPU whose affinity is `target` (other bits ignored, as PSCI's
-    /// callers leave them zero).
+    /// The index of the CPU whose affinity is `target`; none if any other bit is set (PSCI
+    /// wants them zero, and MPIDR_EL1's bit 31 is not part of a CPU's name).
     pub fn index_of(&self, target: u64) -> Option<usize> {
         let a = target & MPIDR_AFFINITY;
         (target & !MPIDR_AFFINITY == 0)
