@@ -18,16 +18,17 @@
 
 use crate::context::GuestContext;
 use crate::state::Hyp;
-use aarch64_cpu::registers::{CNTHP_CTL_EL2, HCR_EL2, MPIDR_EL1};
 use arm_gic::IntId;
 use arm_gic::InterruptGroup;
 use arm_gic::gicv3::registers::GicdCtlr;
 use arm_gic::gicv3::{GicCpuInterface, GicRedistributorIterator, GicV3, Group, SecureIntGroup};
+use arm_sysregs::el1::accessors::read_mpidr_el1;
+use arm_sysregs::el2::accessors::{read_hcr_el2, write_cnthp_ctl_el2, write_hcr_el2};
+use arm_sysregs::el2::registers::{CnthpCtlEl2, HcrEl2};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use mtex_platform::Gic;
 use safe_mmio::UniqueMmioPointer;
-use tock_registers::interfaces::{ReadWriteable, Readable, Writeable};
 
 /// The machine's GIC frames and the EL2 timer's INTID, kept at boot (Linux mode).
 static GICD: AtomicU64 = AtomicU64::new(0);
@@ -83,7 +84,7 @@ pub fn route(on: bool) -> bool {
         )
     }
     .expect("GICv3 redistributor");
-    let me = MPIDR_EL1.get() & mtex_platform::machine::MPIDR_AFFINITY;
+    let me = read_mpidr_el1().bits() & mtex_platform::machine::MPIDR_AFFINITY;
     let Some(cpu) = (0..frames).find(|&i| gic.gicr_typer(i).is_ok_and(|t| t.core_mpidr() == me))
     else {
         return false;
@@ -96,9 +97,9 @@ pub fn route(on: bool) -> bool {
         gic.gicd_set_control(GicdCtlr::EnableGrp0);
         gic.gicd_barrier();
         GicCpuInterface::enable_group0(true);
-        CNTHP_CTL_EL2.write(CNTHP_CTL_EL2::ENABLE::SET + CNTHP_CTL_EL2::IMASK::CLEAR);
+        write_cnthp_ctl_el2(CnthpCtlEl2::ENABLE);
     } else {
-        CNTHP_CTL_EL2.write(CNTHP_CTL_EL2::ENABLE::CLEAR);
+        write_cnthp_ctl_el2(CnthpCtlEl2::empty());
         let _ = gic.enable_interrupt(t, Some(cpu), false);
         GicCpuInterface::enable_group0(false);
     }
@@ -106,11 +107,12 @@ pub fn route(on: bool) -> bool {
     // AmpereOne AC04_CPU_23 (traps.rs): a DSB before every HCR_EL2 write; the exception
     // return to the guest synchronises it.
     aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
-    if on {
-        HCR_EL2.modify(HCR_EL2::FMO::SET);
-    } else {
-        HCR_EL2.modify(HCR_EL2::FMO::CLEAR);
-    }
+    let mut hcr = read_hcr_el2();
+    hcr.set(HcrEl2::FMO, on);
+    // SAFETY: FMO changes only what the guest's FIQs and CPU-interface accesses reach (EL2's
+    // vectors, the virtual interface: above), not EL2's own code; the rest of HCR_EL2 is
+    // written back as it was.
+    unsafe { write_hcr_el2(hcr) };
     true
 }
 
