@@ -3,26 +3,41 @@
 //! it was found). Tables come from aarch64-paging; this file chooses ranges and attributes.
 
 use aarch64_cpu::asm::barrier;
-use aarch64_cpu::registers::*;
 use aarch64_paging::Mapping;
 use aarch64_paging::descriptor::{El23Attributes, PhysicalAddress, Stage2Attributes};
 use aarch64_paging::idmap::{IdMap, IdTranslation};
 use aarch64_paging::paging::{Constraints, El2, MemoryRegion, Stage2};
 use alloc::boxed::Box;
+use arm_sysregs::el1::accessors::read_id_aa64mmfr0_el1;
+use arm_sysregs::el2::accessors::{write_mair_el2, write_sctlr_el2, write_tcr_el2, write_vtcr_el2};
+use arm_sysregs::el2::registers::{MairEl2, SctlrEl2, TcrEl2, VtcrEl2};
 use core::sync::atomic::{AtomicPtr, Ordering};
 use mtex_platform::guest_vm::GuestRam;
 use mtex_platform::{Errata, Region};
-use tock_registers::fields::FieldValue;
-use tock_registers::interfaces::{Readable, Writeable};
 
 /// EL2 stage 1: a level-0 root and 48-bit addresses (T0SZ = 16), because servers put
 /// devices high (an Altra's console UART is at 0x1000_0262_0000).
 const EL2_ROOT_LEVEL: usize = 0;
-const EL2_T0SZ: u64 = 16;
+const EL2_T0SZ: u8 = 16;
 /// Stage 2: the guest's addresses are mtex's small fixed layout; 39 bits (level-1 root,
 /// T0SZ = 25) hold it.
 const S2_ROOT_LEVEL: usize = 1;
-const S2_T0SZ: u64 = 25;
+const S2_T0SZ: u8 = 25;
+
+/// TCR_EL2.TG0 / VTCR_EL2.TG0: the 4 KiB granule.
+const TG0_4K: u8 = 0b00;
+/// SH0: table walks Inner Shareable.
+const SH0_INNER: u8 = 0b11;
+/// IRGN0 / ORGN0: table walks Normal, Write-Back Read-Allocate Write-Allocate Cacheable.
+const WALK_WBRAWA: u8 = 0b01;
+/// VTCR_EL2.SL0 with the 4 KiB granule: the root's level (1 for 39 bits, 0 for 48).
+const SL0_4K_LEVEL1: u8 = 0b01;
+const SL0_4K_LEVEL0: u8 = 0b10;
+
+/// MAIR_EL2's attributes: Device-nGnRE, and Normal Write-Back Non-transient Read-Allocate
+/// Write-Allocate, inner and outer.
+const ATTR_DEVICE_NGNRE: u8 = 0b0000_0100;
+const ATTR_NORMAL_WB: u8 = 0b1111_1111;
 
 const EL2_DEVICE: El23Attributes = El23Attributes::VALID
     .union(El23Attributes::ATTRIBUTE_INDEX_0)
@@ -49,8 +64,8 @@ const S2_DEVICE: Stage2Attributes = Stage2Attributes::VALID
     .union(Stage2Attributes::XN);
 
 /// ID_AA64MMFR0_EL1.PARange capped at 48 bits, as a TCR_EL2.PS / VTCR_EL2.PS value.
-fn phys_size_field() -> u64 {
-    ID_AA64MMFR0_EL1.read(ID_AA64MMFR0_EL1::PARange).min(5)
+fn phys_size_field() -> u8 {
+    read_id_aa64mmfr0_el1().parange().min(5)
 }
 
 /// Page-aligned cover of `r`.
@@ -74,21 +89,26 @@ pub fn enable_el2(normal: &[Region], devices: &[Region]) {
             .expect("map a device at EL2");
     }
     // Index 0 Device-nGnRE, index 1 Normal Write-Back (inner and outer).
-    MAIR_EL2.write(
-        MAIR_EL2::Attr0_Device::nonGathering_nonReordering_EarlyWriteAck
-            + MAIR_EL2::Attr1_Normal_Inner::WriteBack_NonTransient_ReadWriteAlloc
-            + MAIR_EL2::Attr1_Normal_Outer::WriteBack_NonTransient_ReadWriteAlloc,
-    );
+    const MAIR: MairEl2 = MairEl2::empty()
+        .with_attr(0, ATTR_DEVICE_NGNRE)
+        .with_attr(1, ATTR_NORMAL_WB);
+    const _: () = assert!(MAIR.bits() == 0xff04);
     // TCR_EL2 (non-VHE): RES1 bits 31 and 23, then the walk: 4 KiB granule, inner-shareable
     // write-back table walks.
-    const TCR_RES1: u64 = (1 << 31) | (1 << 23);
-    let tcr = TCR_EL2::PS.val(phys_size_field())
-        + TCR_EL2::TG0::KiB_4
-        + TCR_EL2::SH0::Inner
-        + TCR_EL2::ORGN0::WriteBack_ReadAlloc_WriteAlloc_Cacheable
-        + TCR_EL2::IRGN0::WriteBack_ReadAlloc_WriteAlloc_Cacheable
-        + TCR_EL2::T0SZ.val(EL2_T0SZ);
-    TCR_EL2.set(TCR_RES1 | tcr.value);
+    const _: () = assert!(TcrEl2::RES1.bits() == (1 << 31) | (1 << 23));
+    let tcr = TcrEl2::RES1
+        .with_ps(phys_size_field())
+        .with_tg0(TG0_4K)
+        .with_sh0(SH0_INNER)
+        .with_orgn0(WALK_WBRAWA)
+        .with_irgn0(WALK_WBRAWA)
+        .with_t0sz(EL2_T0SZ);
+    // SAFETY: the MMU is still off: these take effect with `activate` below, whose tables use
+    // these attribute indices and this walk.
+    unsafe {
+        write_mair_el2(MAIR);
+        write_tcr_el2(tcr);
+    }
     barrier::isb(barrier::SY);
     let map = Box::leak(Box::new(map));
     // SAFETY: the map covers all memory the hypervisor uses (its image, stack and heap are
@@ -105,13 +125,17 @@ pub fn enable_el2(normal: &[Region], devices: &[Region]) {
     // far). Invalidate them first: memory holds the truth, so nothing is lost.
     invalidate_to_poc(crate::hyp_region());
     // SCTLR_EL2 (non-VHE): RES1 bits, then M (MMU), C (data cache), SA (stack alignment)
-    // and I (instruction cache).
+    // and I (instruction cache). The RES1 bits (4, 5, 11, 16, 18, 22, 23, 28, 29) are
+    // hand-typed: arm-sysregs names them by their E2H = 1 fields (SA0, CP15BEN, EOS...).
     const SCTLR_RES1: u64 = 0x30c5_0830;
-    let on = SCTLR_EL2::M::Enable
-        + SCTLR_EL2::C::Cacheable
-        + SCTLR_EL2::SA::Enable
-        + SCTLR_EL2::I::Cacheable;
-    SCTLR_EL2.set(SCTLR_RES1 | on.value);
+    let on = SctlrEl2::from_bits_retain(SCTLR_RES1)
+        | SctlrEl2::M
+        | SctlrEl2::C
+        | SctlrEl2::SA
+        | SctlrEl2::I;
+    // SAFETY: the tables activated above identity-map everything the hypervisor uses, and
+    // the cache holds nothing stale for it (invalidated above).
+    unsafe { write_sctlr_el2(on) };
     barrier::isb(barrier::SY);
 }
 
@@ -162,7 +186,7 @@ pub fn enable_stage2(guest: GuestRam, devices: &[Region], errata: Errata) {
     // The UART is not mapped for the guest: it carries the report stream, and a guest that
     // owned it could disable it (stopping EL2's output), loop it back or forge frames. The
     // guest's console is the CONSOLE_WRITE hypercall.
-    let map = activate_stage2(map, vtcr(VTCR_EL2::SL0::Granule4KBLevel1, S2_T0SZ, errata));
+    let map = activate_stage2(map, vtcr(SL0_4K_LEVEL1, S2_T0SZ, errata));
     GUEST_STAGE2.store(map, Ordering::Relaxed);
 }
 
@@ -215,16 +239,16 @@ pub fn protect((start, end): (u64, u64), read_only: bool) -> bool {
 /// `sl0` and `t0sz`. HA and HD stay 0: mtex does not use hardware Access-flag updates, and
 /// AmpereOne forbids them (erratum AC03_CPU_38) — `Errata::vtcr` enforces that on every CPU
 /// it applies to, should a later change set them.
-fn vtcr(sl0: FieldValue<u64, VTCR_EL2::Register>, t0sz: u64, errata: Errata) -> u64 {
-    let v = VTCR_EL2::RES1.val(1)
-        + VTCR_EL2::PS.val(phys_size_field())
-        + VTCR_EL2::TG0::Granule4KB
-        + VTCR_EL2::SH0::Inner
-        + VTCR_EL2::ORGN0::NormalWBRAWA
-        + VTCR_EL2::IRGN0::NormalWBRAWA
-        + sl0
-        + VTCR_EL2::T0SZ.val(t0sz);
-    errata.vtcr(v.value)
+fn vtcr(sl0: u8, t0sz: u8, errata: Errata) -> VtcrEl2 {
+    let v = VtcrEl2::RES1
+        .with_ps(phys_size_field())
+        .with_tg0(TG0_4K)
+        .with_sh0(SH0_INNER)
+        .with_orgn0(WALK_WBRAWA)
+        .with_irgn0(WALK_WBRAWA)
+        .with_sl0(sl0)
+        .with_t0sz(t0sz);
+    VtcrEl2::from_bits_retain(errata.vtcr(v.bits()))
 }
 
 /// Install mode's device space: Device-nGnRE as [`S2_DEVICE`], but executable, because
@@ -243,7 +267,7 @@ const S2_DEVICE_EXEC: Stage2Attributes = Stage2Attributes::VALID
 /// and the OS it boots drive) — except `holes` (the hypervisor, the doorbell page), which
 /// fault to EL2. A level-0 root: servers' devices lie far above 39 bits.
 pub fn enable_stage2_identity(ram: &[Region], holes: &[Region], errata: Errata) {
-    let pa_bits = [32u64, 36, 40, 42, 44, 48][phys_size_field() as usize];
+    let pa_bits = [32u8, 36, 40, 42, 44, 48][phys_size_field() as usize];
     let mut map = Mapping::new(IdTranslation::new(), 0, Stage2);
     let id = |map: &mut Mapping<IdTranslation<Stage2Attributes>, Stage2>,
               r: MemoryRegion,
@@ -258,7 +282,7 @@ pub fn enable_stage2_identity(ram: &[Region], holes: &[Region], errata: Errata) 
     for h in holes.iter().filter(|h| h.size != 0) {
         id(&mut map, pages(*h), Stage2Attributes::empty());
     }
-    let vtcr = vtcr(VTCR_EL2::SL0::Granule4KBLevel0, 64 - pa_bits, errata);
+    let vtcr = vtcr(SL0_4K_LEVEL0, 64 - pa_bits, errata);
     activate_stage2(map, vtcr);
 }
 
@@ -266,9 +290,11 @@ pub fn enable_stage2_identity(ram: &[Region], holes: &[Region], errata: Errata) 
 /// Returns the map, leaked.
 fn activate_stage2(
     map: Mapping<IdTranslation<Stage2Attributes>, Stage2>,
-    vtcr: u64,
+    vtcr: VtcrEl2,
 ) -> &'static mut Mapping<IdTranslation<Stage2Attributes>, Stage2> {
-    VTCR_EL2.set(vtcr);
+    // SAFETY: stage 2 only affects the guest, which has not run yet; `activate` below gives
+    // it the table this walk describes.
+    unsafe { write_vtcr_el2(vtcr) };
     barrier::isb(barrier::SY);
     let map = Box::leak(Box::new(map));
     // SAFETY: stage 2 only affects the guest, which has not run yet; the map is leaked.
