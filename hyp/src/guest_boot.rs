@@ -4,10 +4,20 @@
 
 use crate::boot::Boot;
 use crate::context::GuestContext;
-use aarch64_cpu::registers::*;
-use mtex_arch::el2_bits::cptr;
+use arm_sysregs::el0::accessors::read_cntpct_el0;
+use arm_sysregs::el1::accessors::{
+    read_icc_sre_el1, read_id_aa64pfr0_el1, read_midr_el1, read_mpidr_el1, write_cpacr_el1,
+    write_icc_sre_el1, write_mair_el1, write_sctlr_el1, write_sp_el1, write_tcr_el1,
+    write_ttbr0_el1, write_vbar_el1,
+};
+use arm_sysregs::el1::registers::{
+    CpacrEl1, IccSreEl1, MairEl1, SctlrEl1, SpEl1, TcrEl1, Ttbr0El1, VbarEl1,
+};
+use arm_sysregs::el2::accessors::{
+    write_cnthctl_el2, write_cntvoff_el2, write_cptr_el2, write_vmpidr_el2, write_vpidr_el2,
+};
+use arm_sysregs::el2::registers::{CnthctlEl2, CntvoffEl2, CptrEl2, VmpidrEl2, VpidrEl2};
 use mtex_platform::{arm64_image, guest_vm};
-use tock_registers::interfaces::{Readable, Writeable};
 
 /// Puts the guest in its RAM: the staged Image at `guest_vm::IMAGE_ADDR` and a device tree
 /// of the guest's machine at `guest_vm::DTB_ADDR`. Returns the entry point and the tree's
@@ -66,13 +76,21 @@ pub fn load(boot: &Boot) -> Result<(u64, u64), &'static str> {
 /// Sets the EL1 state a booting kernel expects and enters it. Never returns: from here on
 /// the hypervisor runs only on guest exits.
 pub fn enter(entry: u64, dtb: u64) -> ! {
-    // SCTLR_EL1 RES1 bits only: MMU and caches off, as booting.rst requires.
-    SCTLR_EL1.set(mtex_abi::program::SCTLR_EL1_AT_ENTRY);
-    // Known starting values, so every trapped write's "old" value is predictable.
-    TCR_EL1.set(mtex_abi::program::TCR_EL1_AT_ENTRY);
+    // SAFETY: EL1's translation controls, which EL2 (E2H = 0) does not use; the guest has not
+    // run yet.
+    unsafe {
+        // SCTLR_EL1 RES1 bits only: MMU and caches off, as booting.rst requires.
+        write_sctlr_el1(SctlrEl1::from_bits_retain(
+            mtex_abi::program::SCTLR_EL1_AT_ENTRY,
+        ));
+        // Known starting values, so every trapped write's "old" value is predictable.
+        write_tcr_el1(TcrEl1::from_bits_retain(
+            mtex_abi::program::TCR_EL1_AT_ENTRY,
+        ));
+    }
     // The guest's virtual counter starts at 0, whatever time firmware took before it: the
     // guest's clock, and so where its ticks fall, is the same on every boot path.
-    CNTVOFF_EL2.set(CNTPCT_EL0.get());
+    write_cntvoff_el2(CntvoffEl2::from_bits_retain(read_cntpct_el0().bits()));
     crate::guest_clock::start();
     el2_for_el1();
     // On the heap: `enter_guest` copies it to the top of the stack, where it must not be.
@@ -87,29 +105,32 @@ pub fn enter(entry: u64, dtb: u64) -> ! {
 /// firmware_el1`), on the stack it was on, interrupts masked (the loader unmasks them).
 /// The virtual counter's offset is left as the firmware had it: its clock runs on unbroken.
 pub fn resume(r: &mtex_platform::firmware_el1::Resume) -> ! {
-    MAIR_EL1.set(r.mair_el1);
-    TCR_EL1.set(r.tcr_el1);
-    TTBR0_EL1.set(r.ttbr0_el1);
-    VBAR_EL1.set(r.vbar_el1);
-    CPACR_EL1.set(r.cpacr_el1);
-    if r.spsel == 1 {
-        SP_EL1.set(r.sp);
-    } else {
-        SP_EL0.set(r.sp);
-        SP_EL1.set(r.sp_el1);
+    // SAFETY: the firmware's own EL1 state, as it ran with it at EL2 (its tables, vectors and
+    // stack, which the hypervisor's memory is kept out of); EL2 (E2H = 0) uses none of these
+    // registers, and the firmware runs again only at the ERET below.
+    unsafe {
+        write_mair_el1(MairEl1::from_bits_retain(r.mair_el1));
+        write_tcr_el1(TcrEl1::from_bits_retain(r.tcr_el1));
+        write_ttbr0_el1(Ttbr0El1::from_bits_retain(r.ttbr0_el1));
+        write_vbar_el1(VbarEl1::from_bits_retain(r.vbar_el1));
+        write_cpacr_el1(CpacrEl1::from_bits_retain(r.cpacr_el1));
+        if r.spsel == 1 {
+            write_sp_el1(SpEl1::from_bits_retain(r.sp));
+        } else {
+            // SP_EL0 (arm-sysregs has no accessor for it): EL2 runs on SP_EL2.
+            core::arch::asm!("msr sp_el0, {}", in(reg) r.sp, options(nomem, nostack));
+            write_sp_el1(SpEl1::from_bits_retain(r.sp_el1));
+        }
     }
     // The firmware reached the GIC's CPU interface through system registers at EL2
     // (ICC_SRE_EL2.SRE); at EL1 that takes ICC_SRE_EL1.SRE too (set before EL1's MMU and
     // the rest, which it does not affect).
-    {
-        use arm_sysregs::el1::accessors::{read_icc_sre_el1, write_icc_sre_el1};
-        use arm_sysregs::el1::registers::IccSreEl1;
-        // SAFETY: only selects the system-register interface for EL1, which the firmware and
-        // Linux both use; the GIC's state is untouched.
-        unsafe { write_icc_sre_el1(read_icc_sre_el1() | IccSreEl1::SRE) };
-        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-    }
-    SCTLR_EL1.set(r.sctlr_el1);
+    // SAFETY: only selects the system-register interface for EL1, which the firmware and
+    // Linux both use; the GIC's state is untouched.
+    unsafe { write_icc_sre_el1(read_icc_sre_el1() | IccSreEl1::SRE) };
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    // SAFETY: as above: the firmware's EL1 MMU and caches, over the tables set above.
+    unsafe { write_sctlr_el1(SctlrEl1::from_bits_retain(r.sctlr_el1)) };
     el2_for_el1();
     let mut ctx = GuestContext::boot(r.pc, 0);
     if r.spsel == 0 {
@@ -124,8 +145,11 @@ pub fn resume(r: &mtex_platform::firmware_el1::Resume) -> ! {
 
 /// The EL2 controls every way into EL1 shares: timers, FP, the IDs EL1 reads.
 fn el2_for_el1() {
-    // Guest owns the EL1 physical timer and counter.
-    CNTHCTL_EL2.set(0b11);
+    // Guest owns the EL1 physical timer and counter: EL1PCTEN and EL1PCEN, bits 0 and 1 with
+    // E2H = 0 (arm-sysregs names bit 0 by its E2H = 1 field, EL0PCTEN).
+    const EL1_OWNS_PHYSICAL: CnthctlEl2 = CnthctlEl2::EL0PCTEN.union(CnthctlEl2::EL1PCEN);
+    const _: () = assert!(EL1_OWNS_PHYSICAL.bits() == 0b11);
+    write_cnthctl_el2(EL1_OWNS_PHYSICAL);
     // CPTR_EL2 (non-VHE): FP/SIMD, SVE, trace and AMU not trapped; SME trapped. TZ and TSM
     // are trap controls only with FEAT_SVE / FEAT_SME and RES1 without them (QEMU's max CPU
     // has both, AmpereOne neither): write 1 where RES1. SME is hidden from the guest
@@ -133,12 +157,21 @@ fn el2_for_el1() {
     // Tag Checked is IMPLEMENTATION DEFINED (Arm ARM D10): no count of them could be vouched
     // for. TSM makes SMSTART and every other SME instruction exit to EL2 (EC 0x1D), where the
     // run ends with a record naming it, instead of running unseen.
-    const _: () = assert!(cptr::RES1 == 0x22ff && cptr::TZ == 1 << 8 && cptr::TSM == 1 << 12);
-    let has_sve = (ID_AA64PFR0_EL1.get() >> 32) & 0xf != 0;
-    let tz = if has_sve { 0 } else { cptr::TZ };
-    CPTR_EL2.set(cptr::RES1 | tz | cptr::TSM);
-    VMPIDR_EL2.set(MPIDR_EL1.get());
-    use arm_sysregs::el2::registers::VpidrEl2;
-    arm_sysregs::el2::accessors::write_vpidr_el2(VpidrEl2::from_bits_retain(MIDR_EL1.get()));
+    const _: () = assert!(
+        CptrEl2::RES1.bits() == 0x22ff
+            && CptrEl2::TZ.bits() == 1 << 8
+            && CptrEl2::TSM.bits() == 1 << 12
+    );
+    let has_sve = read_id_aa64pfr0_el1().sve() != 0;
+    let tz = if has_sve {
+        CptrEl2::empty()
+    } else {
+        CptrEl2::TZ
+    };
+    // SAFETY: CPTR_EL2 only traps the guest's FP, SVE and SME use; EL2's own code is built
+    // without FP/SIMD (softfloat).
+    unsafe { write_cptr_el2(CptrEl2::RES1 | tz | CptrEl2::TSM) };
+    write_vmpidr_el2(VmpidrEl2::from_bits_retain(read_mpidr_el1().bits()));
+    write_vpidr_el2(VpidrEl2::from_bits_retain(read_midr_el1().bits()));
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }

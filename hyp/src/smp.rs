@@ -6,7 +6,21 @@
 
 use crate::fast_step::FastStep;
 use crate::state::Hyp;
-use aarch64_cpu::registers::*;
+use arm_sysregs::el1::accessors::{read_midr_el1, read_mpidr_el1, write_sctlr_el1, write_tcr_el1};
+use arm_sysregs::el1::registers::{SctlrEl1, TcrEl1};
+use arm_sysregs::el2::accessors::{
+    read_cnthctl_el2, read_cptr_el2, read_hcr_el2, read_hdfgrtr_el2, read_hdfgwtr_el2,
+    read_hfgitr_el2, read_hfgrtr_el2, read_hfgwtr_el2, read_icc_sre_el2, read_ich_hcr_el2,
+    read_mair_el2, read_mdcr_el2, read_sctlr_el2, read_tcr_el2, read_ttbr0_el2, read_vbar_el2,
+    read_vtcr_el2, write_cnthctl_el2, write_cntvoff_el2, write_cptr_el2, write_hcr_el2,
+    write_hdfgrtr_el2, write_hdfgwtr_el2, write_hfgitr_el2, write_hfgrtr_el2, write_hfgwtr_el2,
+    write_icc_sre_el2, write_ich_hcr_el2, write_mdcr_el2, write_vmpidr_el2, write_vpidr_el2,
+    write_vtcr_el2, write_vttbr_el2,
+};
+use arm_sysregs::el2::registers::{
+    CnthctlEl2, CntvoffEl2, CptrEl2, HcrEl2, HdfgrtrEl2, HdfgwtrEl2, HfgitrEl2, HfgrtrEl2,
+    HfgwtrEl2, IccSreEl2, IchHcrEl2, MdcrEl2, VmpidrEl2, VpidrEl2, VtcrEl2, VttbrEl2,
+};
 use core::arch::naked_asm;
 use core::mem::offset_of;
 use mtex_vm::power::Start;
@@ -33,17 +47,27 @@ pub struct SecondaryBoot {
     /// The guest's first context on this CPU (here, not on the stack `enter_guest` copies
     /// it to the top of).
     ctx: crate::context::GuestContext,
-    hcr: u64,
-    vtcr: u64,
-    vttbr: u64,
-    mdcr: u64,
-    cptr: u64,
-    cnthctl: u64,
-    /// HFGRTR, HFGWTR, HFGITR, HDFGRTR, HDFGWTR (with FEAT_FGT).
-    fgt: Option<[u64; 5]>,
-    ich_hcr: u64,
-    icc_sre: u64,
-    vpidr: u64,
+    hcr: HcrEl2,
+    vtcr: VtcrEl2,
+    vttbr: VttbrEl2,
+    mdcr: MdcrEl2,
+    cptr: CptrEl2,
+    cnthctl: CnthctlEl2,
+    /// The fine-grained traps (with FEAT_FGT).
+    fgt: Option<FineGrainedTraps>,
+    ich_hcr: IchHcrEl2,
+    icc_sre: IccSreEl2,
+    vpidr: VpidrEl2,
+}
+
+/// FEAT_FGT's trap registers, as the boot CPU has them.
+#[derive(Clone, Copy)]
+struct FineGrainedTraps {
+    hfgrtr: HfgrtrEl2,
+    hfgwtr: HfgwtrEl2,
+    hfgitr: HfgitrEl2,
+    hdfgrtr: HdfgrtrEl2,
+    hdfgwtr: HdfgwtrEl2,
 }
 
 const _: () = assert!(offset_of!(SecondaryBoot, mair) == 0);
@@ -138,34 +162,32 @@ fn start_cpu(hyp: &mut Hyp, start: Start) -> Result<(), Error> {
         v.s2_root
     };
     let boot_record = SecondaryBoot {
-        mair: MAIR_EL2.get(),
-        tcr: TCR_EL2.get(),
-        ttbr0: TTBR0_EL2.get(),
-        sctlr: SCTLR_EL2.get(),
-        vbar: VBAR_EL2.get(),
+        mair: read_mair_el2().bits(),
+        tcr: read_tcr_el2().bits(),
+        ttbr0: read_ttbr0_el2().bits(),
+        sctlr: read_sctlr_el2().bits(),
+        vbar: read_vbar_el2().bits(),
         stack_top,
         block,
         start,
         ctx: crate::context::GuestContext::boot(start.entry, start.context_id),
-        hcr: HCR_EL2.get(),
-        vtcr: VTCR_EL2.get(),
+        hcr: read_hcr_el2(),
+        vtcr: read_vtcr_el2(),
         vttbr: crate::stage2_roots::vttbr_with(root),
-        mdcr: MDCR_EL2.get(),
-        cptr: CPTR_EL2.get(),
+        mdcr: read_mdcr_el2(),
+        cptr: read_cptr_el2(),
         // Its counter reads trap only once it joins a window (`stepped_clock.rs`).
-        cnthctl: CNTHCTL_EL2.get() & !arm_sysregs::el2::registers::CnthctlEl2::EL1TVCT.bits(),
-        fgt: crate::traps::has_fgt().then(|| {
-            [
-                HFGRTR_EL2.get(),
-                HFGWTR_EL2.get(),
-                HFGITR_EL2.get(),
-                HDFGRTR_EL2.get(),
-                HDFGWTR_EL2.get(),
-            ]
+        cnthctl: read_cnthctl_el2() - CnthctlEl2::EL1TVCT,
+        fgt: crate::traps::has_fgt().then(|| FineGrainedTraps {
+            hfgrtr: read_hfgrtr_el2(),
+            hfgwtr: read_hfgwtr_el2(),
+            hfgitr: read_hfgitr_el2(),
+            hdfgrtr: read_hdfgrtr_el2(),
+            hdfgwtr: read_hdfgwtr_el2(),
         }),
-        ich_hcr: arm_sysregs::el2::accessors::read_ich_hcr_el2().bits(),
-        icc_sre: arm_sysregs::el2::accessors::read_icc_sre_el2().bits(),
-        vpidr: MIDR_EL1.get(),
+        ich_hcr: read_ich_hcr_el2(),
+        icc_sre: read_icc_sre_el2(),
+        vpidr: VpidrEl2::from_bits_retain(read_midr_el1().bits()),
     };
     let at = home.boot;
     // SAFETY: the home's boot record is this CPU's alone, and the CPU is off (above): the
@@ -301,38 +323,52 @@ unsafe extern "C" fn secondary_entry() -> ! {
 
 /// A secondary CPU with its MMU on: the rest of the EL2 set-up, then the guest.
 extern "C" fn secondary_main(boot: &'static SecondaryBoot) -> ! {
-    if let Some([r, w, i, dr, dw]) = boot.fgt {
-        HFGRTR_EL2.set(r);
-        HFGWTR_EL2.set(w);
-        HFGITR_EL2.set(i);
-        HDFGRTR_EL2.set(dr);
-        HDFGWTR_EL2.set(dw);
-    }
-    VTCR_EL2.set(boot.vtcr);
-    VTTBR_EL2.set(boot.vttbr);
-    MDCR_EL2.set(boot.mdcr);
-    CPTR_EL2.set(boot.cptr);
-    CNTHCTL_EL2.set(boot.cnthctl);
-    // Its guest starts on the machine's clock (`guest_clock.rs`).
-    CNTVOFF_EL2.set(crate::guest_clock::machine_offset());
-    VMPIDR_EL2.set(MPIDR_EL1.get());
-    {
-        use arm_sysregs::el2::accessors::{write_icc_sre_el2, write_ich_hcr_el2, write_vpidr_el2};
-        use arm_sysregs::el2::registers::{IccSreEl2, IchHcrEl2, VpidrEl2};
-        write_vpidr_el2(VpidrEl2::from_bits_retain(boot.vpidr));
-        // SAFETY: these set only whether EL1 may use the GIC's system registers and the
-        // virtual CPU interface: as on the boot CPU.
-        unsafe {
-            write_icc_sre_el2(IccSreEl2::from_bits_retain(boot.icc_sre));
-            aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-            write_ich_hcr_el2(IchHcrEl2::from_bits_retain(boot.ich_hcr));
+    // SAFETY: the starting CPU's trap and stage 2 controls, whose tables (each CPU's own
+    // copy of the root, `stage2_roots`) and handlers every CPU shares; they only decide how
+    // the guest runs, which it has not on this CPU since it came up.
+    unsafe {
+        if let Some(t) = boot.fgt {
+            write_hfgrtr_el2(t.hfgrtr);
+            write_hfgwtr_el2(t.hfgwtr);
+            write_hfgitr_el2(t.hfgitr);
+            write_hdfgrtr_el2(t.hdfgrtr);
+            write_hdfgwtr_el2(t.hdfgwtr);
         }
+        write_vtcr_el2(boot.vtcr);
+        write_vttbr_el2(boot.vttbr);
+    }
+    write_mdcr_el2(boot.mdcr);
+    // SAFETY: CPTR_EL2 only traps the guest's FP, SVE and SME use: as on the boot CPU.
+    unsafe { write_cptr_el2(boot.cptr) };
+    write_cnthctl_el2(boot.cnthctl);
+    // Its guest starts on the machine's clock (`guest_clock.rs`).
+    write_cntvoff_el2(CntvoffEl2::from_bits_retain(
+        crate::guest_clock::machine_offset(),
+    ));
+    write_vmpidr_el2(VmpidrEl2::from_bits_retain(read_mpidr_el1().bits()));
+    write_vpidr_el2(boot.vpidr);
+    // SAFETY: these set only whether EL1 may use the GIC's system registers and the
+    // virtual CPU interface: as on the boot CPU.
+    unsafe {
+        write_icc_sre_el2(boot.icc_sre);
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        write_ich_hcr_el2(boot.ich_hcr);
     }
     crate::debug::init();
-    // The guest's EL1 state as PSCI leaves it: MMU and caches off.
-    SCTLR_EL1.set(mtex_abi::program::SCTLR_EL1_AT_ENTRY);
-    TCR_EL1.set(mtex_abi::program::TCR_EL1_AT_ENTRY);
-    HCR_EL2.set(boot.hcr);
+    // SAFETY: the guest's EL1 state as PSCI leaves it, MMU and caches off; EL2 (E2H = 0)
+    // does not use EL1's translation regime, and the guest has not run on this CPU since it
+    // came up.
+    unsafe {
+        write_sctlr_el1(SctlrEl1::from_bits_retain(
+            mtex_abi::program::SCTLR_EL1_AT_ENTRY,
+        ));
+        write_tcr_el1(TcrEl1::from_bits_retain(
+            mtex_abi::program::TCR_EL1_AT_ENTRY,
+        ));
+    }
+    // SAFETY: the starting CPU's HCR_EL2 (`traps::configure_traps`); the guest has not run
+    // on this CPU since it came up.
+    unsafe { write_hcr_el2(boot.hcr) };
     crate::traps::clear_hcrx();
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     crate::global::HYP.with(|hyp| {

@@ -17,22 +17,23 @@
 //! On silicon, instructions a CPU had already fetched when the TLBI completed may still run
 //! before its first fault: they are not counted, as anything before a CPU joins is not.
 
-use aarch64_cpu::registers::VTTBR_EL2;
+use arm_sysregs::el2::accessors::{read_vttbr_el2, write_vttbr_el2};
+use arm_sysregs::el2::registers::VttbrEl2;
 use core::sync::atomic::{AtomicU64, Ordering};
-use tock_registers::interfaces::{Readable, Writeable};
 
 /// Entries in a root table (a 4 KiB page of 8-byte descriptors).
 const ENTRIES: usize = 512;
 
 /// VTTBR_EL2.BADDR, the root's address (bits 47:1; CnP is bit 0, VMID bits 63:48).
-const BADDR: u64 = 0x0000_ffff_ffff_fffe;
+const BADDR: u64 = VttbrEl2::BADDR_MASK << VttbrEl2::BADDR_SHIFT;
+const _: () = assert!(BADDR == 0x0000_ffff_ffff_fffe);
 
 /// The root stage 2 was built with (its address): the one every copy copies.
 static TEMPLATE: AtomicU64 = AtomicU64::new(0);
 
 /// Notes the root VTTBR_EL2 holds now as the template. Once, after stage 2 is built.
 pub fn set_template() {
-    TEMPLATE.store(VTTBR_EL2.get() & BADDR, Ordering::Relaxed);
+    TEMPLATE.store(read_vttbr_el2().bits() & BADDR, Ordering::Relaxed);
 }
 
 fn entries(root: u64) -> *mut u64 {
@@ -77,13 +78,16 @@ pub fn refill(root: u64) {
 }
 
 /// This CPU's VTTBR_EL2 with `root` for its root: the same VMID.
-pub fn vttbr_with(root: u64) -> u64 {
-    (VTTBR_EL2.get() & !BADDR) | root
+pub fn vttbr_with(root: u64) -> VttbrEl2 {
+    VttbrEl2::from_bits_retain((read_vttbr_el2().bits() & !BADDR) | root)
 }
 
 /// Makes this CPU walk `root` (at boot, before the guest runs on it).
 pub fn use_root(root: u64) {
-    VTTBR_EL2.set(vttbr_with(root));
+    // SAFETY: `root` is one of this CPU's copies of the template's root (`new_root`), a
+    // page-aligned stage 2 root table over the tables stage 2 was built with; the guest has
+    // not run on this CPU yet.
+    unsafe { write_vttbr_el2(vttbr_with(root)) };
     // SAFETY: invalidating this VMID's stage-1&2 TLB entries has no effect on memory.
     unsafe { core::arch::asm!("isb", "tlbi vmalls12e1", "dsb nsh", "isb") };
 }
