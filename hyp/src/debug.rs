@@ -6,18 +6,23 @@
 //! that sets the OS Double Lock or plants its own breakpoint cannot stop or confuse
 //! single-stepping, and a traced phase starts from debug state the hypervisor set.
 
-use aarch64_cpu::registers::{MDCR_EL2, MDSCR_EL1, OSLAR_EL1};
+use arm_sysregs::el1::accessors::write_mdscr_el1;
+use arm_sysregs::el1::registers::MdscrEl1;
+use arm_sysregs::el2::accessors::{read_mdcr_el2, write_mdcr_el2};
+use arm_sysregs::el2::registers::MdcrEl2;
 use mtex_arch::el2_bits::{dbgbcr, osdlr, oslsr};
-use tock_registers::interfaces::{ReadWriteable, Writeable};
 
 /// Clears the OS locks (the OS Lock is set at reset and blocks debug exceptions), starts with
 /// no debug events enabled, and traps the guest's debug-register accesses.
 pub fn init() {
-    OSLAR_EL1.set(0);
-    // SAFETY: OSDLR_EL1 only controls the OS double lock (no aarch64-cpu accessor).
-    unsafe { core::arch::asm!("msr osdlr_el1, xzr") };
-    MDSCR_EL1.set(0);
-    MDCR_EL2.modify(MDCR_EL2::TDA::SET + MDCR_EL2::TDOSA::SET + MDCR_EL2::TDRA::SET);
+    // SAFETY: OSLAR_EL1 and OSDLR_EL1 only control the OS Lock and the OS Double Lock
+    // (arm-sysregs has no accessor for either).
+    unsafe {
+        core::arch::asm!("msr oslar_el1, xzr", options(nomem, nostack));
+        core::arch::asm!("msr osdlr_el1, xzr");
+    }
+    write_mdscr_el1(MdscrEl1::empty());
+    write_mdcr_el2(read_mdcr_el2() | MdcrEl2::TDA | MdcrEl2::TDOSA | MdcrEl2::TDRA);
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }
 
@@ -42,7 +47,7 @@ const _: () = assert!(BCR_ENABLED == (0b1111 << 5) | (0b11 << 1) | 1);
 /// Breakpoints [`set_breakpoint`] reaches (the architecture's minimum is 2, QEMU has 6).
 pub const BREAKPOINTS_USED: usize = 6;
 
-/// Sets breakpoint `n` (value and control). aarch64-cpu has no accessors for the numbered
+/// Sets breakpoint `n` (value and control). arm-sysregs has no accessors for the numbered
 /// debug registers, and MSR needs the register number in the instruction. Callers keep `n`
 /// below `crate::trace::breakpoints()`: a breakpoint the CPU lacks is UNDEFINED to write.
 pub fn set_breakpoint(n: usize, addr: u64, control: u64) {

@@ -15,14 +15,18 @@
 //! figures otherwise. Counters are 64-bit with FEAT_PMUv3p5 (MDCR_EL2.HLP); without it a
 //! 32-bit counter that overflowed in a phase withholds the figure rather than wrap.
 //!
-//! aarch64-cpu has no accessors for the PMU's EL0 registers, hence the few `mrs`/`msr` here.
+//! arm-sysregs has no accessors for the PMU's registers but PMCR_EL0, hence the few
+//! `mrs`/`msr` here.
 
-use aarch64_cpu::registers::{ID_AA64DFR0_EL1, MDCR_EL2};
+use arm_sysregs::el0::accessors::{read_pmcr_el0, write_pmcr_el0};
+use arm_sysregs::el0::registers::PmcrEl0;
+use arm_sysregs::el1::accessors::read_id_aa64dfr0_el1;
+use arm_sysregs::el2::accessors::{read_mdcr_el2, write_mdcr_el2};
+use arm_sysregs::el2::registers::MdcrEl2;
 use mtex_abi::pmu_plan::{Counted, PmuPlan};
 use mtex_abi::report::{PMU_COUNTS, PmuCount, PmuValue, pmu_event};
 use mtex_arch::el2_bits::pmevtyper::{EVT_MASK, NSH, P, U};
 use mtex_arch::pmu_regs::{GuestPmu, PmuReg, pmcr};
-use tock_registers::interfaces::{ReadWriteable, Readable};
 
 // PMEVTYPER<n>_EL0 filter bits: P (don't count EL1), U (don't count EL0), NSH (count EL2).
 // NSK/NSU stay 0: in Non-secure state with EL3 an EL is then filtered by P/U alone.
@@ -40,7 +44,7 @@ const _: () = assert!(TYPE_FIELDS == (1 << 31) | (1 << 30) | (1 << 27) | 0xffff)
 /// Most slots used: a pass's counts share one record with the unsupported events.
 const MAX_SLOTS: u64 = 8;
 /// ID_AA64DFR0_EL1.PMUVer value of FEAT_PMUv3p5 (64-bit event counters through HLP).
-const PMUV3P5: u64 = 6;
+const PMUV3P5: u8 = 6;
 
 macro_rules! sysreg_read {
     ($name:literal) => {{
@@ -100,10 +104,10 @@ impl Pmu {
     /// Reserves and starts the counters; None (with the whole PMU left to the guest, and no
     /// traps) when the PMU has fewer than three counters or does not count instructions.
     pub fn init(raw_events: &[u16]) -> Option<Self> {
-        let n = (sysreg_read!("pmcr_el0") & pmcr::N_MASK) >> pmcr::N_SHIFT;
+        let n = u64::from(read_pmcr_el0().n());
         let pmceid = [sysreg_read!("pmceid0_el0"), sysreg_read!("pmceid1_el0")];
         if n < 3 || !mtex_abi::pmu_plan::implemented(pmceid, pmu_event::INST_RETIRED) {
-            MDCR_EL2.modify(MDCR_EL2::HPMN.val(n));
+            write_mdcr_el2(read_mdcr_el2().with_hpmn(n as u8));
             return None;
         }
         // The guest keeps one event counter (and the cycle counter) when there are four or
@@ -111,22 +115,17 @@ impl Pmu {
         let reserved = if n >= 4 { n - 1 } else { n };
         let slots = (reserved - 3).min(MAX_SLOTS);
         let first = n - reserved;
-        let long = ID_AA64DFR0_EL1.read(ID_AA64DFR0_EL1::PMUVer) >= PMUV3P5;
+        let long = read_id_aa64dfr0_el1().pmuver() >= PMUV3P5;
         // HPME: the reserved counters count whatever PMCR_EL0.E the guest sets. HPMD/HCCD:
         // the guest's counters never count EL2. TPM/TPMCR: every guest PMU access traps.
-        MDCR_EL2.modify(
-            MDCR_EL2::HPMN.val(first)
-                + MDCR_EL2::HPME::SET
-                + MDCR_EL2::HPMD::SET
-                + MDCR_EL2::HCCD::SET
-                + MDCR_EL2::TPM::SET
-                + MDCR_EL2::TPMCR::SET
-                + if long {
-                    MDCR_EL2::HLP::SET
-                } else {
-                    MDCR_EL2::HLP::CLEAR
-                },
-        );
+        let mut mdcr = read_mdcr_el2().with_hpmn(first as u8)
+            | MdcrEl2::HPME
+            | MdcrEl2::HPMD
+            | MdcrEl2::HCCD
+            | MdcrEl2::TPM
+            | MdcrEl2::TPMCR;
+        mdcr.set(MdcrEl2::HLP, long);
+        write_mdcr_el2(mdcr);
         let pmu = Self {
             first,
             slots,
@@ -357,10 +356,10 @@ impl Pmu {
                             sysreg_write!("pmxevcntr_el0", 0);
                         }
                     }
-                    sysreg_write!("pmcr_el0", g.pmcr_write(v));
+                    write_pmcr_el0(PmcrEl0::from_bits_retain(g.pmcr_write(v)));
                     0
                 }
-                None => g.pmcr_read(sysreg_read!("pmcr_el0")),
+                None => g.pmcr_read(read_pmcr_el0().bits()),
             },
             PmuReg::Pmcntenset => masked!("pmcntenset_el0"),
             PmuReg::Pmcntenclr => masked!("pmcntenclr_el0"),

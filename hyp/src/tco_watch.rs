@@ -11,14 +11,18 @@
 
 use crate::context::GuestContext;
 use crate::debug::{BCR_ENABLED, BREAKPOINTS_USED, set_breakpoint};
-use aarch64_cpu::registers::{MDCR_EL2, MDSCR_EL1, SCTLR_EL1, TCR_EL1, TTBR0_EL1, TTBR1_EL1};
+use arm_sysregs::el1::accessors::{
+    read_mdscr_el1, read_sctlr_el1, read_tcr_el1, read_ttbr0_el1, read_ttbr1_el1, write_mdscr_el1,
+};
+use arm_sysregs::el1::registers::{MdscrEl1, SctlrEl1};
+use arm_sysregs::el2::accessors::{read_mdcr_el2, write_mdcr_el2};
+use arm_sysregs::el2::registers::MdcrEl2;
 use mtex_abi::report::{TcoSite, TcoWatch};
-use mtex_arch::el2_bits::{mdcr, mdscr, spsr};
+use mtex_arch::el2_bits::spsr;
 use mtex_arch::stage1::WalkError;
 use mtex_platform::guest_vm::GuestRam;
 use mtex_trace::decode::{self, Insn};
 use mtex_vm::tco_scan::Scan;
-use tock_registers::interfaces::{Readable, Writeable};
 
 /// Integers any bit pattern is valid for: what guest memory is read as.
 trait Word: Copy {}
@@ -42,15 +46,18 @@ fn read_guest<T: Word>(ram: GuestRam, ipa: u64) -> Option<T> {
 fn scan_image(ram: GuestRam, image: (u64, u64)) -> Scan {
     let mut scan = Scan::EMPTY;
     let word = |ipa: u64| read_guest::<u32>(ram, ipa);
-    if SCTLR_EL1.get() & 1 == 0 {
+    if !read_sctlr_el1().contains(SctlrEl1::M) {
         // MMU off: the image runs at its guest addresses.
         scan.mapping((image.0, image.0, image.1), image, word);
         return scan;
     }
     let read = |ipa: u64| read_guest::<u64>(ram, ipa);
-    let tcr = TCR_EL1.get();
+    let tcr = read_tcr_el1().bits();
     let mut unreadable = 0;
-    for (upper, ttbr) in [(true, TTBR1_EL1.get()), (false, TTBR0_EL1.get())] {
+    for (upper, ttbr) in [
+        (true, read_ttbr1_el1().bits()),
+        (false, read_ttbr0_el1().bits()),
+    ] {
         let mut found = |leaf: mtex_arch::stage1::Leaf| {
             scan.mapping((leaf.va, leaf.ipa, leaf.size), image, word)
         };
@@ -83,7 +90,7 @@ pub struct Watcher {
     armed: bool,
     record: TcoWatch,
     watched: [Site; BREAKPOINTS_USED],
-    saved_mdscr: u64,
+    saved_mdscr: MdscrEl1,
 }
 
 impl Watcher {
@@ -96,7 +103,7 @@ impl Watcher {
             armed: false,
             record: TcoWatch::default(),
             watched: [Site::default(); BREAKPOINTS_USED],
-            saved_mdscr: 0,
+            saved_mdscr: MdscrEl1::empty(),
         }
     }
 
@@ -146,9 +153,9 @@ impl Watcher {
             self.watched[i] = Site { va, writes: [0; 2] };
             set_breakpoint(i, va, if i < n { BCR_ENABLED } else { 0 });
         }
-        self.saved_mdscr = MDSCR_EL1.get();
-        MDSCR_EL1.set(self.saved_mdscr | mdscr::MDE);
-        MDCR_EL2.set(MDCR_EL2.get() | mdcr::TDE);
+        self.saved_mdscr = read_mdscr_el1();
+        write_mdscr_el1(self.saved_mdscr | MdscrEl1::MDE);
+        write_mdcr_el2(read_mdcr_el2() | MdcrEl2::TDE);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         self.armed = true;
     }
@@ -198,8 +205,8 @@ impl Watcher {
         for i in 0..Self::per_pass() {
             set_breakpoint(i, 0, 0);
         }
-        MDCR_EL2.set(MDCR_EL2.get() & !mdcr::TDE);
-        MDSCR_EL1.set(self.saved_mdscr);
+        write_mdcr_el2(read_mdcr_el2() - MdcrEl2::TDE);
+        write_mdscr_el1(self.saved_mdscr);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         self.armed = false;
     }
