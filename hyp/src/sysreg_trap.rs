@@ -25,12 +25,21 @@
 
 use crate::context::GuestContext;
 use crate::state::Hyp;
-use aarch64_cpu::registers::*;
+use arm_sysregs::el0::accessors::read_cntpct_el0;
+use arm_sysregs::el1::accessors::{
+    read_afsr0_el1, read_afsr1_el1, read_amair_el1, read_contextidr_el1, read_esr_el1,
+    read_far_el1, read_mair_el1, read_sctlr_el1, read_tcr_el1, read_ttbr0_el1, read_ttbr1_el1,
+    write_afsr0_el1, write_afsr1_el1, write_amair_el1, write_contextidr_el1, write_esr_el1,
+    write_far_el1, write_mair_el1, write_sctlr_el1, write_tcr_el1, write_ttbr0_el1,
+    write_ttbr1_el1,
+};
+use arm_sysregs::el1::registers::{
+    ContextidrEl1, EsrEl1, FarEl1, MairEl1, SctlrEl1, TcrEl1, Ttbr0El1, Ttbr1El1,
+};
 use mtex_abi::Record;
 use mtex_abi::report::{DebugWrite, GuestPmuEvent};
 use mtex_arch::{Esr, SysReg};
 use mtex_vm::sysreg::{self, El1Registers, Trapped};
-use tock_registers::interfaces::{Readable, Writeable};
 
 pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     let reg = match sysreg::classify(esr.iss(), hyp.pmu.is_some()) {
@@ -52,7 +61,7 @@ pub fn handle(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr) {
     // Counted above and in `exits::count_exit`: marked so that the framing does not again.
     hyp.report.sysreg_write(crate::fast_step::RawWrite::new(
         esr.0 | crate::fast_step::RAW_COUNTED,
-        CNTPCT_EL0.get(),
+        read_cntpct_el0().bits(),
         w.written,
         w.old,
         ctx.elr,
@@ -69,34 +78,41 @@ impl El1Registers for ThisCpu {
     #[inline(always)]
     fn read(&self, reg: SysReg) -> u64 {
         match reg {
-            SysReg::SctlrEl1 => SCTLR_EL1.get(),
-            SysReg::Ttbr0El1 => TTBR0_EL1.get(),
-            SysReg::Ttbr1El1 => TTBR1_EL1.get(),
-            SysReg::TcrEl1 => TCR_EL1.get(),
-            SysReg::Afsr0El1 => AFSR0_EL1.get(),
-            SysReg::Afsr1El1 => AFSR1_EL1.get(),
-            SysReg::EsrEl1 => ESR_EL1.get(),
-            SysReg::FarEl1 => FAR_EL1.get(),
-            SysReg::MairEl1 => MAIR_EL1.get(),
-            SysReg::AmairEl1 => AMAIR_EL1.get(),
-            SysReg::ContextidrEl1 => CONTEXTIDR_EL1.get(),
+            SysReg::SctlrEl1 => read_sctlr_el1().bits(),
+            SysReg::Ttbr0El1 => read_ttbr0_el1().bits(),
+            SysReg::Ttbr1El1 => read_ttbr1_el1().bits(),
+            SysReg::TcrEl1 => read_tcr_el1().bits(),
+            SysReg::Afsr0El1 => read_afsr0_el1(),
+            SysReg::Afsr1El1 => read_afsr1_el1(),
+            SysReg::EsrEl1 => read_esr_el1().bits(),
+            SysReg::FarEl1 => read_far_el1().bits(),
+            SysReg::MairEl1 => read_mair_el1().bits(),
+            SysReg::AmairEl1 => read_amair_el1(),
+            SysReg::ContextidrEl1 => read_contextidr_el1().bits(),
         }
     }
 
     #[inline(always)]
     fn write(&mut self, reg: SysReg, value: u64) {
-        match reg {
-            SysReg::SctlrEl1 => SCTLR_EL1.set(value),
-            SysReg::Ttbr0El1 => TTBR0_EL1.set(value),
-            SysReg::Ttbr1El1 => TTBR1_EL1.set(value),
-            SysReg::TcrEl1 => TCR_EL1.set(value),
-            SysReg::Afsr0El1 => AFSR0_EL1.set(value),
-            SysReg::Afsr1El1 => AFSR1_EL1.set(value),
-            SysReg::EsrEl1 => ESR_EL1.set(value),
-            SysReg::FarEl1 => FAR_EL1.set(value),
-            SysReg::MairEl1 => MAIR_EL1.set(value),
-            SysReg::AmairEl1 => AMAIR_EL1.set(value),
-            SysReg::ContextidrEl1 => CONTEXTIDR_EL1.set(value),
+        // SAFETY: the guest's own write of its EL1 register, trapped and done on its behalf
+        // with the value `mtex_vm::sysreg` decided; EL2 (E2H = 0) runs on its own
+        // translation regime and uses none of these registers.
+        unsafe {
+            match reg {
+                SysReg::SctlrEl1 => write_sctlr_el1(SctlrEl1::from_bits_retain(value)),
+                SysReg::Ttbr0El1 => write_ttbr0_el1(Ttbr0El1::from_bits_retain(value)),
+                SysReg::Ttbr1El1 => write_ttbr1_el1(Ttbr1El1::from_bits_retain(value)),
+                SysReg::TcrEl1 => write_tcr_el1(TcrEl1::from_bits_retain(value)),
+                SysReg::Afsr0El1 => write_afsr0_el1(value),
+                SysReg::Afsr1El1 => write_afsr1_el1(value),
+                SysReg::EsrEl1 => write_esr_el1(EsrEl1::from_bits_retain(value)),
+                SysReg::FarEl1 => write_far_el1(FarEl1::from_bits_retain(value)),
+                SysReg::MairEl1 => write_mair_el1(MairEl1::from_bits_retain(value)),
+                SysReg::AmairEl1 => write_amair_el1(value),
+                SysReg::ContextidrEl1 => {
+                    write_contextidr_el1(ContextidrEl1::from_bits_retain(value))
+                }
+            }
         }
     }
 }
