@@ -11,12 +11,13 @@
 //! other CPU's stepping, and its timer fire far too early, over and over.
 
 use crate::fast_step::FastStep;
-use aarch64_cpu::registers::{CNTPCT_EL0, CNTVOFF_EL2};
+use arm_sysregs::el0::accessors::read_cntpct_el0;
+use arm_sysregs::el2::accessors::{read_cntvoff_el2, write_cntvoff_el2};
+use arm_sysregs::el2::registers::CntvoffEl2;
 use core::arch::global_asm;
 use core::mem::offset_of;
 use core::sync::atomic::{AtomicU64, Ordering};
 use mtex_vm::guest_clock::{self as rules, Account};
-use tock_registers::interfaces::{Readable, Writeable};
 
 /// The account update, shared by [`account_eret`] and the tail: x1 = entry, x2 = the
 /// account, x3 = resume; x4 = the new offset; x5 and x7 clobbered. `Account::eret`.
@@ -57,8 +58,10 @@ pub const EL2_AFTER_EXIT_READ: u64 = 40 + 1;
 
 /// The account starts as the guest does, from the boot CPU's CNTVOFF_EL2 (already set).
 pub fn start() {
-    ACCOUNT.offset.store(CNTVOFF_EL2.get(), Ordering::Relaxed);
-    ACCOUNT.last_eret.store(CNTPCT_EL0.get(), Ordering::Release);
+    let offset = read_cntvoff_el2().bits();
+    ACCOUNT.offset.store(offset, Ordering::Relaxed);
+    let now = read_cntpct_el0().bits();
+    ACCOUNT.last_eret.store(now, Ordering::Release);
 }
 
 /// The offset every CPU's clock follows: a CPU coming up starts its guest on it.
@@ -70,7 +73,8 @@ pub fn machine_offset() -> u64 {
 /// the hypervisor made the guest skip that it would otherwise have executed).
 pub fn advance_guest(ticks: u64) {
     ACCOUNT.offset.fetch_sub(ticks, Ordering::AcqRel);
-    CNTVOFF_EL2.set(CNTVOFF_EL2.get().wrapping_sub(ticks));
+    let offset = read_cntvoff_el2().bits().wrapping_sub(ticks);
+    write_cntvoff_el2(CntvoffEl2::from_bits_retain(offset));
 }
 
 /// The exit that ends with the tail below proved its guest interval could not have looked at
@@ -202,21 +206,22 @@ pub fn halt_for_guest_wfi() {
     if crate::fast_step::stepped() {
         return crate::stepped_clock::halt(f);
     }
-    f.clock_seen = rules::seen(f.clock_seen, f.exit_ts, CNTVOFF_EL2.get(), false);
+    f.clock_seen = rules::seen(f.clock_seen, f.exit_ts, read_cntvoff_el2().bits(), false);
     loop {
-        let now = CNTPCT_EL0.get();
+        let now = read_cntpct_el0().bits();
         let account = Account {
             offset: account_eret(f.exit_ts, now),
             last_eret: now,
         };
-        CNTVOFF_EL2.set(rules::offset(now, f.clock_seen, &account));
+        let offset = rules::offset(now, f.clock_seen, &account);
+        write_cntvoff_el2(CntvoffEl2::from_bits_retain(offset));
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         if !arm_sysregs::el1::accessors::read_isr_el1().is_empty() {
             break;
         }
         crate::watchdog::hold_sample();
         aarch64_cpu::asm::wfi();
-        f.exit_ts = CNTPCT_EL0.get();
+        f.exit_ts = read_cntpct_el0().bits();
         crate::watchdog::sample_idle(f, f.exit_ts.wrapping_sub(now));
     }
     // What the guest sees from here on is the tail's to judge, as after any exit.

@@ -9,10 +9,11 @@
 //! spin lock of its own, since a halted member updates it outside the hypervisor's state.
 
 use crate::fast_step::FastStep;
-use aarch64_cpu::registers::{CNTPCT_EL0, CNTVOFF_EL2};
+use arm_sysregs::el0::accessors::read_cntpct_el0;
+use arm_sysregs::el2::accessors::{read_cntvoff_el2, write_cntvoff_el2};
+use arm_sysregs::el2::registers::CntvoffEl2;
 use mtex_vm::stepped_clock::Stepped;
 use spin::mutex::SpinMutex;
-use tock_registers::interfaces::{Readable, Writeable};
 
 static STEPPED: SpinMutex<Stepped> = SpinMutex::new(Stepped::new());
 
@@ -61,7 +62,7 @@ pub fn at_exit(member: bool, retired: impl FnOnce(&FastStep) -> u64) {
     if !member && !stepped {
         return;
     }
-    let now = CNTPCT_EL0.get();
+    let now = read_cntpct_el0().bits();
     let guest = {
         let mut s = STEPPED.lock();
         match (stepped, member) {
@@ -103,7 +104,7 @@ pub fn read(f: &mut FastStep) -> u64 {
     let value = if crate::fast_step::stepped() {
         STEPPED.lock().now(f.exit_ts)
     } else {
-        f.exit_ts.wrapping_sub(CNTVOFF_EL2.get())
+        f.exit_ts.wrapping_sub(read_cntvoff_el2().bits())
     };
     f.clock_seen = f.clock_seen.max(value);
     f.clock_seen
@@ -122,19 +123,19 @@ pub fn guest_time(f: &FastStep) -> Option<u64> {
 /// halts again with its offset set anew.
 pub fn halt(f: &mut FastStep) {
     loop {
-        let now = CNTPCT_EL0.get();
+        let now = read_cntpct_el0().bits();
         let guest = {
             let mut s = STEPPED.lock();
             s.halt(now);
             s.now(now)
         };
-        CNTVOFF_EL2.set(now - guest.max(f.clock_seen));
+        write_cntvoff_el2(CntvoffEl2::from_bits_retain(now - guest.max(f.clock_seen)));
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         let pending = !arm_sysregs::el1::accessors::read_isr_el1().is_empty();
         if !pending {
             aarch64_cpu::asm::wfi();
         }
-        let now = CNTPCT_EL0.get();
+        let now = read_cntpct_el0().bits();
         let guest = {
             let mut s = STEPPED.lock();
             s.wake(now);

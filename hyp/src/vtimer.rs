@@ -9,9 +9,9 @@
 //! hypervisors use instead of hardware-linked (HW = 1) list registers.
 
 use crate::state::Hyp;
-use aarch64_cpu::registers::CNTV_CTL_EL0;
+use arm_sysregs::el0::accessors::{read_cntv_ctl_el0, write_cntv_ctl_el0};
+use arm_sysregs::el0::registers::CntvCtlEl0;
 use mtex_platform::guest_vm;
-use tock_registers::interfaces::ReadWriteable;
 
 /// ICH_LR<n>_EL2 fields: State (63:62) pending = 0b01, Group (60), Priority (55:48),
 /// vINTID (31:0).
@@ -34,7 +34,7 @@ pub fn init() {
 pub fn forward(hyp: &mut Hyp) {
     // With E2H = 0, CNTV_CTL_EL0 at EL2 is the guest's virtual timer control; only its
     // interrupt mask changes.
-    CNTV_CTL_EL0.modify(CNTV_CTL_EL0::IMASK::SET);
+    write_cntv_ctl_el0(read_cntv_ctl_el0() | CntvCtlEl0::IMASK);
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     // SAFETY: LR0 holds only the timer's interrupt: free, it becomes pending; still active
     // (the guest re-armed the timer before its EOI and it fired again), pending and active,

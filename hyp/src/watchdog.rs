@@ -5,21 +5,24 @@
 
 use crate::context::GuestContext;
 use crate::state::Hyp;
-use aarch64_cpu::registers::{CNTFRQ_EL0, CNTHP_CTL_EL2, CNTPCT_EL0, MPIDR_EL1};
 use arm_gic::IntId;
 use arm_gic::InterruptGroup;
 use arm_gic::gicv3::{GicCpuInterface, GicRedistributorIterator, GicV3};
+use arm_sysregs::el0::accessors::{read_cntfrq_el0, read_cntpct_el0};
+use arm_sysregs::el1::accessors::read_mpidr_el1;
+use arm_sysregs::el2::accessors::{write_cnthp_ctl_el2, write_cnthp_cval_el2};
+use arm_sysregs::el2::registers::{CnthpCtlEl2, CnthpCvalEl2};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use mtex_abi::report::ExitReason;
 use mtex_platform::Gic;
 use mtex_vm::sample::DueBase;
 use safe_mmio::UniqueMmioPointer;
-use tock_registers::interfaces::{Readable, Writeable};
 
-/// The counter's frequency (CNTFRQ_EL0): never assumed.
+/// The counter's frequency (CNTFRQ_EL0.ClockFreq, bits 31:0; the rest is RES0, so the
+/// register is read whole): never assumed.
 pub fn counter_hz() -> u64 {
-    CNTFRQ_EL0.get()
+    read_cntfrq_el0().bits()
 }
 
 /// INTIDs of the EL2 physical timer and of the EL1 virtual timer, from the machine.
@@ -56,7 +59,7 @@ pub fn arm(ms: u64, gic_frames: Gic, hyp_timer: u32, vtimer: u32) {
     .expect("GICv3 redistributor");
     // This CPU's redistributor is the one whose GICR_TYPER affinity is its MPIDR (on a server
     // the boot CPU need not have the first frame).
-    let me = MPIDR_EL1.get() & mtex_platform::machine::MPIDR_AFFINITY;
+    let me = read_mpidr_el1().bits() & mtex_platform::machine::MPIDR_AFFINITY;
     let cpu = (0..frames)
         .find(|&i| gic.gicr_typer(i).is_ok_and(|t| t.core_mpidr() == me))
         .expect("a GICv3 redistributor for this CPU's MPIDR");
@@ -74,10 +77,10 @@ pub fn arm(ms: u64, gic_frames: Gic, hyp_timer: u32, vtimer: u32) {
     crate::vtimer::init();
     GicCpuInterface::set_priority_mask(0xff);
 
-    let deadline = CNTPCT_EL0.get() + ms.saturating_mul(counter_hz()) / 1000;
+    let deadline = read_cntpct_el0().bits() + ms.saturating_mul(counter_hz()) / 1000;
     WATCHDOG_AT.store(deadline, Ordering::Relaxed);
     set_timer();
-    CNTHP_CTL_EL2.write(CNTHP_CTL_EL2::ENABLE::SET + CNTHP_CTL_EL2::IMASK::CLEAR);
+    write_cnthp_ctl_el2(CnthpCtlEl2::ENABLE);
 }
 
 /// When the watchdog fires, in counter ticks (`u64::MAX`: never). The EL2 timer fires at the
@@ -90,8 +93,7 @@ fn set_timer() {
 }
 
 fn set_cval(at: u64) {
-    use arm_sysregs::el2::registers::CnthpCvalEl2;
-    arm_sysregs::el2::accessors::write_cnthp_cval_el2(CnthpCvalEl2::from_bits_retain(at));
+    write_cnthp_cval_el2(CnthpCvalEl2::from_bits_retain(at));
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }
 
@@ -139,7 +141,7 @@ pub fn irq_exit(hyp: &mut Hyp, ctx: &mut GuestContext) {
     match GicCpuInterface::get_and_acknowledge_interrupt(InterruptGroup::Group1) {
         Some(id)
             if id == IntId::ppi(HYP_TIMER_INTID.load(Ordering::Relaxed) - 16)
-                && CNTPCT_EL0.get() < WATCHDOG_AT.load(Ordering::Relaxed) =>
+                && read_cntpct_el0().bits() < WATCHDOG_AT.load(Ordering::Relaxed) =>
         {
             // Not the watchdog's time: a sampled unit's. The timer goes back to the
             // watchdog (its line drops) before the interrupt ends.
