@@ -20,7 +20,6 @@ use mtex_abi::{Record, ShortStr};
 use mtex_arch::{Esr, SysReg};
 use mtex_vm::results::ResultsRing;
 use safe_mmio::UniqueMmioPointer;
-use tock_registers::interfaces::Readable;
 
 /// Sequence number of the next record. Global so that the panic path continues the count.
 static NEXT_SEQ: AtomicU32 = AtomicU32::new(0);
@@ -84,16 +83,16 @@ const UART_WAIT_MS: u64 = 100;
 /// Writes `bytes`, waiting a bounded time for FIFO room (arm-pl011-uart's `write_str` waits
 /// forever).
 fn write_bounded(uart: &mut Uart<'static>, bytes: &[u8]) {
-    use aarch64_cpu::registers::{CNTFRQ_EL0, CNTPCT_EL0};
+    use arm_sysregs::el0::accessors::read_cntpct_el0;
     if UART_DEAD.load(Ordering::Relaxed) {
         return;
     }
-    let budget = UART_WAIT_MS * CNTFRQ_EL0.get() / 1000;
+    let budget = UART_WAIT_MS * crate::watchdog::counter_hz() / 1000;
     for &b in bytes {
         if uart.is_tx_fifo_full() {
-            let start = CNTPCT_EL0.get();
+            let start = read_cntpct_el0().bits();
             while uart.is_tx_fifo_full() {
-                if CNTPCT_EL0.get().wrapping_sub(start) > budget {
+                if read_cntpct_el0().bits().wrapping_sub(start) > budget {
                     UART_DEAD.store(true, Ordering::Relaxed);
                     return;
                 }
@@ -347,7 +346,7 @@ fn finish_on(out: &mut Out, exit: ExitReason) -> ! {
     let summary = Summary {
         records: NEXT_SEQ.load(Ordering::Relaxed),
         exit,
-        ts: aarch64_cpu::registers::CNTPCT_EL0.get(),
+        ts: arm_sysregs::el0::accessors::read_cntpct_el0().bits(),
         exits: RUN_EXITS.load(Ordering::Relaxed) + uncounted,
     };
     send_on(out, &Record::Summary(summary));

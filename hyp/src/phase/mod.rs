@@ -11,12 +11,11 @@ pub use counting::{OpenPhase, Watched};
 
 use crate::context::GuestContext;
 use crate::state::Hyp;
-use aarch64_cpu::registers::CNTPCT_EL0;
+use arm_sysregs::el0::accessors::read_cntpct_el0;
 use mtex_abi::Record;
 use mtex_abi::hypercall as hc;
 use mtex_abi::report::{PhaseBegin, PhaseClock, PhaseEnd, PhaseName, PhaseTrace};
 use mtex_abi::scenario::PhaseParams;
-use tock_registers::interfaces::Readable;
 
 /// A phase about to open: what PHASE_BEGIN (or Linux mode's doorbell) asked for.
 pub struct Opening {
@@ -46,7 +45,7 @@ pub fn open(hyp: &mut Hyp, ctx: &GuestContext, o: Opening) {
         id,
         name: o.name,
         params,
-        ts: CNTPCT_EL0.get(),
+        ts: read_cntpct_el0().bits(),
         at: ctx.state(),
     }));
     hyp.report.send(&Record::PhaseClock(PhaseClock {
@@ -143,7 +142,7 @@ pub fn close(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
     }));
     hyp.report.send(&Record::PhaseEnd(PhaseEnd {
         id,
-        ts: CNTPCT_EL0.get(),
+        ts: read_cntpct_el0().bits(),
         at: ctx.state(),
         stats,
     }));

@@ -9,7 +9,6 @@ use crate::state::Hyp;
 use mtex_abi::Record;
 use mtex_abi::report::{SampleUnit, StepEngine};
 use mtex_vm::sample::Next;
-use tock_registers::interfaces::Readable;
 
 /// Whether phase `id`, opened traced, is sampled instead: it then starts (its first unit at
 /// once, or the timer for it).
@@ -162,7 +161,7 @@ pub fn close(hyp: &mut Hyp, ctx: &mut GuestContext) {
     }
     let stopped = mtex_vm::sample::overdue(
         crate::watchdog::sample_due(),
-        aarch64_cpu::registers::CNTPCT_EL0.get(),
+        arm_sysregs::el0::accessors::read_cntpct_el0().bits(),
         crate::watchdog::counter_hz(),
     );
     crate::watchdog::sample_in(None);

@@ -197,7 +197,7 @@ pub fn close(hyp: &mut Hyp, ctx: &mut GuestContext, pmu: PhasePmu, watch: Option
         pmu,
         watch,
         guest_clock: crate::phase::guest_clock(),
-        ts: aarch64_cpu::registers::CNTPCT_EL0.get(),
+        ts: arm_sysregs::el0::accessors::read_cntpct_el0().bits(),
         at: ctx.state(),
     });
     let counting = w.members.close();
@@ -210,8 +210,6 @@ pub fn close(hyp: &mut Hyp, ctx: &mut GuestContext, pmu: PhasePmu, watch: Option
         finish(hyp);
     }
 }
-
-use tock_registers::interfaces::Readable;
 
 /// Sends Linux's reschedule IPI (SGI 0, Group 1) to the CPU `mpidr`, which may be asleep in
 /// WFI: it wakes, takes an exit at its next instruction, and leaves the window. A CPU with
