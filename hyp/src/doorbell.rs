@@ -6,20 +6,18 @@
 use crate::context::GuestContext;
 use crate::phase::{self, Opening};
 use crate::state::Hyp;
-use aarch64_cpu::registers::HPFAR_EL2;
+use arm_sysregs::el2::accessors::{read_far_el2, read_hpfar_el2};
 use mtex_abi::Record;
 use mtex_abi::doorbell::{self, Access, Command, DOORBELL_SIZE};
 use mtex_abi::hypercall as hc;
 use mtex_abi::report::{DoorbellRefused, PhaseName};
 use mtex_arch::Esr;
 use mtex_arch::el2_bits::hpfar;
-use tock_registers::interfaces::Readable;
 
 /// The faulting IPA: HPFAR_EL2.FIPA (IPA[47:12] in bits 43:4) and the page offset from
 /// FAR_EL2, the faulting VA, whose low 12 bits are the IPA's (4 KiB pages at both stages).
 fn fault_ipa() -> u64 {
-    use aarch64_cpu::registers::FAR_EL2;
-    hpfar::ipa_page(HPFAR_EL2.get()) | (FAR_EL2.get() & 0xfff)
+    hpfar::ipa_page(read_hpfar_el2().bits()) | (read_far_el2().bits() & 0xfff)
 }
 
 /// The exit is a data abort on the doorbell page in Linux mode (not a stage-1 table walk

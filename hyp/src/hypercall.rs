@@ -3,11 +3,12 @@
 
 use crate::context::GuestContext;
 use crate::state::Hyp;
+use arm_sysregs::el2::accessors::{read_far_el2, read_hpfar_el2};
 use mtex_abi::Record;
 use mtex_abi::hypercall::{self as hc, ret};
 use mtex_abi::report::{CallRefused, Conduit, ExitReason, PhaseName, PhaseRefused, UnknownCall};
 use mtex_abi::scenario::PhaseParams;
-use tock_registers::interfaces::Readable;
+use mtex_arch::el2_bits::hpfar;
 
 /// True when the guarded phase open (if any) takes the call at `pc` (`mtex_vm::guard`: the
 /// one call its site makes, from the harness's own instruction); otherwise the call is
@@ -46,22 +47,20 @@ fn el1_ipa(va: u64) -> Option<u64> {
 /// A stage-2 permission fault on memory a guarded phase keeps read-only: the guest wrote the
 /// harness's code (or the guest's) while the phase was open. True if `esr` is one.
 pub fn is_protected_write(hyp: &Hyp, esr: mtex_arch::Esr) -> bool {
-    use aarch64_cpu::registers::{FAR_EL2, HPFAR_EL2};
     // DFSC 0b0011xx: a permission fault, at any level.
-    const PERMISSION: u64 = 0b00_1100;
+    const PERMISSION: u8 = 0b00_1100;
     let Some(g) = hyp.call_guard else {
         return false;
     };
-    let ipa = mtex_arch::el2_bits::hpfar::ipa_page(HPFAR_EL2.get()) | (FAR_EL2.get() & 0xfff);
-    esr.0 & 0x3c == PERMISSION && g.protects(ipa)
+    let ipa = hpfar::ipa_page(read_hpfar_el2().bits()) | (read_far_el2().bits() & 0xfff);
+    esr.data_abort_iss().dfsc() & 0x3c == PERMISSION && g.protects(ipa)
 }
 
 /// Ends the run on the write [`is_protected_write`] found: the code the phase ran is no
 /// longer the harness's, and nothing it counted from there on could be vouched for.
 pub fn protected_write(hyp: &mut Hyp, ctx: &GuestContext) -> ! {
-    use aarch64_cpu::registers::{FAR_EL2, HPFAR_EL2};
-    let far = FAR_EL2.get();
-    let ipa = mtex_arch::el2_bits::hpfar::ipa_page(HPFAR_EL2.get()) | (far & 0xfff);
+    let far = read_far_el2().bits();
+    let ipa = hpfar::ipa_page(read_hpfar_el2().bits()) | (far & 0xfff);
     let phase = hyp.call_guard.map_or(0, |g| g.phase);
     hyp.finish(ExitReason::ProtectedWrite {
         far,

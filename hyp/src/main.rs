@@ -98,19 +98,14 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     }
 
     logger::init(opts.log);
-    let midr = {
-        use tock_registers::interfaces::Readable;
-        aarch64_cpu::registers::MIDR_EL1.get()
-    };
+    let midr = arm_sysregs::el1::accessors::read_midr_el1().bits();
     let errata = mtex_platform::Errata::for_midr(midr);
     let m = &boot.machine;
     // The guest's CPUs are the machine's, by MPIDR; this one is on, the others off until the
     // guest starts them.
     let boot_cpu = {
-        use aarch64_cpu::registers::MPIDR_EL1;
         use mtex_platform::machine::MPIDR_AFFINITY;
-        use tock_registers::interfaces::Readable;
-        let me = MPIDR_EL1.get() & MPIDR_AFFINITY;
+        let me = arm_sysregs::el1::accessors::read_mpidr_el1().bits() & MPIDR_AFFINITY;
         match m.cpus().iter().position(|c| c & MPIDR_AFFINITY == me) {
             Some(i) => i,
             None => report::fail_boot(&mut reporter, "this CPU is not among the machine's CPUs"),
@@ -232,9 +227,7 @@ extern "C" fn hyp_main(x0: u64) -> ! {
         None => {}
     }
     if opts.guest_time == options::GuestTime::Coarse {
-        use aarch64_cpu::registers::CNTFRQ_EL0;
-        use tock_registers::interfaces::Readable;
-        fast_step::set_coarse((CNTFRQ_EL0.get() / 10_000).max(1));
+        fast_step::set_coarse((watchdog::counter_hz() / 10_000).max(1));
     }
     let mut hyp = state::Hyp::new(
         reporter,

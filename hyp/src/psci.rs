@@ -6,7 +6,7 @@
 
 use crate::context::GuestContext;
 use crate::state::Hyp;
-use aarch64_cpu::registers::MPIDR_EL1;
+use arm_sysregs::el1::accessors::read_mpidr_el1;
 use mtex_abi::Record;
 use mtex_abi::hypercall::ret;
 use mtex_abi::report::{Conduit, ExitReason, PowerCall, UnknownCall};
@@ -14,7 +14,6 @@ use smccc::Smc;
 use smccc::arch::{SMCCC_ARCH_FEATURES, SMCCC_VERSION};
 use smccc::psci::error::Error;
 use smccc::psci::*;
-use tock_registers::interfaces::Readable;
 
 #[inline(never)]
 pub fn handle_guest_smc(hyp: &mut Hyp, ctx: &mut GuestContext) {
@@ -104,7 +103,7 @@ fn result(r: Result<u64, Error>) -> u64 {
 /// This CPU's index among the guest's.
 fn this_cpu(hyp: &Hyp) -> Option<usize> {
     hyp.cpus
-        .index_of(MPIDR_EL1.get() & mtex_platform::machine::MPIDR_AFFINITY)
+        .index_of(read_mpidr_el1().bits() & mtex_platform::machine::MPIDR_AFFINITY)
 }
 
 /// CPU_ON(target, entry, context id). Refused while a phase is open: a window counts the
