@@ -1,5 +1,6 @@
 //! The guest's register context as the exception vectors save it on the EL2 stack.
 
+use arm_sysregs::el2::registers::SpsrEl2;
 use core::mem::{offset_of, size_of};
 use mtex_abi::report::GuestState;
 use mtex_arch::el2_bits::spsr;
@@ -34,7 +35,7 @@ impl GuestContext {
         Self {
             x,
             elr: entry,
-            spsr: mtex_arch::el2_bits::spsr::EL1H_MASKED,
+            spsr: spsr::EL1H_MASKED,
             _pad: 0,
         }
     }
@@ -48,10 +49,12 @@ impl GuestContext {
     /// Where the guest is and its PSTATE.TCO.
     #[inline(always)]
     pub fn state(&self) -> GuestState {
+        let spsr = SpsrEl2::from_bits_retain(self.spsr);
         GuestState {
             pc: self.elr,
-            el: ((self.spsr >> 2) & 3) as u8,
-            tco: self.spsr & spsr::TCO != 0,
+            // M[3:2]: the exception level the guest was at.
+            el: spsr.m_3_0() >> 2,
+            tco: spsr.contains(SpsrEl2::TCO),
         }
     }
 
