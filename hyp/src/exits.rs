@@ -4,12 +4,11 @@ use crate::context::GuestContext;
 use crate::global::HYP;
 use crate::report::{self, RUN_EXITS};
 use crate::state::Hyp;
-use aarch64_cpu::registers::{ESR_EL2, FAR_EL2, HPFAR_EL2};
+use arm_sysregs::el2::accessors::{read_esr_el2, read_far_el2, read_hpfar_el2};
 use core::sync::atomic::Ordering;
 use mtex_abi::report::ExitReason;
 use mtex_arch::el2_bits::{hpfar, spsr};
 use mtex_arch::{Esr, ExceptionClass};
-use tock_registers::interfaces::Readable;
 
 /// Vector kinds passed by `entry.rs` for exceptions from the guest (lower EL, AArch64).
 const SYNC: u64 = 0;
@@ -19,7 +18,7 @@ const FIQ: u64 = 2;
 /// Called by the vectors with the saved guest context; returning resumes the guest.
 pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
     let (power_off, halt) = HYP.with(|hyp| {
-        let esr = Esr(ESR_EL2.get());
+        let esr = Esr(read_esr_el2().bits());
         // This CPU's state is looked up once for what comes before the handler, and once
         // for what comes after it: each lookup reads TPIDR_EL2 and checks the pointer.
         let v = hyp.vcpu();
@@ -188,9 +187,9 @@ fn wfx(hyp: &mut Hyp, ctx: &mut GuestContext) {
 #[inline(never)]
 pub fn unhandled(hyp: &mut Hyp, ctx: &GuestContext) -> ! {
     hyp.finish(ExitReason::UnhandledGuestExit {
-        esr: ESR_EL2.get(),
-        far: FAR_EL2.get(),
-        hpfar: hpfar::ipa_page(HPFAR_EL2.get()),
+        esr: read_esr_el2().bits(),
+        far: read_far_el2().bits(),
+        hpfar: hpfar::ipa_page(read_hpfar_el2().bits()),
         at: ctx.state(),
     })
 }

@@ -13,7 +13,8 @@
 //! full ring, any other exit) falls through to the full path unchanged. The exactness tests
 //! prove the counts and records identical either way (`mtex.step=plain` turns both off).
 
-use aarch64_cpu::registers::TPIDR_EL2;
+use arm_sysregs::el2::accessors::{read_tpidr_el2, write_tpidr_el2};
+use arm_sysregs::el2::registers::TpidrEl2;
 use core::arch::global_asm;
 use core::cell::{RefCell, RefMut};
 use core::mem::{offset_of, size_of};
@@ -21,7 +22,6 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use mtex_arch::SysReg;
 use mtex_arch::esr::ISS_RT_MASK;
 use percore::{ExceptionFree, ExceptionLock};
-use tock_registers::interfaces::{Readable, Writeable};
 
 /// One CPU's state shared by its fast paths and `trace.rs`, reached through TPIDR_EL2 (the
 /// vectors need it before any register is free to find it otherwise). Rust reaches it only
@@ -102,7 +102,9 @@ pub fn install_this_cpu() {
 
 /// Points this CPU's TPIDR_EL2 at `block` (from [`new_block`], for this CPU alone).
 pub fn install(block: *mut FastStep) {
-    TPIDR_EL2.set(block as u64);
+    // SAFETY: EL2's own thread register, which only the hypervisor reads (the vectors and
+    // `this_block` find this CPU's block there); `block` is this CPU's, made for it.
+    unsafe { write_tpidr_el2(TpidrEl2::from_bits_retain(block as u64)) };
 }
 
 /// A CPU's [`FastStep`] in a cell that lends it to one borrower at a time, valid while
@@ -167,7 +169,7 @@ unsafe fn block_at(fast: *const FastStep) -> &'static Block {
 #[inline(always)]
 fn this_block() -> &'static Block {
     // SAFETY: TPIDR_EL2 holds the FastStep of this CPU's block (`install`).
-    unsafe { block_at(TPIDR_EL2.get() as *const FastStep) }
+    unsafe { block_at(read_tpidr_el2().bits() as *const FastStep) }
 }
 
 /// A CPU's fast-path state and trap ring, from the heap (leaked: a CPU keeps them for the

@@ -1,10 +1,10 @@
 //! The hypervisor's state, reached from the exception handlers of every CPU.
 
 use crate::state::Hyp;
-use aarch64_cpu::registers::{CNTPCT_EL0, MPIDR_EL1};
+use arm_sysregs::el0::accessors::read_cntpct_el0;
+use arm_sysregs::el1::accessors::read_mpidr_el1;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU64, Ordering};
-use tock_registers::interfaces::Readable;
 
 /// A value that exception handlers borrow one at a time, on any CPU: a ticket lock whose
 /// holder is known, so that a CPU that reaches it again while holding it (re-entry from a
@@ -31,7 +31,7 @@ const FREE: u64 = 0;
 /// [`FREE`]. Read from the register, so that it works before anything per CPU is set up.
 #[inline(always)]
 fn me() -> u64 {
-    (MPIDR_EL1.get() & mtex_platform::machine::MPIDR_AFFINITY) + 1
+    (read_mpidr_el1().bits() & mtex_platform::machine::MPIDR_AFFINITY) + 1
 }
 
 // SAFETY: access is serialised by the lock (see above): a shared Global hands out exclusive
@@ -98,11 +98,11 @@ impl<T> Global<T> {
     #[cold]
     #[inline(never)]
     fn wait_for(&self, ticket: u64) {
-        let from = CNTPCT_EL0.get();
+        let from = read_cntpct_el0().bits();
         while self.serving.load(Ordering::Acquire) != ticket {
             yield_cpu();
         }
-        crate::fast_step::note_lock_wait(CNTPCT_EL0.get().wrapping_sub(from));
+        crate::fast_step::note_lock_wait(read_cntpct_el0().bits().wrapping_sub(from));
     }
 }
 

@@ -196,10 +196,7 @@ impl Hyp {
         self.vcpus = alloc::vec![VcpuPtr::NONE; mpidrs.len()];
         self.vcpus[boot] = boot_vcpu;
         crate::fast_step::set_this_cpu(boot, boot_vcpu.0);
-        self.boot_block = {
-            use tock_registers::interfaces::Readable;
-            aarch64_cpu::registers::TPIDR_EL2.get()
-        };
+        self.boot_block = arm_sysregs::el2::accessors::read_tpidr_el2().bits();
         self.boot_cpu = boot;
         // The boot CPU walks its own copy of stage 2's root, as every CPU does.
         let root = crate::stage2_roots::new_root().expect("memory for the boot CPU's root");
@@ -318,8 +315,7 @@ impl Hyp {
     /// [`Hyp::start_trace`]; with `instruments` false the per-PC table and call stacks stay
     /// where they are (a CPU joining a window that every CPU counts, which has none).
     pub fn start_trace_here(&mut self, id: u32, instruments: bool) -> bool {
-        use aarch64_cpu::registers::{SCTLR_EL1, TCR_EL1};
-        use tock_registers::interfaces::Readable;
+        use arm_sysregs::el1::accessors::{read_sctlr_el1, read_tcr_el1};
         // The per-PC table and call stacks go to the CPU that traces.
         let me = self.this_cpu();
         if let Some(at) = self.instruments_at
@@ -333,8 +329,8 @@ impl Hyp {
             self.instruments_at = Some(me);
         }
         let v = self.vcpu();
-        v.controls.sctlr_el1 = SCTLR_EL1.get();
-        v.controls.tcr_el1 = TCR_EL1.get();
+        v.controls.sctlr_el1 = read_sctlr_el1().bits();
+        v.controls.tcr_el1 = read_tcr_el1().bits();
         let ok = v.tracer.start(id);
         self.sync_fast_traps();
         ok

@@ -13,9 +13,15 @@
 
 use crate::context::GuestContext;
 use crate::fast_step::{FastStep, this_cpu as this_block};
-use aarch64_cpu::registers::*;
+use arm_sysregs::el1::accessors::{
+    read_elr_el1, read_esr_el1, read_mdscr_el1, read_sp_el1, read_spsr_el1, read_ttbr0_el1,
+    read_ttbr1_el1, read_vbar_el1, write_mdscr_el1,
+};
+use arm_sysregs::el1::registers::MdscrEl1;
+use arm_sysregs::el2::accessors::{read_hcr_el2, read_mdcr_el2, write_hcr_el2, write_mdcr_el2};
+use arm_sysregs::el2::registers::{HcrEl2, MdcrEl2};
 use mtex_abi::report::{StepEngine, TcoSite};
-use mtex_arch::el2_bits::{mdcr, mdscr, spsr};
+use mtex_arch::el2_bits::{mdscr, spsr};
 use mtex_arch::esr::ExceptionClass;
 use mtex_arch::mte_bits::par;
 use mtex_platform::guest_vm::GuestRam;
@@ -26,7 +32,6 @@ use mtex_trace::decode::{self, Insn};
 use mtex_trace::predicate::{Controls, tagged_is_impdef};
 use mtex_trace::profile::{PcTable, user_space};
 use mtex_trace::run::{MAX_LEAVES, Plan};
-use tock_registers::interfaces::{Readable, Writeable};
 
 mod code;
 mod cpu;
@@ -380,9 +385,9 @@ impl Tracer {
             self.forget_code();
         }
         self.clear_breakpoints();
-        self.saved_mdscr = MDSCR_EL1.get();
-        MDSCR_EL1.set(self.saved_mdscr | mdscr::SS);
-        MDCR_EL2.set(MDCR_EL2.get() | mdcr::TDE);
+        self.saved_mdscr = read_mdscr_el1().bits();
+        write_mdscr_el1(MdscrEl1::from_bits_retain(self.saved_mdscr | mdscr::SS));
+        write_mdcr_el2(read_mdcr_el2() | MdcrEl2::TDE);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         {
             let mut f = this_block();
@@ -392,7 +397,7 @@ impl Tracer {
         }
         self.tally.reset();
         self.stacks_fresh = self.stacks.is_some();
-        self.opener_ttbr0 = TTBR0_EL1.read(TTBR0_EL1::BADDR);
+        self.opener_ttbr0 = read_ttbr0_el1().baddr_47_1();
         self.engine = StepEngine {
             id: phase,
             ..StepEngine::default()
@@ -417,8 +422,8 @@ impl Tracer {
             self.disarm_run();
         }
         self.clear_breakpoints();
-        MDCR_EL2.set(MDCR_EL2.get() & !mdcr::TDE);
-        MDSCR_EL1.set(self.saved_mdscr);
+        write_mdcr_el2(read_mdcr_el2() - MdcrEl2::TDE);
+        write_mdscr_el1(MdscrEl1::from_bits_retain(self.saved_mdscr));
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         self.active = false;
         self.armed = false;
@@ -517,15 +522,15 @@ impl Tracer {
         if exception_entry {
             // Where the handler starts says which kind of entry this was (VBAR_EL1 is what
             // the CPU just used, so the offset is honest).
-            let off = now.pc.wrapping_sub(VBAR_EL1.get());
+            let off = now.pc.wrapping_sub(read_vbar_el1().bits());
             if off < 0x800 && off & 0x7f == 0 {
                 self.tally.counts_mut().entries.note(off);
             }
             // The exception was taken instead of completing `p` when ELR_EL1 is `p` itself
             // (a synchronous exception on it, or an interrupt before it); an SVC, or an
             // interrupt after `p`, leaves ELR_EL1 past it and `p` completed.
-            if ELR_EL1.get() == p.pc {
-                let esr = mtex_arch::Esr(ESR_EL1.get());
+            if read_elr_el1().bits() == p.pc {
+                let esr = mtex_arch::Esr(read_esr_el1().bits());
                 let sync = off & 0x180 == 0;
                 let class = esr.ec();
                 if sync && mtex_trace::counts::began(class) {
@@ -607,7 +612,7 @@ impl Tracer {
         // PSTATE as the retired instruction left it: an exception entry since saved it in
         // SPSR_EL1 and its destination in ELR_EL1.
         let (spsr, next) = if exception_entry {
-            (SPSR_EL1.get(), ELR_EL1.get())
+            (read_spsr_el1().bits(), read_elr_el1().bits())
         } else {
             (ctx.spsr, ctx.elr)
         };
@@ -625,11 +630,11 @@ impl Tracer {
             }
         }
         if exception_entry {
-            let off = ctx.elr.wrapping_sub(VBAR_EL1.get());
+            let off = ctx.elr.wrapping_sub(read_vbar_el1().bits());
             if off < 0x800 && off & 0x7f == 0 {
-                let ec = mtex_arch::Esr(ESR_EL1.get()).ec_bits();
+                let ec = mtex_arch::Esr(read_esr_el1().bits()).ec_bits();
                 let frame = StackFrame::entry(off, ec, ctx.x[8], next);
-                cs.exception(frame, SP_EL1.get());
+                cs.exception(frame, read_sp_el1().bits());
             }
         }
         let node = cs.node();
@@ -666,7 +671,7 @@ impl Tracer {
             // What retires next is filed under its call stack (EL1) or its address space
             // (EL0): a user PC names a function only in the program mapped there.
             let context = if st.el == 0 {
-                if TTBR0_EL1.read(TTBR0_EL1::BADDR) == self.opener_ttbr0 {
+                if read_ttbr0_el1().baddr_47_1() == self.opener_ttbr0 {
                     user_space::OPENER
                 } else {
                     user_space::OTHER

@@ -76,7 +76,7 @@ impl Tracer {
         let mut c = this_block();
         // Field-by-field compares: an array compare or struct copy becomes a byte-wise
         // memcmp/memcpy on this strict-alignment target.
-        let (t0, t1) = (TTBR0_EL1.get(), TTBR1_EL1.get());
+        let (t0, t1) = (read_ttbr0_el1().bits(), read_ttbr1_el1().bits());
         let mode = (sctlr & 1) | (as_el0 as u64) << 1;
         let va_page = pc & !0xfff;
         let hit = c.pa_page != 0

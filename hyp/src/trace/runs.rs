@@ -30,12 +30,12 @@ impl Tracer {
     ) -> bool {
         self.disarm_run();
         let now = ctx.state();
-        let vbar = VBAR_EL1.get();
+        let vbar = read_vbar_el1().bits();
         let at_sync_vector = now.el == 1 && (now.pc == vbar + 0x200 || now.pc == vbar + 0x400);
         let stopped_at = if at_sync_vector {
             self.tally.counts_mut().entries.note(now.pc - vbar);
             self.engine.entries_in_runs += 1;
-            ELR_EL1.get()
+            read_elr_el1().bits()
         } else {
             now.pc
         };
@@ -45,7 +45,8 @@ impl Tracer {
         let abandoned_to = if stage2_abort {
             Some(ExceptionClass::DataAbortLower)
         } else if at_sync_vector {
-            Some(mtex_arch::Esr(ESR_EL1.get()).ec()).filter(|&ec| mtex_trace::counts::began(ec))
+            Some(mtex_arch::Esr(read_esr_el1().bits()).ec())
+                .filter(|&ec| mtex_trace::counts::began(ec))
         } else {
             None
         };
@@ -98,7 +99,7 @@ impl Tracer {
             (after || on).then_some((a, rs, word, after))
         });
         let spsr = if at_sync_vector {
-            SPSR_EL1.get()
+            read_spsr_el1().bits()
         } else {
             ctx.spsr
         };
@@ -194,7 +195,7 @@ impl Tracer {
         if core::mem::take(&mut self.irqs_at_el2) {
             route_irqs_to_el2(false);
         }
-        MDSCR_EL1.set(self.saved_mdscr | mdscr::SS);
+        write_mdscr_el1(MdscrEl1::from_bits_retain(self.saved_mdscr | mdscr::SS));
     }
 
     /// Programs breakpoint `n` unless it already holds `addr` (0: disabled).
@@ -230,7 +231,7 @@ impl Tracer {
         let pa_page = c.pa_page;
         // Plan within the code page already translated for `pc`.
         let fetch = cached_page_words(&c);
-        let vbar = VBAR_EL1.get();
+        let vbar = read_vbar_el1().bits();
         // Code is translated by the one TTBR its half of the address space uses (VA bit 55):
         // kernel plans survive every switch of user address space.
         let (ttbr0, ttbr1) = if pc >> 55 & 1 == 1 {
@@ -314,7 +315,9 @@ impl Tracer {
             self.irqs_at_el2 = true;
         }
         // Stepping off (with MDSCR_EL1.SS set the guest would step at once), breakpoints on.
-        MDSCR_EL1.set((self.saved_mdscr & !mdscr::SS) | mdscr::MDE);
+        write_mdscr_el1(MdscrEl1::from_bits_retain(
+            (self.saved_mdscr & !mdscr::SS) | mdscr::MDE,
+        ));
         ctx.spsr &= !spsr::SS;
         this_block().pending_inert = 0;
         self.run_armed = true;
@@ -526,10 +529,10 @@ impl Tracer {
 /// completing: as the step path does, a tag-check fault counts its access as made and
 /// checked (and as a disagreement if the model judged it unchecked).
 fn access_faulted(tally: &mut Tally, p: &Pending) {
-    if ELR_EL1.get() != p.pc {
+    if read_elr_el1().bits() != p.pc {
         return;
     }
-    if mtex_arch::Esr(ESR_EL1.get()).is_tag_check_fault() {
+    if mtex_arch::Esr(read_esr_el1().bits()).is_tag_check_fault() {
         tally.retire_faulted_access(p);
         if !(p.read.views().architectural || p.write.views().architectural) {
             tally.counts_mut().unexpected_tag_check_faults += 1;
@@ -545,9 +548,9 @@ fn access_faulted(tally: &mut Tally, p: &Pending) {
 fn route_irqs_to_el2(on: bool) {
     // AmpereOne AC04_CPU_23 (traps.rs): a DSB before every HCR_EL2 write.
     aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
-    if on {
-        HCR_EL2.modify(HCR_EL2::IMO::SET);
-    } else {
-        HCR_EL2.modify(HCR_EL2::IMO::CLEAR);
-    }
+    let mut hcr = read_hcr_el2();
+    hcr.set(HcrEl2::IMO, on);
+    // SAFETY: IMO only decides where physical IRQs go; EL2's own vectors take them when they
+    // come here (the run stops, `retire_run`), and the guest's are untouched otherwise.
+    unsafe { write_hcr_el2(hcr) };
 }
