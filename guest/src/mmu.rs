@@ -2,13 +2,14 @@
 //! every RAM access can be tag checked.
 
 use crate::by_address::ByAddress;
-use aarch64_cpu::registers::MAIR_EL1;
 use aarch64_paging::descriptor::El1Attributes;
 use aarch64_paging::idmap::IdMap;
 use aarch64_paging::paging::{El1And0, MemoryRegion};
 use alloc::boxed::Box;
+use arm_sysregs::el0::accessors::read_ctr_el0;
+use arm_sysregs::el1::accessors::write_mair_el1;
+use arm_sysregs::el1::registers::MairEl1;
 use buddy_system_allocator::LockedHeap;
-use tock_registers::interfaces::Writeable;
 
 const HEAP_SIZE: usize = 1 << 20;
 
@@ -55,11 +56,8 @@ pub fn invalidate_image_data() {
 /// (DC IVAC, which EL1 under stage 2 performs as clean-and-invalidate). Used while the MMU
 /// is off, on memory written only with the caches off.
 pub fn dcache_inval_poc(start: u64, end: u64) {
-    let ctr: u64;
-    // SAFETY: reading CTR_EL0 has no side effects.
-    unsafe { core::arch::asm!("mrs {}, ctr_el0", out(reg) ctr) };
     // CTR_EL0.DminLine: log2 of the smallest data cache line, in words.
-    let line = 4u64 << ((ctr >> 16) & 0xf);
+    let line = 4u64 << read_ctr_el0().dminline();
     let mut a = start & !(line - 1);
     while a < end {
         // SAFETY: cache maintenance of the guest's own memory; no data changes meaning.
@@ -154,7 +152,9 @@ pub fn install_idmap(base: usize, size: usize) {
         map.map_range(&MemoryRegion::new(page, page + 4096), TAGGED_RAM)
             .expect("map a remap test page");
     }
-    MAIR_EL1.set(MAIR);
+    // SAFETY: the MMU is still off: MAIR_EL1 applies only once the program turns it on, to
+    // this map, whose attribute indexes are MAIR's.
+    unsafe { write_mair_el1(MairEl1::from_bits_retain(MAIR)) };
     let map = Box::leak(Box::new(map));
     // SAFETY: the MMU is still off, so installing TTBR0_EL1 changes nothing yet; the map
     // covers all of RAM (code, data, stack, heap, device tree) and is leaked.

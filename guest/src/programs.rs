@@ -4,12 +4,12 @@ use crate::by_address::ByAddress;
 use crate::mte::{self, Granule};
 use crate::{hvc, mmu, println};
 use aarch64_cpu::asm::barrier;
-use aarch64_cpu::registers::{SCTLR_EL1, TCR_EL1};
+use arm_sysregs::el1::accessors::{write_sctlr_el1, write_tcr_el1};
+use arm_sysregs::el1::registers::{SctlrEl1, TcrEl1};
 use fdt::Fdt;
 use mtex_abi::hypercall::{self as hc, ret};
 use mtex_abi::options::{GuestOptions, GuestProgram};
 use mtex_abi::program::{self, Action};
-use tock_registers::interfaces::Writeable;
 
 /// Runs the program and returns the exit status.
 pub fn run(opts: &GuestOptions, fdt: &Fdt) -> u64 {
@@ -141,12 +141,17 @@ pub fn install_idmap(fdt: &Fdt) {
 }
 
 pub fn write_sctlr(v: u64) {
-    SCTLR_EL1.set(v);
+    // SAFETY: the programs' and the kernel's own SCTLR_EL1 values: the MMU goes on only over
+    // an installed map of all the RAM the guest uses, and the MTE controls change tag
+    // checking, not what memory holds.
+    unsafe { write_sctlr_el1(SctlrEl1::from_bits_retain(v)) };
     barrier::isb(barrier::SY);
 }
 
 pub fn write_tcr(v: u64) {
-    TCR_EL1.set(v);
+    // SAFETY: the programs' and the kernel's own TCR_EL1 values, for the maps they install;
+    // the TLB entries that may hold the old TBI and TCMA are dropped below.
+    unsafe { write_tcr_el1(TcrEl1::from_bits_retain(v)) };
     barrier::isb(barrier::SY);
     // TBI and TCMA may be cached in TLB entries: drop them.
     // SAFETY: invalidating this CPU's EL1 TLB entries has no effect on memory.

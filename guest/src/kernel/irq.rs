@@ -3,11 +3,11 @@
 //! for a reschedule, which happens on the way back to user space (exit_to_user_mode), as
 //! with Linux's PREEMPT_NONE.
 
-use aarch64_cpu::registers::{CNTFRQ_EL0, CNTV_CTL_EL0, CNTV_TVAL_EL0};
 use arm_gic::gicv3::GicCpuInterface;
 use arm_gic::{IntId, InterruptGroup};
+use arm_sysregs::el0::accessors::{read_cntfrq_el0, write_cntv_ctl_el0, write_cntv_tval_el0};
+use arm_sysregs::el0::registers::{CntvCtlEl0, CntvTvalEl0};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use tock_registers::interfaces::{Readable, Writeable};
 
 /// virt's (and SBSA's) EL1 virtual timer PPI.
 const VTIMER: IntId = IntId::ppi(11);
@@ -24,13 +24,15 @@ pub fn init(hz: u32) {
     GicCpuInterface::enable_system_register_el1();
     GicCpuInterface::set_priority_mask(0xff);
     GicCpuInterface::enable_group1(true);
-    PERIOD.store(CNTFRQ_EL0.get() / hz as u64, Ordering::Relaxed);
+    PERIOD.store(read_cntfrq_el0().bits() / hz as u64, Ordering::Relaxed);
     rearm();
 }
 
 fn rearm() {
-    CNTV_TVAL_EL0.set(PERIOD.load(Ordering::Relaxed));
-    CNTV_CTL_EL0.write(CNTV_CTL_EL0::ENABLE::SET + CNTV_CTL_EL0::IMASK::CLEAR);
+    write_cntv_tval_el0(CntvTvalEl0::from_bits_retain(
+        PERIOD.load(Ordering::Relaxed),
+    ));
+    write_cntv_ctl_el0(CntvCtlEl0::ENABLE);
 }
 
 /// handle_arch_irq: acknowledge, handle the tick, end.

@@ -13,6 +13,8 @@
 
 use crate::by_address::ByAddress;
 use crate::mmu::Page;
+use arm_sysregs::el1::accessors::{read_mpidr_el1, write_tpidr_el1};
+use arm_sysregs::el1::registers::TpidrEl1;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use smccc::Smc;
 use smccc::psci::{self, LowestAffinityLevel};
@@ -38,6 +40,9 @@ pub fn smp() -> bool {
 #[inline(always)]
 fn tpidr() -> u64 {
     let v: u64;
+    // An `mrs` of its own rather than arm-sysregs' reader, which also promises the flags
+    // survive (`preserves_flags`): inlined into the kernel's paths, that promise lets the
+    // compiler lay them out otherwise, with other instruction counts.
     // SAFETY: reading TPIDR_EL1 has no side effects.
     unsafe { core::arch::asm!("mrs {}, tpidr_el1", out(reg) v, options(nomem, nostack)) };
     v
@@ -45,8 +50,8 @@ fn tpidr() -> u64 {
 
 fn set_tpidr(cpu: usize, smp: bool) {
     let v = cpu as u64 | if smp { SMP_BIT } else { 0 };
-    // SAFETY: TPIDR_EL1 is the kernel's own per-CPU register.
-    unsafe { core::arch::asm!("msr tpidr_el1, {}", in(reg) v, options(nomem, nostack)) };
+    // SAFETY: TPIDR_EL1 is the kernel's own per-CPU register, read only by `tpidr`.
+    unsafe { write_tpidr_el1(TpidrEl1::from_bits_retain(v)) };
 }
 
 /// What the CPUs poll, in the page mapped without the Tagged attribute (`boot.rs`).
@@ -160,17 +165,16 @@ pub fn start_secondaries(n: usize) {
         return;
     }
     lock();
-    let me = {
-        use aarch64_cpu::registers::MPIDR_EL1;
-        use tock_registers::interfaces::Readable;
-        MPIDR_EL1.get() & 0xff_00ff_ffff
-    };
+    let me = read_mpidr_el1().bits() & 0xff_00ff_ffff;
     // QEMU's virt gives CPUs Aff0 0..15 in clusters Aff1 0..; the guest's tree lists one.
     let others = (0..(MAX_CPUS as u64).div_ceil(16))
         .flat_map(|aff1| (0..16u64).map(move |aff0| aff1 << 8 | aff0))
         .filter(|&id| id != me)
         .filter(|&id| psci::affinity_info::<Smc>(id, LowestAffinityLevel::All).is_ok());
     let (mair, tcr, ttbr0, ttbr1, sctlr): (u64, u64, u64, u64, u64);
+    // One `asm!` for the five rather than arm-sysregs' readers: after five separate reads the
+    // compiler spills two of them with a store each instead of one pair: an instruction
+    // more, and the guest's instruction counts are what mtex measures.
     // SAFETY: reading translation and control registers has no side effects.
     unsafe {
         core::arch::asm!(

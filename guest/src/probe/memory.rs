@@ -6,14 +6,14 @@
 
 use crate::by_address::ByAddress;
 use crate::mmu::Page;
-use aarch64_cpu::registers::MAIR_EL1;
 use aarch64_paging::Mapping;
 use aarch64_paging::descriptor::{El1Attributes, PhysicalAddress};
 use aarch64_paging::idmap::{IdMap, IdTranslation};
 use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, VaRange};
 use alloc::boxed::Box;
+use arm_sysregs::el1::accessors::write_mair_el1;
+use arm_sysregs::el1::registers::MairEl1;
 use mtex_abi::program::{KERNEL_LINEAR_BASE, MAIR_EL1 as MAIR};
-use tock_registers::interfaces::Writeable;
 
 /// The pages the cells access (their first granule) and the cost phases' tag stores use.
 pub static EL1_TAGGED: ByAddress<Page> = ByAddress::new(Page([0; 4096]));
@@ -93,7 +93,9 @@ pub fn install(ram_base: usize, ram_size: usize) {
         )
         .expect("map an EL1 page in TTBR1");
     }
-    MAIR_EL1.set(MAIR);
+    // SAFETY: the MMU is still off: MAIR_EL1 applies only once the caller turns it on, to the
+    // tables below, whose attribute indexes are MAIR's.
+    unsafe { write_mair_el1(MairEl1::from_bits_retain(MAIR)) };
     // The tables live as long as the program.
     let (low, high) = (Box::leak(Box::new(low)), Box::leak(Box::new(high)));
     // SAFETY: the MMU is still off, so the TTBRs take effect only when the caller turns it

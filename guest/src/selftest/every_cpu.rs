@@ -14,11 +14,7 @@ use smccc::psci::{self, AffinityState, LowestAffinityLevel};
 const WAIT_CALLS: u32 = 1_000_000;
 
 pub fn run(_: &Fdt) -> u64 {
-    let me = {
-        use aarch64_cpu::registers::MPIDR_EL1;
-        use tock_registers::interfaces::Readable;
-        MPIDR_EL1.get() & 0xff_00ff_ffff
-    };
+    let me = arm_sysregs::el1::accessors::read_mpidr_el1().bits() & 0xff_00ff_ffff;
     let entry = off_at_once as *const () as u64;
     let cpus: alloc::vec::Vec<u64> = (0..32u64)
         .flat_map(|aff1| (0..16u64).map(move |aff0| aff1 << 8 | aff0))

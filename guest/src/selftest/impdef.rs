@@ -13,7 +13,6 @@
 use crate::hvc;
 use crate::hvc::phase_asm;
 use mtex_abi::program::HOSTILE_N;
-use tock_registers::interfaces::Readable;
 
 /// Stage-1 descriptor SH field (bits 9:8) and its Non-shareable value.
 const SH_MASK: u64 = 0b11 << 8;
@@ -118,7 +117,7 @@ pub fn run(tagged: u64) -> u64 {
     if r != 0 {
         return 6;
     }
-    let sctlr = aarch64_cpu::registers::SCTLR_EL1.get();
+    let sctlr = arm_sysregs::el1::accessors::read_sctlr_el1().bits();
     let uncached = sctlr & !mtex_arch::mte_bits::sctlr::C;
     // SCTLR_EL1.C cleared for the loop, then put back.
     let r = phase_asm!(

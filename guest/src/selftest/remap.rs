@@ -16,7 +16,6 @@ use aarch64_paging::paging::MemoryRegion;
 use core::arch::global_asm;
 use core::sync::atomic::Ordering;
 use mtex_abi::program::HOSTILE_N;
-use tock_registers::interfaces::Readable;
 
 /// One of the two code pages: entered by BLR with x9 = tagged pointer, x10 = x17 = n,
 /// x14 = A's page entry, x18 = that entry pointed at B, x20 = the argument of `$switch` (the
@@ -148,7 +147,7 @@ pub fn run(tagged: u64) -> u64 {
         return 8;
     };
     let to_d = (old & !OA_MASK) | (d as u64 & OA_MASK);
-    let tcr = aarch64_cpu::registers::TCR_EL1.get();
+    let tcr = arm_sysregs::el1::accessors::read_tcr_el1().bits();
     // As phase 1, with TCR_EL1 written with its own value in place of each TLBI.
     let r = phase_asm!(
         id: 2, name: "remapped-code-tcr", traced: true,
