@@ -4,12 +4,15 @@
 
 use super::layout::{KVA_BASE, TCR_KERNEL, kva};
 use crate::programs::{write_sctlr, write_tcr};
+use aarch64_cpu::asm::barrier;
 use aarch64_paging::Mapping;
 use aarch64_paging::descriptor::El1Attributes;
 use aarch64_paging::descriptor::PhysicalAddress;
 use aarch64_paging::idmap::IdTranslation;
 use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, VaRange};
 use alloc::boxed::Box;
+use arm_sysregs::el1::accessors::{write_rgsr_el1, write_ttbr1_el1, write_vbar_el1};
+use arm_sysregs::el1::registers::{RgsrEl1, Ttbr1El1, VbarEl1};
 use mtex_abi::program as p;
 
 /// SCTLR_EL1 of the kernel with the MMU on: caches, ATA and ATA0 (tags at EL1 and EL0), and
@@ -56,7 +59,8 @@ pub fn enter_upper_half(base: u64, size: u64, then: extern "C" fn(u64) -> !) -> 
     // The tables live as long as the kernel.
     Box::leak(Box::new(map));
     // SAFETY: the MMU is off; TTBR1 takes effect when it is turned on below.
-    unsafe { core::arch::asm!("msr ttbr1_el1, {}", "isb", in(reg) root) };
+    unsafe { write_ttbr1_el1(Ttbr1El1::from_bits_retain(root)) };
+    barrier::isb(barrier::SY);
     // Everything written with the caches off (the tables on the heap, the kernel's globals
     // in .data and .bss) is read cacheably from now on: no stale line may hide it.
     crate::mmu::invalidate_image_data();
@@ -88,10 +92,8 @@ pub fn install_vectors() {
     // Only the vectors' address is taken.
     let v = &raw const super::entry::mtex_kernel_vectors as u64;
     // SAFETY: installs valid vectors.
-    unsafe { core::arch::asm!("msr vbar_el1, {}", "isb", in(reg) v) };
+    unsafe { write_vbar_el1(VbarEl1::from_bits_retain(v)) };
+    barrier::isb(barrier::SY);
     // RGSR_EL1.SEED: IRG's pseudo-random tags, the same on every run.
-    // SAFETY: only seeds IRG.
-    unsafe {
-        core::arch::asm!(".arch_extension memtag", "msr rgsr_el1, {}", in(reg) 0x5a5au64 << 8)
-    };
+    write_rgsr_el1(RgsrEl1::empty().with_seed(0x5a5a));
 }

@@ -5,8 +5,10 @@
 
 use arm_gic::gicv3::GicCpuInterface;
 use arm_gic::{IntId, InterruptGroup};
-use arm_sysregs::el0::accessors::{read_cntfrq_el0, write_cntv_ctl_el0, write_cntv_tval_el0};
-use arm_sysregs::el0::registers::{CntvCtlEl0, CntvTvalEl0};
+use arm_sysregs::el0::accessors::{
+    read_cntfrq_el0, read_daif, write_cntv_ctl_el0, write_cntv_tval_el0,
+};
+use arm_sysregs::el0::registers::{CntvCtlEl0, CntvTvalEl0, Daif};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// virt's (and SBSA's) EL1 virtual timer PPI.
@@ -66,10 +68,10 @@ pub fn disable() {
 
 /// Masks IRQs, returning whether they were unmasked (local_irq_save).
 pub fn save() -> bool {
-    let daif: u64;
-    // SAFETY: reads and sets the interrupt mask.
-    unsafe { core::arch::asm!("mrs {}, daif", "msr daifset, #2", out(reg) daif) };
-    daif & (1 << 7) == 0
+    let daif = read_daif();
+    // SAFETY: masks IRQs.
+    unsafe { core::arch::asm!("msr daifset, #2") };
+    !daif.contains(Daif::I)
 }
 
 /// local_irq_restore.

@@ -122,12 +122,7 @@ pub fn run(fdt: &Fdt, scenario: Scenario) -> ! {
     r.scenario = Some(scenario);
     r.ram = (base, size);
     crate::programs::install_idmap(fdt);
-    // SAFETY: reading TTBR0_EL1 has no side effects.
-    r.boot_ttbr0 = unsafe {
-        let v: u64;
-        core::arch::asm!("mrs {}, ttbr0_el1", out(reg) v);
-        v
-    };
+    r.boot_ttbr0 = arm_sysregs::el1::accessors::read_ttbr0_el1().bits();
     boot::enter_upper_half(base, size, kernel_main)
 }
 

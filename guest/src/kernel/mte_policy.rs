@@ -7,6 +7,8 @@ use super::kasan::GCR_KERNEL;
 use super::layout::TCR_KERNEL;
 use super::task::{Task, current};
 use crate::programs::{write_sctlr, write_tcr};
+use arm_sysregs::el1::accessors::{read_sctlr_el1, read_tcr_el1, read_tfsre0_el1, write_gcr_el1};
+use arm_sysregs::el1::registers::GcrEl1;
 use core::arch::asm;
 use mtex_abi::program as p;
 use mtex_abi::scenario::{Policy, Tcf, TcoPolicy};
@@ -29,9 +31,7 @@ fn tcf0_of(sctlr_user: u64) -> Tcf {
 pub fn apply(policy: Policy) {
     let tcr = TCR_KERNEL | if policy.tcma1_set() { p::TCR_TCMA1 } else { 0 };
     let sctlr = super::boot::SCTLR_KERNEL | (policy.kasan as u64) << sctlr::TCF_SHIFT;
-    let (old_tcr, old_sctlr): (u64, u64);
-    // SAFETY: reading TCR_EL1 and SCTLR_EL1 has no side effects.
-    unsafe { asm!("mrs {}, tcr_el1", "mrs {}, sctlr_el1", out(reg) old_tcr, out(reg) old_sctlr) };
+    let (old_tcr, old_sctlr) = (read_tcr_el1().bits(), read_sctlr_el1().bits());
     // Only what changes is written (and trapped, and reported).
     if tcr != old_tcr {
         write_tcr(tcr);
@@ -40,8 +40,9 @@ pub fn apply(policy: Policy) {
         write_sctlr(sctlr);
     }
     // SAFETY: GCR_EL1 only steers IRG's choice of tags.
-    unsafe { asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) GCR_KERNEL) };
-    // Start with no asynchronous fault on record.
+    unsafe { write_gcr_el1(GcrEl1::from_bits_retain(GCR_KERNEL)) };
+    // Start with no asynchronous fault on record. `msr ..., xzr` rather than arm-sysregs'
+    // writers, which would take the zero in a register: a `mov` more.
     // SAFETY: clears the fault status registers.
     unsafe {
         asm!(
@@ -80,6 +81,8 @@ fn disable_tco_entry(sctlr_user: u64) {
 /// mte_check_tfsr_el1: an asynchronous kernel tag-check fault would be recorded here.
 fn check_tfsr_el1() {
     let tfsr: u64;
+    // An `mrs` of its own: arm-sysregs' reader, `nomem`, lets the compiler pair the stores
+    // around it, one instruction less on every kernel entry and exit that checks.
     // SAFETY: reading TFSR_EL1 has no side effects.
     unsafe { asm!(".arch_extension memtag", "mrs {}, tfsr_el1", out(reg) tfsr) };
     if tfsr & tfsr::TF1 != 0 {
@@ -97,9 +100,7 @@ pub fn enter_from_user_mode() {
     let policy = super::policy();
     if tcf0_of(t.sctlr_user) as u64 & 2 != 0 {
         // check_mte_async_tcf: a user async fault shows in TFSRE0_EL1.
-        let tfsre0: u64;
-        // SAFETY: reading TFSRE0_EL1 has no side effects.
-        unsafe { asm!(".arch_extension memtag", "mrs {}, tfsre0_el1", out(reg) tfsre0) };
+        let tfsre0 = read_tfsre0_el1().bits();
         if tfsre0 & tfsr::TF0 != 0 {
             super::die(format_args!(
                 "asynchronous user tag-check fault (task {})",
@@ -110,7 +111,7 @@ pub fn enter_from_user_mode() {
     if policy.kasan != Tcf::None {
         // mte_set_kernel_gcr
         // SAFETY: GCR_EL1 only steers IRG.
-        unsafe { asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) GCR_KERNEL) };
+        unsafe { write_gcr_el1(GcrEl1::from_bits_retain(GCR_KERNEL)) };
     }
     // kernel_entry's ISB with MTE: the non-self-synchronising register updates of entry
     // (GCR_EL1) take effect before kernel code runs.
@@ -153,13 +154,14 @@ pub fn exit_to_user_mode() {
     }
     if tcf0_of(t.sctlr_user) as u64 & 2 != 0 {
         // clear_mte_async_tcf
+        // `msr ..., xzr` as at `apply`: the crate's writer would add a `mov` here.
         // SAFETY: clears the user fault status after the stores that precede it.
         unsafe { asm!(".arch_extension memtag", "dsb ish", "msr tfsre0_el1, xzr") };
     }
     if policy.kasan != Tcf::None {
         // mte_set_user_gcr
         // SAFETY: GCR_EL1 only steers IRG.
-        unsafe { asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) t.gcr_user_excl) };
+        unsafe { write_gcr_el1(GcrEl1::from_bits_retain(t.gcr_user_excl)) };
     }
 }
 
@@ -172,7 +174,7 @@ pub fn set_tagged_addr_ctrl(t: &mut Task, tcf0: Tcf, include: u64) {
     update_sctlr_user(old, t.sctlr_user);
     if super::policy().kasan == Tcf::None {
         // SAFETY: GCR_EL1 only steers IRG.
-        unsafe { asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) t.gcr_user_excl) };
+        unsafe { write_gcr_el1(GcrEl1::from_bits_retain(t.gcr_user_excl)) };
     }
 }
 
@@ -183,7 +185,7 @@ pub fn thread_switch(next: &Task) {
     if policy.kasan == Tcf::None {
         // SAFETY: GCR_EL1 only steers IRG. (Linux also sets RRND; mtex keeps IRG seeded by
         // RGSR_EL1 so that runs repeat exactly.)
-        unsafe { asm!(".arch_extension memtag", "msr gcr_el1, {}", in(reg) next.gcr_user_excl) };
+        unsafe { write_gcr_el1(GcrEl1::from_bits_retain(next.gcr_user_excl)) };
     }
     disable_tco_entry(next.sctlr_user);
     if policy.checks_tfsr() {
@@ -197,9 +199,7 @@ pub fn thread_switch(next: &Task) {
 /// to write (here: it traps). The ISB makes TCF0 apply to the kernel's uaccess at once.
 pub fn update_sctlr_user(prev: u64, next: u64) {
     if prev != next {
-        let old: u64;
-        // SAFETY: reading SCTLR_EL1 has no side effects.
-        unsafe { asm!("mrs {}, sctlr_el1", out(reg) old) };
+        let old = read_sctlr_el1().bits();
         write_sctlr((old & !SCTLR_TCF0_MASK) | next);
     }
 }

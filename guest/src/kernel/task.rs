@@ -9,6 +9,9 @@ use super::layout::THREAD_SIZE;
 use super::mm::Mm;
 use super::smp::{MAX_CPUS, this_cpu};
 use super::{mte_policy, page_alloc};
+use aarch64_cpu::asm::barrier;
+use arm_sysregs::el1::accessors::write_ttbr0_el1;
+use arm_sysregs::el1::registers::Ttbr0El1;
 use core::arch::naked_asm;
 use core::mem::offset_of;
 
@@ -463,7 +466,8 @@ unsafe fn switch_to(prev: *mut Task, next: *mut Task) {
     if ttbr0 != s.ttbr0[cpu] {
         s.ttbr0[cpu] = ttbr0;
         // SAFETY: switching the user half; the kernel runs from TTBR1.
-        unsafe { core::arch::asm!("msr ttbr0_el1, {}", "isb", in(reg) ttbr0) };
+        unsafe { write_ttbr0_el1(Ttbr0El1::from_bits_retain(ttbr0)) };
+        barrier::isb(barrier::SY);
     }
     // __switch_to's dsb(ish): completes the previous task's maintenance, and makes any
     // asynchronous tag-check fault visible in TFSR_EL1 before mte_thread_switch looks.
