@@ -123,10 +123,9 @@ impl Cell {
 
 /// ID_AA64PFR1_EL1.MTE: 2 for FEAT_MTE2, 3 for FEAT_MTE3 (asymmetric mode).
 fn mte_level() -> u64 {
-    let pfr1: u64;
-    // SAFETY: reading an ID register has no side effects.
-    unsafe { core::arch::asm!("mrs {}, id_aa64pfr1_el1", out(reg) pfr1) };
-    (pfr1 >> 8) & 0xf
+    arm_sysregs::el1::accessors::read_id_aa64pfr1_el1()
+        .mte()
+        .into()
 }
 
 /// Runs `pass` as phase after phase under fresh ids from `ids`: once, then again (with

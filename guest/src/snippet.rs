@@ -57,11 +57,18 @@ use crate::by_address::ByAddress;
 use crate::hvc::{PHASE_END_HI, PHASE_END_LO, phase_end_call};
 use crate::programs::{install_idmap, write_sctlr, write_tcr};
 use crate::{mmu, mte, println};
+use aarch64_cpu::asm::barrier;
 use aarch64_paging::Mapping;
 use aarch64_paging::descriptor::{El1Attributes, PhysicalAddress};
 use aarch64_paging::idmap::IdTranslation;
 use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, VaRange};
 use alloc::boxed::Box;
+use arm_sysregs::el0::accessors::read_ctr_el0;
+use arm_sysregs::el1::accessors::{
+    read_elr_el1, read_tfsr_el1, read_tfsre0_el1, write_gcr_el1, write_rgsr_el1, write_ttbr1_el1,
+    write_vbar_el1,
+};
+use arm_sysregs::el1::registers::{GcrEl1, RgsrEl1, Ttbr1El1, VbarEl1};
 use core::arch::{asm, global_asm};
 use fdt::Fdt;
 use mtex_abi::hypercall::{
@@ -224,7 +231,8 @@ unsafe extern "C" {
 fn set_vbar(at: u64) {
     // SAFETY: `at` is a vector table of this image (2 KiB aligned); the ISB makes the next
     // exception use it.
-    unsafe { asm!("msr vbar_el1, {}", "isb", in(reg) at) };
+    unsafe { write_vbar_el1(VbarEl1::from_bits_retain(at)) };
+    barrier::isb(barrier::SY);
 }
 
 /// The vector table's range: calls of the guarded phase may come from it.
@@ -294,18 +302,19 @@ pub fn run(opts: &SnippetOptions, fdt: &Fdt) -> u64 {
         stack + 4096
     };
     sync_icache(code_at, len as u64);
-    // SAFETY: MTE system registers of this CPU: IRG's exclusion and seed, and the fault
-    // status registers cleared so that what the snippet leaves there is its own.
+    // MTE system registers of this CPU: IRG's exclusion and seed, and the fault status
+    // registers cleared so that what the snippet leaves there is its own.
+    // SAFETY: GCR_EL1 only steers IRG: tag 0 excluded.
+    unsafe { write_gcr_el1(GcrEl1::empty().with_exclude(1)) };
+    write_rgsr_el1(RgsrEl1::empty().with_seed(0x5a5a));
+    // SAFETY: clears the fault status registers (`msr ..., xzr`: arm-sysregs' writers would
+    // take the zero in a register).
     unsafe {
         asm!(
             ".arch_extension memtag",
-            "msr gcr_el1, {gcr}",
-            "msr rgsr_el1, {seed}",
             "msr tfsr_el1, xzr",
             "msr tfsre0_el1, xzr",
-            "isb",
-            gcr = in(reg) 1u64,
-            seed = in(reg) 0x5a5au64 << 8,
+            "isb"
         )
     };
     let tcr_v = TCR | if opts.tcma1 { tcr::TCMA1 } else { 0 };
@@ -339,9 +348,8 @@ pub fn run(opts: &SnippetOptions, fdt: &Fdt) -> u64 {
         return 6;
     }
     if opts.el == 0 {
-        let elr: u64;
-        // SAFETY: reads ELR_EL1, set by the SVC that brought EL0 back.
-        unsafe { asm!("mrs {}, elr_el1", out(reg) elr) };
+        // ELR_EL1, set by the SVC that brought EL0 back.
+        let elr = read_elr_el1().bits();
         let expected = (&raw const mtex_snippet_el0_svc) as u64 + 4;
         if elr != expected {
             println!(
@@ -351,20 +359,11 @@ pub fn run(opts: &SnippetOptions, fdt: &Fdt) -> u64 {
             return 5;
         }
     }
-    let (tfsr1, tfsr0): (u64, u64);
-    // SAFETY: reads the tag-check fault status registers after a DSB, as Linux's
-    // mte_check_tfsr_el1 does, so that asynchronous faults have reached them.
-    unsafe {
-        asm!(
-            ".arch_extension memtag",
-            "dsb nsh",
-            "isb",
-            "mrs {t1}, tfsr_el1",
-            "mrs {t0}, tfsre0_el1",
-            t1 = out(reg) tfsr1,
-            t0 = out(reg) tfsr0,
-        )
-    };
+    // The tag-check fault status registers, read after a DSB, as Linux's mte_check_tfsr_el1
+    // does, so that asynchronous faults have reached them.
+    barrier::dsb(barrier::NSH);
+    barrier::isb(barrier::SY);
+    let (tfsr1, tfsr0) = (read_tfsr_el1().bits(), read_tfsre0_el1().bits());
     let mask = tfsr::TF0 | tfsr::TF1;
     if (tfsr1 | tfsr0) & mask != 0 {
         println!(
@@ -393,7 +392,8 @@ fn install_upper_alias(buffer: u64) -> Option<()> {
     // The table lives as long as the run.
     Box::leak(Box::new(map));
     // SAFETY: the MMU is off; TTBR1 takes effect when it is turned on (TCR enables its walks).
-    unsafe { asm!("msr ttbr1_el1, {}", "isb", in(reg) root) };
+    unsafe { write_ttbr1_el1(Ttbr1El1::from_bits_retain(root)) };
+    barrier::isb(barrier::SY);
     Some(())
 }
 
@@ -402,11 +402,9 @@ fn install_upper_alias(buffer: u64) -> Option<()> {
 /// B2.4.4). QEMU models no cache; silicon needs exactly this (the copy was made with the
 /// caches on, and the I-cache could hold the page's zeros from speculative fetches).
 fn sync_icache(at: u64, len: u64) {
-    let ctr: u64;
-    // SAFETY: reading CTR_EL0 has no side effects.
-    unsafe { asm!("mrs {}, ctr_el0", out(reg) ctr) };
-    let dline = 4u64 << ((ctr >> 16) & 0xf);
-    let iline = 4u64 << (ctr & 0xf);
+    let ctr = read_ctr_el0();
+    let dline = 4u64 << ctr.dminline();
+    let iline = 4u64 << ctr.iminline();
     let end = at + len;
     let mut a = at & !(dline - 1);
     while a < end {

@@ -11,6 +11,9 @@
 //! TFSRE0_EL1 can be read and cleared between them.
 
 use crate::hvc::{PHASE_END_HI, PHASE_END_LO, phase_end_call};
+use aarch64_cpu::asm::barrier;
+use arm_sysregs::el1::accessors::write_vbar_el1;
+use arm_sysregs::el1::registers::VbarEl1;
 use core::arch::{global_asm, naked_asm};
 use mtex_abi::hypercall::PHASE_BEGIN;
 use mtex_arch::mte_bits::tfsr;
@@ -284,11 +287,13 @@ pub fn install_vectors() {
     // Only the vectors' address is taken.
     let v = &raw const mtex_probe_vectors as u64;
     // SAFETY: installs a complete, 2 KiB-aligned vector table.
-    unsafe { core::arch::asm!("msr vbar_el1, {}", "isb", in(reg) v) };
+    unsafe { write_vbar_el1(VbarEl1::from_bits_retain(v)) };
+    barrier::isb(barrier::SY);
 }
 
 extern "C" fn probe_fault(vector: u64) -> ! {
     let (esr, elr, far): (u64, u64, u64);
+    // One `asm!` for the three, as at `entry::guest_fault`.
     // SAFETY: reading the EL1 syndrome registers has no side effects.
     unsafe {
         core::arch::asm!("mrs {}, esr_el1", "mrs {}, elr_el1", "mrs {}, far_el1",
