@@ -6,13 +6,18 @@ use core::arch::asm;
 use mtex_platform::BootInfo;
 use mtex_platform::firmware_el1::Resume;
 
-use aarch64_cpu::registers::{CurrentEL, DAIF, Readable, SCTLR_EL2, Writeable};
+use arm_sysregs::el0::accessors::{read_ctr_el0, read_currentel, read_daif, write_daif};
+use arm_sysregs::el0::registers::Daif;
+use arm_sysregs::el2::accessors::{
+    read_cptr_el2, read_mair_el2, read_sctlr_el2, read_tcr_el2, read_ttbr0_el2, read_vbar_el2,
+};
+use arm_sysregs::el2::registers::SctlrEl2;
 use mtex_platform::Region;
 use uefi::boot::{self, MemoryType};
 
 /// The exception level the loader runs at.
 pub fn current_el() -> u64 {
-    CurrentEL.read(CurrentEL::EL)
+    read_currentel().el().into()
 }
 
 /// Everything the jump needs, gathered while boot services still run.
@@ -97,19 +102,19 @@ pub unsafe fn exit_and_enter(h: Handover) -> ! {
 /// SCTLR_EL2 with the MMU and caches off, for the jump to write (the argument for why that
 /// is enough is at `exit_and_enter`'s jump).
 fn mask_and_clean(h: &Handover) -> u64 {
-    DAIF.write(DAIF::D::Masked + DAIF::A::Masked + DAIF::I::Masked + DAIF::F::Masked);
+    // SAFETY: masking every exception the firmware could still deliver; the loader handles
+    // none of them from here on, and `install_and_return` restores the mask it found.
+    unsafe { write_daif(Daif::D | Daif::A | Daif::I | Daif::F) };
     let line = dcache_line();
     for r in &h.clean {
         clean_invalidate_to_poc(*r, line);
     }
-    let mut sctlr = SCTLR_EL2.extract();
-    sctlr.modify(SCTLR_EL2::M::Disable + SCTLR_EL2::C::NonCacheable + SCTLR_EL2::I::NonCacheable);
-    sctlr.get()
+    (read_sctlr_el2() - (SctlrEl2::M | SctlrEl2::C | SctlrEl2::I)).bits()
 }
 
 /// The smallest data cache line in bytes: CTR_EL0.DminLine is log2 of its words.
 fn dcache_line() -> u64 {
-    4 << arm_sysregs::el0::accessors::read_ctr_el0().dminline()
+    4 << read_ctr_el0().dminline()
 }
 
 /// DC CIVAC over `r`: every line written back to the point of coherency and invalidated.
@@ -126,14 +131,13 @@ fn clean_invalidate_to_poc(r: Region, line: u64) {
 
 /// The firmware's EL2 controls, read for install mode (`Resume::from_el2`).
 pub fn el2_controls() -> mtex_platform::firmware_el1::El2Controls {
-    use aarch64_cpu::registers::{CPTR_EL2, MAIR_EL2, TCR_EL2, TTBR0_EL2, VBAR_EL2};
     mtex_platform::firmware_el1::El2Controls {
-        sctlr_el2: SCTLR_EL2.get(),
-        tcr_el2: TCR_EL2.get(),
-        ttbr0_el2: TTBR0_EL2.get(),
-        mair_el2: MAIR_EL2.get(),
-        vbar_el2: VBAR_EL2.get(),
-        cptr_el2: CPTR_EL2.get(),
+        sctlr_el2: read_sctlr_el2().bits(),
+        tcr_el2: read_tcr_el2().bits(),
+        ttbr0_el2: read_ttbr0_el2().bits(),
+        mair_el2: read_mair_el2().bits(),
+        vbar_el2: read_vbar_el2().bits(),
+        cptr_el2: read_cptr_el2().bits(),
     }
 }
 
@@ -147,7 +151,7 @@ pub fn el2_controls() -> mtex_platform::firmware_el1::El2Controls {
 /// loader allocated, the hypervisor image copied to `h.entry`, and `h.boot_info` a BootInfo
 /// in install mode whose `resume` holds the converted EL1 controls.
 pub unsafe fn install_and_return(h: &Handover) {
-    let masked = DAIF.get();
+    let masked = read_daif();
     let sctlr = mask_and_clean(h);
     // SAFETY: per the caller's contract; `mtex_install` saves every callee-saved register
     // and returns as a C function (at EL1), and the cache argument of `exit_and_enter`
@@ -155,7 +159,8 @@ pub unsafe fn install_and_return(h: &Handover) {
     // resume fields) is read back with caches on, except the resume fields, which it cleans
     // itself.
     unsafe { mtex_install(h.boot_info, h.entry, sctlr) };
-    DAIF.set(masked);
+    // SAFETY: the interrupt mask the firmware had at the call, back as it was.
+    unsafe { write_daif(masked) };
 }
 
 unsafe extern "C" {
