@@ -13,6 +13,11 @@
 //!   it completes or skips every instruction that traps to it; and a loop that comes back to
 //!   the same instruction through EL2, a stepped branch to itself or a run ending at a branch
 //!   the hypervisor executes, is not at a vector entry.)
+//! - A window can close on a CPU during the exit the stub raised (a CPU hands in its share at
+//!   whatever exit it takes next), and the instruction then starts for real after the close,
+//!   where the rule above never sees it. So at a close marker, when the exit in progress is a
+//!   step exception taken before the instruction at the last guest start began (ESR_EL2.EC
+//!   0x32 with ISS.ISV 0, ELR_EL2 that start's PC), that start was the stub: it is taken back.
 //! - An instruction reads (writes) if at least one read (write) callback fired for it: a pair,
 //!   a structure load or a split access counts once, an atomic once each way.
 //! - A store-exclusive's read callback is QEMU's compare-and-exchange, not an access.
@@ -42,7 +47,7 @@ pub struct Counter {
     cur: Current,
     /// The last guest instruction started in the window: its PC, EL and whether its start
     /// counted a write (undone with it if it was a stub).
-    last_guest: Option<(u64, u8, bool)>,
+    last_guest: Option<LastStart>,
     el2_since: bool,
     /// Markers out of order (an open inside a window, a close of another id...).
     pub anomalies: Vec<String>,
@@ -100,6 +105,21 @@ impl Counter {
         self.cur.active = false;
     }
 
+    /// The exit in progress is a step exception taken before the guest instruction at `pc`
+    /// began (ESR_EL2.EC 0x32, ISS.ISV 0). Called at a close marker, which EL2 executes
+    /// (so EL2 code ran since the last guest start, whether or not a hook saw it: on several
+    /// vCPUs none does): if the guest last started at `pc`, that start was the step stub,
+    /// whose real start comes after the window has closed (module rules).
+    pub fn step_pending_at(&mut self, pc: u64) {
+        let (Some(w), Some(last)) = (self.open.as_mut(), self.last_guest) else {
+            return;
+        };
+        if last.pc == pc {
+            take_back(w, &mut self.detail, last);
+            self.last_guest = None;
+        }
+    }
+
     /// The hypervisor's close marker with phase id `id`.
     pub fn close(&mut self, id: u64) {
         match self.open.take() {
@@ -130,28 +150,25 @@ impl Counter {
             return;
         }
         let e = el as usize;
-        if let Some((last_pc, last_el, wrote)) = self.last_guest
+        if let Some(last) = self.last_guest
             && self.el2_since
-            && last_pc == pc
-            && last_el == el
+            && last.pc == pc
+            && last.el == el
             && at_vector
         {
             // The previous start here was the step stub (module rules).
-            w.instructions[e] -= 1;
-            w.writes[e] -= wrote as u64;
-            w.step_stubs += 1;
-            if let Some(d) = &mut self.detail
-                && let Some(n) = d.get_mut(&(el, word))
-            {
-                n[0] -= 1;
-                n[2] -= wrote as u64;
-            }
+            take_back(w, &mut self.detail, last);
         }
         self.el2_since = false;
         w.instructions[e] += 1;
         let wrote = class.write_on_execute();
         w.writes[e] += wrote as u64;
-        self.last_guest = Some((pc, el, wrote));
+        self.last_guest = Some(LastStart {
+            pc,
+            el,
+            wrote,
+            word,
+        });
         self.cur_word = word;
         if let Some(d) = &mut self.detail {
             let n = d.entry((el, word)).or_default();
@@ -204,6 +221,34 @@ impl Counter {
     }
 }
 
+/// A guest instruction's start: what undoing it, were it the step stub, needs.
+#[derive(Clone, Copy, Debug)]
+struct LastStart {
+    pc: u64,
+    el: u8,
+    /// Its start counted a write (`Class::write_on_execute`).
+    wrote: bool,
+    word: u32,
+}
+
+/// Undoes the count of `last`, the step stub.
+fn take_back(
+    w: &mut OracleWindow,
+    detail: &mut Option<BTreeMap<(u8, u32), [u64; 3]>>,
+    last: LastStart,
+) {
+    let e = last.el as usize;
+    w.instructions[e] -= 1;
+    w.writes[e] -= last.wrote as u64;
+    w.step_stubs += 1;
+    if let Some(d) = detail
+        && let Some(n) = d.get_mut(&(last.el, last.word))
+    {
+        n[0] -= 1;
+        n[2] -= last.wrote as u64;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,6 +297,44 @@ mod tests {
         let w = window(&c);
         assert_eq!(w.instructions, [1, 2]);
         assert_eq!(w.step_stubs, 1);
+    }
+
+    #[test]
+    fn a_stub_whose_exit_closes_the_window_is_taken_back() {
+        // A CPU of a window is interrupted while a step is pending; the step exception comes
+        // at the handler's first instruction (the stub), and at that exit the CPU leaves the
+        // window that another CPU closed. The handler's instruction runs after the close.
+        let mut c = Counter::default();
+        c.open(1);
+        c.start(0x1000, 1, Class::Plain, 0, false);
+        c.start(0x100, 2, Class::Plain, 0, false); // step exit after it
+        c.start(0x8280, 1, Class::DcZva, 0, true); // the stub, at the IRQ vector
+        // Its step exception, ISV 0; on several vCPUs no hook sees EL2's code.
+        c.step_pending_at(0x8280);
+        c.close(1);
+        c.start(0x8280, 1, Class::Plain, 0, true);
+        let w = window(&c);
+        assert_eq!(w.instructions, [0, 1]);
+        assert_eq!(w.writes, [0, 0]);
+        assert_eq!(w.step_stubs, 1);
+        assert!(c.anomalies.is_empty());
+    }
+
+    #[test]
+    fn a_step_pending_elsewhere_takes_nothing_back() {
+        let mut c = Counter::default();
+        c.open(1);
+        c.start(0x1000, 1, Class::Plain, 0, false);
+        c.start(0x100, 2, Class::Plain, 0, false);
+        // ELR_EL2 names another instruction than the last start: not its stub.
+        c.step_pending_at(0x8280);
+        c.close(1);
+        // Nor is a start outside a window.
+        c.start(0x8280, 1, Class::Plain, 0, true);
+        c.step_pending_at(0x8280);
+        let w = window(&c);
+        assert_eq!(w.instructions, [0, 1]);
+        assert_eq!(w.step_stubs, 0);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use crate::classify::{Class, classify};
 use crate::count::Counter;
 use mtex_abi::oracle::{CLOSE_ID_REG, CPU_REG, OPEN_ID_REG};
+use mtex_arch::{Esr, ExceptionClass};
 use qemu_plugin::install::{Args, Info, Value};
 use qemu_plugin::plugin::{HasCallbacks, Register};
 use qemu_plugin::sys::{qemu_plugin_cond, qemu_plugin_u64};
@@ -17,12 +18,14 @@ use std::sync::Mutex;
 
 /// The registers the hooks read: PSTATE (gdb's "cpsr", EL in bits 3:2), VBAR_EL1 (QEMU's
 /// "VBAR"), TPIDR_EL2 (which CPU runs: the hypervisor points it at a block of its own on
-/// each), ELR_EL2 (where EL2 last returned to) and the markers' registers.
+/// each), ELR_EL2 (where EL2 last returned to, or will return to), ESR_EL2 (the exit a
+/// marker is executed in) and the markers' registers.
 struct Regs {
     cpsr: RegisterDescriptor<'static>,
     vbar_el1: RegisterDescriptor<'static>,
     tpidr_el2: RegisterDescriptor<'static>,
     elr_el2: RegisterDescriptor<'static>,
+    esr_el2: RegisterDescriptor<'static>,
     open_id: RegisterDescriptor<'static>,
     close_id: RegisterDescriptor<'static>,
     cpu: RegisterDescriptor<'static>,
@@ -40,6 +43,7 @@ impl Regs {
             vbar_el1: take("VBAR")?,
             tpidr_el2: take("TPIDR_EL2")?,
             elr_el2: take("ELR_EL2")?,
+            esr_el2: take("ESR_EL2")?,
             open_id: take(&format!("x{OPEN_ID_REG}"))?,
             close_id: take(&format!("x{CLOSE_ID_REG}"))?,
             cpu: take(&format!("x{CPU_REG}"))?,
@@ -176,6 +180,15 @@ fn on_marker(vcpu: VCPUIndex, open: bool) {
     }
     let id = read_u64(if open { &regs.open_id } else { &regs.close_id }).unwrap_or(0);
     let index = read_u64(&regs.cpu).unwrap_or(0) as u32;
+    // A close during a step exception taken before the instruction at ELR_EL2 began: the
+    // stub's start there is undone (`count` module rules).
+    let stub_at = (!open)
+        .then(|| Some((Esr(read_u64(&regs.esr_el2)?), read_u64(&regs.elr_el2)?)))
+        .flatten()
+        .filter(|(esr, _)| {
+            esr.ec() == ExceptionClass::SoftwareStepLower && !esr.step_completed_an_instruction()
+        })
+        .map(|(_, elr)| elr);
     let Some(i) = s.running() else { return };
     let c = &mut s.cpus[i];
     c.index = index;
@@ -186,6 +199,9 @@ fn on_marker(vcpu: VCPUIndex, open: bool) {
         s.order.push((i, n));
         true
     } else {
+        if let Some(pc) = stub_at {
+            c.counter.step_pending_at(pc);
+        }
         c.counter.close(id);
         c.counter.is_open()
     };
