@@ -72,7 +72,14 @@ pub fn at_exit(member: bool, retired: impl FnOnce(&FastStep) -> u64) {
                 let machine = f
                     .exit_ts
                     .saturating_sub(crate::guest_clock::machine_offset());
-                s.join(now, machine);
+                // What its guest may have read of its own clock, up to this exit.
+                let seen = mtex_vm::guest_clock::seen(
+                    f.clock_seen,
+                    f.exit_ts,
+                    read_cntvoff_el2().bits(),
+                    f.clock_unseen != 0,
+                );
+                s.join(now, machine, seen);
                 f.stepped_retired = retired(f);
                 s.now(now)
             }
@@ -97,12 +104,12 @@ fn keep_to(f: &mut FastStep, guest: u64, now: u64) {
 }
 
 /// A trapped read of the virtual counter (CNTVCT_EL0, CNTVCTSS_EL0): the window's time as
-/// this exit entered EL2, never less than what this CPU's guest has seen. A CPU that keeps
-/// no window time (a read that trapped before its first exit cleared the trap) gets its own
-/// counter.
+/// this exit entered EL2, never less than what this CPU's guest, or any member's when it
+/// joined, has seen (`Stepped::read`). A CPU that keeps no window time (a read that trapped
+/// before its first exit cleared the trap) gets its own counter.
 pub fn read(f: &mut FastStep) -> u64 {
     let value = if crate::fast_step::stepped() {
-        STEPPED.lock().now(f.exit_ts)
+        STEPPED.lock().read(f.exit_ts)
     } else {
         f.exit_ts.wrapping_sub(read_cntvoff_el2().bits())
     };

@@ -20,6 +20,12 @@
 //!   warps it to the next timer deadline) is idle time, and counts whole;
 //! - the window's guest time is the machine's guest time at its opening plus both.
 //!
+//! A CPU's own clock may run ahead of the machine's ([`crate::guest_clock`]: it stands still
+//! at what its guest has seen until the machine's catches up). So do the window's reads: they
+//! are answered with the window's time or, if later, the latest any member's guest had seen
+//! of its own clock when it joined ([`Stepped::read`]), one value for every member. Answered
+//! each with its own CPU's, one CPU would read below what another had already read.
+//!
 //! It is one value for the machine at any moment, and it never goes back: the member CPUs'
 //! counter reads trap (FEAT_ECV's CNTHCTL_EL2.EL1TVCT) and are answered with it, and each
 //! member returns to its guest with its offset set to it (its timer then fires when the
@@ -40,6 +46,9 @@ pub struct Stepped {
     awake: u32,
     /// The counter when the last member halted, while none is awake.
     idle_since: u64,
+    /// The latest any member's guest had seen of its own clock when it joined: no read in
+    /// the window is answered below it.
+    floor: u64,
 }
 
 impl Default for Stepped {
@@ -58,6 +67,7 @@ impl Stepped {
             members: 0,
             awake: 0,
             idle_since: 0,
+            floor: 0,
         }
     }
 
@@ -71,9 +81,15 @@ impl Stepped {
         self.base + self.retired + self.idle + idling
     }
 
-    /// A CPU joins at counter value `counter`; the first starts the account at `machine`,
-    /// the machine's guest time then.
-    pub fn join(&mut self, counter: u64, machine: u64) {
+    /// What a member's read of its clock is answered with at counter value `counter`: the
+    /// window's time, or what a member had seen when it joined if that is later.
+    pub fn read(&self, counter: u64) -> u64 {
+        self.now(counter).max(self.floor)
+    }
+
+    /// A CPU joins at counter value `counter`, its guest having seen its own clock up to
+    /// `seen`; the first starts the account at `machine`, the machine's guest time then.
+    pub fn join(&mut self, counter: u64, machine: u64, seen: u64) {
         if self.members == 0 {
             *self = Self {
                 base: machine,
@@ -82,6 +98,7 @@ impl Stepped {
             };
         }
         self.members += 1;
+        self.floor = self.floor.max(seen);
         self.wake(counter);
     }
 
@@ -127,8 +144,8 @@ mod tests {
     /// Two CPUs joined at counter value 0, the window starting at guest time `base`.
     fn two_members(base: u64) -> Stepped {
         let mut s = Stepped::new();
-        s.join(0, base);
-        s.join(0, base);
+        s.join(0, base, 0);
+        s.join(0, base, 0);
         s
     }
 
@@ -139,8 +156,8 @@ mod tests {
     fn guest_time_is_the_instructions_every_cpu_retired() {
         let mut s = Stepped::new();
         let mut counter = 10_000u64;
-        s.join(counter, 5_000);
-        s.join(counter + 3, 5_000);
+        s.join(counter, 5_000, 0);
+        s.join(counter + 3, 5_000, 0);
         for _ in 0..1000 {
             for _cpu in 0..2 {
                 counter += 1 + 400;
@@ -184,11 +201,32 @@ mod tests {
     #[test]
     fn a_new_window_starts_from_the_machine_time() {
         let mut s = Stepped::new();
-        s.join(0, 0);
+        s.join(0, 0, 400);
         s.retire(9);
         s.leave(10);
-        s.join(20, 500);
+        s.join(20, 500, 0);
         assert_eq!(s.now(30), 500);
+        assert_eq!(s.read(30), 500, "the last window's floor is gone");
+    }
+
+    /// Members whose guests had seen later than the window's time: every member's read is at
+    /// least the latest of them until the window's time passes it, so no CPU reads below what
+    /// another has read; the window's own time (its length) is the instructions alone.
+    #[test]
+    fn reads_never_go_below_what_a_member_had_seen() {
+        let mut s = Stepped::new();
+        s.join(1_000, 500, 560);
+        assert_eq!(s.read(1_000), 560, "the opener had seen 560");
+        s.retire(10);
+        assert_eq!(s.read(1_050), 560);
+        s.join(1_100, 500, 900);
+        assert_eq!(s.read(1_100), 900, "the second had seen 900");
+        s.retire(3);
+        assert_eq!((s.now(1_200), s.read(1_200)), (513, 900));
+        s.retire(400);
+        assert_eq!(s.read(1_300), 913, "the window's time passed it");
+        s.join(1_400, 500, 100);
+        assert_eq!(s.read(1_400), 913, "a third behind it changes nothing");
     }
 
     proptest! {
@@ -201,23 +239,32 @@ mod tests {
         ) {
             let mut s = Stepped::new();
             let (mut counter, mut halted, mut awake) = (0u64, 0u32, 0u32);
-            s.join(counter, 0);
+            s.join(counter, 0, 0);
             awake += 1;
-            let mut last = s.now(counter);
+            let (mut last, mut last_read) = (s.now(counter), s.read(counter));
             for (op, dt) in ops {
                 counter += dt + 1;
                 match op {
                     0 if awake > 0 => s.retire(1),
                     1 if awake > 0 => { s.halt(counter); awake -= 1; halted += 1; }
                     2 if halted > 0 => { s.wake(counter); halted -= 1; awake += 1; }
-                    3 => { s.join(counter, 0); awake += 1; }
+                    // A CPU's own clock is never ahead of the counter.
+                    3 => {
+                        let seen = dt.min(counter);
+                        s.join(counter, 0, seen);
+                        awake += 1;
+                        prop_assert!(s.read(counter) >= seen, "a read below what it saw");
+                    }
                     4 if awake > 1 => { s.leave(counter); awake -= 1; }
                     _ => {}
                 }
                 let now = s.now(counter);
                 prop_assert!(now >= last, "went back: {last} -> {now}");
                 prop_assert!(now <= counter, "ahead of the counter: {now} > {counter}");
-                last = now;
+                let read = s.read(counter);
+                prop_assert!(read >= last_read, "a read went back: {last_read} -> {read}");
+                prop_assert!(read >= now && read <= counter);
+                (last, last_read) = (now, read);
             }
         }
     }

@@ -780,8 +780,9 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
             out,
             "  opened at {at:.1} ms of the guest's clock (since Linux's first instruction); open \
              for {open:.3} ms of it: the machine's one guest time, which every read of a CPU's \
-             clock in the window gives (a nanosecond for each instruction any CPU retired, and \
-             the time every CPU was idle), not any one CPU's own"
+             clock in the window gives once past what the CPUs had seen as they joined (a \
+             nanosecond for each instruction any CPU retired, and the time every CPU was idle), \
+             not any one CPU's own"
         ),
         (Some(at), Some(open)) => writeln!(
             out,
