@@ -5,7 +5,7 @@ use crate::global::HYP;
 use crate::report::{self, RUN_EXITS};
 use crate::state::Hyp;
 use arm_sysregs::el2::accessors::{read_esr_el2, read_far_el2, read_hpfar_el2};
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU8, Ordering};
 use mtex_abi::report::ExitReason;
 use mtex_arch::el2_bits::{hpfar, spsr};
 use mtex_arch::{Esr, ExceptionClass};
@@ -17,6 +17,9 @@ const FIQ: u64 = 2;
 
 /// Called by the vectors with the saved guest context; returning resumes the guest.
 pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
+    if kind == SYNC && step_alone(ctx) {
+        return;
+    }
     let (power_off, halt) = HYP.with(|hyp| {
         let esr = Esr(read_esr_el2().bits());
         // This CPU's state is looked up once for what comes before the handler, and once
@@ -84,6 +87,7 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
                 0
             }
         });
+        STEPS_ALONE.store(steps_alone(hyp), Ordering::Relaxed);
         (power_off, halt)
     });
     if halt {
@@ -97,6 +101,79 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
             aarch64_cpu::asm::wfi();
         }
     }
+}
+
+/// How a tracing CPU's step exits may go without the state's lock ([`step_alone`]): set at
+/// the end of every exit that holds it, from what that exit left.
+static STEPS_ALONE: AtomicU8 = AtomicU8::new(NOT_ALONE);
+/// Every exit takes the lock.
+const NOT_ALONE: u8 = 0;
+/// A step needs nothing shared: no window steps several CPUs, or one does, and a CPU
+/// that traces is one of its members (`stepped_member`).
+const ALONE: u8 = 1;
+const ALONE_IN_WINDOW: u8 = 2;
+
+/// What the state allows a step exit without the lock. Not while a phase is sampled (its
+/// units end at steps), nor while a window closes (each member leaves it at its next exit),
+/// nor while per-PC instruments may move between CPUs.
+fn steps_alone(hyp: &Hyp) -> u8 {
+    if hyp.sampler.is_some() || hyp.has_instruments() && hyp.machine_cpus.len() > 1 {
+        return NOT_ALONE;
+    }
+    match &hyp.window {
+        None => ALONE,
+        Some(w) if w.closing() => NOT_ALONE,
+        // Only a tracing CPU steps, and one that traces while the window is open (not
+        // closing) counts in it: phases are the machine's, one at a time, so it traces
+        // because it joined.
+        Some(_) if hyp.machine_cpus.len() > 1 => ALONE_IN_WINDOW,
+        Some(_) => ALONE,
+    }
+}
+
+/// A step exit of a tracing CPU, handled without the state's lock when [`STEPS_ALONE`]
+/// allows: what the locked path does for a step, which touches only this CPU's counters,
+/// step engine, block and the stepped window's own clock. False (nothing done) when it
+/// must take the lock: another exit, a CPU not tracing, or the step bound's check is due.
+/// CPUs stepping in a window would otherwise queue for the lock at every instruction.
+#[inline(always)]
+fn step_alone(ctx: &mut GuestContext) -> bool {
+    let alone = STEPS_ALONE.load(Ordering::Relaxed);
+    if alone == NOT_ALONE {
+        return false;
+    }
+    let esr = Esr(read_esr_el2().bits());
+    if !matches!(
+        esr.ec(),
+        ExceptionClass::SoftwareStepLower | ExceptionClass::BreakpointLower
+    ) {
+        return false;
+    }
+    // SAFETY: the lock is not held here and these references end with this function;
+    // per-PC instruments cannot move between CPUs while `STEPS_ALONE` allows this.
+    let Some((counters, tracer, controls)) = (unsafe { Hyp::own_step_parts() }) else {
+        return false;
+    };
+    // A breakpoint of the TCO watch (no traced phase) is an exit of its own; and the
+    // bound's check (`count_exit`) takes the lock.
+    if !tracer.active() || (counters.step_exits + 1) & 0x3ff == 0 {
+        return false;
+    }
+    counters.step_exits += 1;
+    let exception_entry =
+        esr.ec() == ExceptionClass::SoftwareStepLower && !esr.step_completed_an_instruction();
+    tracer.retire(ctx, exception_entry, false, controls);
+    crate::stepped_clock::note_retired(|f| tracer.retired_with(f));
+    tracer.prepare(ctx, controls);
+    crate::stepped_clock::at_exit(alone == ALONE_IN_WINDOW, |f| tracer.retired_with(f));
+    if alone == ALONE_IN_WINDOW {
+        // Hands QEMU's round-robin to the next CPU, as a wait for the lock did: each CPU
+        // then steps about one instruction per turn, as CPUs running side by side would,
+        // rather than a whole turn's worth while the others (a guest lock's waiters among
+        // them) stand still.
+        crate::global::yield_cpu();
+    }
+    true
 }
 
 /// Counts the exit in this CPU's counters; true when the step bound is due for a check

@@ -210,12 +210,21 @@ impl Hyp {
         crate::fast_step::this_cpu_index()
     }
 
-    /// CPU `cpu`'s state, if it has been made.
-    pub fn vcpu_of(&mut self, cpu: usize) -> Option<&mut Vcpu> {
+    /// Marks CPU `cpu` as made to exit by another (its root is being cleared: `kicked`) and
+    /// returns its root; None if its state has not been made.
+    pub fn kick_vcpu(&mut self, cpu: usize) -> Option<u64> {
         let v = self.vcpus.get(cpu)?.0;
-        // SAFETY: a CPU's state, owned by `Hyp` and reached only through it: `&mut self`
-        // makes the reference exclusive (the caller holds no other CPU state reference).
-        (!v.is_null()).then(|| unsafe { &mut *v })
+        if v.is_null() {
+            return None;
+        }
+        // SAFETY: another CPU's state, made and never freed. Only its `kicked` and `s2_root`
+        // are touched, through the pointer, with no reference to the whole: that CPU may be
+        // in its step engine without this lock (`own_step_parts`), which never touches
+        // these two; everything else that reads them holds this lock, as the caller does.
+        unsafe {
+            (*v).kicked = true;
+            Some((*v).s2_root)
+        }
     }
 
     /// This CPU's counters with the single-step exits its fast path handled and the time it
@@ -261,6 +270,33 @@ impl Hyp {
         // SAFETY: this CPU's block names its state, which lives as long as `Hyp` and is
         // reached only through it (so `&mut self` makes the reference exclusive).
         (unsafe { &mut *v }, &mut self.report)
+    }
+
+    /// This CPU's counters, step engine and MTE controls, for a step exit taken without the
+    /// state's lock (`exits::step_alone`); None if its state has not been made.
+    ///
+    /// # Safety
+    ///
+    /// The caller does not hold the state's lock and ends its use of these references
+    /// before it next takes it. No other CPU reaches these three fields of this CPU's state:
+    /// other CPUs touch only its `kicked` and `s2_root` (`kick_vcpu`) — except when the
+    /// per-PC instruments move between CPUs (`start_trace_here`), which the caller must
+    /// have excluded.
+    pub unsafe fn own_step_parts<'a>() -> Option<(&'a mut Counters, &'a mut Tracer, &'a Controls)> {
+        let v = crate::fast_step::this_vcpu();
+        if v.is_null() {
+            return None;
+        }
+        // SAFETY: this CPU's state, made and never freed; the three disjoint fields are
+        // reached by place, not through a reference to the whole state, and per this
+        // function's contract nothing else references them meanwhile.
+        unsafe {
+            Some((
+                &mut *core::ptr::addr_of_mut!((*v).counters),
+                &mut *core::ptr::addr_of_mut!((*v).tracer),
+                &*core::ptr::addr_of!((*v).controls),
+            ))
+        }
     }
 
     /// `cpu`'s state, made with the boot CPU's set-up (None without the memory for it). A

@@ -64,9 +64,8 @@ pub fn open(hyp: &mut Hyp, id: u32) {
         if hyp.cpus.power(c) != mtex_vm::power::Power::On {
             continue;
         }
-        if let Some(v) = hyp.vcpu_of(c) {
-            v.kicked = true;
-            roots.push(v.s2_root);
+        if let Some(root) = hyp.kick_vcpu(c) {
+            roots.push(root);
         }
     }
     if hyp.linux && cpus > 1 {
