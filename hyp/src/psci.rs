@@ -117,10 +117,8 @@ fn cpu_on(hyp: &mut Hyp, ctx: &GuestContext, thirty_two: bool) -> Result<(), Err
     let start = hyp
         .cpus
         .cpu_on(target, entry, context_id, |a| ram.pa_of(a, 4).is_some())?;
-    // From now on the trapped writes go through the full path only (`sync_fast_traps`);
-    // what this CPU's ring holds is framed first.
+    // What this CPU's ring holds is framed before the new CPU's writes can be.
     hyp.report.flush();
-    hyp.sync_fast_traps();
     crate::smp::start(hyp, start)
 }
 

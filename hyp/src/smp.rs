@@ -373,8 +373,7 @@ extern "C" fn secondary_main(boot: &'static SecondaryBoot) -> ! {
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     crate::global::HYP.with(|hyp| {
         hyp.cpus.started(boot.start.cpu, true);
-        // Its trap fast path as the rule has it (off: its block starts so, and it is not
-        // the only CPU awake).
+        // Its trap fast path as the rule has it (its block starts with it off).
         hyp.sync_fast_traps();
     });
     log::debug!(

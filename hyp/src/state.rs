@@ -333,11 +333,7 @@ impl Hyp {
     /// ring holds its writes in its own phase (`Reporter::set_phase`), and is framed by its
     /// own exits, or at the run's end by the CPU that ends it (`Reporter::drain_other`).
     pub fn sync_fast_traps(&mut self) {
-        // Only while one CPU is awake: with each CPU's path on, Linux on four CPUs read its
-        // clock going back in a window that steps them all (`clock 100 3`: 200 of 300
-        // reads), for a reason not yet found. With several CPUs every trapped write takes
-        // the full path, under the state's lock.
-        let on = self.fast_traps && !self.vcpu().tracer.active() && self.cpus.awake() == 1;
+        let on = self.fast_traps && !self.vcpu().tracer.active();
         crate::fast_step::this_cpu().set_fast_traps(on);
     }
 
