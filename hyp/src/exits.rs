@@ -9,6 +9,7 @@ use core::sync::atomic::{AtomicU8, Ordering};
 use mtex_abi::report::ExitReason;
 use mtex_arch::el2_bits::{hpfar, spsr};
 use mtex_arch::{Esr, ExceptionClass};
+use mtex_vm::window::{Steps, WindowState};
 
 /// Vector kinds passed by `entry.rs` for exceptions from the guest (lower EL, AArch64).
 const SYNC: u64 = 0;
@@ -87,7 +88,7 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
                 0
             }
         });
-        STEPS_ALONE.store(steps_alone(hyp), Ordering::Relaxed);
+        STEPS_ALONE.store(steps_alone(hyp) as u8, Ordering::Relaxed);
         (power_off, halt)
     });
     if halt {
@@ -103,32 +104,24 @@ pub extern "C" fn dispatch(kind: u64, ctx: &mut GuestContext) {
     }
 }
 
-/// How a tracing CPU's step exits may go without the state's lock ([`step_alone`]): set at
-/// the end of every exit that holds it, from what that exit left.
-static STEPS_ALONE: AtomicU8 = AtomicU8::new(NOT_ALONE);
-/// Every exit takes the lock.
-const NOT_ALONE: u8 = 0;
-/// A step needs nothing shared: no window steps several CPUs, or one does, and a CPU
-/// that traces is one of its members (`stepped_member`).
-const ALONE: u8 = 1;
-const ALONE_IN_WINDOW: u8 = 2;
+/// How a tracing CPU's step exits may go without the state's lock ([`step_alone`]): a
+/// `mtex_vm::window::Steps`, set at the end of every exit that holds it, from what that exit
+/// left.
+static STEPS_ALONE: AtomicU8 = AtomicU8::new(Steps::Locked as u8);
 
-/// What the state allows a step exit without the lock. Not while a phase is sampled (its
-/// units end at steps), nor while a window closes (each member leaves it at its next exit),
-/// nor while per-PC instruments may move between CPUs.
-fn steps_alone(hyp: &Hyp) -> u8 {
-    if hyp.sampler.is_some() || hyp.has_instruments() && hyp.machine_cpus.len() > 1 {
-        return NOT_ALONE;
-    }
-    match &hyp.window {
-        None => ALONE,
-        Some(w) if w.closing() => NOT_ALONE,
-        // Only a tracing CPU steps, and one that traces while the window is open (not
-        // closing) counts in it: phases are the machine's, one at a time, so it traces
-        // because it joined.
-        Some(_) if hyp.machine_cpus.len() > 1 => ALONE_IN_WINDOW,
-        Some(_) => ALONE,
-    }
+/// What the state allows the step exits after this one (`mtex_vm::window::steps`).
+fn steps_alone(hyp: &Hyp) -> Steps {
+    let window = match &hyp.window {
+        None => WindowState::None,
+        Some(w) if w.closing() => WindowState::Closing,
+        Some(_) => WindowState::Open,
+    };
+    mtex_vm::window::steps(
+        hyp.sampler.is_some(),
+        hyp.has_instruments(),
+        hyp.machine_cpus.len(),
+        window,
+    )
 }
 
 /// A step exit of a tracing CPU, handled without the state's lock when [`STEPS_ALONE`]
@@ -138,8 +131,8 @@ fn steps_alone(hyp: &Hyp) -> u8 {
 /// CPUs stepping in a window would otherwise queue for the lock at every instruction.
 #[inline(always)]
 fn step_alone(ctx: &mut GuestContext) -> bool {
-    let alone = STEPS_ALONE.load(Ordering::Relaxed);
-    if alone == NOT_ALONE {
+    let alone = Steps::from_u8(STEPS_ALONE.load(Ordering::Relaxed));
+    if alone == Steps::Locked {
         return false;
     }
     let esr = Esr(read_esr_el2().bits());
@@ -165,8 +158,9 @@ fn step_alone(ctx: &mut GuestContext) -> bool {
     tracer.retire(ctx, exception_entry, false, controls);
     crate::stepped_clock::note_retired(|f| tracer.retired_with(f));
     tracer.prepare(ctx, controls);
-    crate::stepped_clock::at_exit(alone == ALONE_IN_WINDOW, |f| tracer.retired_with(f));
-    if alone == ALONE_IN_WINDOW {
+    let in_window = alone == Steps::AloneInWindow;
+    crate::stepped_clock::at_exit(in_window, |f| tracer.retired_with(f));
+    if in_window {
         // Hands QEMU's round-robin to the next CPU, as a wait for the lock did: each CPU
         // then steps about one instruction per turn, as CPUs running side by side would,
         // rather than a whole turn's worth while the others (a guest lock's waiters among

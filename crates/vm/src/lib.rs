@@ -3,7 +3,8 @@
 //! phase's figures made of them ([`counters`]), what a PSCI call from the guest
 //! does to its CPUs ([`power`]), which calls a guarded phase takes and the iterations its
 //! harness made ([`guard`]), whether a PHASE_BEGIN may open a phase and what each pass of
-//! a run is for ([`phase`]), who counts a window that every CPU counts ([`window`]), which
+//! a run is for ([`phase`]), who counts a window that every CPU counts and when a tracing CPU's steps may go without the
+//! hypervisor's lock ([`window`]), which
 //! emulation a trapped MSR or MRS takes and what a control write leaves ([`sysreg`]), what the
 //! guest reads back of the records ([`results`]), when a sampled phase traces ([`sample`]), which MSR TCO sites the TCO watch takes
 //! ([`tco_scan`]), which part of the counter is the hypervisor's

@@ -1,4 +1,5 @@
-//! Who counts a window that every CPU counts, and when its figures are whole.
+//! Who counts a window that every CPU counts, and when its figures are whole; and what a
+//! tracing CPU's step exits may do without the hypervisor's lock ([`steps`]).
 //!
 //! The window opens on one CPU (the opener). Every other CPU joins at its next exit: the
 //! hypervisor makes sure there is one before that CPU runs another instruction, so each
@@ -103,6 +104,62 @@ impl<S> Window<S> {
     }
 }
 
+/// What a tracing CPU's step exits need of the VM's shared state, decided at the end of every
+/// exit that holds the hypervisor's lock and kept for the step exits that follow it: a step
+/// reaches only its CPU's own counters, step engine and MTE controls, and a stepped window's
+/// clock, unless one of the cases below shares more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Steps {
+    /// Every exit takes the lock.
+    Locked = 0,
+    /// A step needs nothing shared.
+    Alone = 1,
+    /// A step needs nothing shared but the clock of a window that steps several CPUs, of
+    /// which a CPU that traces is a member.
+    AloneInWindow = 2,
+}
+
+/// The window, as [`steps`] needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowState {
+    /// No window is open.
+    None,
+    /// Open: every CPU that traces counts in it (phases are the machine's, one at a time,
+    /// so a CPU traces because it joined).
+    Open,
+    /// Closed, with CPUs still to hand in their shares: each does so at its next exit, which
+    /// must therefore take the lock.
+    Closing,
+}
+
+/// What the step exits after this one may do without the lock. `sampled`: a sampled phase
+/// is open (its units end at steps, under the lock); `instruments`: per-PC instruments are
+/// on, which move to the CPU that opens the next phase, so on a machine of several `cpus`
+/// no step may touch them unlocked.
+pub fn steps(sampled: bool, instruments: bool, cpus: usize, window: WindowState) -> Steps {
+    if sampled || instruments && cpus > 1 {
+        return Steps::Locked;
+    }
+    match window {
+        WindowState::None => Steps::Alone,
+        WindowState::Closing => Steps::Locked,
+        WindowState::Open if cpus > 1 => Steps::AloneInWindow,
+        WindowState::Open => Steps::Alone,
+    }
+}
+
+impl Steps {
+    /// The value stored by [`Steps`]'s `u8` (anything else: [`Steps::Locked`]).
+    pub const fn from_u8(v: u8) -> Self {
+        match v {
+            1 => Self::Alone,
+            2 => Self::AloneInWindow,
+            _ => Self::Locked,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,5 +252,35 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A step goes without the lock only with no sampled phase, no window closing and no
+    /// per-PC instruments that could move to another CPU; in an open window on several CPUs
+    /// it keeps the window's clock.
+    #[test]
+    fn steps_go_without_the_lock_only_when_nothing_shared_is_theirs() {
+        use Steps::*;
+        use WindowState::{Closing, Open};
+        let none = WindowState::None;
+        for (sampled, instruments, cpus, window, expect) in [
+            (false, false, 1, none, Alone),
+            (false, false, 4, none, Alone),
+            (false, false, 1, Open, Alone),
+            (false, false, 2, Open, AloneInWindow),
+            (false, false, 4, Open, AloneInWindow),
+            (false, false, 1, Closing, Locked),
+            (false, false, 4, Closing, Locked),
+            (true, false, 1, none, Locked),
+            (true, false, 4, Open, Locked),
+            (false, true, 1, none, Alone),
+            (false, true, 1, Open, Alone),
+            (false, true, 2, none, Locked),
+            (false, true, 4, Open, Locked),
+        ] {
+            let s = steps(sampled, instruments, cpus, window);
+            assert_eq!(s, expect, "{sampled} {instruments} {cpus} {window:?}");
+            assert_eq!(Steps::from_u8(s as u8), s, "the stored value reads back");
+        }
+        assert_eq!(Steps::from_u8(7), Locked, "an unknown value takes the lock");
     }
 }
