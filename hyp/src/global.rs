@@ -118,6 +118,18 @@ pub fn yield_cpu() {
     unsafe { core::arch::asm!("yield", options(nomem, nostack, preserves_flags)) };
 }
 
+/// `spin`'s relax strategy for a lock another CPU may hold while QEMU has stopped it: YIELD
+/// ([`yield_cpu`]), so that the holder runs again at once rather than after the waiter's
+/// whole turn (`spin`'s own `Spin` is the ISB of `core::hint::spin_loop`).
+pub struct YieldCpu;
+
+impl spin::RelaxStrategy for YieldCpu {
+    #[inline(always)]
+    fn relax() {
+        yield_cpu();
+    }
+}
+
 /// The hypervisor's state.
 pub static HYP: Global<Hyp> = Global::new();
 

@@ -15,7 +15,7 @@ use arm_sysregs::el2::registers::CntvoffEl2;
 use mtex_vm::stepped_clock::Stepped;
 use spin::mutex::SpinMutex;
 
-static STEPPED: SpinMutex<Stepped> = SpinMutex::new(Stepped::new());
+static STEPPED: SpinMutex<Stepped, crate::global::YieldCpu> = SpinMutex::new(Stepped::new());
 
 /// FEAT_ECV (ID_AA64MMFR0_EL1.ECV): CNTHCTL_EL2.EL1TVCT exists. Without it the guest's
 /// counter reads cannot be answered, and the clocks keep to the rules of exits alone.
