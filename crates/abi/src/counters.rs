@@ -87,6 +87,9 @@ pub enum Source {
     /// The PMU's records of the phase (`PhasePmu`: its traced pass under `pmu.`, its
     /// untraced passes under `untraced.`; `TcoWatch`), gathered by the host.
     PmuPasses,
+    /// What the guest's own PMU counters of the MTE events counted (`GuestPmuCounted`, one
+    /// per CPU), summed by the host.
+    GuestPmu,
 }
 
 /// One counter.
@@ -757,11 +760,48 @@ pub const PMU_EVENT: Counter = untraced(
     "a PMU event counted per EL by the CPU",
 );
 
-/// The definition of the counter named `name`: a fixed one, or a PMU event per EL under
-/// `pmu.`/`untraced.`. None for a name no report exports.
+/// An MTE event as the guest's own PMU counters counted it (perf inside the guest), which
+/// the hypervisor keeps from the trace: `guest_pmu.mem_access_checked_rd:k`, with perf's
+/// modifier for the ELs the counters' types count at (`:u`, `:k`, `:uk` for both), summed
+/// over the phase's CPUs and over counters of the same event and ELs. Exact: only time traced
+/// whole adds to them (a counter that counted otherwise is a problem of the run).
+pub const GUEST_PMU_EVENT: Counter = Counter {
+    name: "guest_pmu.EVENT:EL",
+    unit: "accesses",
+    describes: Describes::Guest,
+    exactness: Exactness::Exact,
+    view: None,
+    el: None,
+    dir: None,
+    counts: Counts::Other,
+    what: "an MTE event counted by the guest's own PMU counters, from the trace",
+    source: Source::GuestPmu,
+};
+
+/// perf's modifier for what a guest counter counts at, as `GuestPmuCounted` indexes it.
+pub const GUEST_PMU_ELS: [&str; 3] = ["u", "k", "uk"];
+
+/// The MTE events as `GuestPmuCounted` indexes them.
+pub const GUEST_PMU_EVENTS: [u16; 3] = [
+    crate::report::pmu_event::MEM_ACCESS_CHECKED,
+    crate::report::pmu_event::MEM_ACCESS_CHECKED_RD,
+    crate::report::pmu_event::MEM_ACCESS_CHECKED_WR,
+];
+
+/// The definition of the counter named `name`: a fixed one, a PMU event per EL under
+/// `pmu.`/`untraced.`, or the guest's own (`guest_pmu.`). None for a name no report exports.
 pub fn lookup(name: &str) -> Option<&'static Counter> {
     if let Some(c) = all().find(|c| c.name == name) {
         return Some(c);
+    }
+    if let Some((event, el)) = name
+        .strip_prefix("guest_pmu.")
+        .and_then(|e| e.rsplit_once(':'))
+    {
+        let known = GUEST_PMU_EVENTS
+            .iter()
+            .any(|&e| crate::report::pmu_event::name(e) == Some(event));
+        return (known && GUEST_PMU_ELS.contains(&el)).then_some(&GUEST_PMU_EVENT);
     }
     let event = name
         .strip_prefix("pmu.")

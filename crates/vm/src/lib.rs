@@ -18,6 +18,7 @@ extern crate alloc;
 pub mod counters;
 pub mod guard;
 pub mod guest_clock;
+pub mod guest_events;
 pub mod heap;
 pub mod phase;
 pub mod power;
