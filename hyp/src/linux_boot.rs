@@ -56,6 +56,7 @@ pub fn load(boot: &Boot, linux: &LinuxGuest) -> Result<(u64, u64), &'static str>
         uart_spi: linux.uart_spi,
         gic: boot.machine.gic,
         timer_ppis: timer_ppis(boot),
+        pmu_ppi: Some(PMU_PPI),
         cpus: boot.machine.cpus(),
     })
     .map_err(|_| "cannot write Linux's device tree")?;
@@ -80,6 +81,11 @@ pub fn load(boot: &Boot, linux: &LinuxGuest) -> Result<(u64, u64), &'static str>
     crate::mmu::invalidate_icache();
     Ok((entry, guest_vm::DTB_ADDR))
 }
+
+/// The PMU's overflow interrupt: the SBSA's PPI 7 (INTID 23), QEMU virt's too. The
+/// hypervisor keeps some counters for itself but never enables their interrupt, so the one
+/// Linux sees is its own counters' (and the MTE events' the hypervisor raises for it).
+const PMU_PPI: u32 = 7;
 
 /// The host's timer PPIs in the binding's order. The virtual and hypervisor timers are the
 /// machine's; the two physical timers are the SBSA's fixed PPIs (13, 14), which is what every

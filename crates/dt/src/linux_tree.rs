@@ -32,6 +32,9 @@ pub struct LinuxTree<'a> {
     /// PPI numbers (INTID - 16) of the secure, non-secure physical, virtual and hypervisor
     /// timers, in the order of the arm,armv8-timer binding.
     pub timer_ppis: [u32; 4],
+    /// The PMU's overflow interrupt, a PPI number (INTID - 16): Linux's perf drives the PMU
+    /// (an arm,armv8-pmuv3 node) only when the tree names one. None: no PMU node.
+    pub pmu_ppi: Option<u32>,
     /// Every CPU's MPIDR affinity, the boot CPU's among them (Linux matches its CPU node by
     /// it): the others are off, for Linux to start through PSCI.
     pub cpus: &'a [u64],
@@ -107,6 +110,14 @@ pub fn build(t: &LinuxTree<'_>) -> Result<Vec<u8>, DtError> {
     w.end_node(gic).map_err(e)?;
 
     crate::nodes::timer(&mut w, t.timer_ppis, true)?;
+    if let Some(ppi) = t.pmu_ppi {
+        let pmu = w.begin_node("pmu").map_err(e)?;
+        w.property_string("compatible", "arm,armv8-pmuv3")
+            .map_err(e)?;
+        w.property_array_u32("interrupts", &[crate::nodes::PPI, ppi, LEVEL_HIGH])
+            .map_err(e)?;
+        w.end_node(pmu).map_err(e)?;
+    }
 
     let clk = w.begin_node("apb-pclk").map_err(e)?;
     w.property_string("compatible", "fixed-clock").map_err(e)?;
@@ -159,6 +170,7 @@ mod tests {
                 gicr_size: 0xf6_0000,
             },
             timer_ppis: [13, 14, 11, 10],
+            pmu_ppi: Some(7),
             cpus: &[0, 1, 0x100],
         })
         .unwrap()
@@ -196,5 +208,17 @@ mod tests {
             .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
             .collect();
         assert_eq!(irq, vec![0, 8, 4]);
+        // The PMU, for perf: its overflow interrupt a level-high PPI.
+        let pmu = fdt
+            .find_compatible(&["arm,armv8-pmuv3"])
+            .expect("a PMU node");
+        let irq: Vec<u32> = pmu
+            .property("interrupts")
+            .unwrap()
+            .value
+            .chunks(4)
+            .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(irq, vec![1, 7, 4]);
     }
 }
