@@ -180,7 +180,13 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     }
     let trap_mode = traps::configure_traps(opts.traps, errata, linux);
     debug::init();
-    let pmu = pmu::Pmu::init(opts.pmu_events.as_slice());
+    // The guest's PMU has the MTE events only in a run that can trace whole: not where every
+    // traced phase is sampled (`mtex.sample`), nor where the guest traces nothing (the
+    // built-in guest's `mtex.trace=0`, the PMU backend alone).
+    let guest_events = opts
+        .guest_pmu_events
+        .filter(|_| opts.sample.is_none() && options::value(&boot.cmdline, "trace") != Some("0"));
+    let pmu = pmu::Pmu::init(opts.pmu_events.as_slice(), guest_events);
     if let Some(event) = pmu::missing_required(pmu.as_ref(), opts.pmu_require.as_slice()) {
         let mut why = Message::new();
         let _ = core::fmt::Write::write_fmt(

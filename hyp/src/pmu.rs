@@ -23,10 +23,13 @@ use arm_sysregs::el0::registers::PmcrEl0;
 use arm_sysregs::el1::accessors::read_id_aa64dfr0_el1;
 use arm_sysregs::el2::accessors::{read_mdcr_el2, write_mdcr_el2};
 use arm_sysregs::el2::registers::MdcrEl2;
+use mtex_abi::options::GuestEventsView;
 use mtex_abi::pmu_plan::{Counted, PmuPlan};
 use mtex_abi::report::{PMU_COUNTS, PmuCount, PmuValue, pmu_event};
 use mtex_arch::el2_bits::pmevtyper::{EVT_MASK, NSH, P, U};
 use mtex_arch::pmu_regs::{GuestPmu, PmuReg, pmcr};
+use mtex_trace::counts::{ByEl, TraceCounts};
+use mtex_vm::guest_events::{Counted as GuestCounted, GuestEvents, HwPmu, News};
 
 // PMEVTYPER<n>_EL0 filter bits: P (don't count EL1), U (don't count EL0), NSH (count EL2).
 // NSK/NSU stay 0: in Non-secure state with EL3 an EL is then filtered by P/U alone.
@@ -80,6 +83,11 @@ pub struct Pmu {
     plan: PmuPlan,
     /// The slot types programmed for the open pass (0 = slot unused).
     programmed: [u64; MAX_SLOTS as usize],
+    /// The guest's PMU has the MTE events, counted from the trace in this view
+    /// (`mtex_vm::guest_events`).
+    guest_events: Option<GuestEventsView>,
+    /// EL3 is implemented: the guest's NSK/NSU filter bits count.
+    el3: bool,
 }
 
 /// The guest's PMU state that is not in the hardware: its PMSELR_EL0 (the real one is the
@@ -90,6 +98,58 @@ pub struct GuestPmuState {
     /// The guest's counters already reported as programmed with an MTE event the CPU lacks
     /// (`Pmu::unimplemented_mte_type`), one bit each.
     pub mte_events_told: u32,
+    /// The guest's counters of the MTE events, kept from the trace (made at its first PMU
+    /// access, when the run gives the guest the events).
+    pub events: Option<GuestEvents>,
+}
+
+/// The hardware side of the guest's PMU, for `mtex_vm::guest_events`.
+struct Hw<'a> {
+    pmu: &'a Pmu,
+    pmselr: &'a mut u64,
+}
+
+impl HwPmu for Hw<'_> {
+    fn access(&mut self, reg: PmuReg, write: Option<u64>) -> u64 {
+        self.pmu.hw_access(self.pmselr, reg, write)
+    }
+}
+
+/// Sends a record for each of this CPU's guest counters newly found not to count exactly
+/// (`at`: where the guest was when it was found).
+pub fn send_news(hyp: &mut crate::state::Hyp, at: mtex_abi::report::GuestState) {
+    use mtex_abi::report::{GuestPmuInexact, GuestPmuInexactReason as Why};
+    let cpu = hyp.this_cpu() as u32;
+    let phase = hyp.phase_id();
+    let (v, report) = hyp.vcpu_and_report();
+    let Some((news, types)) = Pmu::take_news(&mut v.guest_pmu) else {
+        return;
+    };
+    let reasons = [
+        (news.untraced, Why::Untraced),
+        (news.no_hardware, Why::NoHardware),
+        (news.irq_lost, Why::InterruptLost),
+    ];
+    for (bits, reason) in reasons {
+        for n in (0..31).filter(|n| bits >> n & 1 != 0) {
+            report.send(&mtex_abi::Record::GuestPmuInexact(GuestPmuInexact {
+                cpu,
+                counter: n as u8,
+                evtyper: types[n],
+                reason,
+                phase,
+                at,
+            }));
+        }
+    }
+}
+
+/// One view of the trace's checked accesses.
+pub fn checked(counts: &TraceCounts, view: GuestEventsView) -> ByEl {
+    match view {
+        GuestEventsView::Architectural => counts.architectural,
+        GuestEventsView::TcfElided => counts.tcf_elided,
+    }
 }
 
 /// Why the PMU cannot give what the run requires (`mtex.pmu_require`).
@@ -103,7 +163,7 @@ pub fn missing_required(pmu: Option<&Pmu>, required: &[u16]) -> Option<u16> {
 impl Pmu {
     /// Reserves and starts the counters; None (with the whole PMU left to the guest, and no
     /// traps) when the PMU has fewer than three counters or does not count instructions.
-    pub fn init(raw_events: &[u16]) -> Option<Self> {
+    pub fn init(raw_events: &[u16], guest_events: Option<GuestEventsView>) -> Option<Self> {
         let n = u64::from(read_pmcr_el0().n());
         let pmceid = [sysreg_read!("pmceid0_el0"), sysreg_read!("pmceid1_el0")];
         if n < 3 || !mtex_abi::pmu_plan::implemented(pmceid, pmu_event::INST_RETIRED) {
@@ -132,6 +192,8 @@ impl Pmu {
             long,
             plan: PmuPlan::new(pmceid, slots as usize, raw_events),
             programmed: [0; MAX_SLOTS as usize],
+            guest_events,
+            el3: arm_sysregs::el1::accessors::read_id_aa64pfr0_el1().el3() != 0,
         };
         pmu.program();
         Some(pmu)
@@ -304,6 +366,10 @@ impl Pmu {
         write: Option<u64>,
     ) -> Option<(u8, u16, u64)> {
         let v = write?;
+        if self.guest_events.is_some() {
+            // The guest's PMU has them (`guest_events`).
+            return None;
+        }
         let n = match reg {
             PmuReg::Pmevtyper(n) => n as u64,
             PmuReg::Pmxevtyper if st.pmselr != 31 => st.pmselr,
@@ -317,11 +383,65 @@ impl Pmu {
         Some((n as u8, event, v))
     }
 
+    /// The view the guest's MTE events count, if it has them.
+    pub fn guest_events(&self) -> Option<GuestEventsView> {
+        self.guest_events
+    }
+
     /// Emulates a guest access to PMU register `reg` (a write of `value` when `write`);
-    /// returns what a read gives. Counters at or above HPMN are not the guest's: their
-    /// accesses read as zero and are ignored (the architecture's choice for an EL1 access to a
-    /// counter it does not have is CONSTRAINED UNPREDICTABLE; this is one of its options).
-    pub fn guest_access(&self, st: &mut GuestPmuState, reg: PmuReg, write: Option<u64>) -> u64 {
+    /// returns what a read gives. `now`: this CPU's trace counts so far, when it traces. With
+    /// the MTE events, `mtex_vm::guest_events` decides and this CPU's PMU does the rest.
+    pub fn guest_access(
+        &self,
+        st: &mut GuestPmuState,
+        reg: PmuReg,
+        write: Option<u64>,
+        now: Option<&TraceCounts>,
+    ) -> u64 {
+        let GuestPmuState { pmselr, events, .. } = st;
+        let Some(view) = self.guest_events else {
+            return self.hw_access(pmselr, reg, write);
+        };
+        let sel = *pmselr;
+        let ev = events.get_or_insert_with(|| self.new_events());
+        let now = now.map(|c| checked(c, view));
+        ev.access(&mut Hw { pmu: self, pmselr }, reg, sel, write, now)
+    }
+
+    fn new_events(&self) -> GuestEvents {
+        GuestEvents::new(self.first as u8, self.el3, self.long)
+    }
+
+    /// This CPU's trace starts, whole (not a sampled unit).
+    pub fn start_traced(&self, st: &mut GuestPmuState) {
+        if self.guest_events.is_none() {
+            return;
+        }
+        let GuestPmuState { pmselr, events, .. } = st;
+        let ev = events.get_or_insert_with(|| self.new_events());
+        ev.start_traced(&mut Hw { pmu: self, pmselr });
+    }
+
+    /// This CPU's trace stopped with `total`: what the guest's counters of the MTE events
+    /// counted in it, if it used them.
+    pub fn stop_traced(&self, st: &mut GuestPmuState, total: &TraceCounts) -> Option<GuestCounted> {
+        let GuestPmuState { pmselr, events, .. } = st;
+        let (ev, view) = (events.as_mut()?, self.guest_events?);
+        ev.stop_traced(&mut Hw { pmu: self, pmselr }, checked(total, view))
+    }
+
+    /// Counters newly found not to count exactly, and their types.
+    pub fn take_news(st: &mut GuestPmuState) -> Option<(News, [u64; 31])> {
+        let ev = st.events.as_mut()?;
+        let news = ev.take_news()?;
+        Some((news, core::array::from_fn(|n| ev.evtyper(n as u8))))
+    }
+
+    /// The hardware's part of a guest PMU access (all of it without the MTE events):
+    /// counters at or above HPMN are not the guest's: their accesses read as zero and are
+    /// ignored (the architecture's choice for an EL1 access to a counter it does not have is
+    /// CONSTRAINED UNPREDICTABLE; this is one of its options).
+    fn hw_access(&self, pmselr: &mut u64, reg: PmuReg, write: Option<u64>) -> u64 {
         let g = self.guest();
         let mask = g.counter_mask();
         macro_rules! masked {
@@ -375,10 +495,10 @@ impl Pmu {
             }
             PmuReg::Pmselr => match write {
                 Some(v) => {
-                    st.pmselr = v & 0x1f;
+                    *pmselr = v & 0x1f;
                     0
                 }
-                None => st.pmselr,
+                None => *pmselr,
             },
             // Read-only: a write is ignored.
             PmuReg::Pmceid0 => sysreg_read!("pmceid0_el0"),
@@ -395,15 +515,15 @@ impl Pmu {
             // PMMIR_EL1 exists only from PMUv3p4: reading it where it does not would be
             // UNDEFINED at EL2. It only describes the PMU (slots); zero means "not described".
             PmuReg::Pmmir => 0,
-            PmuReg::Pmxevcntr => self.guest_counter(g, st.pmselr, false, write),
-            PmuReg::Pmxevtyper if st.pmselr == 31 => match write {
+            PmuReg::Pmxevcntr => self.guest_counter(g, *pmselr, false, write),
+            PmuReg::Pmxevtyper if *pmselr == 31 => match write {
                 Some(v) => {
                     sysreg_write!("pmccfiltr_el0", g.evtyper_write(v));
                     0
                 }
                 None => sysreg_read!("pmccfiltr_el0"),
             },
-            PmuReg::Pmxevtyper => self.guest_counter(g, st.pmselr, true, write),
+            PmuReg::Pmxevtyper => self.guest_counter(g, *pmselr, true, write),
             PmuReg::Pmevcntr(n) => self.guest_counter(g, n as u64, false, write),
             PmuReg::Pmevtyper(n) => self.guest_counter(g, n as u64, true, write),
         }

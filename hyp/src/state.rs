@@ -360,10 +360,17 @@ impl Hyp {
             unsafe { (*from).tracer.hand_instruments_to(&mut (*to).tracer) };
             self.instruments_at = Some(me);
         }
+        let pmu = self.pmu;
         let v = self.vcpu();
         v.controls.sctlr_el1 = read_sctlr_el1().bits();
         v.controls.tcr_el1 = read_tcr_el1().bits();
         let ok = v.tracer.start(id);
+        // The guest's counters of the MTE events count from here, if it is traced whole.
+        if let Some(pmu) = pmu
+            && !v.tracer.in_unit()
+        {
+            pmu.start_traced(&mut v.guest_pmu);
+        }
         self.sync_fast_traps();
         ok
     }
@@ -376,7 +383,25 @@ impl Hyp {
         mtex_trace::counts::TraceCounts,
         impl IntoIterator<Item = Option<mtex_abi::report::TcoSite>> + use<>,
     ) {
-        let r = self.vcpu().tracer.stop(ctx);
+        let pmu = self.pmu;
+        let cpu = self.this_cpu() as u32;
+        let v = self.vcpu();
+        let phase = v.tracer.phase();
+        let r = v.tracer.stop(ctx);
+        if let Some(pmu) = pmu
+            && let Some(view) = pmu.guest_events()
+            && let Some(counted) = pmu.stop_traced(&mut v.guest_pmu, &r.0)
+        {
+            self.report.send(&mtex_abi::Record::GuestPmuCounted(
+                mtex_abi::report::GuestPmuCounted {
+                    phase,
+                    cpu,
+                    view,
+                    counted,
+                },
+            ));
+        }
+        crate::pmu::send_news(self, ctx.state());
         self.sync_fast_traps();
         r
     }

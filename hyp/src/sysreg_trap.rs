@@ -151,7 +151,11 @@ fn other(hyp: &mut Hyp, ctx: &mut GuestContext, esr: Esr, trapped: Trapped) {
             let v = hyp.vcpu();
             v.counters.guest_pmu_accesses += 1;
             let told = pmu.unimplemented_mte_type(&mut v.guest_pmu, reg, write);
-            let read = pmu.guest_access(&mut v.guest_pmu, reg, write);
+            // A sampled unit's counts are not the whole: none for the guest's events.
+            let whole = !v.tracer.in_unit();
+            let now = v.tracer.counts_so_far().filter(|_| whole);
+            let read = pmu.guest_access(&mut v.guest_pmu, reg, write, now.as_ref());
+            crate::pmu::send_news(hyp, ctx.state());
             if let Some((counter, event, evtyper)) = told {
                 let e = GuestPmuEvent {
                     cpu: hyp.this_cpu() as u32,

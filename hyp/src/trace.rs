@@ -367,6 +367,22 @@ impl Tracer {
         self.active
     }
 
+    /// The traced phase's counts up to the last exit, while it traces (the inert
+    /// instructions the fast path retired aside: they access no memory).
+    pub fn counts_so_far(&self) -> Option<TraceCounts> {
+        self.active.then(|| self.tally.finish())
+    }
+
+    /// The phase it traces (or last traced).
+    pub fn phase(&self) -> u32 {
+        self.phase
+    }
+
+    /// It traces a sampled unit (`set_unit`), not a phase whole.
+    pub fn in_unit(&self) -> bool {
+        self.unit.is_some()
+    }
+
     /// Arms single-step for the phase `phase`. Resets in place: the tally is not copied.
     /// Returns false if an OS lock had to be cleared first (the guest cannot set them: its
     /// debug-register accesses trap; the caller reports it).

@@ -94,6 +94,17 @@ pub enum GuestTime {
     Coarse,
 }
 
+/// Which of the trace's counts the guest's own PMU counts as its MTE events
+/// (`mtex.guest_pmu_events`; `crate::report::GuestPmuCounted` says which a figure is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum GuestEventsView {
+    /// The architecture's, with the guest's own controls: what a CPU that checks every
+    /// access the architecture calls Tag Checked counts (AmpereOne's PMU).
+    Architectural,
+    /// Only the accesses whose check can report (TCF/TCF0 not NONE), as the Arm cores count.
+    TcfElided,
+}
+
 /// The hypervisor's options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HypOptions {
@@ -139,6 +150,10 @@ pub struct HypOptions {
     /// `mtex.sample=UNIT:GAP_US` (`mtex.sample_seed=N` seeds its random generator): traced phases are sampled
     /// instead of traced whole ([`SampleOptions`]).
     pub sample: Option<SampleOptions>,
+    /// `mtex.guest_pmu_events`: the guest's PMU has MEM_ACCESS_CHECKED, _RD and _WR, counted
+    /// from the trace in this view: `architectural` (default) or `tcf-elided`; `0`: it has
+    /// only the hardware's events.
+    pub guest_pmu_events: Option<GuestEventsView>,
 }
 
 /// How a sampled phase is sampled: it runs at full speed, and units of consecutive
@@ -343,7 +358,19 @@ impl HypOptions {
                 problem: "a sampled phase keeps no per-PC profile or call stacks",
             });
         }
+        let guest_pmu_events = parse_choice(
+            cmdline,
+            "guest_pmu_events",
+            Some(GuestEventsView::Architectural),
+            &[
+                ("architectural", Some(GuestEventsView::Architectural)),
+                ("tcf-elided", Some(GuestEventsView::TcfElided)),
+                ("0", None),
+            ],
+            "expected architectural, tcf-elided or 0",
+        )?;
         Ok(Self {
+            guest_pmu_events,
             sample,
             profile,
             stacks,
@@ -697,6 +724,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "stacks",
     "sample",
     "sample_seed", // the random generator's
+    "guest_pmu_events",
 ];
 
 /// The key of the first `mtex.` word of `cmdline` that is not in [`KNOWN_KEYS`] (the text

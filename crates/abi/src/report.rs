@@ -116,6 +116,14 @@ pub enum Record {
     /// and with each CPU's share of a window counted on several. After TraceImpdef so that
     /// older logs still decode.
     LockWait(LockWait),
+    /// What one CPU's guest PMU counters of the MTE events counted over a traced phase, or
+    /// its share of a window (sent as its trace stops, when the guest programmed one of the
+    /// events in it). After LockWait so that older logs still decode.
+    GuestPmuCounted(GuestPmuCounted),
+    /// A guest PMU counter of the MTE events (or one with no hardware behind it) whose
+    /// count is not exact, and why: sent once per CPU, counter and reason. After
+    /// GuestPmuCounted so that older logs still decode.
+    GuestPmuInexact(GuestPmuInexact),
 }
 
 /// Counter ticks (CNTPCT_EL0) CPU `cpu` spent at EL2 during phase `id` waiting for the
@@ -236,6 +244,45 @@ pub struct PowerCall {
     pub context_id: u64,
     /// PSCI's answer: 0 (success) or a negative error code.
     pub result: i32,
+    /// The phase open at the time, 0 if none.
+    pub phase: u32,
+    pub at: GuestState,
+}
+
+/// What one CPU's guest PMU counters of MEM_ACCESS_CHECKED (0x4024), _RD, _WR counted in
+/// a traced phase (`mtex_vm::guest_events`): by event, then by the ELs their types count at
+/// (`[0]` EL0 only, perf's `:u`; `[1]` EL1 only, `:k`; `[2]` both). Counters of the same
+/// event and ELs add up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestPmuCounted {
+    pub phase: u32,
+    pub cpu: u32,
+    pub view: crate::options::GuestEventsView,
+    pub counted: [[u64; 3]; 3],
+}
+
+/// Why a guest PMU counter's count is not exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GuestPmuInexactReason {
+    /// It counted an MTE event while nothing was traced whole on its CPU (outside a traced
+    /// phase or window, or in a sampled one): that time added nothing to it.
+    Untraced,
+    /// It is one of the counters past the hardware's and counted another event: it has
+    /// nothing to count with.
+    NoHardware,
+    /// It has no hardware behind it and overflowed with its interrupt enabled: the
+    /// interrupt was not raised.
+    InterruptLost,
+}
+
+/// A guest PMU counter whose count is not exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestPmuInexact {
+    pub cpu: u32,
+    pub counter: u8,
+    /// Its type as the guest wrote it (event and filters).
+    pub evtyper: u64,
+    pub reason: GuestPmuInexactReason,
     /// The phase open at the time, 0 if none.
     pub phase: u32,
     pub at: GuestState,

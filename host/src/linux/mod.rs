@@ -11,6 +11,7 @@ pub mod initramfs;
 pub mod interrupt_rate;
 pub mod local;
 pub mod operations;
+pub mod perf_stat;
 pub mod report;
 pub mod requirements;
 pub mod scenario_run;

@@ -72,6 +72,8 @@ pub struct Window {
     pub user_tcf0: Vec<String>,
     /// See `WindowInfo::operations`.
     pub operations: Option<super::operations::Operations>,
+    /// `perf stat` inside the guest: its figures for the MTE events beside mtex's.
+    pub perf_stat: Vec<super::perf_stat::PerfBeside>,
     pub tag_check_faults: u64,
     /// Load/store instructions the decoder does not model (their accesses are not counted).
     pub unknown_mem: u64,
@@ -166,6 +168,7 @@ impl Window {
             },
             user_tcf0: info.user_tcf0.clone(),
             operations: info.operations.clone(),
+            perf_stat: info.perf_stat.clone(),
             tag_check_faults: c("tag_check_faults"),
             unknown_mem: c("unknown_mem"),
             failed_store_exclusives: c("failed_store_exclusives"),
@@ -633,6 +636,10 @@ pub fn document(
                 .as_ref()
                 .map_or([0, 0], |t| [t.abandoned_el0, t.abandoned_el1]),
             user_tcf0: super::tagged_heap::tcf0_set(&r.writes, &p.name),
+            perf_stat: super::perf_stat::beside(
+                &window_output(linux, p.id),
+                &crate::model::results::counters(p),
+            ),
             operations: super::operations::of_window(
                 &window_output(linux, p.id),
                 given_operations
@@ -671,6 +678,9 @@ pub fn document(
         })
         .collect();
     problems.extend(super::tagged_heap::problems(tagged_heap, &windows));
+    for w in &windows {
+        problems.extend(super::perf_stat::problems(w.id, &w.perf_stat));
+    }
     // The windows by kernel function: kernel PCs named by the kernel's symbols.
     for (out, p) in run.phases.iter_mut().zip(&measured.phases) {
         if let Some(f) = crate::profile::of_phase(p) {
@@ -816,6 +826,7 @@ fn window_text(w: &Window, tcma1_is_set: bool) -> String {
             &w.view("architectural"),
         ));
     }
+    out.push_str(&super::perf_stat::text(&w.perf_stat));
     let _ = writeln!(
         out,
         "  kernel entries: {} from EL0 ({} IRQ), {} from EL1 ({} IRQ); tag-check faults {}; failed store-exclusives {}{}",

@@ -84,6 +84,10 @@ pub struct WindowInfo {
     /// perf bench futex hash's): its counts are also given per operation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operations: Option<crate::linux::operations::Operations>,
+    /// `perf stat` inside the guest: its figures for the MTE events beside the window's
+    /// `guest_pmu.*` counters (`crate::linux::perf_stat`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub perf_stat: Vec<crate::linux::perf_stat::PerfBeside>,
     /// The oracle's check of the window (`mtex linux --oracle`); of a sampled window, of
     /// what its units and their leads traced.
     pub oracle: Option<crate::oracle_check::Check>,

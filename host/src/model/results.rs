@@ -370,6 +370,19 @@ fn own_counters(p: &Phase) -> BTreeMap<String, u64> {
                 .filter_map(|k| k.of_stats(s).map(|v| (k.name.to_string(), v))),
         );
     }
+    // What the guest's own PMU counters of the MTE events counted (perf inside the guest).
+    if !p.guest_pmu.is_empty() {
+        use mtex_abi::counters::{GUEST_PMU_ELS, GUEST_PMU_EVENTS};
+        for (e, &event) in GUEST_PMU_EVENTS.iter().enumerate() {
+            for (els, modifier) in GUEST_PMU_ELS.iter().enumerate() {
+                let v: u64 = p.guest_pmu.iter().map(|g| g.counted[e][els]).sum();
+                let name = mtex_abi::report::pmu_event::name(event).unwrap_or("?");
+                if v > 0 {
+                    c.insert(format!("guest_pmu.{name}:{modifier}"), v);
+                }
+            }
+        }
+    }
     // A traced phase's own PMU events (the MTE ones, where the CPU has them): the silicon's
     // count of the very execution the trace counted.
     if let Some(m) = p.pmu_record.filter(|m| m.pass == 0) {

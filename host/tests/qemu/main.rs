@@ -7,6 +7,7 @@ mod browser;
 mod builtin_guest;
 mod code_writes;
 mod equality;
+mod guest_pmu;
 mod hostile;
 mod install;
 mod kernel;

@@ -208,6 +208,68 @@ fn debian_perf_bench_futex_hash_is_sampled_with_its_tagged_heap() {
     );
 }
 
+/// The command a kernel engineer measures with, unchanged, inside the guest: Debian's
+/// `perf stat` of the four MTE events over a short `perf bench futex hash` (one pass of one
+/// thread over 8 futexes). QEMU's PMU has none of the events; the hypervisor's counters do,
+/// from the trace, and perf's four figures equal the report's count of what those counters
+/// counted. perf counts its child alone, so each is at most the window's own count (which
+/// holds perf's start-up too), and, but for the kernel's writes, at least what the
+/// benchmark's loop makes with its tagged heap: each of its 8 FUTEX_WAIT calls reads
+/// `w->futex` and writes `w->ops` in a calloc'd (tagged) block, and the kernel reads the
+/// futex word through that tagged pointer.
+#[test]
+fn debian_perf_stat_counts_the_mte_events_as_the_trace_does() {
+    let events = [
+        "mem_access_checked_rd:u",
+        "mem_access_checked_wr:u",
+        "mem_access_checked_rd:k",
+        "mem_access_checked_wr:k",
+    ];
+    let command = format!(
+        "perf stat -e {} -- perf bench futex hash -r 0 -t 1 -f 8",
+        events.join(",")
+    );
+    let (status, doc, text) = linux(&[
+        "--packages",
+        "linux-perf",
+        "--suite",
+        "trixie",
+        "--tagged-heap",
+        "sync",
+        "--run",
+        &command,
+    ]);
+    assert_eq!(status, 0, "{text}");
+    let w = window(&doc, 1);
+    let rows = w["perf_stat"]
+        .as_array()
+        .unwrap_or_else(|| panic!("perf's figures were not read:\n{text}"));
+    let printed: Vec<&str> = rows.iter().map(|r| r["event"].as_str().unwrap()).collect();
+    assert_eq!(printed, events, "{text}");
+    // The window's own counts, by EL and direction, in the same (architectural) view.
+    let whole = &w["views"]
+        .as_array()
+        .expect("views")
+        .iter()
+        .find(|v| v[0] == "architectural")
+        .expect("the architectural view")[1];
+    for r in rows {
+        assert_eq!(r["scaled"], false, "{text}");
+        assert_eq!(r["perf"], r["mtex"], "{text}");
+        let event = r["event"].as_str().unwrap();
+        assert_eq!(r["counter"], format!("guest_pmu.{event}"), "{text}");
+        let guest = r["mtex"].as_u64().unwrap();
+        let field = event
+            .trim_start_matches("mem_access_checked_")
+            .replace(':', "_");
+        assert!(guest <= whole[&field].as_u64().unwrap(), "{event}: {text}");
+        if event != "mem_access_checked_wr:k" {
+            assert!(guest >= 8, "{event}: {guest}\n{text}");
+        }
+    }
+    assert!(text.contains("equal"), "{text}");
+}
+
 /// Debian's memcached, its heap tagged, started by --setup outside the window, serves
 /// memcaslap over the loopback network at one set for every ten gets: the window's operations
 /// are memcaslap's own count, memcached's counters agree with it, both programs' heaps are

@@ -716,7 +716,8 @@ fn a_hidden_features_register_used_anyway_ends_the_run_naming_it() {
     }
 }
 
-/// perf in a guest programs a counter with a raw MTE event (`perf stat -e r4025:k`); QEMU
+/// perf in a guest programs a counter with a raw MTE event (`perf stat -e r4025:k`) in a
+/// run that leaves the guest the hardware's events alone (`mtex.guest_pmu_events=0`); QEMU
 /// implements none of 0x4024-0x4026, so that counter counts nothing and perf would print 0.
 /// The run names the counter and the event once, and fails; an event the CPU implements
 /// (cycles) raises nothing.
@@ -726,7 +727,9 @@ fn a_pmu_counter_given_an_mte_event_the_cpu_lacks_is_a_problem() {
                   mov x0, #0x4025\nmsr pmevtyper0_el0, x0\n\
                   msr pmselr_el0, xzr\nmov x0, #0x4026\nmsr pmxevtyper_el0, x0\n\
                   mov x0, #0x4025\nmsr pmevtyper0_el0, x0\nret\n";
-    let (r, _) = run(source, Env::default());
+    let off = ["guest_pmu_events=0".to_string()];
+    let (r, _) = snippet::run_with(images(), &assemble(source), &Env::default(), &off)
+        .expect("running QEMU");
     assert!(!r.succeeded(), "{}", mtex::output::matrix::text(&r));
     let named: Vec<_> = r
         .problems

@@ -142,3 +142,32 @@ fn psci_error_name(code: i32) -> String {
     }
     .to_string()
 }
+
+/// Why a guest PMU counter's count is not exact (`GuestPmuInexact`), as a problem.
+pub fn guest_pmu_inexact(e: &mtex_abi::report::GuestPmuInexact) -> String {
+    use mtex_abi::report::GuestPmuInexactReason as Why;
+    let event = (e.evtyper & 0xffff) as u16;
+    let named = match mtex_abi::report::pmu_event::name(event) {
+        Some(n) => format!("{n}, type {:#x}", e.evtyper),
+        None => format!("event {event:#06x}, type {:#x}", e.evtyper),
+    };
+    let head = format!(
+        "CPU {}'s PMU counter {} ({named}) at pc {:#x}",
+        e.cpu, e.counter, e.at.pc
+    );
+    match e.reason {
+        Why::Untraced => format!(
+            "{head} counted while nothing was traced whole on that CPU (outside a traced \
+             window, or in a sampled one): only traced time adds to it, so the guest's figure \
+             for it (perf's inside the guest) is not a count"
+        ),
+        Why::NoHardware => format!(
+            "{head} is one the hypervisor adds for the MTE events only: it has nothing to count \
+             another event with, so the guest's figure for it is not a count"
+        ),
+        Why::InterruptLost => format!(
+            "{head} overflowed with its interrupt enabled; it has no hardware behind it and no \
+             interrupt was raised, so a guest that adds up overflows (perf) lost a wrap of it"
+        ),
+    }
+}

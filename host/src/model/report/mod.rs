@@ -97,6 +97,10 @@ pub struct Phase {
     /// A guarded phase (`mtex snippet`'s): the iterations its harness said it makes and
     /// those the hypervisor counted.
     pub iterations: Option<mtex_abi::report::PhaseIterations>,
+    /// What the guest's own PMU counters of the MTE events counted in it, per CPU that
+    /// traced it (`GuestPmuCounted`): empty where the guest did not program them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub guest_pmu: Vec<mtex_abi::report::GuestPmuCounted>,
 }
 
 /// A sampled phase's units, as traced, and the record of its schedule (None until its end).

@@ -421,6 +421,15 @@ fn apply(r: &mut Report, seq: u32, record: Record, cpu: &mut u32) {
                 it.id
             )),
         },
+        Record::GuestPmuCounted(g) => match r.phases.iter_mut().rev().find(|p| p.id == g.phase) {
+            // A CPU that powered off and on again in a window hands in twice: both count.
+            Some(p) if p.stats.is_none() => p.guest_pmu.push(g),
+            _ => r.problems.push(format!(
+                "record {seq}: CPU {}'s guest PMU counts of phase {}, which was not open",
+                g.cpu, g.phase
+            )),
+        },
+        Record::GuestPmuInexact(e) => r.problems.push(super::describe::guest_pmu_inexact(&e)),
         Record::LockWait(l) => match r.phases.iter_mut().rev().find(|p| p.id == l.id) {
             Some(p) if p.stats.is_none() && !p.lock_waits.iter().any(|o| o.cpu == l.cpu) => {
                 p.lock_waits.push(l)

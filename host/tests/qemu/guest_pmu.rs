@@ -1,0 +1,183 @@
+//! The guest's own PMU counting the MTE events (MEM_ACCESS_CHECKED 0x4024, _RD 0x4025, _WR
+//! 0x4026), which the hypervisor keeps from the trace: snippets at EL1 that program them as
+//! perf does and check their own counts against their own instructions. A snippet whose
+//! count is wrong executes UDF, and the run fails.
+
+use mtex::cli::snippet::{self, Env};
+use mtex::images::built as images;
+use mtex::model::report::Report;
+
+fn assemble(source: &str) -> Vec<u8> {
+    match snippet::assemble_source(source).expect("running the assembler") {
+        Ok(code) => code,
+        Err(e) => panic!("{source}\ndid not assemble: {e}"),
+    }
+}
+
+fn run(source: &str, extra: &[&str]) -> Report {
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    let (r, console) = snippet::run_with(images(), &assemble(source), &Env::default(), &extra)
+        .expect("running QEMU");
+    assert!(!console.timed_out, "host time limit hit:\n{}", console.text);
+    r
+}
+
+/// `mov` of a 32-bit constant into x7, then `msr REG, x7` (x0, the tagged buffer, is kept).
+fn set(reg: &str, v: u32) -> String {
+    format!(
+        "mov x7, #{:#x}\nmovk x7, #{:#x}, lsl #16\nmsr {reg}, x7\n",
+        v & 0xffff,
+        v >> 16
+    )
+}
+
+/// Reads `reg` and fails unless it holds `want`: a load from the value read, whose fault
+/// shows it (FAR_EL1) at this check (ELR_EL1).
+fn expect(reg: &str, want: u32) -> String {
+    format!(
+        "mrs x5, {reg}\nmov x6, #{:#x}\nmovk x6, #{:#x}, lsl #16\ncmp x5, x6\nb.eq 1f\n\
+         ldr x1, [x5]\nudf #0\n1:\n",
+        want & 0xffff,
+        want >> 16
+    )
+}
+
+const P: u32 = 1 << 31;
+const U: u32 = 1 << 30;
+const LOADS: u32 = 5;
+const STORES: u32 = 3;
+
+/// Four counters, as perf would program `mem_access_checked_rd:k`, `_wr:k`,
+/// `mem_access_checked:u` and `mem_access_checked` (the first has hardware behind it, the
+/// others are the hypervisor's own), around 5 checked loads and 3 checked stores through x0's
+/// tagged pointer at EL1: 5, 3, 0 and 8. Reads through PMSELR/PMXEVCNTR give the same.
+fn counting_program() -> String {
+    let mut s = String::new();
+    s += &set("pmevtyper0_el0", U | 0x4025);
+    s += &set("pmevtyper1_el0", U | 0x4026);
+    s += &set("pmevtyper2_el0", P | 0x4024);
+    s += &set("pmevtyper3_el0", 0x4024);
+    for n in 0..4 {
+        s += &format!("msr pmevcntr{n}_el0, xzr\n");
+    }
+    s += &set("pmcntenset_el0", 0xf);
+    s += &set("pmcr_el0", 1);
+    for _ in 0..LOADS {
+        s += "ldr x1, [x0]\n";
+    }
+    for _ in 0..STORES {
+        s += "str x1, [x0, #16]\n";
+    }
+    s += "msr pmcr_el0, xzr\n";
+    s += &expect("pmevcntr0_el0", LOADS);
+    s += &expect("pmevcntr1_el0", STORES);
+    s += &expect("pmevcntr2_el0", 0);
+    s += &expect("pmevcntr3_el0", LOADS + STORES);
+    s += &set("pmselr_el0", 3);
+    s += &expect("pmxevcntr_el0", LOADS + STORES);
+    s += &expect("pmxevtyper_el0", 0x4024);
+    s += "ret\n9:\nudf #0\n";
+    s
+}
+
+/// The same with runs, without, and on the reference path.
+#[test]
+fn a_guest_counts_its_own_checked_accesses_with_the_mte_events() {
+    for mode in [&[][..], &["runs=0"], &["step=plain"]] {
+        counts_its_own(mode);
+    }
+}
+
+fn counts_its_own(mode: &[&str]) {
+    let r = run(&counting_program(), mode);
+    let text = mtex::output::matrix::text(&r);
+    assert!(r.succeeded(), "{text}");
+    let p = r.phase(snippet::PHASE).expect("the snippet's phase");
+    let c = mtex::model::results::counters(p);
+    // What the guest's counters counted, as the report names it: each counter's own.
+    assert_eq!(
+        c.get("guest_pmu.mem_access_checked_rd:k"),
+        Some(&u64::from(LOADS)),
+        "{c:#?}"
+    );
+    assert_eq!(
+        c.get("guest_pmu.mem_access_checked_wr:k"),
+        Some(&u64::from(STORES))
+    );
+    assert_eq!(
+        c.get("guest_pmu.mem_access_checked:uk"),
+        Some(&u64::from(LOADS + STORES))
+    );
+    assert_eq!(c.get("guest_pmu.mem_access_checked:u"), None);
+    // The trace's own figures hold the guest's: the snippet's accesses and the harness's.
+    assert!(c["mem_access_checked_rd:k"] >= u64::from(LOADS), "{c:#?}");
+}
+
+/// The guest sees the events and more counters than the hardware gives it; with
+/// `mtex.guest_pmu_events=0` it sees the hardware's alone.
+#[test]
+fn the_events_are_advertised_unless_turned_off() {
+    // PMCEID1_EL0 bits 36–38; PMCR_EL0.N (bits 15:11) of 1 + 6 on QEMU (HPMN 1).
+    let source = "mrs x5, pmceid1_el0\nubfx x5, x5, #36, #3\ncmp x5, #7\nb.ne 9f\n\
+                  mrs x5, pmcr_el0\nubfx x5, x5, #11, #5\ncmp x5, #7\nb.ne 9f\nret\n9:\nudf #0\n";
+    let r = run(source, &[]);
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
+    let off = source
+        .replace("cmp x5, #7\nb.ne 9f\nmrs", "cmp x5, #0\nb.ne 9f\nmrs")
+        .replace("#11, #5\ncmp x5, #7", "#11, #5\ncmp x5, #1");
+    let r = run(&off, &["guest_pmu_events=0"]);
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
+}
+
+/// A counter enabled outside the trace: the snippet's phase is traced, but a counter left
+/// counting at its end counts untraced from there. A counter past the hardware's given an
+/// event other than the three has nothing to count with. Both are problems, named.
+#[test]
+fn a_counter_that_cannot_count_exactly_is_a_problem() {
+    let mut s = String::new();
+    s += &set("pmevtyper1_el0", U | 0x4025);
+    s += &set("pmevtyper2_el0", 0x11);
+    s += &set("pmcntenset_el0", 0b110);
+    s += &set("pmcr_el0", 1);
+    s += "ldr x1, [x0]\nret\n";
+    let r = run(&s, &[]);
+    assert!(!r.succeeded(), "{}", mtex::output::matrix::text(&r));
+    let named = |what: &str| r.problems.iter().filter(|p| p.contains(what)).count();
+    assert_eq!(
+        named("PMU counter 1 (mem_access_checked_rd"),
+        1,
+        "{:#?}",
+        r.problems
+    );
+    assert_eq!(
+        named("counted while nothing was traced whole"),
+        1,
+        "{:#?}",
+        r.problems
+    );
+    assert_eq!(named("PMU counter 2 (cycles"), 1, "{:#?}", r.problems);
+    assert_eq!(named("nothing to count"), 1, "{:#?}", r.problems);
+}
+
+/// Overflow: a counter with hardware behind it set 2 below the 32-bit wrap (PMCR_EL0.LP
+/// clear) overflows at the snippet's second checked load, and a PMOVSSET read after it says
+/// so; one set further off does not. The count goes on past bit 32 (FEAT_PMUv3p5).
+#[test]
+fn a_counter_overflows_where_the_architecture_says() {
+    let mut s = String::new();
+    s += &set("pmevtyper0_el0", U | 0x4025);
+    s += &set("pmevtyper1_el0", U | 0x4025);
+    s += "mov x5, #0xfffffffe\nmsr pmevcntr0_el0, x5\nmov x5, #0xfffffff0\nmsr pmevcntr1_el0, x5\n";
+    s += &set("pmcntenset_el0", 0b11);
+    s += &set("pmcr_el0", 1);
+    s += "ldr x1, [x0]\n";
+    s += &expect("pmovsset_el0", 0);
+    s += "ldr x1, [x0]\n";
+    s += &expect("pmovsset_el0", 0b01);
+    s += "mrs x5, pmevcntr0_el0\nmov x6, #0x100000000\ncmp x5, x6\nb.ne 9f\n";
+    s += &set("pmovsclr_el0", 0b11);
+    s += &expect("pmovsset_el0", 0);
+    s += "msr pmcr_el0, xzr\nret\n9:\nudf #0\n";
+    let r = run(&s, &[]);
+    assert!(r.succeeded(), "{}", mtex::output::matrix::text(&r));
+}
