@@ -317,6 +317,13 @@ pub fn run(opts: &SnippetOptions, fdt: &Fdt) -> u64 {
             "isb"
         )
     };
+    if opts.el == 0 {
+        // An EL0 snippet may use the PMU, as a task does that perf lets read its counters
+        // (PMUSERENR_EL0.EN); the hypervisor emulates each access. Set before the phase:
+        // not in its counts. arm-sysregs has no accessor for it.
+        // SAFETY: PMUSERENR_EL0 only decides whether EL0's PMU accesses trap to EL1.
+        unsafe { asm!("msr pmuserenr_el0, {}", "isb", in(reg) 1u64) };
+    }
     let tcr_v = TCR | if opts.tcma1 { tcr::TCMA1 } else { 0 };
     let sctlr_v = p::SCTLR_MMU_ON
         | sctlr::ATA

@@ -409,7 +409,8 @@ impl Pmu {
     }
 
     fn new_events(&self) -> GuestEvents {
-        GuestEvents::new(self.first as u8, self.el3, self.long)
+        let n = read_pmcr_el0().n();
+        GuestEvents::new(self.first as u8, n, self.el3, self.long)
     }
 
     /// This CPU's trace starts, whole (not a sampled unit).

@@ -267,8 +267,8 @@ pub enum GuestPmuInexactReason {
     /// It counted an MTE event while nothing was traced whole on its CPU (outside a traced
     /// phase or window, or in a sampled one): that time added nothing to it.
     Untraced,
-    /// It is one of the counters past the hardware's and counted another event: it has
-    /// nothing to count with.
+    /// It is one of the hypervisor's counters (the guest's for the MTE events alone) and
+    /// counted another event: it has nothing to count with.
     NoHardware,
     /// It has no hardware behind it and overflowed with its interrupt enabled: the
     /// interrupt was not raised.

@@ -5,9 +5,12 @@
 //! Every guest PMU access traps (MDCR_EL2.TPM/TPMCR) and goes through [`GuestEvents::access`].
 //! A guest counter whose type selects one of the three events is *kept* here: its type, count,
 //! enable, interrupt-enable and overflow bits live in this state, and the hardware counter
-//! behind it (if any) is given a type that counts nothing. The guest also has
-//! [`VIRTUAL_ONLY`] counters past the hardware's (`PMCR_EL0.N` says so), all kept here, so
-//! that the six event/EL combinations fit without perf multiplexing them.
+//! behind it (if any) is given a type that counts nothing. The guest also sees the counters
+//! the hypervisor keeps for itself (at and above MDCR_EL2.HPMN) as its own, kept here and
+//! never reaching the hardware (`PMCR_EL0.N` says the hardware's N), so that the three events
+//! at both ELs fit without perf multiplexing them (on QEMU, one counter is the guest's and
+//! five the hypervisor's). Not more: a PMEVTYPER<n>_EL0 past the hardware's N is UNDEFINED
+//! before any trap reaches the hypervisor.
 //!
 //! A kept counter's count moves only by what the trace counted while the counter counted:
 //! PMCR_EL0.E, its PMCNTENSET bit and its type's EL filters (P, U, NSK, NSU as
@@ -25,10 +28,6 @@ use mtex_abi::report::pmu_event::{
 };
 use mtex_arch::pmu_regs::{PmuReg, pmcr};
 use mtex_trace::counts::ByEl;
-
-/// Event counters the guest has past those of the hardware it keeps (HPMN): they count the
-/// MTE events only, and six of them fit each of the three events at EL0 and EL1 at once.
-pub const VIRTUAL_ONLY: u8 = 6;
 
 /// PMCEID1_EL0 bits 36–38: the guest's PMU implements the three events.
 pub const PMCEID1_MTE_EVENTS: u64 = 0b111 << 36;
@@ -132,7 +131,7 @@ pub type Counted = [[u64; 3]; 3];
 pub struct News {
     /// A kept counter of an MTE event counted while nothing was traced whole.
     pub untraced: u32,
-    /// A counter past the hardware's counted an event other than the three.
+    /// A counter of the hypervisor's counted an event other than the three.
     pub no_hardware: u32,
     /// A kept counter with no hardware behind it overflowed with its interrupt enabled.
     pub irq_lost: u32,
@@ -147,8 +146,10 @@ impl News {
 /// One CPU's kept counters.
 #[derive(Clone, Copy, Debug)]
 pub struct GuestEvents {
-    /// Counters `0..hpmn` have hardware behind them.
+    /// Counters `0..hpmn` have hardware behind them; `hpmn..counters` are the hypervisor's,
+    /// and only this state's for the guest.
     hpmn: u8,
+    counters: u8,
     /// EL3 is implemented: NSK and NSU take part in the filters.
     el3: bool,
     /// FEAT_PMUv3p5: 64-bit counters, PMCR_EL0.LP.
@@ -179,9 +180,11 @@ pub struct GuestEvents {
 }
 
 impl GuestEvents {
-    pub const fn new(hpmn: u8, el3: bool, long: bool) -> Self {
+    /// `hpmn` counters the guest's in the hardware, of the hardware's `counters`.
+    pub const fn new(hpmn: u8, counters: u8, el3: bool, long: bool) -> Self {
         Self {
             hpmn,
+            counters: if counters < hpmn { hpmn } else { counters },
             el3,
             long,
             types: [0; 31],
@@ -216,8 +219,7 @@ impl GuestEvents {
 
     /// The event counters the guest sees (its PMCR_EL0.N).
     pub const fn counters(&self) -> u8 {
-        let n = self.hpmn as u16 + VIRTUAL_ONLY as u16;
-        if n > 31 { 31 } else { n as u8 }
+        self.counters
     }
 
     fn all(&self) -> u32 {

@@ -75,7 +75,7 @@ impl HwPmu for FakeHw {
 
 /// One CPU with a hardware counter (QEMU's HPMN 1), no EL3, FEAT_PMUv3p5.
 fn cpu() -> (GuestEvents, FakeHw) {
-    (GuestEvents::new(1, false, true), FakeHw::new(1))
+    (GuestEvents::new(1, 6, false, true), FakeHw::new(1))
 }
 
 const fn by_el(rd_u: u64, rd_k: u64, wr_u: u64, wr_k: u64) -> ByEl {
@@ -153,7 +153,7 @@ impl Guest {
 }
 
 #[test]
-fn the_guest_sees_the_events_and_six_more_counters() {
+fn the_guest_sees_the_events_and_the_hypervisors_counters() {
     let mut g = Guest::new();
     assert_eq!(
         g.read(PmuReg::Pmceid1) & PMCEID1_MTE_EVENTS,
@@ -165,9 +165,12 @@ fn the_guest_sees_the_events_and_six_more_counters() {
         0x3c_0000_0000 >> 4
     );
     let n = (g.read(PmuReg::Pmcr) & pmcr::N_MASK) >> pmcr::N_SHIFT;
-    assert_eq!(n, 1 + VIRTUAL_ONLY as u64);
-    // Never more than the architecture's 31.
-    assert_eq!(GuestEvents::new(30, false, true).counters(), 31);
+    assert_eq!(
+        n, 6,
+        "the hardware's N: its counter and the hypervisor's five"
+    );
+    // Never fewer than its own.
+    assert_eq!(GuestEvents::new(3, 2, false, true).counters(), 3);
 }
 
 /// Every filter and event against the same trace: each counts exactly its EL(s) and
@@ -200,7 +203,7 @@ fn each_type_counts_its_els_and_directions() {
     ];
     for (i, (t, el3, expect)) in table.into_iter().enumerate() {
         for n in [0, 3] {
-            let mut g = Guest::with(GuestEvents::new(1, el3, true), FakeHw::new(1)).traced();
+            let mut g = Guest::with(GuestEvents::new(1, 6, el3, true), FakeHw::new(1)).traced();
             g.program(n, t);
             g.run(3);
             assert_eq!(g.read(PmuReg::Pmevcntr(n)), expect, "row {i}, counter {n}");
@@ -328,7 +331,7 @@ fn overflow_sets_the_flag_and_raises_the_interrupt_where_hardware_can() {
     assert_eq!(g.read(PmuReg::Pmevcntr(1)), 5);
 
     // Without FEAT_PMUv3p5 counters are 32 bits.
-    let mut g = Guest::with(GuestEvents::new(1, false, false), FakeHw::new(1)).traced();
+    let mut g = Guest::with(GuestEvents::new(1, 6, false, false), FakeHw::new(1)).traced();
     g.program(1, rd_k);
     g.write(PmuReg::Pmevcntr(1), 0x1_ffff_fffe);
     assert_eq!(g.read(PmuReg::Pmevcntr(1)), 0xffff_fffe);
