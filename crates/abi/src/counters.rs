@@ -761,8 +761,9 @@ pub const PMU_EVENT: Counter = untraced(
 );
 
 /// An MTE event as the guest's own PMU counters counted it (perf inside the guest), which
-/// the hypervisor keeps from the trace: `guest_pmu.mem_access_checked_rd:k`, with perf's
-/// modifier for the ELs the counters' types count at (`:u`, `:k`, `:uk` for both), summed
+/// the hypervisor keeps from the trace: `guest_pmu.mem_access_checked_rd:k` (the
+/// architecture's view; `guest_pmu.tcf_elided.…` the Arm cores', [`guest_pmu_prefix`]), with
+/// perf's modifier for the ELs the counters' types count at (`:u`, `:k`, `:uk` for both), summed
 /// over the phase's CPUs and over counters of the same event and ELs. Exact: only time traced
 /// whole adds to them (a counter that counted otherwise is a problem of the run).
 pub const GUEST_PMU_EVENT: Counter = Counter {
@@ -777,6 +778,15 @@ pub const GUEST_PMU_EVENT: Counter = Counter {
     what: "an MTE event counted by the guest's own PMU counters, from the trace",
     source: Source::GuestPmu,
 };
+
+/// The prefix of the guest's counters' names in `view` (that of `mtex.guest_pmu_events`):
+/// `guest_pmu.` for the architecture's, `guest_pmu.tcf_elided.` for the Arm cores'.
+pub const fn guest_pmu_prefix(view: crate::options::GuestEventsView) -> &'static str {
+    match view {
+        crate::options::GuestEventsView::Architectural => "guest_pmu.",
+        crate::options::GuestEventsView::TcfElided => "guest_pmu.tcf_elided.",
+    }
+}
 
 /// perf's modifier for what a guest counter counts at, as `GuestPmuCounted` indexes it.
 pub const GUEST_PMU_ELS: [&str; 3] = ["u", "k", "uk"];
@@ -796,6 +806,7 @@ pub fn lookup(name: &str) -> Option<&'static Counter> {
     }
     if let Some((event, el)) = name
         .strip_prefix("guest_pmu.")
+        .map(|e| e.strip_prefix("tcf_elided.").unwrap_or(e))
         .and_then(|e| e.rsplit_once(':'))
     {
         let known = GUEST_PMU_EVENTS

@@ -5,6 +5,7 @@
 //! must be equal: a difference, or a figure perf scaled (it multiplexed the event) or did
 //! not count, is a problem of the run.
 
+use mtex_abi::options::GuestEventsView;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -18,14 +19,15 @@ pub struct PerfBeside {
     pub perf: Option<u64>,
     /// perf scaled it: it printed the share of the time the event was on a counter.
     pub scaled: bool,
-    /// The report's counter for the same event and ELs, and its value in the window.
+    /// The report's counter for the same event and ELs (in the view the guest's counters
+    /// counted), and its value in the window.
     pub counter: String,
     pub mtex: u64,
 }
 
-/// The report's counter for perf's event name: `guest_pmu.EVENT:u|k|uk`; None for an event
-/// that is not one of the three, or modifiers other than `u` and `k`.
-pub fn counter_of(event: &str) -> Option<String> {
+/// The report's counter for perf's event name in `view`: `guest_pmu.EVENT:u|k|uk`; None for
+/// an event that is not one of the three, or modifiers other than `u` and `k`.
+pub fn counter_of(event: &str, view: GuestEventsView) -> Option<String> {
     use mtex_abi::report::pmu_event;
     // `armv8_pmuv3_0/mem_access_checked_rd/u`, or `mem_access_checked_rd:u`.
     let (name, modifiers) = match event.split('/').collect::<Vec<_>>()[..] {
@@ -47,11 +49,11 @@ pub fn counter_of(event: &str) -> Option<String> {
         return None;
     }
     let els = match (u, k) {
-        (true, false) => "u",
-        (false, true) => "k",
-        _ => "uk",
+        (true, false) => 0,
+        (false, true) => 1,
+        _ => 2,
     };
-    Some(format!("guest_pmu.{}:{els}", pmu_event::name(number)?))
+    Some(crate::model::results::guest_pmu_name(view, number, els))
 }
 
 /// perf stat's lines for the MTE events in `output`: (event, figure, scaled).
@@ -72,18 +74,24 @@ fn lines(output: &[String]) -> Vec<(String, Option<u64>, bool)> {
             };
             let mut words = rest.split_whitespace();
             let event = words.next()?;
-            counter_of(event)?;
+            counter_of(event, GuestEventsView::Architectural)?;
             let scaled = rest.contains('(') && rest.trim_end().ends_with("%)");
             Some((event.to_string(), figure, scaled))
         })
         .collect()
 }
 
-/// perf's figures in a window's output beside the window's counters.
-pub fn beside(output: &[String], counters: &BTreeMap<String, u64>) -> Vec<PerfBeside> {
+/// perf's figures in a window's output beside the window's counters, those of the guest's
+/// counters in `view` (None: the guest's counters counted nothing there, the default view).
+pub fn beside(
+    output: &[String],
+    counters: &BTreeMap<String, u64>,
+    view: Option<GuestEventsView>,
+) -> Vec<PerfBeside> {
+    let view = view.unwrap_or(GuestEventsView::Architectural);
     let mut out: Vec<PerfBeside> = Vec::new();
     for (event, figure, scaled) in lines(output) {
-        let counter = counter_of(&event).expect("only the events' lines are read");
+        let counter = counter_of(&event, view).expect("only the events' lines are read");
         match out.iter_mut().find(|b| b.event == event) {
             Some(b) => {
                 b.perf = b.perf.zip(figure).map(|(a, f)| a + f);
@@ -133,9 +141,14 @@ pub fn text(rows: &[PerfBeside]) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let mut out = String::from(
+    let view = if rows.iter().any(|b| b.counter.contains(".tcf_elided.")) {
+        "the Arm cores' view: only where TCF is not NONE"
+    } else {
+        "the architecture's view, as AmpereOne's PMU counts"
+    };
+    let mut out = format!(
         "  perf stat inside the guest, beside mtex's count of the same events (the guest's PMU \
-         counters, kept by the hypervisor from the trace):\n",
+         counters, kept by the hypervisor from the trace; {view}):\n"
     );
     let width = rows.iter().map(|b| b.event.len()).max().unwrap_or(0);
     for b in rows {
@@ -165,7 +178,7 @@ mod tests {
 
     #[test]
     fn perf_names_map_to_the_report_counters() {
-        let c = |e: &str| counter_of(e);
+        let c = |e: &str| counter_of(e, GuestEventsView::Architectural);
         assert_eq!(
             c("mem_access_checked_rd:u").as_deref(),
             Some("guest_pmu.mem_access_checked_rd:u")
@@ -191,6 +204,11 @@ mod tests {
         // A modifier the hypervisor's counters do not keep apart (`h`, `G`, `p`...): no
         // counter to compare with.
         assert_eq!(c("mem_access_checked_rd:kh"), None);
+        // The Arm cores' view has its own names.
+        assert_eq!(
+            counter_of("mem_access_checked_rd:k", GuestEventsView::TcfElided).as_deref(),
+            Some("guest_pmu.tcf_elided.mem_access_checked_rd:k")
+        );
     }
 
     #[test]
@@ -209,7 +227,7 @@ mod tests {
             ("guest_pmu.mem_access_checked_rd:u".to_string(), 1234),
             ("guest_pmu.mem_access_checked_rd:k".to_string(), 6),
         ]);
-        let rows = beside(&output, &counters);
+        let rows = beside(&output, &counters, Some(GuestEventsView::Architectural));
         assert_eq!(rows.len(), 4);
         assert_eq!(
             (rows[0].perf, rows[0].mtex, rows[0].scaled),
@@ -223,6 +241,6 @@ mod tests {
         assert!(p[1].contains("was not counted"));
         assert!(p[2].contains("scaled"));
         // A window where perf printed nothing of them: nothing to compare.
-        assert!(beside(&out(&["hello"]), &counters).is_empty());
+        assert!(beside(&out(&["hello"]), &counters, None).is_empty());
     }
 }

@@ -639,6 +639,7 @@ pub fn document(
             perf_stat: super::perf_stat::beside(
                 &window_output(linux, p.id),
                 &crate::model::results::counters(p),
+                p.guest_pmu.first().map(|g| g.view),
             ),
             operations: super::operations::of_window(
                 &window_output(linux, p.id),

@@ -361,6 +361,17 @@ pub fn counters(p: &Phase) -> BTreeMap<String, u64> {
     c
 }
 
+/// The report's name of what the guest's PMU counters of MTE `event` counted at `els` (an
+/// index of `GUEST_PMU_ELS`) in `view`: `guest_pmu.mem_access_checked_rd:k`.
+pub fn guest_pmu_name(view: mtex_abi::options::GuestEventsView, event: u16, els: usize) -> String {
+    format!(
+        "{}{}:{}",
+        mtex_abi::counters::guest_pmu_prefix(view),
+        mtex_abi::report::pmu_event::name(event).unwrap_or("?"),
+        mtex_abi::counters::GUEST_PMU_ELS[els]
+    )
+}
+
 /// [`counters`] but the untraced passes'.
 fn own_counters(p: &Phase) -> BTreeMap<String, u64> {
     let mut c = p.trace.as_ref().map(trace_counters).unwrap_or_default();
@@ -371,14 +382,13 @@ fn own_counters(p: &Phase) -> BTreeMap<String, u64> {
         );
     }
     // What the guest's own PMU counters of the MTE events counted (perf inside the guest).
-    if !p.guest_pmu.is_empty() {
+    if let Some(view) = p.guest_pmu.first().map(|g| g.view) {
         use mtex_abi::counters::{GUEST_PMU_ELS, GUEST_PMU_EVENTS};
         for (e, &event) in GUEST_PMU_EVENTS.iter().enumerate() {
-            for (els, modifier) in GUEST_PMU_ELS.iter().enumerate() {
+            for els in 0..GUEST_PMU_ELS.len() {
                 let v: u64 = p.guest_pmu.iter().map(|g| g.counted[e][els]).sum();
-                let name = mtex_abi::report::pmu_event::name(event).unwrap_or("?");
                 if v > 0 {
-                    c.insert(format!("guest_pmu.{name}:{modifier}"), v);
+                    c.insert(guest_pmu_name(view, event, els), v);
                 }
             }
         }

@@ -284,3 +284,59 @@ fn hostile_orders_are_counted_by_definition() {
     let s = p.stats.expect("the phase's statistics");
     assert!(!s.pmu_disturbed, "{text}");
 }
+
+/// The view the events count (`mtex.guest_pmu_events`): with SCTLR_EL1.TCF NONE, EL1's loads
+/// through a tagged pointer are Tag Checked by the architecture (AmpereOne's PMU counts them)
+/// and not by the Arm cores' rule (checks only where TCF can report). 5 loads give 5 in the
+/// architecture's view and 0 in `tcf-elided`, under names that say which.
+#[test]
+fn the_view_is_the_one_asked_for_and_named() {
+    let program = |want: u32| {
+        let mut s = String::new();
+        s += &set("pmevtyper0_el0", U | 0x4025);
+        s += "msr pmevcntr0_el0, xzr\n";
+        s += &set("pmcntenset_el0", 1);
+        s += &set("pmcr_el0", 1);
+        for _ in 0..LOADS {
+            s += "ldr x1, [x0]\n";
+        }
+        s += "msr pmcr_el0, xzr\n";
+        s += &expect("pmevcntr0_el0", want);
+        s + "ret\n"
+    };
+    let env = Env {
+        tcf: snippet::Tcf::None,
+        ..Env::default()
+    };
+    for (option, want, name) in [
+        (
+            "guest_pmu_events=architectural",
+            LOADS,
+            "guest_pmu.mem_access_checked_rd:k",
+        ),
+        (
+            "guest_pmu_events=tcf-elided",
+            0,
+            "guest_pmu.tcf_elided.mem_access_checked_rd:k",
+        ),
+    ] {
+        let extra = [option.to_string()];
+        let (r, _) = snippet::run_with(images(), &assemble(&program(want)), &env, &extra)
+            .expect("running QEMU");
+        let text = mtex::output::matrix::text(&r);
+        assert!(r.succeeded(), "{option}: {text}");
+        let c = mtex::model::results::counters(r.phase(snippet::PHASE).expect("the phase"));
+        assert_eq!(
+            c.get(name).copied().unwrap_or(0),
+            u64::from(want),
+            "{option}: {c:#?}"
+        );
+        // The other view's name is not there.
+        assert!(
+            c.keys()
+                .filter(|k| k.starts_with("guest_pmu."))
+                .all(|k| k == name),
+            "{option}: {c:#?}"
+        );
+    }
+}
