@@ -199,26 +199,20 @@ mod tests {
         assert_eq!((m.vtimer_intid, m.hyp_timer_intid), (27, 26));
         assert_eq!(m.console.base, 0x0904_0000);
         assert_eq!(m.cpus(), &[0, 1, 0x100], "every CPU, by its affinity");
+        let interrupts = |node: fdt::node::FdtNode<'_, '_>| -> Vec<u32> {
+            node.property("interrupts")
+                .unwrap()
+                .value
+                .chunks(4)
+                .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
+                .collect()
+        };
         let uart = fdt.find_node("/pl011@9040000").unwrap();
-        let irq: Vec<u32> = uart
-            .property("interrupts")
-            .unwrap()
-            .value
-            .chunks(4)
-            .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
-            .collect();
-        assert_eq!(irq, vec![0, 8, 4]);
+        assert_eq!(interrupts(uart), vec![0, 8, 4]);
         // The PMU, for perf: its overflow interrupt a level-high PPI.
         let pmu = fdt
             .find_compatible(&["arm,armv8-pmuv3"])
             .expect("a PMU node");
-        let irq: Vec<u32> = pmu
-            .property("interrupts")
-            .unwrap()
-            .value
-            .chunks(4)
-            .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
-            .collect();
-        assert_eq!(irq, vec![1, 7, 4]);
+        assert_eq!(interrupts(pmu), vec![1, 7, 4]);
     }
 }

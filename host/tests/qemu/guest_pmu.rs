@@ -42,6 +42,26 @@ fn expect(reg: &str, want: u32) -> String {
     )
 }
 
+/// `counters` (number, type) programmed from zero and enabled with PMCR_EL0.E around LOADS
+/// checked loads and STORES checked stores through x0, then PMCR_EL0.E cleared.
+fn around_accesses(counters: &[(u8, u32)]) -> String {
+    let mut s = String::new();
+    for &(n, t) in counters {
+        s += &set(&format!("pmevtyper{n}_el0"), t);
+        s += &format!("msr pmevcntr{n}_el0, xzr\n");
+    }
+    let enable = counters.iter().fold(0, |m, &(n, _)| m | 1 << n);
+    s += &set("pmcntenset_el0", enable);
+    s += &set("pmcr_el0", 1);
+    for _ in 0..LOADS {
+        s += "ldr x1, [x0]\n";
+    }
+    for _ in 0..STORES {
+        s += "str x1, [x0, #16]\n";
+    }
+    s + "msr pmcr_el0, xzr\n"
+}
+
 const P: u32 = 1 << 31;
 const U: u32 = 1 << 30;
 const LOADS: u32 = 5;
@@ -52,23 +72,12 @@ const STORES: u32 = 3;
 /// others are the hypervisor's own), around 5 checked loads and 3 checked stores through x0's
 /// tagged pointer at EL1: 5, 3, 0 and 8. Reads through PMSELR/PMXEVCNTR give the same.
 fn counting_program() -> String {
-    let mut s = String::new();
-    s += &set("pmevtyper0_el0", U | 0x4025);
-    s += &set("pmevtyper1_el0", U | 0x4026);
-    s += &set("pmevtyper2_el0", P | 0x4024);
-    s += &set("pmevtyper3_el0", 0x4024);
-    for n in 0..4 {
-        s += &format!("msr pmevcntr{n}_el0, xzr\n");
-    }
-    s += &set("pmcntenset_el0", 0xf);
-    s += &set("pmcr_el0", 1);
-    for _ in 0..LOADS {
-        s += "ldr x1, [x0]\n";
-    }
-    for _ in 0..STORES {
-        s += "str x1, [x0, #16]\n";
-    }
-    s += "msr pmcr_el0, xzr\n";
+    let mut s = around_accesses(&[
+        (0, U | 0x4025),
+        (1, U | 0x4026),
+        (2, P | 0x4024),
+        (3, 0x4024),
+    ]);
     s += &expect("pmevcntr0_el0", LOADS);
     s += &expect("pmevcntr1_el0", STORES);
     s += &expect("pmevcntr2_el0", 0);
@@ -188,22 +197,7 @@ fn a_counter_overflows_where_the_architecture_says() {
 /// both ELs (past the hardware's counters) its 3 stores.
 #[test]
 fn an_el0_task_counts_its_own_accesses_by_el() {
-    let mut s = String::new();
-    s += &set("pmevtyper0_el0", P | 0x4025);
-    s += &set("pmevtyper1_el0", U | 0x4025);
-    s += &set("pmevtyper4_el0", 0x4026);
-    for n in [0, 1, 4] {
-        s += &format!("msr pmevcntr{n}_el0, xzr\n");
-    }
-    s += &set("pmcntenset_el0", 0b10011);
-    s += &set("pmcr_el0", 1);
-    for _ in 0..LOADS {
-        s += "ldr x1, [x0]\n";
-    }
-    for _ in 0..STORES {
-        s += "str x1, [x0, #16]\n";
-    }
-    s += "msr pmcr_el0, xzr\n";
+    let mut s = around_accesses(&[(0, P | 0x4025), (1, U | 0x4025), (4, 0x4026)]);
     s += &expect("pmevcntr0_el0", LOADS);
     s += &expect("pmevcntr1_el0", 0);
     s += &expect("pmevcntr4_el0", STORES);
