@@ -100,6 +100,9 @@ pub mod pmevtyper {
     pub const P: u64 = Pmccfiltr::P.bits() as u64;
     /// U: do not count at EL0.
     pub const U: u64 = Pmccfiltr::U.bits() as u64;
+    /// NSK, NSU: with EL3, Non-secure EL1 / EL0 count when equal to P / U.
+    pub const NSK: u64 = Pmccfiltr::NSK.bits() as u64;
+    pub const NSU: u64 = Pmccfiltr::NSU.bits() as u64;
     /// NSH: count at EL2.
     pub const NSH: u64 = Pmccfiltr::NSH.bits() as u64;
     /// evtCount, bits 15:0 (FEAT_PMUv3p1). Hand-typed: arm-sysregs has no PMEVTYPER<n>.
@@ -160,6 +163,7 @@ mod tests {
         assert_eq!(hpfar::ipa_page(0x1234_5670), 0x12_3456_7000);
         // PMEVTYPER<n>_EL0: P 31, U 30, NSH 27.
         assert_eq!(pmevtyper::P | pmevtyper::U, 3 << 30);
+        assert_eq!((pmevtyper::NSK, pmevtyper::NSU), (1 << 29, 1 << 28));
         assert_eq!(pmevtyper::NSH, 1 << 27);
         // OSLSR_EL1.OSLK 1, OSDLR_EL1.DLK 0; DBGBCR<n>_EL1 BAS 8:5, PMC 2:1, E 0.
         assert_eq!((oslsr::OSLK, osdlr::DLK), (1 << 1, 1));

@@ -32,17 +32,10 @@ use mtex_trace::counts::ByEl;
 /// PMCEID1_EL0 bits 36–38: the guest's PMU implements the three events.
 pub const PMCEID1_MTE_EVENTS: u64 = 0b111 << 36;
 
-/// PMEVTYPER<n>_EL0 fields.
+/// PMEVTYPER<n>_EL0 fields: the project's one definition (`mtex_arch::el2_bits`), and what
+/// a kept type keeps of them.
 pub mod evtyper {
-    /// P: do not count at EL1 (unless NSK says otherwise with EL3).
-    pub const P: u64 = 1 << 31;
-    /// U: do not count at EL0 (unless NSU says otherwise with EL3).
-    pub const U: u64 = 1 << 30;
-    /// NSK, NSU: with EL3, Non-secure EL1 / EL0 count when equal to P / U.
-    pub const NSK: u64 = 1 << 29;
-    pub const NSU: u64 = 1 << 28;
-    /// evtCount (FEAT_PMUv3p1: 16 bits).
-    pub const EVENT: u64 = 0xffff;
+    pub use mtex_arch::el2_bits::pmevtyper::{EVT_MASK as EVENT, NSK, NSU, P, U};
     /// The fields a kept type reads back: the filter bits 31:26 and evtCount.
     pub const KEPT: u64 = 0xfc00_0000 | EVENT;
 }
