@@ -40,6 +40,11 @@
 //! spread more than the units' do, and `s²_B` then carries the interval, with the few degrees
 //! of freedom its 10 batches give. Taking the larger of the two never claims more than either.
 //!
+//! Estimates of independent strata (each sampled on a schedule of its own, such as one CPU's
+//! share of a window) add up ([`stratified`]): the total is the sum of their estimates, with
+//! the sum of their variances, on the degrees of freedom of the Welch–Satterthwaite
+//! approximation, `ν = (Σ_h Var_h)² / Σ_h (Var_h² / ν_h)`.
+//!
 //! An interval is a claim, and some estimates cannot back one ([`NotEstimable`]); they keep
 //! their value, shown as not estimable and never as `± x%`:
 //!
@@ -57,7 +62,7 @@
 //! most schedules and then by the estimate (docs/sampling.md says how far that goes).
 
 use crate::output::text::thousands_f64;
-use statrs::distribution::{ContinuousCDF, StudentsT};
+use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
 /// Units below which no interval is given: the interval rests on the units' spread being
 /// near normal, which a handful of units cannot show — two units of a loop in its steady
@@ -131,6 +136,24 @@ pub struct Estimate {
     pub not_estimable: Option<NotEstimable>,
 }
 
+/// One stratum's estimate with what it rests on, so that independent strata can be added
+/// up ([`stratified`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Part {
+    /// The estimate, as [`ratio_total`] gives it.
+    pub estimate: Estimate,
+    /// Var(Ŷ) of the module's formula: 0 when exact (or when every residual is 0),
+    /// `f64::INFINITY` when the estimate has no interval (`not_estimable` is set).
+    pub var: f64,
+    /// ν, the degrees of freedom of `var`: `f64::INFINITY` when exact (a variance of 0 known
+    /// without error), 0 when the estimate has no interval.
+    pub df: f64,
+    /// N, the stratum's instructions.
+    pub population: u64,
+    /// Σx, the stratum's instructions the units traced (at most N).
+    pub traced: u64,
+}
+
 /// The ratio estimator of a total: `units` are (x_i, y_i) in the order the schedule traced
 /// them, `population` is N.
 /// None when there is nothing to rest on: no unit has an instruction at this EL while
@@ -140,6 +163,13 @@ pub struct Estimate {
 /// makes are applied (fewer than 2 units, no spread): [`Estimate::judged`] applies the
 /// minimum units and the minimum units met.
 pub fn ratio_total(units: &[(u64, u64)], population: u64, level: f64) -> Option<Estimate> {
+    ratio_part(units, population, level).map(|p| p.estimate)
+}
+
+/// [`ratio_total`] with the variance and degrees of freedom its interval rests on (the
+/// module's `Var(Ŷ)` and `ν`: `half_width = t(ν, (1 + level) / 2) · √var`), N and Σx, for
+/// [`stratified`]. None exactly when [`ratio_total`] is None.
+pub fn ratio_part(units: &[(u64, u64)], population: u64, level: f64) -> Option<Part> {
     // statrs panics on a NaN argument, and a level of 0 or 1 has no quantile.
     if !(level > 0.0 && level < 1.0) {
         return None;
@@ -153,15 +183,23 @@ pub fn ratio_total(units: &[(u64, u64)], population: u64, level: f64) -> Option<
     if sum_x > big_n {
         return None;
     }
-    let exact = |value: f64| Estimate {
-        value,
-        half_width: 0.0,
-        level,
-        units: n,
-        met,
-        sampled: 1.0,
-        exact: true,
-        not_estimable: None,
+    // Σx ≤ N, which is a u64.
+    let traced = u64::try_from(sum_x).ok()?;
+    let exact = |value: f64| Part {
+        estimate: Estimate {
+            value,
+            half_width: 0.0,
+            level,
+            units: n,
+            met,
+            sampled: 1.0,
+            exact: true,
+            not_estimable: None,
+        },
+        var: 0.0,
+        df: f64::INFINITY,
+        population,
+        traced,
     };
     if population == 0 {
         // Nothing ran at this EL, so nothing was counted there.
@@ -176,19 +214,25 @@ pub fn ratio_total(units: &[(u64, u64)], population: u64, level: f64) -> Option<
     let sampled = sum_x as f64 / population as f64;
     let r = sum_y as f64 / sum_x as f64;
     let value = r * population as f64;
-    let mut e = Estimate {
-        value,
-        half_width: f64::INFINITY,
-        level,
-        units: n,
-        met,
-        sampled,
-        exact: false,
-        not_estimable: None,
+    let mut p = Part {
+        estimate: Estimate {
+            value,
+            half_width: f64::INFINITY,
+            level,
+            units: n,
+            met,
+            sampled,
+            exact: false,
+            not_estimable: None,
+        },
+        var: f64::INFINITY,
+        df: 0.0,
+        population,
+        traced,
     };
     if n < 2 {
-        e.not_estimable = Some(NotEstimable::TooFewUnits { units: n, need: 2 });
-        return Some(e);
+        p.estimate.not_estimable = Some(NotEstimable::TooFewUnits { units: n, need: 2 });
+        return Some(p);
     }
     let residuals: Vec<f64> = units
         .iter()
@@ -212,17 +256,100 @@ pub fn ratio_total(units: &[(u64, u64)], population: u64, level: f64) -> Option<
         }
     });
     if one_rate && units.iter().any(|&(x, y)| x != y) {
-        e.not_estimable = Some(if met == 0 {
+        p.estimate.not_estimable = Some(if met == 0 {
             NotEstimable::TooFewMet { met, need: 1 }
         } else {
             NotEstimable::NoSpread
         });
-        return Some(e);
+        return Some(p);
     }
     let nf = n as f64;
     let mean_x = sum_x as f64 / nf;
     let var = (population as f64).powi(2) * (1.0 - sampled) * s2 / (nf * mean_x * mean_x);
-    e.half_width = t_quantile(df, level)? * var.sqrt();
+    p.estimate.half_width = t_quantile(df, level)? * var.sqrt();
+    p.var = var;
+    p.df = df as f64;
+    Some(p)
+}
+
+/// The total over independent strata (e.g. each CPU × EL of a window sampled on several
+/// CPUs, each CPU with its own schedule), each estimated on its own ([`ratio_part`]):
+///
+/// ```text
+/// Ŷ       = Σ_h Ŷ_h
+/// Var(Ŷ)  = Σ_h Var_h
+/// ν       = (Σ_h Var_h)² / Σ_h (Var_h² / ν_h)       over the strata with Var_h > 0
+///                                                   (Welch–Satterthwaite)
+/// ± half  = t(ν, (1 + level) / 2) · √Var(Ŷ)
+/// ```
+///
+/// ν is not rounded: the t quantile takes a fractional ν. It lies between the fewest
+/// degrees of freedom of a stratum and their sum, nearer the fewest when one stratum's
+/// variance dominates. A single stratum with a variance gives its own ν.
+///
+/// `units`, `met` are the strata's sums, `sampled` is Σ traced / Σ N (1 when Σ N == 0), and
+/// the total is exact when every stratum is (then ± 0). When a stratum that ran (N > 0) is
+/// not estimable, the total keeps its value but not its interval: it takes the first such
+/// stratum's reason and an infinite half-width. The strata's estimates are taken as they
+/// are: judge them ([`Estimate::judged`]) before, for the minimum units and units met to
+/// apply per stratum.
+///
+/// None when `parts` is empty or `level` is not strictly between 0 and 1.
+pub fn stratified(parts: &[Part], level: f64) -> Option<Estimate> {
+    if parts.is_empty() || !(level > 0.0 && level < 1.0) {
+        return None;
+    }
+    let value: f64 = parts.iter().map(|p| p.estimate.value).sum();
+    let traced: u128 = parts.iter().map(|p| u128::from(p.traced)).sum();
+    let population: u128 = parts.iter().map(|p| u128::from(p.population)).sum();
+    let exact = parts.iter().all(|p| p.estimate.exact);
+    let mut e = Estimate {
+        value,
+        half_width: 0.0,
+        level,
+        units: parts.iter().map(|p| p.estimate.units).sum(),
+        met: parts.iter().map(|p| p.estimate.met).sum(),
+        sampled: if population == 0 {
+            1.0
+        } else {
+            traced as f64 / population as f64
+        },
+        exact,
+        not_estimable: None,
+    };
+    if exact {
+        return Some(e);
+    }
+    if let Some(why) = parts
+        .iter()
+        .filter(|p| p.population > 0)
+        .find_map(|p| p.estimate.not_estimable)
+    {
+        e.not_estimable = Some(why);
+        e.half_width = f64::INFINITY;
+        return Some(e);
+    }
+    let var: f64 = parts.iter().map(|p| p.var).sum();
+    if !var.is_finite() {
+        // A variance given as infinite or NaN without a reason: no interval.
+        e.half_width = f64::INFINITY;
+        return Some(e);
+    }
+    if var == 0.0 {
+        // Every residual 0 (the EL's instructions themselves): nothing to spread.
+        return Some(e);
+    }
+    let varied: Vec<&Part> = parts.iter().filter(|p| p.var > 0.0).collect();
+    let df = match varied[..] {
+        // Its own, not v² / (v² / ν), which may round away from ν.
+        [one] => one.df,
+        _ => var * var / varied.iter().map(|p| p.var * p.var / p.df).sum::<f64>(),
+    };
+    e.half_width = match t_quantile_f64(df, level) {
+        Some(t) => t * var.sqrt(),
+        // No quantile (ν ≤ 0 or NaN from a part given so): no interval.
+        None => f64::INFINITY,
+    };
     Some(e)
 }
 
@@ -251,8 +378,19 @@ fn batch_spread(d: &[f64]) -> Option<f64> {
 
 /// Student's t quantile for a two-sided interval at `level` with `df` degrees of freedom.
 fn t_quantile(df: usize, level: f64) -> Option<f64> {
-    let t = StudentsT::new(0.0, 1.0, df as f64).ok()?;
-    let q = t.inverse_cdf((1.0 + level) / 2.0);
+    t_quantile_f64(df as f64, level)
+}
+
+/// [`t_quantile`] for any real `df` > 0, fractional ones included (Welch–Satterthwaite's),
+/// and the normal quantile for an infinite `df`. None for `df` ≤ 0 or NaN.
+fn t_quantile_f64(df: f64, level: f64) -> Option<f64> {
+    let q = if df == f64::INFINITY {
+        Normal::new(0.0, 1.0).ok()?.inverse_cdf((1.0 + level) / 2.0)
+    } else {
+        StudentsT::new(0.0, 1.0, df)
+            .ok()?
+            .inverse_cdf((1.0 + level) / 2.0)
+    };
     q.is_finite().then_some(q)
 }
 
@@ -822,6 +960,248 @@ mod tests {
         for (el, c) in by_el.iter().enumerate() {
             assert!(*c >= 0.90, "EL{el}: {c}");
         }
+    }
+
+    /// Stratum A of the two-strata example: units (10, 1), (10, 3), (10, 2) of N = 90.
+    fn stratum_a() -> Part {
+        ratio_part(&[(10, 1), (10, 3), (10, 2)], 90, 0.95).unwrap()
+    }
+
+    /// Stratum B of the two-strata example: units (10, 0), (10, 4), (10, 2) three times over,
+    /// of N = 120.
+    fn stratum_b() -> Part {
+        let units: Vec<_> = (0..9).map(|i| (10, [0, 4, 2][i % 3])).collect();
+        ratio_part(&units, 120, 0.95).unwrap()
+    }
+
+    #[test]
+    fn two_strata_by_hand() {
+        // A: Σx = 30, Σy = 6, R̂ = 0.2, Ŷ = 0.2 · 90 = 18; d = −1, 1, 0; s² = 2 / 2 = 1;
+        // x̄ = 10, f = 30 / 90 = 1/3; Var = 90² · (2/3) · 1 / (3 · 10²) = 5,400 / 300 = 18;
+        // 3 units, no batches: ν = 2.
+        // B: Σx = 90, Σy = 18, R̂ = 0.2, Ŷ = 24; d = −2, 2, 0 (three times); s² = 24 / 8 = 3;
+        // x̄ = 10, f = 90 / 120 = 3/4; Var = 120² · (1/4) · 3 / (9 · 10²) = 10,800 / 900 = 12;
+        // 9 units, no batches: ν = 8.
+        let (a, b) = (stratum_a(), stratum_b());
+        assert!((a.estimate.value - 18.0).abs() < 1e-9, "{a:?}");
+        assert!((a.var - 18.0).abs() < 1e-9 && a.df == 2.0, "{a:?}");
+        assert!((a.population, a.traced) == (90, 30));
+        assert!((b.estimate.value - 24.0).abs() < 1e-9, "{b:?}");
+        assert!((b.var - 12.0).abs() < 1e-9 && b.df == 8.0, "{b:?}");
+        assert!((b.population, b.traced) == (120, 90));
+        // Total: Ŷ = 18 + 24 = 42; Var = 18 + 12 = 30;
+        // ν = (18 + 12)² / (18² / 2 + 12² / 8) = 900 / (162 + 18) = 5
+        // (not 2 + 8 = 10, nor the fewest, 2);
+        // t(5, 0.975) = 2.570582 (tables); half = 2.570582 · √30 = 14.0797...
+        let nu: f64 = (18.0f64 + 12.0).powi(2) / (18.0f64.powi(2) / 2.0 + 12.0f64.powi(2) / 8.0);
+        assert_eq!(nu, 5.0);
+        let half = 2.570_582 * 30f64.sqrt();
+        let e = stratified(&[a, b], 0.95).unwrap();
+        assert!((e.value - 42.0).abs() < 1e-9, "{e:?}");
+        assert!(
+            (e.half_width - half).abs() < 1e-5,
+            "{} vs {half}",
+            e.half_width
+        );
+        assert!((e.half_width - 14.079_7).abs() < 1e-4, "{}", e.half_width);
+        // Counters: 3 + 9 units, of which 3 + 6 counted (B's y = 0 units did not);
+        // traced 30 + 90 of 90 + 120 instructions.
+        assert_eq!((e.units, e.met), (12, 9));
+        assert!((e.sampled - 120.0 / 210.0).abs() < 1e-15);
+        assert!(!e.exact && e.not_estimable.is_none() && e.has_interval());
+        assert_eq!(e.level, 0.95);
+        // The order of the strata does not matter.
+        let ba = stratified(&[b, a], 0.95).unwrap();
+        assert!((ba.half_width - e.half_width).abs() < 1e-9);
+        // At 99%, the same ν: t(5, 0.995) = 4.032143 (tables).
+        let e99 = stratified(&[a, b], 0.99).unwrap();
+        assert!(
+            (e99.half_width - 4.032_143 * 30f64.sqrt()).abs() < 1e-5,
+            "{e99:?}"
+        );
+        assert_eq!(e99.level, 0.99);
+    }
+
+    #[test]
+    fn the_t_quantile_takes_a_fractional_df() {
+        // Integral df: the same as the usize one; between two, between their quantiles;
+        // infinite: the normal one, 1.959964.
+        assert_eq!(t_quantile_f64(9.0, 0.95), t_quantile(9, 0.95));
+        let mid = t_quantile_f64(9.5, 0.95).unwrap();
+        assert!(t_quantile(10, 0.95).unwrap() < mid && mid < t_quantile(9, 0.95).unwrap());
+        assert!((t_quantile_f64(f64::INFINITY, 0.95).unwrap() - 1.959_964).abs() < 1e-6);
+        assert_eq!(t_quantile_f64(0.0, 0.95), None);
+        assert_eq!(t_quantile_f64(f64::NAN, 0.95), None);
+    }
+
+    #[test]
+    fn one_stratum_is_its_own_estimate() {
+        let mut one_unit = ratio_part(&[(100, 10)], 1000, 0.95).unwrap();
+        let mut judged = stratum_a();
+        judged.estimate = judged.estimate.judged(MIN_UNITS, MIN_MET);
+        let cases: Vec<(Vec<(u64, u64)>, u64)> = vec![
+            (vec![(10, 2), (20, 5), (30, 5)], 600),
+            (two_stages(40, 3, 5), 100_000),
+            ((0..40).map(|i| (100, [3, 5][i % 2])).collect(), 100_000),
+            (vec![(100, 7), (50, 0), (0, 0), (250, 31)], 400),
+            (vec![(0, 0)], 0),
+            ((0..40).map(|i| (i * 10, i * 10)).collect(), 100_000),
+            (two_stages(40, 4, 4), 100_000),
+            (two_stages(40, 0, 0), 100_000),
+            (vec![(100, 10)], 1000),
+        ];
+        for (units, big_n) in &cases {
+            for level in [0.9, 0.95, 0.99] {
+                let p = ratio_part(units, *big_n, level).unwrap();
+                let e = ratio_total(units, *big_n, level).unwrap();
+                assert_eq!(p.estimate, e);
+                // The part's own figures give its interval.
+                if e.has_interval() && !e.exact {
+                    let t = t_quantile_f64(p.df, level).unwrap();
+                    assert!((t * p.var.sqrt() - e.half_width).abs() <= 1e-12 * e.half_width);
+                }
+                assert_eq!(p.var.is_finite(), e.not_estimable.is_none(), "{p:?}");
+                let s = stratified(&[p], level).unwrap();
+                assert_eq!(s, e, "{units:?}");
+                assert_eq!(
+                    (s.value, s.half_width, s.units, s.met, s.sampled, s.exact),
+                    (e.value, e.half_width, e.units, e.met, e.sampled, e.exact)
+                );
+            }
+        }
+        // The total is at the level asked for, whatever the strata's.
+        one_unit.estimate.level = 0.5;
+        assert_eq!(stratified(&[one_unit], 0.95).unwrap().level, 0.95);
+        assert_eq!(
+            stratified(&[judged], 0.95).unwrap().not_estimable,
+            Some(NotEstimable::TooFewUnits { units: 3, need: 30 })
+        );
+        assert_eq!(stratified(&[], 0.95), None);
+        assert_eq!(stratified(&[stratum_a()], 1.0), None);
+        assert_eq!(stratified(&[stratum_a()], f64::NAN), None);
+    }
+
+    #[test]
+    fn exact_strata_sum_exactly() {
+        let full = ratio_part(&[(100, 7), (50, 0), (0, 0), (250, 31)], 400, 0.95).unwrap();
+        let whole = ratio_part(&[(400, 38)], 400, 0.95).unwrap();
+        let idle = ratio_part(&[(0, 0), (0, 0)], 0, 0.95).unwrap();
+        assert!(full.estimate.exact && full.var == 0.0 && full.df == f64::INFINITY);
+        let e = stratified(&[full, whole, idle], 0.95).unwrap();
+        assert_eq!(e.value, 76.0);
+        assert_eq!(e.half_width, 0.0);
+        assert!(e.exact && e.has_interval() && e.not_estimable.is_none());
+        assert_eq!((e.units, e.met, e.sampled), (4 + 1 + 2, 2 + 1, 1.0));
+        assert_eq!(
+            e.to_string(),
+            "76 (exact: every instruction traced, 7 units)"
+        );
+        // Nothing ran anywhere: an exact 0, every instruction (none) traced.
+        let none = stratified(&[idle, idle], 0.95).unwrap();
+        assert!(none.exact && none.value == 0.0 && none.sampled == 1.0);
+        // An exact stratum beside a sampled one adds its count and nothing to the interval,
+        // nor to the degrees of freedom: A's ν = 2 is the total's.
+        let a = stratum_a();
+        let mixed = stratified(&[full, a, idle], 0.95).unwrap();
+        assert!((mixed.value - (38.0 + 18.0)).abs() < 1e-9);
+        assert_eq!(mixed.half_width, a.estimate.half_width);
+        assert!(!mixed.exact);
+        assert!((mixed.sampled - (400.0 + 30.0) / (400.0 + 90.0)).abs() < 1e-15);
+    }
+
+    #[test]
+    fn a_not_estimable_stratum_makes_the_total_not_estimable() {
+        let (a, b) = (stratum_a(), stratum_b());
+        let one_unit = ratio_part(&[(100, 10)], 1000, 0.95).unwrap();
+        assert_eq!(one_unit.var, f64::INFINITY);
+        let same_rate = ratio_part(&two_stages(40, 4, 4), 100_000, 0.95).unwrap();
+        let e = stratified(&[a, one_unit, b, same_rate], 0.95).unwrap();
+        assert!(
+            (e.value - (18.0 + 100.0 + 24.0 + 4000.0)).abs() < 1e-9,
+            "{e:?}"
+        );
+        assert_eq!(e.half_width, f64::INFINITY);
+        assert_eq!(
+            e.not_estimable,
+            Some(NotEstimable::TooFewUnits { units: 1, need: 2 }),
+            "the first stratum's reason"
+        );
+        assert!(!e.has_interval() && !e.exact);
+        assert_eq!((e.units, e.met), (3 + 1 + 9 + 40, 3 + 1 + 6 + 40));
+        assert_eq!(
+            e.to_string(),
+            "~4,142 (not estimable: 1 unit, an interval needs 2)"
+        );
+        // A stratum judged not estimable after the fact, its variance still finite.
+        let mut judged = b;
+        judged.estimate = judged.estimate.judged(MIN_UNITS, MIN_MET);
+        assert!(judged.var.is_finite());
+        let j = stratified(&[a, judged], 0.95).unwrap();
+        assert_eq!(
+            j.not_estimable,
+            Some(NotEstimable::TooFewUnits { units: 9, need: 30 })
+        );
+        assert_eq!(j.half_width, f64::INFINITY);
+        // A variance without a reason that is not finite: unbounded, never a figure.
+        let mut odd = a;
+        odd.var = f64::NAN;
+        let o = stratified(&[odd, b], 0.95).unwrap();
+        assert!(o.half_width == f64::INFINITY && !o.has_interval(), "{o:?}");
+    }
+
+    #[test]
+    fn stratified_intervals_over_cpus_cover_the_exact_total() {
+        // 300 windows, each sampled on 4 CPUs. Each CPU runs its own synthetic phase (its own
+        // length, segments, densities and mix of ELs), the odd CPUs counting only every other
+        // counted instruction of theirs, and traces its own 50 to 70 units drawn at random.
+        // The strata are the CPUs at EL0.
+        const UNIT: usize = 100;
+        const WINDOWS: usize = 300;
+        const CPUS: usize = 4;
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        let (mut trials, mut covered, mut not_estimable) = (0usize, 0usize, 0usize);
+        for _ in 0..WINDOWS {
+            let mut exact = 0u64;
+            let mut parts = Vec::new();
+            for cpu in 0..CPUS {
+                let pop: Vec<_> = loop {
+                    let p = population(&mut rng);
+                    if p.len().div_ceil(UNIT) > 250 {
+                        break p;
+                    }
+                }
+                .into_iter()
+                .enumerate()
+                .map(|(i, (el, c))| (el, c && i % (1 + cpu % 2) == 0))
+                .collect();
+                let all = units_of(&pop, UNIT, 0);
+                exact += all.iter().map(|u| u.1).sum::<u64>();
+                let big_n: u64 = all.iter().map(|u| u.0).sum();
+                let n = rng.random_range(50..=70);
+                let mut picked = draw(&mut rng, all.len(), n);
+                picked.sort_unstable();
+                let sample: Vec<_> = picked.iter().map(|&i| all[i]).collect();
+                // No sampled unit ran at EL0 though the CPU did: no estimate for the window.
+                if let Some(mut p) = ratio_part(&sample, big_n, 0.95) {
+                    p.estimate = p.estimate.judged(MIN_UNITS, MIN_MET);
+                    parts.push(p);
+                }
+            }
+            let e = (parts.len() == CPUS)
+                .then(|| stratified(&parts, 0.95))
+                .flatten();
+            let Some(e) = e.filter(|e| e.has_interval()) else {
+                not_estimable += 1;
+                continue;
+            };
+            trials += 1;
+            covered += e.contains(exact) as usize;
+        }
+        let coverage = covered as f64 / trials as f64;
+        let not_estimable = not_estimable as f64 / WINDOWS as f64;
+        println!("4 CPUs: coverage {coverage:.3} of {trials}, not estimable {not_estimable:.3}");
+        assert!(coverage >= 0.93, "{coverage}");
+        assert!(not_estimable < 0.2, "{not_estimable}");
     }
 
     proptest! {
