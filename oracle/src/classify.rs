@@ -2,7 +2,7 @@
 //! purpose rather than taken from `mtex-trace`'s decoder: the oracle checks the trace, so it
 //! shares none of its judgement, only these few encodings, each from the Arm ARM (C4.1).
 
-use mtex_abi::oracle::{CLOSE_MARKER, OPEN_MARKER};
+use mtex_abi::oracle::{CLOSE_MARKER, OPEN_MARKER, SHARE_CLOSE_MARKER, SHARE_OPEN_MARKER};
 
 /// How the oracle treats an instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -11,6 +11,10 @@ pub enum Class {
     OpenMarker,
     /// The hypervisor's marker closing a traced phase (at EL2 only).
     CloseMarker,
+    /// The hypervisor's marker starting a CPU's sampled share of a window (at EL2 only).
+    ShareOpenMarker,
+    /// The hypervisor's marker ending a CPU's sampled share of a window (at EL2 only).
+    ShareCloseMarker,
     /// An MTE tag instruction with no data access (STG, ST2G, LDG, STGM, LDGM, DC GVA).
     /// Never given a memory callback: in QEMU 10.0 an instruction with one loses its tag
     /// accesses (cputlb's `probe_access` returns TLB_MMIO for it, so tags are neither stored
@@ -61,6 +65,8 @@ pub fn classify(word: u32) -> Class {
     match word {
         OPEN_MARKER => return Class::OpenMarker,
         CLOSE_MARKER => return Class::CloseMarker,
+        SHARE_OPEN_MARKER => return Class::ShareOpenMarker,
+        SHARE_CLOSE_MARKER => return Class::ShareCloseMarker,
         _ => {}
     }
     // STG/STZG/ST2G/STZ2G/LDG/STGM/STZGM/LDGM: 1101 1001 xx1 (C4.1.88 "Load/store memory
@@ -107,38 +113,41 @@ mod tests {
     fn encodings_from_the_assembler() {
         // Words as GNU as assembles them.
         let cases = [
-            (0xd9200820, Class::TagOnly),        // stg x0, [x1]
-            (0xd9600820, Class::TagZeroing),     // stzg x0, [x1]
-            (0xd9a00820, Class::TagOnly),        // st2g x0, [x1]
-            (0xd9e00820, Class::TagZeroing),     // stz2g x0, [x1]
-            (0xd9600020, Class::TagOnly),        // ldg x0, [x1]
-            (0xd9a00020, Class::TagOnly),        // stgm x0, [x1]
-            (0xd9200020, Class::TagZeroing),     // stzgm x0, [x1]
-            (0xd9e00020, Class::TagOnly),        // ldgm x0, [x1]
-            (0x69000440, Class::Stgp),           // stgp x0, x1, [x2]
-            (0x68800440, Class::Stgp),           // stgp x0, x1, [x2], #0
-            (0x69800440, Class::Stgp),           // stgp x0, x1, [x2, #0]!
-            (0xd50b7423, Class::DcZva),          // dc zva, x3
-            (0xd50b7463, Class::TagOnly),        // dc gva, x3
-            (0xd50b7483, Class::TagZeroing),     // dc gzva, x3
-            (0xd50b7e23, Class::Plain),          // dc civac, x3
-            (0xc8027c20, Class::StoreExclusive), // stxr w2, x0, [x1]
-            (0x8802fc20, Class::StoreExclusive), // stlxr w2, w0, [x1]
-            (0xc8220c20, Class::StoreExclusive), // stxp w2, x0, x3, [x1]
-            (0xc85f7c20, Class::Plain),          // ldxr x0, [x1]
-            (0xc8dffc20, Class::Plain),          // ldar x0, [x1]
-            (0xc89ffc20, Class::Plain),          // stlr x0, [x1]
-            (0xc8a07c41, Class::Plain),          // cas x0, x1, [x2]
-            (0x48207c82, Class::CasPair),        // casp x0, x1, x2, x3, [x4]
-            (0x48607c82, Class::CasPair),        // caspa x0, x1, x2, x3, [x4]
-            (0x0820fc82, Class::CasPair),        // caspl w0, w1, w2, w3, [x4]
-            (0x88a07c41, Class::Plain),          // cas w0, w1, [x2]
-            (0xa9400420, Class::Plain),          // ldp x0, x1, [x1]
-            (0xa9000420, Class::Plain),          // stp x0, x1, [x1]
-            (0xd503201f, Class::Plain),          // nop
-            (0xaa0003ff, Class::OpenMarker),     // orr xzr, xzr, x0
-            (0xaa0103ff, Class::CloseMarker),    // orr xzr, xzr, x1
-            (0xaa0203ff, Class::Plain),          // orr xzr, xzr, x2
+            (0xd9200820, Class::TagOnly),          // stg x0, [x1]
+            (0xd9600820, Class::TagZeroing),       // stzg x0, [x1]
+            (0xd9a00820, Class::TagOnly),          // st2g x0, [x1]
+            (0xd9e00820, Class::TagZeroing),       // stz2g x0, [x1]
+            (0xd9600020, Class::TagOnly),          // ldg x0, [x1]
+            (0xd9a00020, Class::TagOnly),          // stgm x0, [x1]
+            (0xd9200020, Class::TagZeroing),       // stzgm x0, [x1]
+            (0xd9e00020, Class::TagOnly),          // ldgm x0, [x1]
+            (0x69000440, Class::Stgp),             // stgp x0, x1, [x2]
+            (0x68800440, Class::Stgp),             // stgp x0, x1, [x2], #0
+            (0x69800440, Class::Stgp),             // stgp x0, x1, [x2, #0]!
+            (0xd50b7423, Class::DcZva),            // dc zva, x3
+            (0xd50b7463, Class::TagOnly),          // dc gva, x3
+            (0xd50b7483, Class::TagZeroing),       // dc gzva, x3
+            (0xd50b7e23, Class::Plain),            // dc civac, x3
+            (0xc8027c20, Class::StoreExclusive),   // stxr w2, x0, [x1]
+            (0x8802fc20, Class::StoreExclusive),   // stlxr w2, w0, [x1]
+            (0xc8220c20, Class::StoreExclusive),   // stxp w2, x0, x3, [x1]
+            (0xc85f7c20, Class::Plain),            // ldxr x0, [x1]
+            (0xc8dffc20, Class::Plain),            // ldar x0, [x1]
+            (0xc89ffc20, Class::Plain),            // stlr x0, [x1]
+            (0xc8a07c41, Class::Plain),            // cas x0, x1, [x2]
+            (0x48207c82, Class::CasPair),          // casp x0, x1, x2, x3, [x4]
+            (0x48607c82, Class::CasPair),          // caspa x0, x1, x2, x3, [x4]
+            (0x0820fc82, Class::CasPair),          // caspl w0, w1, w2, w3, [x4]
+            (0x88a07c41, Class::Plain),            // cas w0, w1, [x2]
+            (0xa9400420, Class::Plain),            // ldp x0, x1, [x1]
+            (0xa9000420, Class::Plain),            // stp x0, x1, [x1]
+            (0xd503201f, Class::Plain),            // nop
+            (0xaa0003ff, Class::OpenMarker),       // orr xzr, xzr, x0
+            (0xaa0103ff, Class::CloseMarker),      // orr xzr, xzr, x1
+            (0xaa0203ff, Class::Plain),            // orr xzr, xzr, x2
+            (0xaa0303ff, Class::ShareOpenMarker),  // orr xzr, xzr, x3
+            (0xaa0403ff, Class::ShareCloseMarker), // orr xzr, xzr, x4
+            (0xaa0503ff, Class::Plain),            // orr xzr, xzr, x5
         ];
         for (word, class) in cases {
             assert_eq!(classify(word), class, "{word:#010x}");

@@ -3,7 +3,10 @@
 
 use crate::classify::{Class, classify};
 use crate::count::Counter;
-use mtex_abi::oracle::{CLOSE_ID_REG, CPU_REG, OPEN_ID_REG};
+use crate::share::Share;
+use mtex_abi::oracle::{
+    CLOSE_ID_REG, CPU_REG, OPEN_ID_REG, OracleShare, SHARE_CLOSE_ID_REG, SHARE_OPEN_ID_REG,
+};
 use mtex_arch::{Esr, ExceptionClass};
 use qemu_plugin::install::{Args, Info, Value};
 use qemu_plugin::plugin::{HasCallbacks, Register};
@@ -15,6 +18,7 @@ use qemu_plugin::{
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The registers the hooks read: PSTATE (gdb's "cpsr", EL in bits 3:2), VBAR_EL1 (QEMU's
 /// "VBAR"), TPIDR_EL2 (which CPU runs: the hypervisor points it at a block of its own on
@@ -28,6 +32,8 @@ struct Regs {
     esr_el2: RegisterDescriptor<'static>,
     open_id: RegisterDescriptor<'static>,
     close_id: RegisterDescriptor<'static>,
+    share_open_id: RegisterDescriptor<'static>,
+    share_close_id: RegisterDescriptor<'static>,
     cpu: RegisterDescriptor<'static>,
 }
 
@@ -46,6 +52,8 @@ impl Regs {
             esr_el2: take("ESR_EL2")?,
             open_id: take(&format!("x{OPEN_ID_REG}"))?,
             close_id: take(&format!("x{CLOSE_ID_REG}"))?,
+            share_open_id: take(&format!("x{SHARE_OPEN_ID_REG}"))?,
+            share_close_id: take(&format!("x{SHARE_CLOSE_ID_REG}"))?,
             cpu: take(&format!("x{CPU_REG}"))?,
         })
     }
@@ -84,6 +92,8 @@ struct Cpu {
     /// Its index among the machine's CPUs (the markers' X2).
     index: u32,
     counter: Counter,
+    /// Its sampled shares (`shares=on`).
+    share: Share,
     /// The EL the running translation block executes at (a block never spans an EL change:
     /// exceptions and exception returns end blocks), read once per block.
     el: u8,
@@ -114,11 +124,22 @@ struct State {
     /// from ELR_EL2, which holds that block's address when EL2 has just returned there.
     /// Several times slower than one vCPU all the same.
     several: bool,
+    /// `shares=on`: only the CPUs' sampled shares are counted ([`crate::share`]).
+    shares: bool,
+    /// The guest block running last (`shares=on`): its CPU, start address, EL, and the
+    /// machine's instructions begun as it started.
+    pending: Option<(usize, u64, u8, u64)>,
     /// The hypervisor's code (`hyp_start`, `hyp_end`, when the host knows it): its
     /// instructions get no instruction or memory hook, only their block's (EL2 runs
     /// thousands of instructions per step, none of which the windows count).
     hyp: Option<core::ops::Range<u64>>,
 }
+
+/// Every guest instruction begun on the machine (`shares=on`), by a hook of its own at each.
+/// Not QEMU's inline add: on `-smp 2` QEMU 10.0's translated code for an inline add to a
+/// scoreboard read freed memory and QEMU died of SIGSEGV (measured with this plugin); a
+/// hook that adds to this costs more, and works.
+static BEGUN: AtomicU64 = AtomicU64::new(0);
 
 static STATE: Mutex<State> = Mutex::new(State {
     cpus: Vec::new(),
@@ -130,6 +151,8 @@ static STATE: Mutex<State> = Mutex::new(State {
     detail: false,
     missing_regs: false,
     several: false,
+    shares: false,
+    pending: None,
     hyp: None,
 });
 
@@ -147,6 +170,7 @@ impl State {
             tpidr_el2: id,
             index: 0,
             counter,
+            share: Share::default(),
             el: 0,
             vector: None,
             guest: false,
@@ -164,6 +188,18 @@ impl State {
 
     fn any_open(&self) -> bool {
         self.cpus.iter().any(|c| c.counter.is_open())
+    }
+
+    /// The machine's guest instructions begun so far (`shares=on`).
+    fn begun(&self) -> u64 {
+        BEGUN.load(Ordering::Relaxed)
+    }
+
+    /// The block running last has ended: what it began goes to its CPU's share.
+    fn settle(&mut self, begun_now: u64) {
+        if let Some((i, pc, el, at)) = self.pending.take() {
+            self.cpus[i].share.ran(pc, el, begun_now.wrapping_sub(at));
+        }
     }
 }
 
@@ -210,6 +246,63 @@ fn on_marker(vcpu: VCPUIndex, open: bool) {
         // Still at EL2: the next block's hook says when the guest runs.
         qemu_plugin_u64_set(f.guest, vcpu, 0);
     }
+}
+
+/// A share marker executed (`shares=on`): only at EL2 is it the hypervisor's.
+fn on_share_marker(open: bool) {
+    let mut s = STATE.lock().unwrap();
+    let Some(regs) = &s.regs else { return };
+    if el_of(regs) != Some(2) {
+        return;
+    }
+    let id = read_u64(if open {
+        &regs.share_open_id
+    } else {
+        &regs.share_close_id
+    })
+    .unwrap_or(0);
+    let index = read_u64(&regs.cpu).unwrap_or(0) as u32;
+    let now = s.begun();
+    s.settle(now);
+    let Some(i) = s.running() else {
+        s.missing_regs = true;
+        return;
+    };
+    let c = &mut s.cpus[i];
+    c.index = index;
+    if open {
+        c.share.open(id, index);
+    } else {
+        c.share.close(id);
+    }
+}
+
+/// A guest block starts (`shares=on`, while some CPU's share is open): what the block
+/// before it began is settled, and this one's CPU, EL and start are noted.
+fn on_share_block(pc: u64) {
+    let mut s = STATE.lock().unwrap();
+    if s.pending.is_none() && !s.cpus.iter().any(|c| c.share.is_open()) {
+        return;
+    }
+    let now = s.begun();
+    s.settle(now);
+    let Some(i) = s.running() else {
+        s.missing_regs = true;
+        return;
+    };
+    let Some(el) = s.regs.as_ref().and_then(el_of) else {
+        s.missing_regs = true;
+        return;
+    };
+    // The step-stub rule (`share` module): only at a vector entry where EL2 just returned.
+    let el2_returned_here = el == 1
+        && pc & 0x7f == 0
+        && s.regs.as_ref().is_some_and(|r| {
+            read_u64(&r.vbar_el1).is_some_and(|vbar| pc.wrapping_sub(vbar) < 0x800)
+                && read_u64(&r.elr_el2) == Some(pc)
+        });
+    s.cpus[i].share.starts(pc, el, el2_returned_here);
+    s.pending = Some((i, pc, el, now));
 }
 
 /// A translation block starts (while a window is open, with one vCPU): the CPU and the EL
@@ -285,13 +378,23 @@ fn write_results(s: &State) {
             let _ = w.write_line(&mut text);
         }
     }
+    let shares = || s.cpus.iter().flat_map(|c| c.share.shares());
+    for share in shares().collect::<Vec<OracleShare>>() {
+        let _ = share.write_line(&mut text);
+    }
     for c in &s.cpus {
+        for a in &c.share.anomalies {
+            text.push_str(&format!("anomaly CPU {}: {a}\n", c.index));
+        }
         for a in &c.counter.anomalies {
             text.push_str(&format!("anomaly CPU {}: {a}\n", c.index));
         }
         for ((el, word), [n, r, w]) in c.counter.detail.iter().flatten() {
             text.push_str(&format!("insn {el} {word:08x} {n} {r} {w}\n"));
         }
+    }
+    if s.shares && s.hyp.is_none() {
+        text.push_str("anomaly the hypervisor's code was not given: no share counted\n");
     }
     if s.missing_regs || s.regs.is_none() {
         text.push_str("anomaly PSTATE could not be read\n");
@@ -313,6 +416,9 @@ impl Register for Oracle {
         }
         if let Some(Value::Bool(true)) = args.parsed.get("detail") {
             s.detail = true;
+        }
+        if let Some(Value::Bool(true)) = args.parsed.get("shares") {
+            s.shares = true;
         }
         if let (Some(Value::Integer(a)), Some(Value::Integer(b))) =
             (args.parsed.get("hyp_start"), args.parsed.get("hyp_end"))
@@ -345,15 +451,19 @@ impl HasCallbacks for Oracle {
         _id: PluginId,
         tb: TranslationBlock,
     ) -> qemu_plugin::Result<()> {
-        let (flags, several, hyp) = {
+        let (flags, several, shares, hyp) = {
             let s = STATE.lock().unwrap();
-            (s.flags, s.several, s.hyp.clone())
+            (s.flags, s.several, s.shares, s.hyp.clone())
         };
         let Some(flags) = flags else {
             return Ok(());
         };
         let tb_pc = tb.vaddr();
         let hyp_block = hyp.as_ref().is_some_and(|h| h.contains(&tb_pc));
+        if shares {
+            translate_for_shares(&tb, hyp_block, hyp.as_ref());
+            return Ok(());
+        }
         if several && hyp_block {
             // No hook on the hypervisor's blocks but its markers' (see `State::several`).
         } else if several {
@@ -410,6 +520,49 @@ impl HasCallbacks for Oracle {
             }
         }
         Ok(())
+    }
+}
+
+/// `shares=on`: a hook at each guest block's start, a count at each guest instruction
+/// ([`BEGUN`]), and the share markers' hooks; nothing else (the `share` module says why that
+/// suffices).
+fn translate_for_shares(
+    tb: &TranslationBlock,
+    hyp_block: bool,
+    hyp: Option<&core::ops::Range<u64>>,
+) {
+    let tb_pc = tb.vaddr();
+    if !hyp_block {
+        tb.register_execute_callback_flags(
+            move |_| on_share_block(tb_pc),
+            CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
+        );
+    }
+    // Without the hypervisor's bounds its instructions would count as the guest's: the host
+    // always passes them with `shares=on` (and the results say when it did not).
+    let Some(hyp) = hyp else { return };
+    for insn in tb.instructions() {
+        if hyp.contains(&insn.vaddr()) {
+            let data = insn.data();
+            let Ok(word) = <[u8; 4]>::try_from(data.as_slice()).map(u32::from_le_bytes) else {
+                continue;
+            };
+            let class = classify(word);
+            if matches!(class, Class::ShareOpenMarker | Class::ShareCloseMarker) {
+                let open = class == Class::ShareOpenMarker;
+                insn.register_execute_callback_flags(
+                    move |_| on_share_marker(open),
+                    CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
+                );
+            }
+            continue;
+        }
+        insn.register_execute_callback_flags(
+            |_| {
+                BEGUN.fetch_add(1, Ordering::Relaxed);
+            },
+            CallbackFlags::QEMU_PLUGIN_CB_NO_REGS,
+        );
     }
 }
 

@@ -18,6 +18,72 @@ pub const CLOSE_ID_REG: u8 = 1;
 /// CPUs of the CPU whose trace starts or stops (a window on every CPU has one pair per CPU).
 pub const CPU_REG: u8 = 2;
 
+/// `ORR XZR, XZR, X3`, with X3 the id of the window whose sampled share starts on the CPU in
+/// X2: an emulator's plugin counts that CPU's own guest instructions from here
+/// ([`OracleShare`]), which an emulator's PMU cannot give when it has several vCPUs.
+pub const SHARE_OPEN_MARKER: u32 = 0xaa03_03ff;
+/// `ORR XZR, XZR, X4`, with X4 the id of the window whose sampled share stops on the CPU in X2.
+pub const SHARE_CLOSE_MARKER: u32 = 0xaa04_03ff;
+pub const SHARE_OPEN_ID_REG: u8 = 3;
+pub const SHARE_CLOSE_ID_REG: u8 = 4;
+
+/// What the plugin counted of one CPU's sampled share of a window: that CPU's own guest
+/// instructions begun between its share markers, by EL (index 0: EL0, 1: EL1), with the
+/// executions QEMU starts only to raise a pending step exception (its "step stub", see
+/// [`OracleWindow::step_stubs`]) left out and counted apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OracleShare {
+    pub id: u64,
+    /// The CPU's index among the machine's CPUs (the markers' X2).
+    pub cpu: u32,
+    /// The close marker was seen (false: the run ended with the share open).
+    pub closed: bool,
+    pub instructions: [u64; 2],
+    pub step_stubs: u64,
+}
+
+impl OracleShare {
+    const FIELDS: usize = 7;
+
+    /// One line: `share ID CPU closed|open I0 I1 STUBS`.
+    pub fn write_line(&self, w: &mut impl core::fmt::Write) -> core::fmt::Result {
+        writeln!(
+            w,
+            "share {} {} {} {} {} {}",
+            self.id,
+            self.cpu,
+            if self.closed { "closed" } else { "open" },
+            self.instructions[0],
+            self.instructions[1],
+            self.step_stubs
+        )
+    }
+
+    /// Reads back a line [`write_line`](Self::write_line) wrote; None for any other line.
+    pub fn parse_line(line: &str) -> Option<Self> {
+        let mut f = [""; Self::FIELDS];
+        let mut words = line.split_ascii_whitespace();
+        for slot in f.iter_mut() {
+            *slot = words.next()?;
+        }
+        if words.next().is_some() || f[0] != "share" {
+            return None;
+        }
+        let n = |i: usize| f[i].parse::<u64>().ok();
+        Some(Self {
+            id: n(1)?,
+            cpu: u32::try_from(n(2)?).ok()?,
+            closed: match f[3] {
+                "closed" => true,
+                "open" => false,
+                _ => return None,
+            },
+            instructions: [n(4)?, n(5)?],
+            step_stubs: n(6)?,
+        })
+    }
+}
+
 /// What the oracle counted in one traced phase, by executing EL (index 0: EL0, 1: EL1), in
 /// the trace's unit: instructions begun, and instructions that read / wrote data memory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -99,6 +165,42 @@ mod tests {
         assert_eq!(OPEN_MARKER, orr_xzr_xzr(OPEN_ID_REG as u32));
         assert_eq!(CLOSE_MARKER, orr_xzr_xzr(CLOSE_ID_REG as u32));
         assert_ne!(OPEN_MARKER, CLOSE_MARKER);
+        assert_eq!(SHARE_OPEN_MARKER, orr_xzr_xzr(SHARE_OPEN_ID_REG as u32));
+        assert_eq!(SHARE_CLOSE_MARKER, orr_xzr_xzr(SHARE_CLOSE_ID_REG as u32));
+        let ids = [
+            OPEN_ID_REG,
+            CLOSE_ID_REG,
+            CPU_REG,
+            SHARE_OPEN_ID_REG,
+            SHARE_CLOSE_ID_REG,
+        ];
+        for (i, a) in ids.iter().enumerate() {
+            assert!(!ids[i + 1..].contains(a), "register x{a} has two roles");
+        }
+    }
+
+    #[test]
+    fn a_share_line_reads_back_and_no_other_line_does() {
+        let s = OracleShare {
+            id: 9,
+            cpu: 1,
+            closed: true,
+            instructions: [10, 20],
+            step_stubs: 3,
+        };
+        let mut t = std::string::String::new();
+        s.write_line(&mut t).unwrap();
+        assert_eq!(t, "share 9 1 closed 10 20 3\n");
+        assert_eq!(OracleShare::parse_line(&t), Some(s));
+        assert_eq!(OracleWindow::parse_line(&t), None);
+        for l in [
+            "",
+            "share 9 1 closed 10 20",
+            "share 9 1 ajar 10 20 3",
+            "window 9 1 closed 10 20 3",
+        ] {
+            assert_eq!(OracleShare::parse_line(l), None, "{l}");
+        }
     }
 
     #[test]
