@@ -127,6 +127,9 @@ pub fn check(t: &TraceSide, o: &OracleWindow) -> Check {
 pub struct OracleRun {
     pub plugin: PathBuf,
     pub out: PathBuf,
+    /// Only each CPU's sampled share of a window on several CPUs is counted (`shares=on`):
+    /// what the shares' totals rest on on an emulator ([`apply_shares`]), no check.
+    pub shares: bool,
 }
 
 impl OracleRun {
@@ -138,10 +141,11 @@ impl OracleRun {
     pub fn qemu_arg(&self, hyp: Option<(u64, u64)>) -> String {
         let detail = std::env::var_os("MTEX_ORACLE_DETAIL").is_some();
         format!(
-            "{},out={}{}{}",
+            "{},out={}{}{}{}",
             self.plugin.display(),
             self.out.display(),
             if detail { ",detail=on" } else { "" },
+            if self.shares { ",shares=on" } else { "" },
             hyp.map_or(String::new(), |(s, e)| format!(
                 ",hyp_start={s},hyp_end={e}"
             ))
@@ -330,6 +334,41 @@ fn sum_windows(group: &[OracleWindow]) -> OracleWindow {
 }
 
 /// The plugin's output file: its windows, and its anomaly lines.
+/// Gives each window sampled on several CPUs the plugin's count of each CPU's share (its
+/// `share` lines, `shares=on`), on which those shares' totals rest on an emulator
+/// (`model::report::sampled::share_population`). The plugin's anomalies are problems; a
+/// share it did not count is named by the estimates' own problems.
+pub fn apply_shares(r: &mut Report, text: &str) {
+    let counted: Vec<mtex_abi::oracle::OracleShare> = text
+        .lines()
+        .filter_map(mtex_abi::oracle::OracleShare::parse_line)
+        .collect();
+    let (_, anomalies) = parse(text);
+    r.problems.extend(
+        anomalies
+            .into_iter()
+            .map(|a| format!("QEMU plugin counting each CPU's share: {a}")),
+    );
+    // The report's problems were judged as it was parsed, without these counts: each such
+    // phase's are judged again.
+    use crate::model::report::sampled;
+    for p in r.phases.iter_mut() {
+        if p.sampled.as_ref().is_none_or(|s| s.shares.is_empty()) {
+            continue;
+        }
+        let before = sampled::problems(p, true);
+        if let Some(s) = p.sampled.as_mut() {
+            s.counted = counted
+                .iter()
+                .filter(|c| c.id == u64::from(p.id))
+                .copied()
+                .collect();
+        }
+        r.problems.retain(|q| !before.contains(q));
+        r.problems.extend(sampled::problems(p, true));
+    }
+}
+
 pub fn parse(text: &str) -> (Vec<OracleWindow>, Vec<String>) {
     let windows = text.lines().filter_map(OracleWindow::parse_line).collect();
     let anomalies = text
@@ -452,5 +491,59 @@ mod tests {
             },
         ];
         assert!(!sum_windows(&open).closed);
+    }
+
+    #[test]
+    fn the_plugins_count_of_each_share_reaches_its_window_and_its_problems_are_judged_again() {
+        use crate::model::report::{Phase, Sampled, sampled};
+        use mtex_abi::report::{CpuSampled, PhaseSampled};
+        let how = PhaseSampled {
+            id: 4,
+            units: 40,
+            ..PhaseSampled::default()
+        };
+        let share = |cpu| CpuSampled {
+            id: 4,
+            cpu,
+            sampled: how,
+            ..CpuSampled::default()
+        };
+        let phase = |id, shares| Phase {
+            id,
+            end: Some(Default::default()),
+            sampled: Some(Sampled {
+                how: Some(PhaseSampled { id, ..how }),
+                shares,
+                ..Sampled::default()
+            }),
+            ..Phase::default()
+        };
+        let mut r = Report::default();
+        r.phases = vec![phase(3, Vec::new()), phase(4, vec![share(0), share(1)])];
+        r.problems = sampled::problems(&r.phases[1], true);
+        r.problems.push("another problem".into());
+        assert!(r.problems.len() == 3, "{:?}", r.problems);
+        apply_shares(
+            &mut r,
+            "share 3 0 closed 0 5 0\nshare 4 0 closed 10 20 1\nshare 4 1 closed 30 40 0\n\
+             anomaly CPU 1: share 9 closed, never opened\n",
+        );
+        let counted = &r.phases[1].sampled.as_ref().unwrap().counted;
+        assert_eq!(
+            counted
+                .iter()
+                .map(|c| (c.cpu, c.instructions))
+                .collect::<Vec<_>>(),
+            [(0, [10, 20]), (1, [30, 40])]
+        );
+        assert!(r.phases[0].sampled.as_ref().unwrap().counted.is_empty());
+        assert_eq!(
+            r.problems,
+            [
+                "another problem".to_string(),
+                "QEMU plugin counting each CPU's share: CPU 1: share 9 closed, never opened"
+                    .to_string()
+            ]
+        );
     }
 }

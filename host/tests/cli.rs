@@ -551,7 +551,7 @@ fn linux_options_are_refused_before_dpkg_apt_or_qemu() {
     std::fs::write(&file, "").unwrap();
     let under_file = file.join("results");
     let under_file = under_file.to_str().unwrap();
-    let cases: [(&[&str], &[&str]); 14] = [
+    let cases: [(&[&str], &[&str]); 15] = [
         (&["--sample", "1000"], &["--sample 1000"]),
         // The same through --append, where the option's checks would not see it.
         (
@@ -563,8 +563,12 @@ fn linux_options_are_refused_before_dpkg_apt_or_qemu() {
             &["--append \"mtex.profile=1\"", "give --profile"],
         ),
         (
-            &["--sample", "1000:30", "--cpus", "2"],
-            &["--sample with --cpus 2", "use --cpus 1"],
+            &["--sample", "1000:30", "--cpus", "2", "--stacks"],
+            &["--sample with --profile or --stacks"],
+        ),
+        (
+            &["--sample", "1000:30", "--cpus", "2", "--oracle"],
+            &["--sample with --oracle and --cpus 2"],
         ),
         (
             &["--sample", "1000:30", "--profile"],

@@ -566,6 +566,7 @@ fn phase() -> impl Strategy<Value = PhaseOut> {
                         .collect(),
                     sampled: None,
                     estimates: Default::default(),
+                    cpu_estimates: Vec::new(),
                 }
             },
         )
@@ -777,6 +778,7 @@ fn linux_futex() -> Results {
         wall: std::time::Duration::ZERO,
         stderr: String::new(),
         oracle: None,
+        oracle_shares: false,
     };
     let kernel = mtex::debian::kernel::Kernel {
         package: mtex::debian::kernel::Unpacked {

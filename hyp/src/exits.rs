@@ -117,7 +117,7 @@ fn steps_alone(hyp: &Hyp) -> Steps {
         Some(_) => WindowState::Open,
     };
     mtex_vm::window::steps(
-        hyp.sampler.is_some(),
+        hyp.sample.is_some(),
         hyp.has_instruments(),
         hyp.machine_cpus.len(),
         window,

@@ -80,6 +80,10 @@ pub struct FastStep {
     /// counters leave out (`Hyp::counters_now` adds them).
     pub framed_fast_writes: u64,
     pub framed_fast_writes_with_tco: u64,
+    /// Nonzero while this CPU samples its share of a window on several CPUs, whose gaps are
+    /// counted on its own instructions (`phase::sample`): the account of hypervisor time,
+    /// which other CPUs' exits add to, must not move its due time while it halts.
+    pub sample_own: u64,
 }
 
 const _: () = assert!(offset_of!(FastStep, pending_inert) == 0);
@@ -383,6 +387,7 @@ fn fresh(ring: *mut TrapRing) -> FastStep {
         ring_phase: 0,
         framed_fast_writes: 0,
         framed_fast_writes_with_tco: 0,
+        sample_own: 0,
     }
 }
 

@@ -54,7 +54,7 @@ pub static ACCOUNT: SharedAccount = SharedAccount {
 
 /// EL2 instructions of the tail after its counter read, through its ERET, plus one for the
 /// exception entry that QEMU's icount also counts (the exact path, no retry of the pair).
-pub const EL2_AFTER_EXIT_READ: u64 = 40 + 1;
+pub const EL2_AFTER_EXIT_READ: u64 = 43 + 1;
 
 /// The account starts as the guest does, from the boot CPU's CNTVOFF_EL2 (already set).
 pub fn start() {
@@ -141,9 +141,14 @@ global_asm!(
     "mrs x3, cntpct_el0",
     "add x3, x3, #{after}",
     account_update!(),
-    // CNTHP_CVAL_EL2 = min(sample_base + offset (saturating), the watchdog's deadline)
+    // CNTHP_CVAL_EL2 = min(sample_base + (sample_own ? resume : offset) (saturating), the
+    // watchdog's deadline): a unit due on the guest's time, or on the CPU's own
+    // instructions (`watchdog::sample_own_in`).
     "ldr x5, [x0, #{sample_base}]",
-    "adds x5, x5, x4",
+    "ldr x7, [x0, #{sample_own}]",
+    "cmp x7, #0",
+    "csel x7, x3, x4, ne",
+    "adds x5, x5, x7",
     "csinv x5, x5, xzr, cc",
     "adrp x7, {watchdog}",
     "ldr x7, [x7, :lo12:{watchdog}]",
@@ -184,6 +189,7 @@ global_asm!(
     seen = const offset_of!(FastStep, clock_seen),
     unseen = const offset_of!(FastStep, clock_unseen),
     sample_base = const offset_of!(FastStep, sample_base),
+    sample_own = const offset_of!(FastStep, sample_own),
     watchdog = sym crate::watchdog::WATCHDOG_AT,
     account = sym ACCOUNT,
     after = const EL2_AFTER_EXIT_READ,

@@ -256,7 +256,7 @@ extern "C" fn hyp_main(x0: u64) -> ! {
     hyp.linux = linux;
     // The sampling timer is the watchdog's; in Linux modes, an FIQ routed for each sampled
     // window (`fiq.rs`).
-    hyp.sampler = opts.sample.map(mtex_vm::sample::Sampler::new);
+    hyp.set_sampling(opts.sample);
     if linux {
         fiq::init(m.gic, m.hyp_timer_intid);
     }

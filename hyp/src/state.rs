@@ -128,8 +128,10 @@ pub struct Hyp {
     pub guest_ram: GuestRam,
     /// A window that every CPU counts, from its open until the last CPU has left it.
     pub window: Option<crate::phase::window::AllCpus>,
-    /// `mtex.sample`: traced phases are sampled (`crate::sample`), on one CPU.
-    pub sampler: Option<mtex_vm::sample::Sampler>,
+    /// `mtex.sample`: traced phases are sampled (`crate::phase::sample`), each CPU on its own
+    /// schedule, whose sampler is here by its index (`Hyp::sampler`).
+    pub sample: Option<mtex_abi::options::SampleOptions>,
+    samplers: alloc::vec::Vec<mtex_vm::sample::Sampler>,
 }
 
 impl Hyp {
@@ -174,7 +176,8 @@ impl Hyp {
             cpus: mtex_vm::power::Cpus::new(&[0], 0),
             guest_ram,
             window: None,
-            sampler: None,
+            sample: None,
+            samplers: alloc::vec::Vec::new(),
         };
         crate::fast_step::set_this_cpu(0, hyp.vcpus[0].0);
         // Made at set-up, as every CPU's: a CPU's first traced phase does not pay for them.
@@ -202,6 +205,24 @@ impl Hyp {
         let root = crate::stage2_roots::new_root().expect("memory for the boot CPU's root");
         self.vcpu().s2_root = root;
         crate::stage2_roots::use_root(root);
+    }
+
+    /// Traced phases are sampled on `sample`'s schedule, each CPU's with its own seed
+    /// (`mtex_vm::sample::for_cpu`). Once, at boot (after `set_cpus`).
+    pub fn set_sampling(&mut self, sample: Option<mtex_abi::options::SampleOptions>) {
+        self.sample = sample;
+        self.samplers = match sample {
+            Some(s) => (0..self.machine_cpus.len().max(1))
+                .map(|c| mtex_vm::sample::Sampler::new(mtex_vm::sample::for_cpu(s, c)))
+                .collect(),
+            None => alloc::vec::Vec::new(),
+        };
+    }
+
+    /// This CPU's sampler, when traced phases are sampled.
+    pub fn sampler(&mut self) -> Option<&mut mtex_vm::sample::Sampler> {
+        let me = self.this_cpu();
+        self.samplers.get_mut(me)
     }
 
     /// This CPU's index among the machine's.

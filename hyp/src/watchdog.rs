@@ -100,7 +100,11 @@ fn set_cval(at: u64) {
 /// When the next sampled unit is due, as a counter value with the hypervisor's time up to now
 /// (`u64::MAX`: none is due).
 pub fn sample_due() -> u64 {
-    DueBase(crate::fast_step::this_cpu().sample_base).due(crate::guest_clock::machine_offset())
+    let f = crate::fast_step::this_cpu();
+    if f.sample_own != 0 {
+        return f.sample_base.saturating_add(read_cntpct_el0().bits());
+    }
+    DueBase(f.sample_base).due(crate::guest_clock::machine_offset())
 }
 
 /// The next sampled unit begins after `ticks` of the guest's own execution from this exit
@@ -124,9 +128,24 @@ pub fn sample_in(ticks: Option<u64>) {
 }
 
 /// The CPU halted `ticks` for the guest's WFI: the next unit, if one is due, moves on by as
-/// much (time asleep is not the guest's execution).
+/// much (time asleep is not the guest's execution). Counted on the CPU's own instructions
+/// (`sample_own_in`), it is due as many ticks after the return to the guest as before.
 pub fn sample_idle(f: &mut crate::fast_step::FastStep, ticks: u64) {
-    f.sample_base = DueBase(f.sample_base).idle(ticks).0;
+    if f.sample_own == 0 {
+        f.sample_base = DueBase(f.sample_base).idle(ticks).0;
+    }
+}
+
+/// A member of a window sampled on several CPUs (`FastStep::sample_own`): its next unit is
+/// due `ticks` counter ticks after this exit's return to the guest, which the exit tail sets
+/// the timer to. Its gaps are counted on its own instructions (`phase::sample`), not on the
+/// machine's guest time: the account of hypervisor time is shared by every CPU and charges
+/// overlapping exits once, so a due time kept on it can fall before the return. Under
+/// `-icount` a tick is one instruction of whichever CPU runs: the timer fires no later than
+/// the CPU has executed `ticks`, and is armed again for what is left when it fires early.
+pub fn sample_own_in(ticks: u64) {
+    crate::fast_step::this_cpu().sample_base = ticks;
+    set_timer();
 }
 
 /// While the CPU halts for the guest's WFI the EL2 timer keeps to the watchdog alone: the

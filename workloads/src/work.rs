@@ -25,11 +25,20 @@ pub fn getpid(n: u64) -> Outcome {
 const FUTEXES: usize = 1024;
 const FUTEX_WAIT_PRIVATE: libc::c_int = libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG;
 
+/// `threads` threads each make `n` FUTEX_WAITs that return at once. With several threads,
+/// thread `t` runs on CPU `t` modulo the CPUs online, as perf bench futex hash places its
+/// workers: each CPU's share of the work is then fixed whatever the scheduler does.
 pub fn futex_hash(cfg: &Config, n: u64, threads: u64) -> Outcome {
+    // SAFETY: sysconf reads a system value.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u64;
     let handles: Vec<_> = (0..threads.max(1))
         .map(|t| {
             let tagged = cfg.tagged;
+            let pin = (threads > 1).then_some((t % online) as usize);
             std::thread::spawn(move || -> Result<u64, Error> {
+                if let Some(cpu) = pin {
+                    crate::move_to(cpu)?;
+                }
                 let base = mte::alloc(FUTEXES * 4, tagged)?.cast::<u32>();
                 let mut eagain = 0;
                 for i in 0..n {
@@ -282,21 +291,24 @@ pub fn spin(n: u64) -> Outcome {
     Ok(format!("{n} iterations, {alarms} alarms, result {x:#x}"))
 }
 
-/// `n` times each of the hypervisor's oracle markers (`mtex_abi::oracle`), executed at EL0
-/// with other ids in their registers: a guest posing as the hypervisor to the oracle plugin,
-/// which must count them as two plain instructions each and open or close nothing.
+/// `n` times each of the hypervisor's oracle markers (`mtex_abi::oracle`), the phases' and
+/// the shares', executed at EL0 with other ids in their registers: a guest posing as the
+/// hypervisor to the oracle plugin, which must count them as four plain instructions each
+/// turn and open or close nothing.
 pub fn fake_markers(n: u64) -> Outcome {
-    use mtex_abi::oracle::{CLOSE_MARKER, OPEN_MARKER};
+    use mtex_abi::oracle::{CLOSE_MARKER, OPEN_MARKER, SHARE_CLOSE_MARKER, SHARE_OPEN_MARKER};
     for i in 0..n {
         // SAFETY: ORR into XZR: no register, flag or memory changes.
         unsafe {
-            core::arch::asm!(".inst {open}", ".inst {close}",
+            core::arch::asm!(".inst {open}", ".inst {close}", ".inst {sopen}", ".inst {sclose}",
                 open = const OPEN_MARKER, close = const CLOSE_MARKER,
-                in("x0") 1000 + i, in("x1") 2000 + i,
+                sopen = const SHARE_OPEN_MARKER, sclose = const SHARE_CLOSE_MARKER,
+                in("x0") 1000 + i, in("x1") 2000 + i, in("x2") 7,
+                in("x3") 3000 + i, in("x4") 4000 + i,
                 options(nomem, nostack, preserves_flags));
         }
     }
-    Ok(format!("{n} open and {n} close markers at EL0"))
+    Ok(format!("{n} of each of the four markers at EL0"))
 }
 
 /// Runs `command` (a program and its arguments, found on PATH) and waits for it: with a

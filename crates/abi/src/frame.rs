@@ -315,6 +315,35 @@ mod tests {
         proptest::option::of(any::<u64>())
     }
 
+    fn any_sampled() -> impl Strategy<Value = crate::report::PhaseSampled> {
+        (
+            any::<[u32; 6]>(),
+            any::<u64>(),
+            any::<bool>(),
+            any::<[u64; 7]>(),
+        )
+            .prop_map(|(n, seed, whole, e)| crate::report::PhaseSampled {
+                id: n[0],
+                units: n[1],
+                unit_instructions: n[2],
+                gap_us: n[3],
+                seed,
+                whole,
+                engine: crate::report::StepEngine {
+                    id: n[0],
+                    branches_el0: e[0],
+                    branches_el1: e[1],
+                    entries_in_runs: e[2],
+                    plans_made: e[3],
+                    plans_reused: e[4],
+                    stepped_starts: e[5],
+                },
+                late_triggers: n[4],
+                untraced_id_debug_traps: n[5],
+                timer_stopped: whole,
+            })
+    }
+
     fn any_record() -> impl Strategy<Value = Record> {
         prop_oneof![
             (
@@ -574,32 +603,21 @@ mod tests {
                     counts,
                 })
             }),
+            any_sampled().prop_map(Record::PhaseSampled),
             (
-                any::<[u32; 6]>(),
-                any::<u64>(),
-                any::<bool>(),
-                any::<[u64; 7]>()
+                any_sampled(),
+                any::<u32>(),
+                any::<Option<[u64; 2]>>(),
+                any::<[u64; 2]>()
             )
-                .prop_map(|(n, seed, whole, e)| Record::PhaseSampled(
-                    crate::report::PhaseSampled {
-                        id: n[0],
-                        units: n[1],
-                        unit_instructions: n[2],
-                        gap_us: n[3],
-                        seed,
-                        whole,
-                        engine: crate::report::StepEngine {
-                            id: n[0],
-                            branches_el0: e[0],
-                            branches_el1: e[1],
-                            entries_in_runs: e[2],
-                            plans_made: e[3],
-                            plans_reused: e[4],
-                            stepped_starts: e[5],
-                        },
-                        late_triggers: n[4],
-                        untraced_id_debug_traps: n[5],
-                        timer_stopped: whole,
+                .prop_map(|(sampled, cpu, pmu_instructions, v)| Record::CpuSampled(
+                    crate::report::CpuSampled {
+                        id: sampled.id,
+                        cpu,
+                        sampled,
+                        pmu_instructions,
+                        emulated: v[0],
+                        step_exits: v[1],
                     }
                 )),
             (any::<[u32; 2]>(), any::<u64>()).prop_map(|(n, ticks)| Record::LockWait(

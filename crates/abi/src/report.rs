@@ -124,6 +124,34 @@ pub enum Record {
     /// count is not exact, and why: sent once per CPU, counter and reason. After
     /// GuestPmuCounted so that older logs still decode.
     GuestPmuInexact(GuestPmuInexact),
+    /// One CPU's share of a sampled window counted on several CPUs (sent as the CPU leaves
+    /// it, after its last SampleUnit; the SampleUnit records this CPU sent, as `OnCpu` tells,
+    /// are its units). After GuestPmuInexact so that older logs still decode.
+    CpuSampled(CpuSampled),
+}
+
+/// How one CPU sampled its share of a window counted on several CPUs: from its first
+/// instruction after the window reached it (it joined) to its first exit after the window
+/// closed, or as it went off (it left). Each CPU samples on its own schedule (the window's
+/// random seed, made its own by the CPU's index) with its own EL2 timer; its instructions
+/// are its PMU's on silicon, an emulator's own count on QEMU (whose PMU counts every vCPU's):
+/// the estimates of the window are made CPU by CPU and summed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuSampled {
+    pub id: u32,
+    /// The CPU: its index among the machine's CPUs.
+    pub cpu: u32,
+    /// The CPU's schedule, its units and its step engine's work in them, as a sampled
+    /// phase's record has them (`sampled.id` is the window's; `seed` the CPU's own).
+    pub sampled: PhaseSampled,
+    /// Instructions its PMU counted at [EL0, EL1] from its join to its leave; None when the
+    /// PMU gave no figure (no instruction counter, or one disturbed meanwhile). On QEMU these
+    /// take in every vCPU's instructions, and the host uses the plugin's count instead.
+    pub pmu_instructions: Option<[u64; 2]>,
+    /// Trapped writes the hypervisor emulated for it meanwhile (`PhaseStats::emulated`).
+    pub emulated: u64,
+    /// Single-step exits it took meanwhile.
+    pub step_exits: u64,
 }
 
 /// Counter ticks (CNTPCT_EL0) CPU `cpu` spent at EL2 during phase `id` waiting for the

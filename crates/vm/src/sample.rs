@@ -62,6 +62,67 @@ pub struct Sampler {
     /// Instructions still to step, uncounted, before the unit being traced counts (its
     /// lead); 0 once it counts.
     pub lead: u64,
+    /// The PMU's instructions at EL2, EL1, EL0 when this CPU began sampling its share of a
+    /// window on several CPUs (None: no figure), for [`share_instructions`].
+    pub pmu_at_begin: Option<[u64; 3]>,
+    /// In a window on several CPUs, the gaps are counted on this CPU's own instructions (the
+    /// PMU's at EL0 and EL1), not on the machine's guest time: under `-icount` one host
+    /// thread runs the CPUs in turn, and the machine's account of hypervisor time, which
+    /// every CPU's exits add to, takes in what another CPU executed while this one traced (a
+    /// unit's hundreds of exits), so a gap on it would stretch over a CPU's instructions
+    /// whenever another CPU traces, at a rate no one knows. The unit is due when the count
+    /// reaches this (None: not counted so, or none due): [`own_due`].
+    pub due_instructions: Option<u64>,
+    /// The CPU's own count when its timer was last armed for the unit (`own_fired`).
+    own_at_arm: u64,
+}
+
+/// What a CPU whose unit is due on its own instructions does when its timer fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnFired {
+    /// Begin the unit, after stepping (uncounted, as a lead) the instructions still to go.
+    Unit { first: u64 },
+    /// Arm the timer again for the instructions still to go.
+    Rearm(u64),
+}
+
+/// Instructions still to go at which a CPU whose timer fired early steps them rather than
+/// arming its timer again: stepping a few costs less than another exit.
+pub const STEP_REST: u64 = 256;
+
+/// What a CPU whose gaps are counted on its own instructions does when its timer fires or
+/// it exits, with `own` instructions executed so far against a unit due at `due`: begin the
+/// unit, or wait for the rest (the timer, armed for that many counter ticks, fires no later
+/// than the CPU executes them: under `-icount` a tick is one instruction of whichever CPU
+/// runs; on silicon a CPU retires at least about one instruction a tick of a counter of 1 GHz
+/// or less, and a gap that runs long is a gap all the same).
+pub fn own_due(due: u64, own: u64) -> Next {
+    match due.checked_sub(own) {
+        Some(rest) if rest > 0 => Next::TimerIn(rest),
+        _ => Next::UnitNow,
+    }
+}
+
+/// CPU `cpu`'s schedule in a window sampled on several CPUs: the run's, with a seed of its
+/// own, so that the CPUs' units fall independently of one another (the same schedule on
+/// every CPU would begin their units in step). CPU 0 keeps the run's random seed: one CPU
+/// samples as it always did.
+pub fn for_cpu(options: SampleOptions, cpu: usize) -> SampleOptions {
+    // A multiplier with its bits spread (the golden ratio's, 2^64/φ), so that neighbouring
+    // CPU indices give random seeds far apart.
+    const SPREAD: u64 = 0x9e37_79b9_7f4a_7c15;
+    SampleOptions {
+        seed: options.seed ^ (cpu as u64).wrapping_mul(SPREAD),
+        ..options
+    }
+}
+
+/// The instructions a CPU's PMU counted at [EL0, EL1] over its share of a window, from its
+/// readings (EL2, EL1, EL0) at the begin and the end; None without both, or if a counter went
+/// back (it was reprogrammed meanwhile).
+pub fn share_instructions(begin: Option<[u64; 3]>, end: Option<[u64; 3]>) -> Option<[u64; 2]> {
+    let (b, e) = (begin?, end?);
+    Some([e[2].checked_sub(b[2])?, e[1].checked_sub(b[1])?])
 }
 
 /// The most instructions stepped, uncounted, before a unit begins counting.
@@ -90,7 +151,48 @@ impl Sampler {
             unit_clock: 0,
             unit_len: 0,
             lead: 0,
+            pmu_at_begin: None,
+            due_instructions: None,
+            own_at_arm: 0,
         }
+    }
+
+    /// Counted on this CPU's own instructions: the next unit is due after `ticks` of them
+    /// from `own`; the timer is armed for that many counter ticks.
+    pub fn due_after(&mut self, own: u64, ticks: u64) {
+        self.due_instructions = Some(own.saturating_add(ticks));
+        self.own_at_arm = own;
+    }
+
+    /// The timer fired, the CPU having executed `own` instructions: the unit is due when it
+    /// has executed [`Sampler::due_instructions`]. The timer counts every CPU's instructions
+    /// under `-icount` (one thread runs them in turn), so it fires no later than the CPU
+    /// reaches its due, often earlier. With few to go, or none executed since the timer was
+    /// armed (the other CPUs took all the time, and would again), the unit begins after
+    /// stepping them, so that it begins at its due whatever order the CPUs ran in; with more,
+    /// the timer is armed again for them.
+    pub fn own_fired(&mut self, own: u64) -> Option<OwnFired> {
+        if self.phase == 0 || self.in_unit {
+            return None;
+        }
+        let rest = self.due_instructions?.saturating_sub(own);
+        if rest <= STEP_REST || own == self.own_at_arm {
+            return Some(OwnFired::Unit { first: rest });
+        }
+        self.own_at_arm = own;
+        Some(OwnFired::Rearm(rest))
+    }
+
+    /// Counted on this CPU's own instructions, `own` so far: begin the unit, or arm the timer
+    /// for the rest ([`own_due`]); None when no unit is due or one is being traced. The
+    /// timer is armed from the return to the guest: under `-icount` the CPU that returns
+    /// runs on until the earliest timer, so it executes the rest before its own fires, or
+    /// part of it when another CPU's fires first, and the next arming is for what is left.
+    pub fn own_next(&mut self, own: u64) -> Option<Next> {
+        if self.phase == 0 || self.in_unit {
+            return None;
+        }
+        Some(own_due(self.due_instructions?, own))
     }
 
     /// The whole phase is traced (gap 0).
@@ -138,6 +240,7 @@ impl Sampler {
         self.in_unit = false;
         self.late_triggers = 0;
         self.untraced_id_debug_traps = 0;
+        self.due_instructions = None;
         self.engine = StepEngine {
             id,
             ..StepEngine::default()
@@ -146,6 +249,16 @@ impl Sampler {
     }
 
     /// The timer fired: whether a unit begins (not while one is traced, nor outside a phase).
+    /// [`Sampler::trigger`], the unit's lead longer by `first` instructions (a unit due on the
+    /// CPU's own instructions, that many ahead: [`Sampler::own_fired`]).
+    pub fn trigger_after(&mut self, first: u64) -> bool {
+        let t = self.trigger();
+        if t {
+            self.lead += first;
+        }
+        t
+    }
+
     pub fn trigger(&mut self) -> bool {
         if self.phase == 0 {
             return false;
@@ -283,6 +396,40 @@ mod tests {
 
     const HZ: u64 = 1_000_000_000;
 
+    #[test]
+    fn each_cpu_draws_its_own_schedule_and_cpu_0_keeps_the_run_s() {
+        let run = SampleOptions {
+            unit: 100,
+            gap_us: 50,
+            seed: 7,
+        };
+        assert_eq!(for_cpu(run, 0), run);
+        let seeds: std::collections::BTreeSet<u64> =
+            (0..64).map(|c| for_cpu(run, c).seed).collect();
+        assert_eq!(seeds.len(), 64, "every CPU a random seed of its own");
+        assert!((0..64).all(|c| for_cpu(run, c).unit == 100 && for_cpu(run, c).gap_us == 50));
+        // Their first gaps differ: the CPUs do not begin units in step.
+        let first = |c| Sampler::new(for_cpu(run, c)).begin(1, HZ);
+        assert_ne!(first(0), first(1));
+        assert_eq!(first(1), first(1));
+    }
+
+    #[test]
+    fn a_share_s_instructions_are_the_pmu_s_el0_and_el1_differences() {
+        let begin = Some([100, 2_000, 30_000]);
+        assert_eq!(
+            share_instructions(begin, Some([900, 2_500, 30_070])),
+            Some([70, 500])
+        );
+        assert_eq!(share_instructions(None, Some([1, 2, 3])), None);
+        assert_eq!(share_instructions(begin, None), None);
+        assert_eq!(
+            share_instructions(begin, Some([900, 1_000, 30_070])),
+            None,
+            "a counter that went back was reprogrammed"
+        );
+    }
+
     /// A unit due 1000 guest ticks after an exit stays 1000 guest ticks away whatever the
     /// hypervisor and idle time in between: each moves its counter deadline by as much.
     #[test]
@@ -294,6 +441,52 @@ mod tests {
         assert_eq!(base.due(offset + 500), exit_ts + 1500);
         assert_eq!(base.idle(50).due(offset + 500), exit_ts + 1550);
         assert_eq!(DueBase::NONE.idle(50).due(offset), u64::MAX);
+    }
+
+    #[test]
+    fn a_unit_due_on_a_cpu_s_own_instructions_waits_for_them() {
+        assert_eq!(own_due(10_000, 9_000), Next::TimerIn(1_000));
+        assert_eq!(own_due(10_000, 10_000), Next::UnitNow);
+        assert_eq!(own_due(10_000, 12_345), Next::UnitNow);
+        let mut s = sampler(100, 5, 1);
+        s.begin(1, HZ);
+        assert_eq!(s.due_instructions, None);
+        assert_eq!(s.own_next(0), None, "nothing due");
+        s.due_after(1_000, 500);
+        assert_eq!(s.own_next(1_200), Some(Next::TimerIn(300)));
+        assert_eq!(s.own_next(1_500), Some(Next::UnitNow));
+        assert!(s.trigger());
+        assert_eq!(s.own_next(1_600), None, "in a unit");
+    }
+
+    /// The timer fires early (another CPU ran): with many to go and progress since it was
+    /// armed, it is armed again; with few, or none executed since, the unit begins after
+    /// stepping what is left, whatever order the CPUs ran in.
+    #[test]
+    fn a_cpu_whose_timer_fires_early_waits_or_steps_to_its_due() {
+        let mut s = sampler(100, 5, 1);
+        s.begin(1, HZ);
+        assert_eq!(s.own_fired(0), None, "nothing due");
+        s.due_after(10_000, 2_000);
+        assert_eq!(
+            s.own_fired(10_000),
+            Some(OwnFired::Unit { first: 2_000 }),
+            "no progress"
+        );
+        s.due_after(10_000, 2_000);
+        assert_eq!(s.own_fired(10_500), Some(OwnFired::Rearm(1_500)));
+        assert_eq!(s.own_fired(11_800), Some(OwnFired::Unit { first: 200 }));
+        assert_eq!(s.own_fired(12_000), Some(OwnFired::Unit { first: 0 }));
+        // The unit's lead grows by what is left.
+        let lead_of = |first| {
+            let mut s = sampler(100, 5, 3);
+            s.begin(1, HZ);
+            assert!(s.trigger_after(first));
+            s.lead
+        };
+        assert_eq!(lead_of(200), lead_of(0) + 200);
+        assert!(s.trigger_after(0));
+        assert_eq!(s.own_fired(12_100), None, "in a unit");
     }
 
     fn sampler(unit: u32, gap_us: u32, seed: u64) -> Sampler {

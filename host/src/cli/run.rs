@@ -260,6 +260,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             cfg.oracle = Some(crate::oracle_check::OracleRun {
                 plugin: plugin.clone(),
                 out: dir.join(format!("oracle-{}.txt", boots.get())),
+                shares: false,
             });
         }
         Ok((cfg, keep))

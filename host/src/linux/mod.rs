@@ -224,8 +224,8 @@ const OWN_WORDS: [&str; 5] = [
 ];
 
 /// The hypervisor's options that Linux mode has an option of its own for, and that option:
-/// given through `--append` they would skip its checks (a sampled window on several CPUs, a
-/// profile of a sampled window), so they are refused there.
+/// given through `--append` they would skip its checks (a profile of a sampled window), so
+/// they are refused there.
 const FLAG_WORDS: [(&str, &str); 4] = [
     ("mtex.sample=", "--sample"),
     ("mtex.sample_seed=", "--sample-seed"),
@@ -322,15 +322,15 @@ pub fn check_args(args: &Args) -> Result<()> {
     if let Some(sample) = &args.sample {
         mtex_abi::options::SampleOptions::parse(&format!("mtex.sample={sample}"))
             .map_err(|e| anyhow::anyhow!("--sample {sample}: {}", e.problem))?;
-        if args.cpus > 1 {
-            bail!(
-                "--sample with --cpus {}: a sampled window is one CPU's (its timer and units); \
-                 use --cpus 1",
-                args.cpus
-            );
-        }
         if args.profile || args.stacks {
             bail!("--sample with --profile or --stacks: a profile is of a window traced whole");
+        }
+        if args.oracle && args.cpus > 1 {
+            bail!(
+                "--sample with --oracle and --cpus {}: the oracle checks the units of a window \
+                 sampled on one CPU; on several, their units overlap in time",
+                args.cpus
+            );
         }
     }
     let line = cmdline(args, true, &[]);
@@ -699,17 +699,23 @@ pub fn boot(args: &Args, p: &Prepared, which: Boot) -> Result<Booted> {
     Ok(Booted { console, linux })
 }
 
-/// The oracle for the measured boot of a run with `--oracle`.
+/// The plugin for the measured boot: the oracle of a run with `--oracle`; for a run sampled
+/// on several CPUs, its count of each CPU's share, which QEMU's PMU cannot give
+/// (`model::report::sampled::share_population`).
 fn oracle_run(
     args: &Args,
     p: &Prepared,
     measured: bool,
 ) -> Result<Option<crate::oracle_check::OracleRun>> {
-    (args.oracle && measured)
+    let shares = args.sample.is_some() && args.cpus > 1 && !args.oracle;
+    ((args.oracle || shares) && measured)
         .then(|| -> Result<_> {
             Ok(crate::oracle_check::OracleRun {
                 plugin: images::build_oracle()?,
-                out: p.run_dir.join("oracle.txt"),
+                out: p
+                    .run_dir
+                    .join(if shares { "shares.txt" } else { "oracle.txt" }),
+                shares,
             })
         })
         .transpose()
@@ -865,7 +871,12 @@ pub fn run_one(args: &Args) -> Result<(ExitCode, crate::model::results::Results)
     }
     std::fs::write(dir.join("linux-console.log"), &linux_text)?;
     if let Some(o) = &console.oracle {
-        std::fs::write(dir.join("oracle.txt"), o)?;
+        let name = if console.oracle_shares {
+            "shares.txt"
+        } else {
+            "oracle.txt"
+        };
+        std::fs::write(dir.join(name), o)?;
     }
     if !args.quiet {
         println!(

@@ -227,6 +227,9 @@ pub struct SampledWindow {
     pub traced: Option<[u64; 2]>,
     /// Every trace counter's estimate, in the counters' table order.
     pub estimates: Vec<(String, crate::model::results::EstimateOut)>,
+    /// Sampled on several CPUs: each CPU's share and its own estimates.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<crate::model::results::CpuEstimatesOut>,
     /// See `WindowInfo::user_tcf0`: the trapped writes are all seen, sampled or not.
     pub user_tcf0: Vec<String>,
     /// See `WindowInfo::operations`.
@@ -248,6 +251,7 @@ impl SampledWindow {
             estimates: mtex_abi::counters::all()
                 .filter_map(|c| p.estimates.get(c.name).map(|e| (c.name.to_string(), *e)))
                 .collect(),
+            cpus: p.cpu_estimates.clone(),
             user_tcf0: info.user_tcf0.clone(),
             operations: info.operations.clone(),
             oracle: info.oracle,
@@ -1017,6 +1021,48 @@ fn user_tcf0_line(set: &[String]) -> String {
     )
 }
 
+/// A window sampled on several CPUs: each CPU's share, with its checked accesses estimated
+/// from its own units (its every counter is in report.json).
+fn cpu_shares_text(cpus: &[crate::model::results::CpuEstimatesOut]) -> String {
+    let mut out = String::new();
+    if cpus.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "  by CPU (each from its own units and its own instructions: its PMU's, or on QEMU the \
+         plugin's count, as QEMU's PMU counts every vCPU's; the window's \
+         figures above are their sum):"
+    );
+    for c in cpus {
+        let [el0, el1] = c.instructions.unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "    CPU {}: {} units, {} instructions (EL0 {}, EL1 {}){}",
+            c.cpu,
+            c.units,
+            thousands(el0 + el1),
+            thousands(el0),
+            thousands(el1),
+            if c.timer_stopped {
+                ": its sampling timer stopped, no estimate (see PROBLEMS)"
+            } else if c.instructions.is_none() {
+                ": no instruction total, no estimate (see PROBLEMS)"
+            } else {
+                ""
+            }
+        );
+        for (name, e) in c
+            .estimates
+            .iter()
+            .filter(|(n, e)| n.starts_with("mem_access_checked_") && e.value != 0.0)
+        {
+            let _ = writeln!(out, "      {name:<26}  {}", e.estimate());
+        }
+    }
+    out
+}
+
 fn sampled_window_text(w: &SampledWindow) -> String {
     let mut out = format!(
         "Window {}{}\n",
@@ -1056,6 +1102,7 @@ fn sampled_window_text(w: &SampledWindow) -> String {
     for (name, e) in w.estimates.iter().filter(|(_, e)| e.value != 0.0) {
         let _ = writeln!(out, "  {name:<width$}  {}", e.estimate());
     }
+    out.push_str(&cpu_shares_text(&w.cpus));
     if let Some(c) = &w.oracle {
         let _ = writeln!(out, "  of its units and their leads, together:");
         let _ = writeln!(out, "{}", oracle_text(c));
@@ -1439,6 +1486,7 @@ mod tests {
             wall: std::time::Duration::ZERO,
             stderr: String::new(),
             oracle: None,
+            oracle_shares: false,
         }
     }
 

@@ -153,6 +153,7 @@ impl PhaseOut {
             cpus: Vec::new(),
             sampled: None,
             estimates: Default::default(),
+            cpu_estimates: Vec::new(),
         }
     }
 }
@@ -208,6 +209,24 @@ pub struct PhaseOut {
     pub sampled: Option<SampledOut>,
     /// A sampled phase's trace counters: counter name → its estimate and interval.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub estimates: BTreeMap<String, EstimateOut>,
+    /// A window sampled on several CPUs: each CPU's share, with its own estimates
+    /// (`estimates` holds the window's, from every CPU's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_estimates: Vec<CpuEstimatesOut>,
+}
+
+/// One CPU's share of a window sampled on several CPUs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CpuEstimatesOut {
+    /// The CPU's index among the machine's.
+    pub cpu: u32,
+    /// Its units, and its exact instructions at [EL0, EL1] (its PMU's) over its share.
+    pub units: u32,
+    pub instructions: Option<[u64; 2]>,
+    /// Its sampling timer stopped reaching the hypervisor: no estimates of it.
+    pub timer_stopped: bool,
+    /// Counter name → its estimate from this CPU's units alone (empty when it has none).
     pub estimates: BTreeMap<String, EstimateOut>,
 }
 
@@ -534,7 +553,35 @@ fn phase_out(p: &Phase, engines: &[mtex_abi::report::StepEngine], emulator: bool
             .into_iter()
             .map(|(c, e)| (c.name.to_string(), EstimateOut::of(&e)))
             .collect(),
+        cpu_estimates: cpu_estimates_out(p, emulator),
     }
+}
+
+/// Each CPU's share of a window sampled on several CPUs, with its estimates.
+fn cpu_estimates_out(p: &Phase, emulator: bool) -> Vec<CpuEstimatesOut> {
+    use crate::model::report::sampled;
+    let Some(s) = p.sampled.as_ref() else {
+        return Vec::new();
+    };
+    let mut by_cpu = sampled::cpu_estimates(p, emulator);
+    s.shares
+        .iter()
+        .map(|share| CpuEstimatesOut {
+            cpu: share.cpu,
+            units: share.sampled.units,
+            instructions: sampled::share_population(s, share, emulator),
+            timer_stopped: share.sampled.timer_stopped,
+            estimates: by_cpu
+                .iter_mut()
+                .find(|(cpu, _)| *cpu == share.cpu)
+                .map(|(_, es)| {
+                    es.iter()
+                        .map(|(c, e)| (c.name.to_string(), EstimateOut::of(e)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect()
 }
 
 fn write_out(w: &Write) -> WriteOut {

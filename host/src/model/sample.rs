@@ -40,10 +40,10 @@
 //! spread more than the units' do, and `s²_B` then carries the interval, with the few degrees
 //! of freedom its 10 batches give. Taking the larger of the two never claims more than either.
 //!
-//! Estimates of independent strata (each sampled on a schedule of its own, such as one CPU's
-//! share of a window) add up ([`stratified`]): the total is the sum of their estimates, with
-//! the sum of their variances, on the degrees of freedom of the Welch–Satterthwaite
-//! approximation, `ν = (Σ_h Var_h)² / Σ_h (Var_h² / ν_h)`.
+//! A window sampled on several CPUs, each CPU with its own schedule, gives one such estimate
+//! per CPU × EL: independent strata. Their total ([`stratified`]) is the sum of their
+//! estimates, with the sum of their variances, on the degrees of freedom of the
+//! Welch–Satterthwaite approximation, `ν = (Σ_h Var_h)² / Σ_h (Var_h² / ν_h)`.
 //!
 //! An interval is a claim, and some estimates cannot back one ([`NotEstimable`]); they keep
 //! their value, shown as not estimable and never as `± x%`:

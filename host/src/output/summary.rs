@@ -309,32 +309,42 @@ pub fn sampled_table(
     let mut rows = Vec::new();
     for run in doc.runs.iter().filter(|r| r.repeat == 0) {
         for p in run.phases.iter().filter(|p| p.sampled.is_some()) {
-            let cells: Vec<String> = SAMPLED_COLUMNS
-                .iter()
-                .map(|(_, name)| match p.estimates.get(*name) {
-                    Some(e) => {
-                        let e = e.estimate();
-                        if e.exact {
-                            thousands(e.value.round() as u64)
-                        } else if e.none_seen() {
-                            // No unit met one: none seen, which is not "exactly none".
-                            "0 seen".to_string()
-                        } else if e.has_interval() {
-                            format!(
-                                "{} ±{}",
-                                thousands(e.value.round() as u64),
-                                crate::model::sample::percent(e.relative())
-                            )
-                        } else {
-                            // Too few units, or too few that met it: no figure to stand by.
-                            "not estimable".to_string()
+            let cells = |estimates: &std::collections::BTreeMap<
+                String,
+                crate::model::results::EstimateOut,
+            >|
+             -> Vec<String> {
+                SAMPLED_COLUMNS
+                    .iter()
+                    .map(|(_, name)| match estimates.get(*name) {
+                        Some(e) => {
+                            let e = e.estimate();
+                            if e.exact {
+                                thousands(e.value.round() as u64)
+                            } else if e.none_seen() {
+                                // No unit met one: none seen, which is not "exactly none".
+                                "0 seen".to_string()
+                            } else if e.has_interval() {
+                                format!(
+                                    "{} ±{}",
+                                    thousands(e.value.round() as u64),
+                                    crate::model::sample::percent(e.relative())
+                                )
+                            } else {
+                                // Too few units, or too few that met it: no figure to stand by.
+                                "not estimable".to_string()
+                            }
                         }
-                    }
-                    None => "-".to_string(),
-                })
-                .collect();
+                        None => "-".to_string(),
+                    })
+                    .collect()
+            };
             let units = p.sampled.as_ref().map_or(0, |s| s.units);
-            rows.push((label(p), cells, units));
+            rows.push((label(p), cells(&p.estimates), units));
+            // Sampled on several CPUs: each CPU's share, from its own units.
+            for c in &p.cpu_estimates {
+                rows.push((format!("  CPU {}", c.cpu), cells(&c.estimates), c.units));
+            }
         }
     }
     if rows.is_empty() {

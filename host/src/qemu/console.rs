@@ -30,6 +30,8 @@ pub struct Console {
     pub stderr: String,
     /// What the oracle plugin wrote, for a run with it (empty if it wrote nothing).
     pub oracle: Option<String>,
+    /// The plugin counted only each CPU's sampled share (`OracleRun::shares`).
+    pub oracle_shares: bool,
 }
 
 impl Console {
@@ -37,8 +39,10 @@ impl Console {
     pub fn report(&self) -> Report {
         let mut r = report::parse_bytes(&self.bytes);
         r.problems.extend(self.killed.clone());
-        if let Some(text) = &self.oracle {
-            crate::oracle_check::apply(&mut r, text);
+        match &self.oracle {
+            Some(text) if self.oracle_shares => crate::oracle_check::apply_shares(&mut r, text),
+            Some(text) => crate::oracle_check::apply(&mut r, text),
+            None => {}
         }
         // A run that did not finish: what QEMU itself said is often why (a bad -drive, a
         // missing firmware file, a machine option this QEMU lacks).
@@ -151,5 +155,6 @@ fn run_with_qmp(images: &Images, cfg: &RunConfig, qmp_path: &Path) -> Result<Con
             .oracle
             .as_ref()
             .map(|o| std::fs::read_to_string(&o.out).unwrap_or_default()),
+        oracle_shares: cfg.oracle.as_ref().is_some_and(|o| o.shares),
     })
 }

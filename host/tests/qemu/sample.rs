@@ -246,6 +246,82 @@ fn a_linux_window_is_sampled_and_its_intervals_hold_the_workloads_arithmetic() {
     );
 }
 
+/// A Linux window sampled on two CPUs: each CPU samples its own share on its own schedule
+/// and timer, and its figures rest on its own instructions, which on QEMU the plugin counts
+/// (QEMU's PMU counts every vCPU's). futex-hash's two threads are placed one on each CPU, so
+/// the workload's arithmetic holds CPU by CPU whatever order QEMU runs the CPUs in: each
+/// CPU's TCMA1 view has exactly N checked kernel reads (its thread's futex words), and the
+/// window's, the two CPUs' estimates summed, 2N. A second window executes the hypervisor's
+/// markers at EL0, its share markers among them, with ids of their own: the plugin must take
+/// EL2's only (a share opened or closed by the guest is an anomaly, a problem, exit 1).
+#[test]
+fn a_linux_window_sampled_on_two_cpus_holds_the_arithmetic_cpu_by_cpu() {
+    const N: f64 = 3000.0;
+    const MARKERS: u64 = 20_000;
+    let (status, doc, text) = super::linux::linux(&[
+        "--cpus",
+        "2",
+        "--workload",
+        &format!(
+            "mtex-work --tcf0 sync --window 1 futex-hash {N} 2 \
+             && mtex-work --window 2 fake-markers {MARKERS}"
+        ),
+        "--sample",
+        "200:1",
+    ]);
+    assert_eq!(status, 0, "{text}");
+    let posing = &doc["sampled_windows"][1]["cpus"];
+    let el0: u64 = (0..2)
+        .map(|i| posing[i]["instructions"][0].as_u64().unwrap_or(0))
+        .sum();
+    assert!(el0 >= 4 * MARKERS, "the markers' window, counted: {posing}");
+    let w = &doc["sampled_windows"][0];
+    let holds = |e: &serde_json::Value, want: f64, what: &str| {
+        assert_eq!(e["exact"], false, "{what}: {e}");
+        let (v, h) = (
+            e["value"].as_f64().unwrap(),
+            e["half_width"].as_f64().unwrap(),
+        );
+        assert!(
+            v - h <= want && want <= v + h,
+            "{what}: {v} ± {h} against {want}"
+        );
+        v
+    };
+    let window = w["estimates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e[0] == "if_tcma1.mem_access_checked_rd:k")
+        .map(|e| e[1].clone())
+        .unwrap_or_else(|| panic!("{w}"));
+    let total = holds(&window, 2.0 * N, "the window");
+    let cpus = w["cpus"].as_array().unwrap_or_else(|| panic!("{w}"));
+    assert_eq!(cpus.len(), 2, "{w}");
+    let mut sum = 0.0;
+    for c in cpus {
+        assert!(c["units"].as_u64().unwrap() >= 30, "{c}");
+        assert_eq!(c["timer_stopped"], false, "{c}");
+        let [el0, el1] = [0, 1].map(|i| c["instructions"][i].as_u64().unwrap());
+        assert!(el0 > 0 && el1 > 0, "{c}");
+        sum += holds(
+            &c["estimates"]["if_tcma1.mem_access_checked_rd:k"],
+            N,
+            &format!("CPU {}", c["cpu"]),
+        );
+    }
+    // Stratified by CPU: the window's estimate is its CPUs' summed.
+    assert!((sum - total).abs() < 1e-6 * total, "{sum} against {total}");
+    let units: u64 = cpus.iter().map(|c| c["units"].as_u64().unwrap()).sum();
+    assert_eq!(w["sampled"]["units"].as_u64(), Some(units), "{w}");
+    assert!(text.contains("by CPU"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.ends_with("CPU 1") && l.contains(" ±")),
+        "the summary's table has a row per CPU: {text}"
+    );
+}
+
 /// Assembles a loop body: `first` at the top of a turn, then 32 tagged loads and nops.
 fn trapping_loop(first: &str) -> Vec<u8> {
     let mut body = format!("{first}\n");

@@ -95,7 +95,10 @@ pub fn open(hyp: &mut Hyp, ctx: &GuestContext, o: Opening) {
 /// records), then its records. Returns the passes its run still wants.
 pub fn close(hyp: &mut Hyp, ctx: &mut GuestContext) -> Option<u8> {
     hyp.phase.as_ref()?;
-    sample::close(hyp, ctx);
+    // In a window on several CPUs each member's sampling ends as it leaves (`window`).
+    if hyp.window.is_none() {
+        sample::close(hyp, ctx);
+    }
     let (id, stats, pmu, more, watch) = hyp.end_phase()?;
     if let Some(g) = hyp.call_guard.take() {
         crate::mmu::protect(g.read_only, false);

@@ -15,6 +15,11 @@
 //!   PMU figures are withheld (the PMU counts the CPU it is on), as is the per-PC profile,
 //!   which follows one CPU: a window with one asked for opens on one CPU only.
 //!
+//! A sampled window (`mtex.sample`) goes the same way, but each member samples its share
+//! instead of tracing it (`sample::join`, `sample::leave`): its share is a `CpuSampled`
+//! record, and the window's records are its PhaseSampled (the members' summed) with no
+//! PhaseTrace. Its members keep no stepped clock: they run at full speed between units.
+//!
 //! An OPEN that comes while the last window's CPUs are still handing in their shares is
 //! retried (the store is not skipped), so windows never overlap.
 
@@ -23,7 +28,8 @@ use crate::phase::Watched;
 use crate::state::{Counters, Hyp};
 use mtex_abi::Record;
 use mtex_abi::report::{
-    CpuTrace, GuestState, LockWait, PhaseClock, PhaseEnd, PhasePmu, PhaseTrace, StepEngine,
+    CpuTrace, GuestState, LockWait, PhaseClock, PhaseEnd, PhasePmu, PhaseSampled, PhaseTrace,
+    StepEngine,
 };
 use mtex_trace::counts::TraceCounts;
 use mtex_vm::counters::PmuFigures;
@@ -35,6 +41,8 @@ pub struct AllCpus {
     total: TraceCounts,
     engine: StepEngine,
     exits: Counters,
+    /// Sampled: the members' records summed as they leave (None: traced whole).
+    sampled: Option<PhaseSampled>,
     /// Kept at the close for the records that end the window.
     closing: Option<Closing>,
 }
@@ -80,18 +88,34 @@ pub fn open(hyp: &mut Hyp, id: u32) {
             ..StepEngine::default()
         },
         exits: Counters::default(),
+        sampled: crate::phase::sample::sampling(hyp)
+            .then_some(hyp.sample)
+            .flatten()
+            .map(|s| PhaseSampled {
+                id,
+                unit_instructions: s.unit,
+                gap_us: s.gap_us,
+                seed: s.seed,
+                whole: s.gap_us == 0,
+                engine: StepEngine {
+                    id,
+                    ..StepEngine::default()
+                },
+                ..PhaseSampled::default()
+            }),
         closing: None,
     });
 }
 
-/// This CPU counts in a window on a machine of several CPUs (it keeps the window's guest
-/// time, `stepped_clock.rs`).
+/// This CPU counts in a window traced whole on a machine of several CPUs (it keeps the
+/// window's guest time, `stepped_clock.rs`). A sampled window's members do not: they run at
+/// full speed between their units, and keep the guest's clock by the rules of exits.
 pub fn stepped_member(hyp: &Hyp) -> bool {
     hyp.machine_cpus.len() > 1
         && hyp
             .window
             .as_ref()
-            .is_some_and(|w| w.members.counting(hyp.this_cpu()))
+            .is_some_and(|w| w.sampled.is_none() && w.members.counting(hyp.this_cpu()))
 }
 
 /// A stage-2 fault taken because another CPU cleared this one's root: the root is restored
@@ -131,6 +155,10 @@ pub fn at_exit(hyp: &mut Hyp, ctx: &mut GuestContext, going_off: bool) {
         }
         // This CPU's trapped writes belong to the window from here to its leaving.
         hyp.report.set_phase(id);
+        if hyp.window.as_ref().is_some_and(|w| w.sampled.is_some()) {
+            crate::phase::sample::join(hyp, id);
+            return;
+        }
         // The per-PC table stays where it is: such a window has none.
         if !hyp.start_trace_here(id, false) {
             log::warn!("an OS lock was set on CPU {me} as it joined window {id}; cleared");
@@ -140,6 +168,10 @@ pub fn at_exit(hyp: &mut Hyp, ctx: &mut GuestContext, going_off: bool) {
 
 /// This CPU hands in its share.
 fn leave(hyp: &mut Hyp, ctx: &mut GuestContext, me: usize) {
+    if hyp.window.as_ref().is_some_and(|w| w.sampled.is_some()) {
+        leave_sampled(hyp, ctx, me);
+        return;
+    }
     if hyp.linux {
         crate::traps::trap_guest_wfi(false);
     }
@@ -181,6 +213,36 @@ fn leave(hyp: &mut Hyp, ctx: &mut GuestContext, me: usize) {
     let done = w.members.done() && w.closing.is_some();
     hyp.report.send(&Record::CpuTrace(share));
     if done {
+        finish(hyp);
+    }
+}
+
+/// This CPU hands in its share of a sampled window: its units went out as it traced them,
+/// its `CpuSampled` goes out now (`sample::leave`).
+fn leave_sampled(hyp: &mut Hyp, ctx: &mut GuestContext, me: usize) {
+    let now = hyp.counters_here();
+    let Some(at_join) = hyp.window.as_mut().and_then(|w| w.members.leave(me)) else {
+        return;
+    };
+    let exits = now.since(&at_join);
+    let share = crate::phase::sample::leave(hyp, ctx, &exits);
+    hyp.report.set_phase(0);
+    let Some(w) = &mut hyp.window else { return };
+    w.exits.add(&exits);
+    if let (Some(sum), Some(share)) = (&mut w.sampled, share) {
+        let s = share.sampled;
+        sum.units += s.units;
+        sum.engine.add(&s.engine);
+        sum.late_triggers += s.late_triggers;
+        sum.untraced_id_debug_traps += s.untraced_id_debug_traps;
+        sum.timer_stopped |= s.timer_stopped;
+    }
+    hyp.report.send(&Record::LockWait(LockWait {
+        id: w.members.id,
+        cpu: me as u32,
+        ticks: exits.lock_wait_ticks,
+    }));
+    if w.members.done() && w.closing.is_some() {
         finish(hyp);
     }
 }
@@ -246,9 +308,15 @@ fn finish(hyp: &mut Hyp) {
     let id = w.members.id;
     let total = w.total;
     let r = &mut hyp.report;
-    r.send(&Record::PhaseTrace(PhaseTrace { id, counts: total }));
-    crate::phase::send_trace_more(r, id, &total, true);
-    r.send(&Record::StepEngine(w.engine));
+    if let Some(sampled) = w.sampled {
+        // Sampled: the members' units and shares went out as they left; nothing exact is
+        // claimed for what their units did not trace.
+        r.send(&Record::PhaseSampled(sampled));
+    } else {
+        r.send(&Record::PhaseTrace(PhaseTrace { id, counts: total }));
+        crate::phase::send_trace_more(r, id, &total, true);
+        r.send(&Record::StepEngine(w.engine));
+    }
     if let Some((record, sites)) = c.watch {
         for site in sites.into_iter().flatten() {
             r.send(&Record::TcoSite(site));

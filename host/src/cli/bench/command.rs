@@ -35,6 +35,11 @@ pub enum BenchCmd {
         #[arg(long, value_name = "UNIT:GAP_US", default_value = "200:1", requires = "linux",
             value_parser = crate::cli::bench::sample_linux::parse_schedule)]
         schedule: (u32, u32),
+        /// With --linux, the CPUs: a futex-hash thread on each, every CPU sampling its own
+        /// share; its estimates are tallied CPU by CPU too.
+        #[arg(long, default_value_t = 1, requires = "linux",
+            value_parser = crate::input::number_in(1u32, 8))]
+        cpus: u32,
     },
     /// What tracing costs on one CPU and on several: EL2 instructions per traced guest
     /// instruction, all CPUs' included, from the machine's clock under -icount shift=0.
@@ -118,10 +123,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
             linux: true,
             waits,
             schedule,
+            cpus,
         }) => {
             let out = crate::linux::work_dir().join("bench-sample");
             std::fs::create_dir_all(&out)?;
-            let f = crate::cli::bench::sample_linux::coverage(seeds, waits, schedule, &out)?;
+            let f = crate::cli::bench::sample_linux::coverage(seeds, waits, schedule, cpus, &out)?;
             print!("{}", crate::cli::bench::sample_linux::render(&f));
             Ok(if crate::cli::bench::sample_linux::holds(&f) {
                 ExitCode::SUCCESS

@@ -1,6 +1,10 @@
 //! `cargo mtex bench sample --linux`: how often a sampled Linux window's 95% intervals hold
 //! the count. One futex-hash window is traced whole, then sampled under each seed.
 //!
+//! With `--cpus N` the window runs on N CPUs, futex-hash with a thread on each (thread `t` on
+//! CPU `t`), and every CPU samples its own share: the window's estimates and each CPU's are
+//! tallied, each CPU's against its share of the whole trace and against its thread's waits.
+//!
 //! Linux does not run the very same instructions traced whole and sampled: under `-icount`
 //! its clock runs against its instructions at another rate, so its timer interrupts and
 //! what the scheduler does fall elsewhere. The whole trace is the truth only as nearly as
@@ -42,8 +46,15 @@ pub struct LinuxFigures {
     pub waits: u64,
     /// Per counter, against the whole trace, with the whole trace's count.
     pub by_counter: BTreeMap<&'static str, (CounterCoverage, u64)>,
-    /// [`PER_WAIT`] against the number of waits.
+    /// [`PER_WAIT`] against the number of waits (all threads').
     pub arithmetic: CounterCoverage,
+    /// CPUs the window ran on (a futex-hash thread on each).
+    pub cpus: u32,
+    /// On several CPUs, named `CPU n counter`: each CPU's [`PER_WAIT`] against its thread's
+    /// waits, and its counters against its share of the whole trace (with that share's
+    /// count).
+    pub cpu_arithmetic: BTreeMap<String, CounterCoverage>,
+    pub by_cpu_counter: BTreeMap<String, (CounterCoverage, u64)>,
     /// The whole trace's window instructions, and the largest relative difference of a
     /// sampled run's (the PMU's exact total) from it.
     pub whole_instructions: u64,
@@ -59,12 +70,14 @@ struct Cli {
     args: Args,
 }
 
-fn args(waits: u64, out: &Path, sample: Option<(u64, (u32, u32))>) -> Result<Args> {
+fn args(waits: u64, cpus: u32, out: &Path, sample: Option<(u64, (u32, u32))>) -> Result<Args> {
     use clap::Parser;
     let mut words = vec![
         "linux".to_string(),
+        "--cpus".into(),
+        cpus.to_string(),
         "--workload".into(),
-        format!("futex-hash {waits} 1"),
+        format!("futex-hash {waits} {cpus}"),
         "--out".into(),
         out.display().to_string(),
     ];
@@ -101,9 +114,10 @@ pub fn coverage(
     seeds: u64,
     waits: u64,
     (unit, gap_us): (u32, u32),
+    cpus: u32,
     out: &Path,
 ) -> Result<LinuxFigures> {
-    let whole_args = args(waits, out, None)?;
+    let whole_args = args(waits, cpus, out, None)?;
     let p = linux::prepare(&whole_args)?;
     let (whole, whole_wall) = window(&whole_args, &p, "the whole trace")?;
     let t = whole.trace.context("the whole trace has no counts")?;
@@ -115,6 +129,9 @@ pub fn coverage(
         waits,
         by_counter: BTreeMap::new(),
         arithmetic: CounterCoverage::default(),
+        cpus,
+        cpu_arithmetic: BTreeMap::new(),
+        by_cpu_counter: BTreeMap::new(),
         whole_instructions,
         largest_instruction_gap: 0.0,
         units: 0,
@@ -123,7 +140,7 @@ pub fn coverage(
     };
     for seed in 1..=seeds {
         eprintln!("mtex: bench sample --linux: seed {seed} of {seeds}");
-        let a = args(waits, out, Some((seed, (unit, gap_us))))?;
+        let a = args(waits, cpus, out, Some((seed, (unit, gap_us))))?;
         let (w, wall) = window(&a, &p, &format!("sampled run {seed}"))?;
         f.sampled_wall += wall;
         let problems = crate::model::report::sampled::problems(&w, true);
@@ -140,7 +157,7 @@ pub fn coverage(
                 continue;
             }
             if c.name == PER_WAIT {
-                f.arithmetic.note(&e, waits);
+                f.arithmetic.note(&e, waits * u64::from(cpus));
             }
             // The instruction totals are the PMU's for this run, not estimates: how near they
             // are to the whole trace's is the largest instruction gap.
@@ -153,6 +170,35 @@ pub fn coverage(
                 entry.0.note(&e, want);
             }
         }
+        for (cpu, es) in crate::model::report::sampled::cpu_estimates(&w, true) {
+            let share = whole.cpus.iter().find(|s| s.cpu == cpu);
+            let whole_share: BTreeMap<&str, u64> = share
+                .map(|s| {
+                    mtex_abi::counters::of_cpu_share(s)
+                        .map(|(c, v)| (c.name, v))
+                        .collect()
+                })
+                .unwrap_or_default();
+            for (c, e) in es {
+                if c.name == PER_WAIT && !e.exact {
+                    f.cpu_arithmetic
+                        .entry(format!("CPU {cpu} {ARITHMETIC}"))
+                        .or_default()
+                        .note(&e, waits);
+                }
+                if c.name.starts_with("instructions:") || e.exact {
+                    continue;
+                }
+                if let Some(&want) = whole_share.get(c.name).filter(|&&v| v > 0) {
+                    let entry = f
+                        .by_cpu_counter
+                        .entry(format!("CPU {cpu} {}", c.name))
+                        .or_default();
+                    entry.1 = want;
+                    entry.0.note(&e, want);
+                }
+            }
+        }
     }
     Ok(f)
 }
@@ -162,6 +208,8 @@ pub fn coverage(
 fn all_counters(f: &LinuxFigures) -> impl Iterator<Item = (&str, &CounterCoverage)> {
     std::iter::once((ARITHMETIC, &f.arithmetic))
         .chain(f.by_counter.iter().map(|(n, (c, _))| (*n, c)))
+        .chain(f.cpu_arithmetic.iter().map(|(n, c)| (n.as_str(), c)))
+        .chain(f.by_cpu_counter.iter().map(|(n, (c, _))| (n.as_str(), c)))
 }
 
 /// How [`PER_WAIT`] is named when checked against the number of waits.
@@ -175,21 +223,29 @@ pub fn holds(f: &LinuxFigures) -> bool {
 /// The figures as text.
 pub fn render(f: &LinuxFigures) -> String {
     let mut out = format!(
-        "bench sample --linux: futex-hash {} 1 in a window, traced whole once, then sampled \
-         under {} random schedules (units of {} instructions, gaps of 0 to {} µs), 95% intervals\n",
+        "bench sample --linux: futex-hash {} {} in a window on {} CPU{}, traced whole once, then \
+         sampled under {} random schedules (units of {} instructions, gaps of 0 to {} µs), 95% \
+         intervals\n",
         f.waits,
+        f.cpus,
+        f.cpus,
+        if f.cpus == 1 { "" } else { "s" },
         f.seeds,
         f.unit,
         2 * f.gap_us
     );
     out.push_str(&format!(
         "  against the workload's arithmetic ({} waits, one checked read each):\n",
-        f.waits
+        f.waits * u64::from(f.cpus)
     ));
     out.push_str(&crate::cli::bench::sample::header());
     out.push('\n');
     out.push_str(&f.arithmetic.row(PER_WAIT));
     out.push('\n');
+    for (name, c) in &f.cpu_arithmetic {
+        out.push_str(&c.row(name));
+        out.push('\n');
+    }
     out.push_str(&format!(
         "  against the whole trace (its window's instructions {}, a sampled run's within \
          {:.2}%):\n",
@@ -207,6 +263,15 @@ pub fn render(f: &LinuxFigures) -> String {
         covered += c.covered;
         not_estimable += c.not_estimable;
         out.push_str(&format!("{} {whole:>12}\n", c.row(name)));
+    }
+    if !f.by_cpu_counter.is_empty() {
+        out.push_str("  each CPU against its share of the whole trace (another run: Linux's own work on each CPU is not the same from run to run):\n");
+        for (name, (c, whole)) in &f.by_cpu_counter {
+            runs += c.runs;
+            covered += c.covered;
+            not_estimable += c.not_estimable;
+            out.push_str(&format!("{} {whole:>12}\n", c.row(name)));
+        }
     }
     if runs + not_estimable > 0 {
         out.push_str(&format!(

@@ -108,13 +108,32 @@ pub struct Phase {
 pub struct Sampled {
     /// Every stretch traced, in order: the units, and the leads stepped before them.
     pub stretches: Vec<mtex_abi::report::SampleUnit>,
+    /// The CPU that traced each stretch (`OnCpu`), stretch by stretch.
+    pub stretch_cpus: Vec<u32>,
     pub how: Option<mtex_abi::report::PhaseSampled>,
+    /// A window sampled on several CPUs: each CPU's share (`CpuSampled`), by CPU number.
+    /// Empty for a phase sampled on one CPU.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<mtex_abi::report::CpuSampled>,
+    /// On an emulator: each CPU's share as the emulator counted its instructions (the
+    /// `mtex-oracle` plugin's `shares=on`), which the shares' totals then rest on.
+    #[serde(skip)]
+    pub counted: Vec<mtex_abi::oracle::OracleShare>,
 }
 
 impl Sampled {
     /// The units: the sample.
     pub fn units(&self) -> impl Iterator<Item = &mtex_abi::report::SampleUnit> {
         self.stretches.iter().filter(|u| !u.lead)
+    }
+
+    /// The stretches CPU `cpu` traced, units and leads.
+    pub fn stretches_on(&self, cpu: u32) -> impl Iterator<Item = &mtex_abi::report::SampleUnit> {
+        self.stretches
+            .iter()
+            .zip(&self.stretch_cpus)
+            .filter(move |(_, c)| **c == cpu)
+            .map(|(u, _)| u)
     }
 }
 

@@ -378,7 +378,9 @@ fn apply(r: &mut Report, seq: u32, record: Record, cpu: &mut u32) {
         }
         Record::SampleUnit(u) => match r.phases.iter_mut().rev().find(|p| p.id == u.id) {
             Some(p) if p.end.is_none() && p.trace.is_none() => {
-                p.sampled.get_or_insert_default().stretches.push(u)
+                let s = p.sampled.get_or_insert_default();
+                s.stretches.push(u);
+                s.stretch_cpus.push(*cpu);
             }
             _ => r.problems.push(format!(
                 "record {seq}: a sampled unit of phase {}, which was not open or was traced",
@@ -438,6 +440,32 @@ fn apply(r: &mut Report, seq: u32, record: Record, cpu: &mut u32) {
                 "record {seq}: CPU {}'s lock wait in phase {}, which was not open or had it \
                  already",
                 l.cpu, l.id
+            )),
+        },
+        Record::CpuSampled(c) => match r.phases.iter_mut().rev().find(|p| p.id == c.id) {
+            Some(p)
+                if p.end.is_none()
+                    && p.trace.is_none()
+                    && !p
+                        .sampled
+                        .as_ref()
+                        .is_some_and(|s| s.shares.iter().any(|o| o.cpu == c.cpu)) =>
+            {
+                let s = p.sampled.get_or_insert_default();
+                let units = s.stretches_on(c.cpu).filter(|u| !u.lead).count();
+                if units != c.sampled.units as usize {
+                    r.problems.push(format!(
+                        "phase {} ({}): CPU {} sent {units} sampled units, its share says {}",
+                        p.id, p.name, c.cpu, c.sampled.units
+                    ));
+                }
+                let at = s.shares.partition_point(|o| o.cpu < c.cpu);
+                s.shares.insert(at, c)
+            }
+            _ => r.problems.push(format!(
+                "record {seq}: CPU {}'s sampled share of phase {}, which was not open or had it \
+                 already",
+                c.cpu, c.id
             )),
         },
         Record::CpuTrace(c) => match r.phases.iter_mut().rev().find(|p| p.id == c.id) {

@@ -13,10 +13,21 @@
 //! are the PMU's count less that, plus what the trace counted — in the units and in the
 //! leads stepped before them alike. A phase traced whole (gap 0) rests on the trace's own
 //! sum, exactly.
+//!
+//! A window sampled on several CPUs has a share per CPU (`CpuSampled`): each CPU's units,
+//! drawn on its own schedule, and its PMU's totals. Each CPU is a stratum: its estimate is
+//! the ratio estimator of its own units against its own totals (by EL, as above), and the
+//! window's is their sum, with the variance of a sum of independent strata and the
+//! Welch–Satterthwaite degrees of freedom ([`crate::model::sample::stratified`]). Where a CPU
+//! cannot carry an interval of its own for a counter (too few units, too few that met it, no
+//! unit at that EL), the window's estimate of that counter pools every CPU's units instead
+//! (one ratio over the window's totals): every CPU samples its instructions at the same rate,
+//! so the pooled units are a sample of the whole, only a less efficient one.
 
 use super::Phase;
-use crate::model::sample::{Estimate, MIN_MET, ratio_total};
+use crate::model::sample::{Estimate, MIN_MET, Part, ratio_part, ratio_total, stratified};
 use mtex_abi::counters::{self, Counter, El};
+use mtex_abi::report::{CpuSampled, SampleUnit};
 use mtex_trace::counts::TraceCounts;
 
 /// The confidence level of every interval mtex prints.
@@ -37,9 +48,16 @@ pub fn traced_sum(p: &Phase) -> Option<TraceCounts> {
 
 /// The phase's exact instructions at [EL0, EL1], or None when the PMU gave no figure (no
 /// instruction counter, or one disturbed in the phase) and the phase was not traced whole.
+/// A window on several CPUs: the sum of its CPUs' ([`share_population`]).
 pub fn population(p: &Phase, emulator: bool) -> Option<[u64; 2]> {
     let s = p.sampled.as_ref()?;
     let how = s.how?;
+    if !s.shares.is_empty() {
+        return s.shares.iter().try_fold([0, 0], |[a, b], share| {
+            let [x, y] = share_population(s, share, emulator)?;
+            Some([a + x, b + y])
+        });
+    }
     let sum = traced_sum(p)?;
     if how.whole {
         return Some([sum.instructions_el0, sum.instructions_el1]);
@@ -57,10 +75,177 @@ pub fn population(p: &Phase, emulator: bool) -> Option<[u64; 2]> {
     ])
 }
 
+/// One CPU's share of a window sampled on several CPUs: its instructions at [EL0, EL1];
+/// None when nothing gave a figure.
+///
+/// On silicon: its PMU's, with its own units put right, as [`population`] does for a phase.
+/// On an emulator: the emulator's own count of that CPU's share ([`super::Sampled::counted`],
+/// the `mtex-oracle` plugin's `shares=on`), because under `-icount` QEMU's PMU counts every
+/// vCPU's instructions, not the CPU's own. The plugin counts instructions begun (QEMU's step
+/// stubs left out); in the trace's unit, what the units abandoned for an exception is taken
+/// off and the branches the hypervisor executed for them are added. An instruction abandoned
+/// outside the units (a page fault, restarted after it) stays in, once per fault: the units'
+/// rate is then scaled by a total high by the share's faults, a bias far inside any interval
+/// (the window's faults against its instructions: `docs/sampling.md`).
+pub fn share_population(
+    s: &super::Sampled,
+    share: &CpuSampled,
+    emulator: bool,
+) -> Option<[u64; 2]> {
+    let mut sum = TraceCounts::default();
+    for u in s.stretches_on(share.cpu) {
+        sum.add(&u.counts);
+    }
+    if share.sampled.whole {
+        return Some([sum.instructions_el0, sum.instructions_el1]);
+    }
+    if emulator {
+        let counted = s
+            .counted
+            .iter()
+            .find(|c| c.cpu == share.cpu && c.id == u64::from(share.id) && c.closed)?;
+        let e = &share.sampled.engine;
+        let [b0, b1] = counted.instructions;
+        return Some([
+            (b0 + e.branches_el0).checked_sub(sum.abandoned_el0)?,
+            (b1 + e.branches_el1).checked_sub(sum.abandoned_el1)?,
+        ]);
+    }
+    let [el0, el1] = share.pmu_instructions?;
+    let stats = mtex_abi::report::PhaseStats {
+        emulated: share.emulated,
+        ..Default::default()
+    };
+    let [exp_el1, exp_el0] =
+        super::checks::pmu_expected(&stats, &sum, share.sampled.engine, emulator);
+    Some([
+        (el0 + sum.instructions_el0).checked_sub(exp_el0)?,
+        (el1 + sum.instructions_el1).checked_sub(exp_el1)?,
+    ])
+}
+
+/// The (instructions at the counter's EL, count) of each unit.
+fn pairs<'a>(c: &Counter, units: impl Iterator<Item = &'a SampleUnit>) -> Vec<(u64, u64)> {
+    units
+        .map(|u| {
+            let t = &u.counts;
+            let x = match c.el {
+                Some(El::User) => t.instructions_el0,
+                Some(El::Kernel) => t.instructions_el1,
+                _ => t.instructions_el0 + t.instructions_el1,
+            };
+            (x, c.of_trace(t).unwrap_or(0))
+        })
+        .collect()
+}
+
+/// The instructions of the counter's EL among [EL0, EL1].
+fn at_el(c: &Counter, [n0, n1]: [u64; 2]) -> u64 {
+    match c.el {
+        Some(El::User) => n0,
+        Some(El::Kernel) => n1,
+        _ => n0 + n1,
+    }
+}
+
+/// The trace counters (only they are estimated: the records' own counters are exact).
+fn trace_counters() -> impl Iterator<Item = &'static Counter> {
+    counters::all().filter(|c| c.of_trace(&TraceCounts::default()).is_some())
+}
+
+/// A share whose units can carry estimates: its timer kept reaching EL2. (QEMU's PMU
+/// over-counts at untraced ID- or debug-register traps, [`over_counted`], but a share's
+/// totals on an emulator are the plugin's, which counts each instruction as it begins.)
+fn share_usable(share: &CpuSampled) -> bool {
+    !share.sampled.timer_stopped
+}
+
+/// Each CPU's estimates of a window sampled on several CPUs, by CPU number: every trace
+/// counter's, from that CPU's units and totals alone. A CPU whose share cannot carry them
+/// (its timer stopped, its PMU gave no figure) is left out; [`problems`] names it.
+pub fn cpu_estimates(p: &Phase, emulator: bool) -> Vec<(u32, Vec<(&'static Counter, Estimate)>)> {
+    let Some(s) = p.sampled.as_ref() else {
+        return Vec::new();
+    };
+    s.shares
+        .iter()
+        .filter(|share| share_usable(share))
+        .filter_map(|share| {
+            let n = share_population(s, share, emulator)?;
+            let units: Vec<&SampleUnit> = s.stretches_on(share.cpu).filter(|u| !u.lead).collect();
+            let es = trace_counters()
+                .filter_map(|c| {
+                    let e = ratio_total(&pairs(c, units.iter().copied()), at_el(c, n), LEVEL)?;
+                    Some((c, e.judged(MIN_UNITS, MIN_MET)))
+                })
+                .collect();
+            Some((share.cpu, es))
+        })
+        .collect()
+}
+
+/// A window sampled on several CPUs: each counter's estimate, stratified by CPU where every
+/// CPU's own can carry an interval, pooled over the CPUs' units otherwise (the module's
+/// comment says why both hold). Empty when a CPU's share cannot carry estimates: the units
+/// would not cover the window ([`problems`] says which).
+fn window_estimates(p: &Phase, emulator: bool) -> Vec<(&'static Counter, Estimate)> {
+    let Some(s) = p.sampled.as_ref() else {
+        return Vec::new();
+    };
+    if !s.shares.iter().all(share_usable) {
+        return Vec::new();
+    }
+    let Some(per_cpu) = s
+        .shares
+        .iter()
+        .map(|share| {
+            let n = share_population(s, share, emulator)?;
+            let units: Vec<&SampleUnit> = s.stretches_on(share.cpu).filter(|u| !u.lead).collect();
+            Some((n, units))
+        })
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Vec::new();
+    };
+    let total = per_cpu
+        .iter()
+        .fold([0, 0], |[a, b], ([x, y], _)| [a + x, b + y]);
+    trace_counters()
+        .filter_map(|c| {
+            let parts: Option<Vec<Part>> = per_cpu
+                .iter()
+                .map(|(n, units)| ratio_part(&pairs(c, units.iter().copied()), at_el(c, *n), LEVEL))
+                .collect();
+            let each_holds = |parts: &[Part]| {
+                parts.iter().all(|part| {
+                    part.population == 0 || {
+                        let e = part.estimate.judged(MIN_UNITS, MIN_MET);
+                        e.exact || e.has_interval()
+                    }
+                })
+            };
+            let e = match parts {
+                Some(parts) if each_holds(&parts) => stratified(&parts, LEVEL)?,
+                _ => {
+                    let all: Vec<&SampleUnit> = per_cpu
+                        .iter()
+                        .flat_map(|(_, u)| u.iter().copied())
+                        .collect();
+                    ratio_total(&pairs(c, all.into_iter()), at_el(c, total), LEVEL)?
+                }
+            };
+            Some((c, e.judged(MIN_UNITS, MIN_MET)))
+        })
+        .collect()
+}
+
 /// Every trace counter of a sampled phase with its estimate, in the counters' table order.
 /// Empty for a phase that is not sampled, or whose totals are unknown (the report says why
 /// as a problem: [`problems`]).
 pub fn estimates(p: &Phase, emulator: bool) -> Vec<(&'static Counter, Estimate)> {
+    if p.sampled.as_ref().is_some_and(|s| !s.shares.is_empty()) {
+        return window_estimates(p, emulator);
+    }
     let (Some(s), Some([n0, n1])) = (p.sampled.as_ref(), population(p, emulator)) else {
         return Vec::new();
     };
@@ -71,28 +256,10 @@ pub fn estimates(p: &Phase, emulator: bool) -> Vec<(&'static Counter, Estimate)>
     {
         return Vec::new();
     }
-    counters::all()
+    trace_counters()
         .filter_map(|c| {
-            // Only trace counters are estimated: the records' own counters are exact.
-            c.of_trace(&TraceCounts::default())?;
-            let pairs: Vec<(u64, u64)> = s
-                .units()
-                .map(|u| {
-                    let t = &u.counts;
-                    let x = match c.el {
-                        Some(El::User) => t.instructions_el0,
-                        Some(El::Kernel) => t.instructions_el1,
-                        _ => t.instructions_el0 + t.instructions_el1,
-                    };
-                    (x, c.of_trace(t).unwrap_or(0))
-                })
-                .collect();
-            let n = match c.el {
-                Some(El::User) => n0,
-                Some(El::Kernel) => n1,
-                _ => n0 + n1,
-            };
-            ratio_total(&pairs, n, LEVEL).map(|e| (c, e.judged(MIN_UNITS, MIN_MET)))
+            ratio_total(&pairs(c, s.units()), at_el(c, [n0, n1]), LEVEL)
+                .map(|e| (c, e.judged(MIN_UNITS, MIN_MET)))
         })
         .collect()
 }
@@ -141,6 +308,40 @@ pub fn problems(p: &Phase, emulator: bool) -> Vec<String> {
             out.push(format!("{name}: sampled, but its schedule was never sent"))
         }
         None => {}
+        Some(how) if !s.shares.is_empty() => {
+            for share in &s.shares {
+                let cpu = share.cpu;
+                if share_population(s, share, emulator).is_none() {
+                    out.push(if emulator {
+                        format!(
+                            "{name}: no count of CPU {cpu}'s own instructions in its share came \
+                             from QEMU's plugin (QEMU's PMU counts every vCPU's): no estimate is \
+                             made of it or of the window"
+                        )
+                    } else {
+                        format!(
+                            "{name}: CPU {cpu}'s PMU gave no exact instruction total for its \
+                             share: no estimate is made of it or of the window"
+                        )
+                    });
+                } else if share.sampled.timer_stopped {
+                    out.push(format!(
+                        "{name}: CPU {cpu}'s sampling timer stopped reaching the hypervisor \
+                         before it left the window (the guest took the interrupt's routing, or \
+                         masked it in its redistributor): its units cover only part of its \
+                         share, so no estimate is made of it or of the window; the other CPUs' \
+                         estimates are their own"
+                    ));
+                }
+            }
+            if !how.whole && (how.units as usize) < MIN_UNITS {
+                out.push(format!(
+                    "{name}: {} sampled units over its CPUs: too few for an interval, which \
+                     needs {MIN_UNITS} (lower the gap, `mtex.sample=UNIT:GAP_US`)",
+                    how.units
+                ));
+            }
+        }
         Some(how) => {
             if population(p, emulator).is_none() {
                 out.push(format!(
@@ -230,6 +431,9 @@ mod tests {
                         counts,
                     })
                     .collect(),
+                stretch_cpus: vec![0; units as usize],
+                shares: Vec::new(),
+                counted: Vec::new(),
                 how: Some(PhaseSampled {
                     id: 1,
                     units,
@@ -369,5 +573,198 @@ mod tests {
         // On silicon a trapped access is one instruction, counted as such.
         assert!(!estimates(&phase, false).is_empty());
         assert!(problems(&phase, false).is_empty());
+    }
+
+    /// A window on two CPUs: CPU 0 traced 60 units of 100 EL1 instructions (checked kernel
+    /// reads 5 to 14 a unit, a DSB in 20 of them) of its 100,000; CPU 1 traced 40 (reads 15 to
+    /// 24, a DSB in 2) of its 50,000.
+    fn two_cpus() -> Phase {
+        use mtex_abi::report::CpuSampled;
+        let unit = |rd_k: u64, dsb: u64| SampleUnit {
+            id: 1,
+            lead: false,
+            guest_clock: 0,
+            counts: TraceCounts {
+                instructions_el1: 100,
+                dsb,
+                architectural: mtex_trace::counts::ByEl {
+                    rd_k,
+                    ..Default::default()
+                },
+                ..TraceCounts::default()
+            },
+        };
+        let mut s = Sampled::default();
+        for i in 0..100u64 {
+            let (cpu, u) = if i % 5 < 3 {
+                (0, unit(5 + (i * 7) % 10, u64::from(i % 5 == 0)))
+            } else {
+                (1, unit(15 + (i * 3) % 10, u64::from(i == 3 || i == 8)))
+            };
+            s.stretches.push(u);
+            s.stretch_cpus.push(cpu);
+        }
+        let how = |units| PhaseSampled {
+            id: 1,
+            units,
+            unit_instructions: 100,
+            gap_us: 10,
+            seed: 1,
+            ..PhaseSampled::default()
+        };
+        s.how = Some(how(100));
+        s.shares = [(0, 60, 100_000), (1, 40, 50_000)]
+            .map(|(cpu, units, el1)| CpuSampled {
+                id: 1,
+                cpu,
+                sampled: how(units),
+                pmu_instructions: Some([0, el1]),
+                ..CpuSampled::default()
+            })
+            .to_vec();
+        Phase {
+            id: 1,
+            name: "window".into(),
+            end: Some(Default::default()),
+            sampled: Some(s),
+            ..Phase::default()
+        }
+    }
+
+    fn find(es: &[(&'static Counter, Estimate)], name: &str) -> Estimate {
+        es.iter().find(|(c, _)| c.name == name).unwrap().1
+    }
+
+    #[test]
+    fn a_window_on_several_cpus_is_estimated_cpu_by_cpu_and_summed() {
+        let p = two_cpus();
+        assert_eq!(population(&p, false), Some([0, 150_000]));
+        let by_cpu = cpu_estimates(&p, false);
+        assert_eq!(by_cpu.iter().map(|(c, _)| *c).collect::<Vec<_>>(), [0, 1]);
+        // Each CPU's: its units' rate times its own instructions.
+        let rate = |cpu: u32| {
+            let s = p.sampled.as_ref().unwrap();
+            let (y, x) = s.stretches_on(cpu).fold((0, 0), |(y, x), u| {
+                (y + u.counts.architectural.rd_k, x + 100)
+            });
+            y as f64 / x as f64
+        };
+        let e0 = find(&by_cpu[0].1, "mem_access_checked_rd:k");
+        let e1 = find(&by_cpu[1].1, "mem_access_checked_rd:k");
+        assert!((e0.value - rate(0) * 100_000.0).abs() < 1e-6);
+        assert!((e1.value - rate(1) * 50_000.0).abs() < 1e-6);
+        assert!(e0.has_interval() && e1.has_interval());
+        // The window's: their sum, its variance theirs summed (so its half-width lies
+        // between the larger one's and their sum).
+        let w = find(&estimates(&p, false), "mem_access_checked_rd:k");
+        assert!((w.value - e0.value - e1.value).abs() < 1e-6, "{w:?}");
+        assert!(w.has_interval(), "{w:?}");
+        assert!(
+            w.half_width > e0.half_width.max(e1.half_width) * 0.9,
+            "{w:?}"
+        );
+        assert!(w.half_width < e0.half_width + e1.half_width, "{w:?}");
+        assert_eq!(w.units, 100);
+        // One rate over both CPUs would be another figure: the CPUs' rates differ.
+        let pooled = (rate(0) * 60.0 + rate(1) * 40.0) / 100.0 * 150_000.0;
+        assert!((w.value - pooled).abs() > 1.0);
+        assert!(problems(&p, false).is_empty(), "{:?}", problems(&p, false));
+    }
+
+    #[test]
+    fn a_counter_too_rare_on_one_cpu_is_estimated_from_every_cpu_s_units_pooled() {
+        let p = two_cpus();
+        let by_cpu = cpu_estimates(&p, false);
+        assert!(find(&by_cpu[0].1, "dsb").has_interval());
+        assert!(!find(&by_cpu[1].1, "dsb").has_interval(), "2 units met it");
+        let w = find(&estimates(&p, false), "dsb");
+        // 22 DSBs in 10,000 traced instructions, over the window's 150,000.
+        assert!(
+            (w.value - 22.0 / 10_000.0 * 150_000.0).abs() < 1e-6,
+            "{w:?}"
+        );
+        assert!(w.has_interval() && w.met == 22, "{w:?}");
+    }
+
+    #[test]
+    fn a_cpu_whose_timer_stopped_keeps_the_others_estimates_and_the_window_gets_none() {
+        let mut p = two_cpus();
+        p.sampled.as_mut().unwrap().shares[1].sampled.timer_stopped = true;
+        assert!(
+            estimates(&p, false).is_empty(),
+            "no estimate of the whole window"
+        );
+        let by_cpu = cpu_estimates(&p, false);
+        assert_eq!(by_cpu.len(), 1);
+        assert_eq!(by_cpu[0].0, 0, "CPU 0's share is its own");
+        let problems = problems(&p, false);
+        assert!(
+            problems.len() == 1 && problems[0].contains("CPU 1's sampling timer stopped"),
+            "{problems:?}"
+        );
+        // A CPU whose PMU gave no total: named, and no window estimate either.
+        let mut p = two_cpus();
+        p.sampled.as_mut().unwrap().shares[0].pmu_instructions = None;
+        assert!(estimates(&p, false).is_empty());
+        assert_eq!(population(&p, false), None);
+        let problems = super::problems(&p, false);
+        assert!(
+            problems.len() == 1 && problems[0].contains("CPU 0's PMU gave no exact"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn on_an_emulator_a_shares_totals_are_the_plugins_count_never_its_pmus() {
+        use mtex_abi::oracle::OracleShare;
+        let mut p = two_cpus();
+        let counted = |cpu, el1, closed| OracleShare {
+            id: 1,
+            cpu,
+            closed,
+            instructions: [0, el1],
+            step_stubs: 0,
+        };
+        {
+            let s = p.sampled.as_mut().unwrap();
+            s.counted = vec![counted(0, 80_000, true), counted(1, 30_000, true)];
+            // What the units abandoned is not in the trace's unit; what EL2 executed for them is.
+            s.stretches[0].counts.abandoned_el1 = 7;
+            s.shares[0].sampled.engine.branches_el1 = 3;
+        }
+        // On silicon the PMU's (100,000 and 50,000, with the 3 branches the CPU never ran);
+        // on an emulator the plugin's.
+        assert_eq!(population(&p, false), Some([0, 150_003]));
+        assert_eq!(population(&p, true), Some([0, 80_000 - 7 + 3 + 30_000]));
+        let silicon = find(&cpu_estimates(&p, false)[0].1, "mem_access_checked_rd:k");
+        let emulator = find(&cpu_estimates(&p, true)[0].1, "mem_access_checked_rd:k");
+        let ratio = emulator.value / silicon.value;
+        assert!((ratio - 79_996.0 / 100_003.0).abs() < 1e-9, "{ratio}");
+        assert!(problems(&p, true).is_empty(), "{:?}", problems(&p, true));
+        // A share the plugin never saw close, or did not count at all: no estimate of that
+        // CPU, none of the window, and a problem that names the CPU and says why.
+        for counted in [
+            vec![counted(0, 80_000, false), counted(1, 30_000, true)],
+            vec![counted(1, 30_000, true)],
+            vec![
+                counted(1, 30_000, true),
+                OracleShare {
+                    id: 2,
+                    ..counted(0, 80_000, true)
+                },
+            ],
+        ] {
+            p.sampled.as_mut().unwrap().counted = counted;
+            assert!(estimates(&p, true).is_empty());
+            let by_cpu = cpu_estimates(&p, true);
+            assert_eq!(by_cpu.iter().map(|(c, _)| *c).collect::<Vec<_>>(), [1]);
+            let problems = problems(&p, true);
+            assert!(
+                problems.len() == 1
+                    && problems[0].contains("no count of CPU 0's own instructions")
+                    && problems[0].contains("QEMU's PMU counts every vCPU's"),
+                "{problems:?}"
+            );
+        }
     }
 }
