@@ -253,18 +253,28 @@ fn a_linux_window_is_sampled_and_its_intervals_hold_the_workloads_arithmetic() {
 /// CPU's TCMA1 view has exactly N checked kernel reads (its thread's futex words), and the
 /// window's, the two CPUs' estimates summed, 2N. A second window executes the hypervisor's
 /// markers at EL0, its share markers among them, with ids of their own: the plugin must take
-/// EL2's only (a share opened or closed by the guest is an anomaly, a problem, exit 1).
+/// EL2's only (a share opened or closed by the guest is an anomaly, a problem, exit 1). In a
+/// third, a CPU is taken off and then started again: it hands in its share as it goes (its
+/// units and the plugin's count of its instructions end there), the CPU_ON is DENIED while
+/// the window is open, and the window's estimate still covers both threads' waits, one of
+/// which ran on the CPU that went off (the window holds the shell and the programs' starts
+/// and output too, whose checked reads no arithmetic fixes: the waits are a floor).
 #[test]
 fn a_linux_window_sampled_on_two_cpus_holds_the_arithmetic_cpu_by_cpu() {
     const N: f64 = 3000.0;
     const MARKERS: u64 = 20_000;
+    const OFF: f64 = 2000.0;
     let (status, doc, text) = super::linux::linux(&[
         "--cpus",
         "2",
         "--workload",
         &format!(
             "mtex-work --tcf0 sync --window 1 futex-hash {N} 2 \
-             && mtex-work --window 2 fake-markers {MARKERS}"
+             && mtex-work --window 2 fake-markers {MARKERS} \
+             && mtex-work --window 3 exec sh -c 'mtex-work --tcf0 sync futex-hash {OFF} 2 \
+             && echo 0 > /sys/devices/system/cpu/cpu1/online \
+             && mtex-work getpid 2000; \
+             echo 1 > /sys/devices/system/cpu/cpu1/online || echo refused'"
         ),
         "--sample",
         "200:1",
@@ -320,6 +330,35 @@ fn a_linux_window_sampled_on_two_cpus_holds_the_arithmetic_cpu_by_cpu() {
             .any(|l| l.ends_with("CPU 1") && l.contains(" ±")),
         "the summary's table has a row per CPU: {text}"
     );
+    // The third window: CPU 1 started at boot, then off inside it, its CPU_ON refused there.
+    let calls = doc["power_calls"].as_array().unwrap();
+    let said: Vec<&str> = calls.iter().filter_map(|c| c["call"].as_str()).collect();
+    assert_eq!(calls.len(), 3, "{said:#?}");
+    assert!(said[1].starts_with("CPU 1: CPU_OFF"), "{said:#?}");
+    assert!(
+        said[2].contains("CPU_ON of 0x1") && said[2].contains("DENIED"),
+        "{said:#?}"
+    );
+    let off = &doc["sampled_windows"][2];
+    let cpus = off["cpus"].as_array().unwrap_or_else(|| panic!("{off}"));
+    assert_eq!(cpus.len(), 2, "{off}");
+    for c in cpus {
+        assert!(c["units"].as_u64().unwrap() > 0, "{c}");
+        assert!(c["instructions"][1].as_u64().unwrap() > 0, "{c}");
+    }
+    let e = off["estimates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e[0] == "if_tcma1.mem_access_checked_rd:k")
+        .map(|e| e[1].clone())
+        .unwrap_or_else(|| panic!("{off}"));
+    let (v, h) = (
+        e["value"].as_f64().unwrap(),
+        e["half_width"].as_f64().unwrap(),
+    );
+    // At least the waits' reads: CPU 1's share, lost, would leave about OFF.
+    assert!(v + h >= 2.0 * OFF, "{v} ± {h}: {text}");
 }
 
 /// Assembles a loop body: `first` at the top of a turn, then 32 tagged loads and nops.
