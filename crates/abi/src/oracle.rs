@@ -43,8 +43,6 @@ pub struct OracleShare {
 }
 
 impl OracleShare {
-    const FIELDS: usize = 7;
-
     /// One line: `share ID CPU closed|open I0 I1 STUBS`.
     pub fn write_line(&self, w: &mut impl core::fmt::Write) -> core::fmt::Result {
         writeln!(
@@ -52,7 +50,7 @@ impl OracleShare {
             "share {} {} {} {} {} {}",
             self.id,
             self.cpu,
-            if self.closed { "closed" } else { "open" },
+            state(self.closed),
             self.instructions[0],
             self.instructions[1],
             self.step_stubs
@@ -61,25 +59,13 @@ impl OracleShare {
 
     /// Reads back a line [`write_line`](Self::write_line) wrote; None for any other line.
     pub fn parse_line(line: &str) -> Option<Self> {
-        let mut f = [""; Self::FIELDS];
-        let mut words = line.split_ascii_whitespace();
-        for slot in f.iter_mut() {
-            *slot = words.next()?;
-        }
-        if words.next().is_some() || f[0] != "share" {
-            return None;
-        }
-        let n = |i: usize| f[i].parse::<u64>().ok();
+        let (id, cpu, closed, [i0, i1, step_stubs]) = parse_tagged(line, "share")?;
         Some(Self {
-            id: n(1)?,
-            cpu: u32::try_from(n(2)?).ok()?,
-            closed: match f[3] {
-                "closed" => true,
-                "open" => false,
-                _ => return None,
-            },
-            instructions: [n(4)?, n(5)?],
-            step_stubs: n(6)?,
+            id,
+            cpu,
+            closed,
+            instructions: [i0, i1],
+            step_stubs,
         })
     }
 }
@@ -104,8 +90,6 @@ pub struct OracleWindow {
 }
 
 impl OracleWindow {
-    const FIELDS: usize = 11;
-
     /// One line: `window ID CPU closed|open I0 I1 R0 R1 W0 W1 STUBS`.
     pub fn write_line(&self, w: &mut impl core::fmt::Write) -> core::fmt::Result {
         writeln!(
@@ -113,7 +97,7 @@ impl OracleWindow {
             "window {} {} {} {} {} {} {} {} {} {}",
             self.id,
             self.cpu,
-            if self.closed { "closed" } else { "open" },
+            state(self.closed),
             self.instructions[0],
             self.instructions[1],
             self.reads[0],
@@ -126,29 +110,43 @@ impl OracleWindow {
 
     /// Reads back a line [`write_line`](Self::write_line) wrote; None for any other line.
     pub fn parse_line(line: &str) -> Option<Self> {
-        let mut f = [""; Self::FIELDS];
-        let mut words = line.split_ascii_whitespace();
-        for slot in f.iter_mut() {
-            *slot = words.next()?;
-        }
-        if words.next().is_some() || f[0] != "window" {
-            return None;
-        }
-        let n = |i: usize| f[i].parse::<u64>().ok();
+        let (id, cpu, closed, [i0, i1, r0, r1, w0, w1, step_stubs]) = parse_tagged(line, "window")?;
         Some(Self {
-            id: n(1)?,
-            cpu: u32::try_from(n(2)?).ok()?,
-            closed: match f[3] {
-                "closed" => true,
-                "open" => false,
-                _ => return None,
-            },
-            instructions: [n(4)?, n(5)?],
-            reads: [n(6)?, n(7)?],
-            writes: [n(8)?, n(9)?],
-            step_stubs: n(10)?,
+            id,
+            cpu,
+            closed,
+            instructions: [i0, i1],
+            reads: [r0, r1],
+            writes: [w0, w1],
+            step_stubs,
         })
     }
+}
+
+/// `closed` or `open`, as both kinds of line say it.
+fn state(closed: bool) -> &'static str {
+    if closed { "closed" } else { "open" }
+}
+
+/// A line `TAG ID CPU closed|open` followed by exactly `N` numbers: its id, CPU, whether it
+/// says closed, and the numbers; None for any other line.
+fn parse_tagged<const N: usize>(line: &str, tag: &str) -> Option<(u64, u32, bool, [u64; N])> {
+    let mut words = line.split_ascii_whitespace();
+    if words.next()? != tag {
+        return None;
+    }
+    let id = words.next()?.parse().ok()?;
+    let cpu = words.next()?.parse().ok()?;
+    let closed = match words.next()? {
+        "closed" => true,
+        "open" => false,
+        _ => return None,
+    };
+    let mut numbers = [0u64; N];
+    for n in numbers.iter_mut() {
+        *n = words.next()?.parse().ok()?;
+    }
+    words.next().is_none().then_some((id, cpu, closed, numbers))
 }
 
 #[cfg(test)]

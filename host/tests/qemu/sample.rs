@@ -220,16 +220,11 @@ fn a_linux_window_is_sampled_and_its_intervals_hold_the_workloads_arithmetic() {
     assert!(w["sampled"]["units"].as_u64().unwrap() >= 30, "{w}");
     assert!(w["oracle"].is_object(), "{w}");
     let estimate = |name: &str| -> (f64, f64) {
-        let e = w["estimates"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e[0] == name)
-            .unwrap_or_else(|| panic!("no {name}: {w}"));
-        assert_eq!(e[1]["exact"], false, "{name}: {e}");
+        let e = window_estimate(w, name);
+        assert_eq!(e["exact"], false, "{name}: {e}");
         (
-            e[1]["value"].as_f64().unwrap(),
-            e[1]["half_width"].as_f64().unwrap(),
+            e["value"].as_f64().unwrap(),
+            e["half_width"].as_f64().unwrap(),
         )
     };
     let (v, h) = estimate("if_tcma1.mem_access_checked_rd:k");
@@ -298,13 +293,7 @@ fn a_linux_window_sampled_on_two_cpus_holds_the_arithmetic_cpu_by_cpu() {
         );
         v
     };
-    let window = w["estimates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e[0] == "if_tcma1.mem_access_checked_rd:k")
-        .map(|e| e[1].clone())
-        .unwrap_or_else(|| panic!("{w}"));
+    let window = window_estimate(w, "if_tcma1.mem_access_checked_rd:k");
     let total = holds(&window, 2.0 * N, "the window");
     let cpus = w["cpus"].as_array().unwrap_or_else(|| panic!("{w}"));
     assert_eq!(cpus.len(), 2, "{w}");
@@ -346,19 +335,24 @@ fn a_linux_window_sampled_on_two_cpus_holds_the_arithmetic_cpu_by_cpu() {
         assert!(c["units"].as_u64().unwrap() > 0, "{c}");
         assert!(c["instructions"][1].as_u64().unwrap() > 0, "{c}");
     }
-    let e = off["estimates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e[0] == "if_tcma1.mem_access_checked_rd:k")
-        .map(|e| e[1].clone())
-        .unwrap_or_else(|| panic!("{off}"));
+    let e = window_estimate(off, "if_tcma1.mem_access_checked_rd:k");
     let (v, h) = (
         e["value"].as_f64().unwrap(),
         e["half_width"].as_f64().unwrap(),
     );
     // At least the waits' reads: CPU 1's share, lost, would leave about OFF.
     assert!(v + h >= 2.0 * OFF, "{v} ± {h}: {text}");
+}
+
+/// A sampled window's estimate of counter `name`, as report.json gives it.
+fn window_estimate(w: &serde_json::Value, name: &str) -> serde_json::Value {
+    w["estimates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e[0] == name)
+        .map(|e| e[1].clone())
+        .unwrap_or_else(|| panic!("no {name}: {w}"))
 }
 
 /// Assembles a loop body: `first` at the top of a turn, then 32 tagged loads and nops.
