@@ -186,6 +186,13 @@ impl State {
         Some(i)
     }
 
+    /// The CPU the running code is on, and its EL (in a hook with registers).
+    fn running_at(&mut self) -> Option<(usize, u8)> {
+        let i = self.running()?;
+        let el = self.regs.as_ref().and_then(el_of)?;
+        Some((i, el))
+    }
+
     fn any_open(&self) -> bool {
         self.cpus.iter().any(|c| c.counter.is_open())
     }
@@ -286,11 +293,7 @@ fn on_share_block(pc: u64) {
     }
     let now = s.begun();
     s.settle(now);
-    let Some(i) = s.running() else {
-        s.missing_regs = true;
-        return;
-    };
-    let Some(el) = s.regs.as_ref().and_then(el_of) else {
+    let Some((i, el)) = s.running_at() else {
         s.missing_regs = true;
         return;
     };
@@ -312,11 +315,7 @@ fn on_block(vcpu: VCPUIndex, pc: u64) {
     if s.several && !s.any_open() {
         return;
     }
-    let Some(i) = s.running() else {
-        s.missing_regs = true;
-        return;
-    };
-    let Some(el) = s.regs.as_ref().and_then(el_of) else {
+    let Some((i, el)) = s.running_at() else {
         s.missing_regs = true;
         return;
     };
