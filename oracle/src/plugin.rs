@@ -460,7 +460,7 @@ impl HasCallbacks for Oracle {
         let tb_pc = tb.vaddr();
         let hyp_block = hyp.as_ref().is_some_and(|h| h.contains(&tb_pc));
         if shares {
-            translate_for_shares(&tb, hyp_block, hyp.as_ref());
+            translate_for_shares(&tb, hyp.as_ref());
             return Ok(());
         }
         if several && hyp_block {
@@ -525,13 +525,9 @@ impl HasCallbacks for Oracle {
 /// `shares=on`: a hook at each guest block's start, a count at each guest instruction
 /// ([`BEGUN`]), and the share markers' hooks; nothing else (the `share` module says why that
 /// suffices).
-fn translate_for_shares(
-    tb: &TranslationBlock,
-    hyp_block: bool,
-    hyp: Option<&core::ops::Range<u64>>,
-) {
+fn translate_for_shares(tb: &TranslationBlock, hyp: Option<&core::ops::Range<u64>>) {
     let tb_pc = tb.vaddr();
-    if !hyp_block {
+    if !hyp.is_some_and(|h| h.contains(&tb_pc)) {
         tb.register_execute_callback_flags(
             move |_| on_share_block(tb_pc),
             CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
