@@ -189,10 +189,16 @@ impl Sampler {
     /// runs on until the earliest timer, so it executes the rest before its own fires, or
     /// part of it when another CPU's fires first, and the next arming is for what is left.
     pub fn own_next(&mut self, own: u64) -> Option<Next> {
-        if self.phase == 0 || self.in_unit {
+        if !self.own_gap_running() {
             return None;
         }
         Some(own_due(self.due_instructions?, own))
+    }
+
+    /// A gap counted on own instructions is running: a phase sampled, no unit being traced,
+    /// one due. Only then does [`own_next`](Self::own_next) need the CPU's instructions.
+    pub fn own_gap_running(&self) -> bool {
+        self.phase != 0 && !self.in_unit && self.due_instructions.is_some()
     }
 
     /// The whole phase is traced (gap 0).

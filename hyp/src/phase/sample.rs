@@ -132,7 +132,8 @@ fn act(hyp: &mut Hyp, next: Next) {
 /// Counted on this CPU's own instructions, and no unit being traced: what is left of the gap
 /// (`mtex_vm::sample::own_due`), or None when none is due.
 fn own_rest(hyp: &mut Hyp) -> Option<Next> {
-    if !counts_own() {
+    // The PMU is read only while a gap runs: not at a unit's step exits, a hot path.
+    if !counts_own() || !hyp.sampler()?.own_gap_running() {
         return None;
     }
     let own = own_instructions(hyp)?;
