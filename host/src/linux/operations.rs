@@ -30,7 +30,32 @@ pub fn of_window(output: &[String], given: Option<u64>) -> Option<Operations> {
 pub fn read(output: &[String]) -> Option<Operations> {
     memaslap(output)
         .or_else(|| perf_futex(output))
+        .or_else(|| mtex_work(output))
         .filter(|ops| ops.count > 0)
+}
+
+/// mtex-work's own result line of a workload whose operations it counts and checks:
+/// `mtex-work: futex-hash ok: 2 threads x 200 FUTEX_WAIT, all EAGAIN` (every wait returned,
+/// or the workload fails) and `mtex-work: getpid ok: 1000 calls, pid 80`.
+fn mtex_work(output: &[String]) -> Option<Operations> {
+    output.iter().rev().find_map(|l| {
+        let l = l.trim_start();
+        if let Some(rest) = l.strip_prefix("mtex-work: futex-hash ok: ") {
+            let (threads, rest) = rest.split_once(" threads x ")?;
+            let (waits, _) = rest.split_once(" FUTEX_WAIT, all EAGAIN")?;
+            let (t, n): (u64, u64) = (threads.parse().ok()?, waits.parse().ok()?);
+            return Some(Operations {
+                count: t.checked_mul(n)?,
+                source: format!("mtex-work's {t} threads x {n} FUTEX_WAITs"),
+            });
+        }
+        let rest = l.strip_prefix("mtex-work: getpid ok: ")?;
+        let count = rest.split_once(" calls")?.0.parse().ok()?;
+        Some(Operations {
+            count,
+            source: format!("mtex-work's {count} getpid calls"),
+        })
+    })
 }
 
 /// memaslap's closing line, `Run time: 0.5s Ops: 11000 TPS: 22178 Net_rate: 2.5M/s`: the
@@ -253,6 +278,31 @@ mod tests {
              Averaged 51329 operations/sec (+- 0.00%), total secs = 1",
         );
         assert_eq!(read(&partial), None);
+    }
+
+    #[test]
+    fn mtex_works_own_workloads_give_what_they_made() {
+        let futex = lines("mtex-work: futex-hash ok: 4 threads x 200 FUTEX_WAIT, all EAGAIN");
+        let ops = read(&futex).unwrap();
+        assert_eq!(ops.count, 800);
+        assert_eq!(ops.source, "mtex-work's 4 threads x 200 FUTEX_WAITs");
+        assert_eq!(
+            read(&lines("mtex-work: getpid ok: 1000 calls, pid 80"))
+                .unwrap()
+                .count,
+            1000
+        );
+        // A failed workload prints no ok line, and a line of another shape is not read.
+        assert_eq!(
+            read(&lines("mtex-work: futex-hash failed: 3 of 4 waits")),
+            None
+        );
+        assert_eq!(
+            read(&lines(
+                "mtex-work: futex-hash ok: lots threads x 2 FUTEX_WAIT, all EAGAIN"
+            )),
+            None
+        );
     }
 
     #[test]

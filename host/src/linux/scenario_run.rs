@@ -30,6 +30,7 @@ fn boot_args(base: &Args, spec: &RunSpec, run: &KernelRun, kernel: &str, out: &P
         tagged_heap: run.tagged_heap.or(base.tagged_heap),
         sample: run.sample.clone().or_else(|| base.sample.clone()),
         sample_seed: run.sample_seed.or(base.sample_seed),
+        cpus: run.cpus.unwrap_or(base.cpus),
         out: out.join(&spec.name),
         json: None,
         scenario: None,
@@ -71,6 +72,50 @@ fn not_run(name: String, repeat: u32, why: String) -> results::Run {
         problems: vec![format!("the boot did not run: {why}")],
         notes: Vec::new(),
     }
+}
+
+/// The runs given several CPU counts: each window with an operation count, per kernel and
+/// CPU count, from each kernel's first boot at that count.
+fn by_cpus(
+    runs: &[(&RunSpec, &KernelRun)],
+    first: &BTreeMap<(String, String), Results>,
+) -> Vec<crate::model::cpu_counts::CpuSeries> {
+    let mut out = Vec::new();
+    let mut done: Vec<&str> = Vec::new();
+    for (_, run) in runs {
+        let Some(name) = run.series.as_deref() else {
+            continue;
+        };
+        if done.contains(&name) {
+            continue;
+        }
+        done.push(name);
+        let members: Vec<&(&RunSpec, &KernelRun)> = runs
+            .iter()
+            .filter(|(_, r)| r.series.as_deref() == Some(name))
+            .collect();
+        for (w, label) in (1..).zip(run.written()) {
+            let points: Vec<_> = run
+                .kernels
+                .iter()
+                .flat_map(|k| {
+                    members.iter().filter_map(move |(spec, r)| {
+                        let doc = first.get(&(spec.name.clone(), k.clone()))?;
+                        crate::model::cpu_counts::point(k, r.cpus?, doc, w)
+                    })
+                })
+                .collect();
+            if !points.is_empty() {
+                out.push(crate::model::cpu_counts::CpuSeries {
+                    run: name.to_string(),
+                    window: w,
+                    label,
+                    points,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// Runs `mtex linux --scenario FILE` (and `mtex run FILE` for a file whose runs boot
@@ -118,6 +163,7 @@ pub fn run(base: &Args, file: &Path) -> Result<ExitCode> {
     }
     let mut measured: Vec<results::Run> = Vec::new();
     let mut first: BTreeMap<(String, String), Results> = BTreeMap::new();
+    let mut operations = crate::scenario::run::WindowOperations::new();
     let mut out = Lines::default();
     out.push(&format!("mtex scenario {} ({})", file.display(), s.name));
     let boots: u32 = runs
@@ -142,6 +188,12 @@ pub fn run(base: &Args, file: &Path) -> Result<ExitCode> {
                 let name = spec.result_name(Some(k));
                 match run_one(&a) {
                     Ok((_, doc)) => {
+                        let windows = doc.linux.iter().flat_map(|l| &l.windows);
+                        for w in windows {
+                            if let Some(ops) = &w.operations {
+                                operations.insert((name.clone(), rep, w.id), ops.count);
+                            }
+                        }
                         first
                             .entry((spec.name.clone(), k.clone()))
                             .or_insert_with(|| doc.clone());
@@ -198,9 +250,13 @@ pub fn run(base: &Args, file: &Path) -> Result<ExitCode> {
     let judged: Vec<results::Expectation> = s
         .expectations
         .iter()
-        .map(|e| crate::scenario::run::judge(e, &measured))
+        .map(|e| crate::scenario::run::judge_with(e, &measured, &operations))
         .collect();
-    let doc = Results::new(Some(s.name.clone()), measured, judged);
+    let mut doc = Results::new(Some(s.name.clone()), measured, judged);
+    doc.by_cpus = by_cpus(&runs, &first);
+    for l in crate::output::cpu_counts::lines(&doc.by_cpus) {
+        out.push(&l);
+    }
     if !doc.expectations.is_empty() {
         out.blank();
         out.push(" Expectations:");

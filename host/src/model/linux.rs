@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// Linux mode's part of a results document (`Results::linux`). The kernel's identity is
 /// `Results::kernel`; the problems, notes, trapped writes and power calls are the run's.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LinuxSection {
     /// The CPUs the machine gave Linux (`--cpus`).
     pub cpus: u32,

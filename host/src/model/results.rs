@@ -45,6 +45,10 @@ pub struct Results {
     /// What a Linux-mode run has beyond its phases (its windows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linux: Option<crate::model::linux::LinuxSection>,
+    /// A scenario's runs booted at several CPU counts: their windows per operation, by kernel
+    /// and CPU count.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_cpus: Vec<crate::model::cpu_counts::CpuSeries>,
 }
 
 /// Which kernel a Linux-mode run booted: enough to tell two builds with one release apart.
@@ -670,6 +674,7 @@ impl Results {
             expectations,
             kernel: None,
             linux: None,
+            by_cpus: Vec::new(),
         }
     }
 

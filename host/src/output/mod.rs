@@ -2,6 +2,7 @@
 //! `mtex report`: the summary (the default), the full report, the wide matrix, CSV, JSON and
 //! the results page.
 
+pub mod cpu_counts;
 pub mod csv;
 pub mod full;
 pub mod html;

@@ -71,6 +71,12 @@ pub fn render(doc: &Results) -> Result<Vec<(String, String)>> {
             plots.push((format!("timeline-{}.svg", slug(&run.name)), timeline(run)?));
         }
     }
+    for s in &doc.by_cpus {
+        plots.push((
+            crate::output::cpu_counts::file_name(s),
+            crate::output::cpu_counts::svg(s)?,
+        ));
+    }
     Ok(plots)
 }
 

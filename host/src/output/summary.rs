@@ -447,6 +447,9 @@ pub fn render(doc: &Results, rest: Option<&str>, verdict: bool) -> String {
         out.blank();
         out.push(&format!("  {LEGEND}"));
     }
+    for l in crate::output::cpu_counts::lines(&doc.by_cpus) {
+        out.push(&l);
+    }
     if !doc.expectations.is_empty() {
         out.blank();
         out.push(" Expectations:");

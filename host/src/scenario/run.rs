@@ -112,7 +112,12 @@ pub fn run(
 /// there is none: a boot that did not measure it, or a sampled phase whose estimate has no
 /// interval. A sampled phase gives its estimate and 95% interval; the mean of several boots'
 /// has the means of their bounds (each boot's interval is its own).
-fn value(runs: &[results::Run], e: &Expect, side: &Side) -> Result<Measured, String> {
+fn value(
+    runs: &[results::Run],
+    ops: &WindowOperations,
+    e: &Expect,
+    side: &Side,
+) -> Result<Measured, String> {
     let not_measured = || match side.window {
         Some(w) => format!("window {w} was not measured on every boot"),
         None => "no such counter in the results of every boot (did a run fail?)".to_string(),
@@ -129,15 +134,35 @@ fn value(runs: &[results::Run], e: &Expect, side: &Side) -> Result<Measured, Str
         }) else {
             continue;
         };
+        // Per operation: the boot's value over its window's own count, interval and all.
+        let per = if e.per_operation {
+            let Some(&n) = ops.get(&(r.name.clone(), r.repeat, p.id)) else {
+                return Err(format!(
+                    "window {} on {} has no operation count (its program printed none that \
+                     mtex reads)",
+                    p.id, side.of
+                ));
+            };
+            n as f64
+        } else {
+            1.0
+        };
+        let mut push = |m: Measured| {
+            v.push(Measured {
+                value: m.value / per,
+                lo: m.lo / per,
+                hi: m.hi / per,
+            })
+        };
         if let Some(&c) = p.counters.get(&e.counter) {
-            v.push(Measured::exact(c as f64));
+            push(Measured::exact(c as f64));
             continue;
         }
         let Some(est) = p.estimates.get(&e.counter) else {
             continue;
         };
         if est.exact {
-            v.push(Measured::exact(est.value));
+            push(Measured::exact(est.value));
             continue;
         }
         let Some(half) = est.half_width else {
@@ -147,7 +172,7 @@ fn value(runs: &[results::Run], e: &Expect, side: &Side) -> Result<Measured, Str
                 e.counter, side.of, est.met, est.units
             ));
         };
-        v.push(Measured {
+        push(Measured {
             value: est.value,
             lo: (est.value - half).max(0.0),
             hi: est.value + half,
@@ -167,7 +192,16 @@ fn value(runs: &[results::Run], e: &Expect, side: &Side) -> Result<Measured, Str
 /// Judges one expectation on the runs' results: the same for built-in runs and for runs
 /// that boot kernels.
 pub fn judge(e: &Expect, runs: &[results::Run]) -> Expectation {
-    let (held, detail) = match (value(runs, e, &e.from), value(runs, e, &e.to)) {
+    judge_with(e, runs, &WindowOperations::new())
+}
+
+/// Each boot's windows' operation counts, by (its run in report.json, repeat, window): what
+/// an expectation per operation divides by.
+pub type WindowOperations = std::collections::BTreeMap<(String, u32, u32), u64>;
+
+/// [`judge`], with the operations of the windows of boots that counted them.
+pub fn judge_with(e: &Expect, runs: &[results::Run], ops: &WindowOperations) -> Expectation {
+    let (held, detail) = match (value(runs, ops, e, &e.from), value(runs, ops, e, &e.to)) {
         (Ok(a), Ok(b)) => e.judge_measured(a, b),
         (Err(why), _) | (_, Err(why)) => (false, why),
     };
@@ -246,6 +280,7 @@ mod tests {
             boots: 1,
         };
         Expect {
+            per_operation: false,
             counter: "mem_access_checked_rd:k".into(),
             workload: "perf bench futex hash".into(),
             tcf0: None,

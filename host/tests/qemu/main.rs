@@ -6,6 +6,7 @@ mod addresses;
 mod browser;
 mod builtin_guest;
 mod code_writes;
+mod cpu_counts;
 mod equality;
 mod guest_pmu;
 mod hostile;

@@ -88,6 +88,16 @@ pub(super) fn expect(
         guest_sides(cx, i, raw, sides, one_key, absolute, &counter)?
     };
     let [from, to] = sides;
+    let per_operation = match &raw.per_operation {
+        Some(p) if *p.get_ref() && !kernels => {
+            return Err(cx.at(
+                p.span(),
+                &at("per_operation"),
+                "operations are counted in a run that boots kernels, from its programs' output",
+            ));
+        }
+        p => p.as_ref().is_some_and(|p| *p.get_ref()),
+    };
     Ok(Expect {
         counter,
         workload,
@@ -95,6 +105,7 @@ pub(super) fn expect(
         from,
         to,
         rule,
+        per_operation,
     })
 }
 
@@ -194,16 +205,21 @@ fn kernel_sides(
     let workload = raw.workload.as_ref().map_or_else(
         || {
             first
-                .workloads
+                .written_workloads
                 .first()
-                .or(first.commands.first())
+                .or(first.written_commands.first())
                 .expect("a run has workloads or commands")
                 .clone()
         },
         |w| w.get_ref().clone(),
     );
+    // `{cpus}` is each side's run's CPU count, as in its workloads and commands.
+    let filled = |k: &super::KernelRun| match k.cpus {
+        Some(n) => workload.replace(super::kernel_table::CPUS_PLACEHOLDER, &n.to_string()),
+        None => workload.clone(),
+    };
     // A command sets its own tag checking: it has no mode of the run's.
-    let command = first.is_command(&workload);
+    let command = first.is_command(&filled(first));
     if command && let Some(t) = &raw.tcf0 {
         return Err(cx.at(
             t.span(),
@@ -219,6 +235,7 @@ fn kernel_sides(
     for (run, kernel, field) in sides {
         let field = if absolute { one_key } else { field };
         let k = run.kernels().expect("one kind per file");
+        let workload = filled(k);
         if !k.workloads.contains(&workload) && !k.is_command(&workload) {
             let span = raw.workload.as_ref().map_or(kernel.span(), |w| w.span());
             return Err(cx.at(

@@ -19,8 +19,10 @@ pub const MAX_COUNT: u64 = 10_000_000;
 pub const MAX_REPEAT: u32 = 20;
 
 /// The keys a run that boots kernels takes; the others are the built-in guest's.
-pub(super) const KERNEL_RUN_KEYS: &str = "name, kernels, workloads, tcf0, commands, setup, packages, \
-     suite, env, tagged_heap, sample, sample_seed, append, repeat";
+pub(super) const KERNEL_RUN_KEYS: &str = "name, kernels, cpus, workloads, tcf0, commands, setup, \
+     packages, suite, env, tagged_heap, sample, sample_seed, append, repeat";
+/// What a run's workloads, commands and set-up write for its CPU count.
+pub const CPUS_PLACEHOLDER: &str = "{cpus}";
 /// Commands in one run (each a window).
 pub const MAX_COMMANDS: usize = 16;
 
@@ -101,9 +103,29 @@ pub struct KernelRun {
     pub sample_seed: Option<u64>,
     /// More kernel command-line words.
     pub append: Vec<String>,
+    /// The CPUs Linux boots on (`mtex linux --cpus`), where the run gives them.
+    pub cpus: Option<u32>,
+    /// A run given several CPU counts is one run of this kind for each: the name it was
+    /// given, the same for all of them.
+    pub series: Option<String>,
+    /// The workloads and the commands as the file writes them (`{cpus}` kept).
+    pub written_workloads: Vec<String>,
+    pub written_commands: Vec<String>,
 }
 
 impl KernelRun {
+    /// Each window as the file writes it (`{cpus}` kept), in the windows' order: each
+    /// workload in each mode, then the commands.
+    pub fn written(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .written_workloads
+            .iter()
+            .flat_map(|w| self.tcf0.iter().map(move |m| format!("{w}, TCF0 {m}")))
+            .collect();
+        out.extend(self.written_commands.iter().cloned());
+        out
+    }
+
     /// Whether `workload` is one of the run's commands rather than a named workload.
     pub fn is_command(&self, workload: &str) -> bool {
         self.commands.iter().any(|c| c == workload)
@@ -243,9 +265,29 @@ pub(super) fn kernel_run(
     i: usize,
     r: &Spanned<RunRaw>,
     kernels: &BTreeMap<String, KernelSpec>,
+    cpus: Option<u32>,
 ) -> Result<KernelRun, ScenarioError> {
     let at = |k: &str| format!("{}[{i}].{k}", cx.runs);
     let raw = r.get_ref();
+    // `{cpus}` in a workload, command or set-up line is the run's CPU count (a thread per
+    // CPU); without a count it would reach the guest as written.
+    let fill = |s: &Spanned<String>, key: &str| -> Result<Spanned<String>, ScenarioError> {
+        let text = s.get_ref();
+        if !text.contains(CPUS_PLACEHOLDER) {
+            return Ok(s.clone());
+        }
+        let Some(n) = cpus else {
+            return Err(cx.at(
+                s.span(),
+                &at(key),
+                format!("{text:?}: {CPUS_PLACEHOLDER} is the run's CPU count, and it gives none (cpus = ...)"),
+            ));
+        };
+        Ok(Spanned::new(
+            s.span(),
+            text.replace(CPUS_PLACEHOLDER, &n.to_string()),
+        ))
+    };
     if let Some(key) = raw.guest_keys().first() {
         return Err(cx.at(
             cx.key_in(r.span(), key),
@@ -281,9 +323,14 @@ pub(super) fn kernel_run(
             ));
         }
     }
-    let commands = commands(cx, i, r)?;
+    let commands = commands(cx, i, r, &fill)?;
     let no_workloads = Vec::new();
-    let ws = match &raw.workloads {
+    let filled: Option<Vec<Spanned<String>>> = raw
+        .workloads
+        .as_ref()
+        .map(|ws| ws.iter().map(|w| fill(w, "workloads")).collect())
+        .transpose()?;
+    let ws = match &filled {
         Some(ws) => ws,
         None if !commands.is_empty() => &no_workloads,
         None => {
@@ -405,7 +452,7 @@ pub(super) fn kernel_run(
             "a seed is for a sampled run",
         ));
     }
-    let setup = setup(cx, i, r)?;
+    let setup = setup(cx, i, r, &fill)?;
     Ok(KernelRun {
         kernels: listed.get_ref().clone(),
         workloads,
@@ -419,11 +466,31 @@ pub(super) fn kernel_run(
         sample: raw.sample.as_ref().map(|s| s.get_ref().clone()),
         sample_seed: raw.sample_seed.as_ref().map(|s| *s.get_ref()),
         append: raw.append.clone().unwrap_or_default(),
+        cpus,
+        series: None,
+        written_workloads: written(&raw.workloads),
+        written_commands: written(&raw.commands),
     })
 }
 
+/// Lines as the file writes them.
+fn written(lines: &Option<Vec<Spanned<String>>>) -> Vec<String> {
+    lines
+        .iter()
+        .flatten()
+        .map(|l| l.get_ref().clone())
+        .collect()
+}
+
 /// A run's `commands`: each one line, none twice, none a named workload's spelling.
-fn commands(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<Vec<String>, ScenarioError> {
+type Fill<'a> = dyn Fn(&Spanned<String>, &str) -> Result<Spanned<String>, ScenarioError> + 'a;
+
+fn commands(
+    cx: &Ctx<'_>,
+    i: usize,
+    r: &Spanned<RunRaw>,
+    fill: &Fill<'_>,
+) -> Result<Vec<String>, ScenarioError> {
     let at = format!("{}[{i}].commands", cx.runs);
     let Some(cs) = &r.get_ref().commands else {
         return Ok(Vec::new());
@@ -437,6 +504,7 @@ fn commands(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<Vec<String>, 
     }
     let mut out: Vec<String> = Vec::new();
     for c in cs {
+        let c = &fill(c, "commands")?;
         let line = one_line(cx, c, &at)?;
         if out.contains(line) {
             return Err(cx.at(c.span(), &at, format!("{line:?} twice: each is one window")));
@@ -458,13 +526,18 @@ fn commands(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<Vec<String>, 
 }
 
 /// A run's `setup`: each one line.
-fn setup(cx: &Ctx<'_>, i: usize, r: &Spanned<RunRaw>) -> Result<Vec<String>, ScenarioError> {
+fn setup(
+    cx: &Ctx<'_>,
+    i: usize,
+    r: &Spanned<RunRaw>,
+    fill: &Fill<'_>,
+) -> Result<Vec<String>, ScenarioError> {
     let at = format!("{}[{i}].setup", cx.runs);
     r.get_ref()
         .setup
         .iter()
         .flatten()
-        .map(|c| one_line(cx, c, &at).cloned())
+        .map(|c| one_line(cx, &fill(c, "setup")?, &at).cloned())
         .collect()
 }
 

@@ -222,7 +222,7 @@ fn the_two_kinds_of_run_keep_their_own_keys() {
         ),
         (
             GOOD.replace("tcf0 = [\"none\", \"sync\"]", "hz = 250"),
-            "t.toml:10: run[0].hz: a run that boots kernels takes name, kernels, workloads",
+            "t.toml:10: run[0].hz: a run that boots kernels takes name, kernels, cpus, workloads",
         ),
         (
             GOOD.replace("kernel = \"b\"", "policy = \"b\""),
@@ -423,4 +423,109 @@ fn a_run_of_commands_is_refused_what_it_cannot_mean() {
             "a run that boots kernels names its workloads, or its commands",
         ),
     ]);
+}
+
+const CPUS: &str = r#"
+version = 1
+[kernels]
+a = "6.12"
+b = "7.3"
+[[run]]
+name = "futex"
+kernels = ["a", "b"]
+cpus = [1, 2, 4]
+workloads = ["futex-hash 200 {cpus}"]
+commands = ["perf bench futex hash -r 1 -t {cpus}"]
+setup = ["echo {cpus}"]
+[[expect]]
+from_run = "futex-1cpu"
+to_run = "futex-4cpu"
+workload = "perf bench futex hash -r 1 -t {cpus}"
+counter = "mem_access_checked_rd:k"
+from = "b"
+to = "b"
+rise_at_most = 10
+per_operation = true
+"#;
+
+#[test]
+fn a_run_of_several_cpu_counts_is_a_run_for_each_with_its_count_written_in() {
+    let s = parse_in("t.toml", "t", CPUS, Path::new("/x")).unwrap();
+    let names: Vec<&str> = s.runs.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["futex-1cpu", "futex-2cpu", "futex-4cpu"]);
+    let r = s.runs[2].kernels().unwrap();
+    assert_eq!((r.cpus, r.series.as_deref()), (Some(4), Some("futex")));
+    assert_eq!(r.workloads, ["futex-hash 200 4"]);
+    assert_eq!(r.commands, ["perf bench futex hash -r 1 -t 4"]);
+    assert_eq!(r.setup, ["echo 4"]);
+    assert_eq!(
+        r.written(),
+        [
+            "futex-hash 200 {cpus}, TCF0 sync",
+            "perf bench futex hash -r 1 -t {cpus}"
+        ]
+    );
+    assert_eq!(s.runs[2].result_name(Some("a")), "futex-4cpu-a");
+    // Each side's command is its own run's, its count written in.
+    let e = &s.expectations[0];
+    assert!(e.per_operation);
+    assert_eq!((e.from.window, e.to.window), (Some(2), Some(2)));
+    assert_eq!(
+        (e.from.results_run.as_str(), e.to.results_run.as_str()),
+        ("futex-1cpu-b", "futex-4cpu-b")
+    );
+    assert!(e.text().contains("per operation"), "{}", e.text());
+    // One count is the run's own: no suffix, and no series.
+    let one = CPUS
+        .replace("cpus = [1, 2, 4]", "cpus = 2")
+        .replace("futex-1cpu", "futex")
+        .replace("futex-4cpu", "futex");
+    let s = parse_in("t.toml", "t", &one, Path::new("/x")).unwrap();
+    assert_eq!(s.runs.len(), 1);
+    let r = s.runs[0].kernels().unwrap();
+    assert_eq!((r.cpus, r.series.as_deref()), (Some(2), None));
+    assert_eq!(r.workloads, ["futex-hash 200 2"]);
+}
+
+#[test]
+fn cpu_counts_and_their_placeholder_are_checked() {
+    let cases: Vec<(String, &str)> = vec![
+        (
+            CPUS.replace("cpus = [1, 2, 4]", "cpus = [1, 9]"),
+            "run[0].cpus: 9: expected 1 to 8 CPUs",
+        ),
+        (
+            CPUS.replace("cpus = [1, 2, 4]", "cpus = [2, 2]"),
+            "run[0].cpus: 2 twice",
+        ),
+        (
+            CPUS.replace("cpus = [1, 2, 4]", "cpus = []"),
+            "run[0].cpus: an empty list",
+        ),
+        (
+            CPUS.replace("cpus = [1, 2, 4]", "cpus = \"4\""),
+            "run[0].cpus: \"4\": a whole number, 1 to 8",
+        ),
+        (
+            CPUS.replace("cpus = [1, 2, 4]\n", ""),
+            "{cpus} is the run's CPU count, and it gives none",
+        ),
+        (
+            CPUS.replace("from_run = \"futex-1cpu\"", "from_run = \"futex\""),
+            "no run named \"futex\"",
+        ),
+    ];
+    assert_refused(&cases);
+    // The built-in guest boots one count.
+    let guest = "version = 1\n[[run]]\ncpus = [1, 2]\nhz = 0\nbackend = \"trace\"\n";
+    let e = parse_in("g.toml", "g", guest, Path::new("/x"))
+        .unwrap_err()
+        .0;
+    assert!(e.contains("a list is for a run that boots kernels"), "{e}");
+    let per_op = "version = 1\n[[run]]\nworkloads = [\"getpid\"]\n[[expect]]\ncounter = \"dsb\"\n\
+                  workload = \"getpid\"\npolicy = \"tcma1\"\nat_most = 1\nper_operation = true\n";
+    let e = parse_in("g.toml", "g", per_op, Path::new("/x"))
+        .unwrap_err()
+        .0;
+    assert!(e.contains("expect[0].per_operation"), "{e}");
 }

@@ -84,7 +84,11 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "a string: none, sync, async or asymm (a list of them in a run that boots kernels)",
     ),
     ("run", "hz", "a whole number, 0 to 100000"),
-    ("run", "cpus", "a whole number, 1 to 8"),
+    (
+        "run",
+        "cpus",
+        "a whole number, 1 to 8 (a list of them in a run that boots kernels)",
+    ),
     (
         "run",
         "repeat",
@@ -145,6 +149,7 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ("expect", "at_least", "a whole number, at least 0"),
     ("expect", "at_most", "a whole number, at least 0"),
     ("expect", "equal", "true"),
+    ("expect", "per_operation", "true or false"),
     ("kernels", "source", "a string"),
     ("kernels", "kasan", "a string"),
     ("kernels", "patches", "a list of file paths"),

@@ -65,6 +65,8 @@
 //! sample = "1000:300"             # every window sampled (`mtex linux --sample`)
 //! append = []                     # more kernel command-line words
 //! repeat = 1                      # boots of each kernel; expectations use the mean
+//! cpus = [1, 2, 4, 8]             # Linux's CPUs, or a list: a run `tfsr-Ncpu` for each,
+//!                                 # `{cpus}` in workloads and commands its count
 //!
 //! [[expect]]
 //! run = "tfsr"
@@ -74,6 +76,7 @@
 //! to = "kasan"
 //! fewer_by_at_least = 950         # or drop_at_least, rise_at_most, equal = true
 //! # kernel = "kasan"              # one side: at_least / at_most (`policy` in a built-in run)
+//! # per_operation = true          # each side over its window's operations
 //! ```
 //!
 //! A file's runs are of one kind: a built-in run's options are `mtex run`'s, a kernel run's
@@ -131,7 +134,8 @@ struct RunRaw {
     /// One mode (a string), or for a run that boots kernels a list of them.
     tcf0: Option<Spanned<toml::Value>>,
     hz: Option<Spanned<u32>>,
-    cpus: Option<Spanned<u32>>,
+    /// One CPU count, or for a run that boots kernels a list of them.
+    cpus: Option<Spanned<toml::Value>>,
     repeat: Option<Spanned<u32>>,
     backend: Option<Spanned<String>>,
     pmu_events: Option<Spanned<Vec<String>>>,
@@ -169,7 +173,6 @@ impl RunRaw {
         set_keys([
             ("policies", self.policies.is_some()),
             ("hz", self.hz.is_some()),
-            ("cpus", self.cpus.is_some()),
             ("backend", self.backend.is_some()),
             ("pmu_events", self.pmu_events.is_some()),
             ("pmu_require", self.pmu_require.is_some()),
@@ -207,6 +210,8 @@ struct ExpectRaw {
     equal: Option<Spanned<bool>>,
     at_least: Option<Spanned<u64>>,
     at_most: Option<Spanned<u64>>,
+    /// Judged on each side's counter divided by its window's operations.
+    per_operation: Option<Spanned<bool>>,
 }
 
 /// A checked scenario.
@@ -304,11 +309,18 @@ pub struct Expect {
     /// The same as `from` for an absolute rule.
     pub to: Side,
     pub rule: Rule,
+    /// Each side is the counter per operation of its window (the program's own count).
+    pub per_operation: bool,
 }
 
 impl Expect {
     /// The expectation in words.
     pub fn text(&self) -> String {
+        let counter = if self.per_operation {
+            format!("{} per operation", self.counter)
+        } else {
+            self.counter.clone()
+        };
         let (a, b) = (&self.from, &self.to);
         if let Some(mode) = &self.tcf0 {
             let run = if a.run == b.run {
@@ -316,7 +328,7 @@ impl Expect {
             } else {
                 format!("{} and {}", a.run, b.run)
             };
-            let what = format!("{} in {run} ({}, TCF0 {mode})", self.counter, self.workload);
+            let what = format!("{} in {run} ({}, TCF0 {mode})", counter, self.workload);
             let (a, b) = (&a.of, &b.of);
             return match self.rule {
                 Rule::DropAtLeast(p) => format!("{what} drops by at least {p}% from {a} to {b}"),
@@ -340,12 +352,12 @@ impl Expect {
         if matches!(self.rule, Rule::AtLeast(_) | Rule::AtMost(_)) {
             return format!(
                 "{} of {} {rule} under {}/{}",
-                self.counter, self.workload, a.run, a.of
+                counter, self.workload, a.run, a.of
             );
         }
         format!(
             "{} of {} {rule} from {}/{} to {}/{}",
-            self.counter, self.workload, a.run, a.of, b.run, b.of
+            counter, self.workload, a.run, a.of, b.run, b.of
         )
     }
 
@@ -358,6 +370,82 @@ impl Expect {
     pub fn judge_measured(&self, from: Measured, to: Measured) -> (bool, String) {
         self.rule.judge_measured(from, to)
     }
+}
+
+/// A run that boots kernels: one, or with several CPU counts one for each, named
+/// `NAME-Ncpu`.
+fn kernel_specs(
+    cx: &Ctx<'_>,
+    i: usize,
+    r: &Spanned<RunRaw>,
+    kernels: &BTreeMap<String, KernelSpec>,
+) -> Result<Vec<RunSpec>, ScenarioError> {
+    let name = run_table::run_name(cx, i, r)?;
+    let repeat = run_table::repeat(cx, i, r, kernel_table::MAX_REPEAT)?;
+    let field = format!("{}[{i}].cpus", cx.runs);
+    let (counts, series) = match &r.get_ref().cpus {
+        None => (vec![None], false),
+        Some(v) => {
+            let counts = run_table::cpu_counts(cx, v, &field)?;
+            (
+                counts.into_iter().map(Some).collect(),
+                v.get_ref().is_array(),
+            )
+        }
+    };
+    counts
+        .into_iter()
+        .map(|cpus| {
+            let mut run = kernel_table::kernel_run(cx, i, r, kernels, cpus)?;
+            let name = match cpus {
+                Some(n) if series => {
+                    run.series = Some(name.clone());
+                    format!("{name}-{n}cpu")
+                }
+                _ => name.clone(),
+            };
+            Ok(RunSpec {
+                name,
+                repeat,
+                boots: Boots::Kernels(Box::new(run)),
+            })
+        })
+        .collect()
+}
+
+/// Adds a run, its name and its results' names (`RUN-KERNEL`) not taken by another.
+fn add_run(
+    cx: &Ctx<'_>,
+    i: usize,
+    r: &Spanned<RunRaw>,
+    runs: &mut Vec<RunSpec>,
+    spec: RunSpec,
+) -> Result<(), ScenarioError> {
+    let runs_table = cx.runs;
+    // Names are file names in the results directory and keys of the expectations; a
+    // kernel's boots are the run `RUN-KERNEL` in report.json.
+    let taken = |n: &str| {
+        runs.iter().any(|o| {
+            o.name == n
+                || o.kernels()
+                    .is_some_and(|k| k.kernels.iter().any(|kn| o.result_name(Some(kn)) == n))
+        })
+    };
+    let mut names = vec![spec.name.clone()];
+    if let Some(k) = spec.kernels() {
+        names.extend(k.kernels.iter().map(|kn| spec.result_name(Some(kn))));
+    }
+    if let Some(clash) = names.iter().find(|n| taken(n) || !is_safe_name(n)) {
+        let span = r.get_ref().name.as_ref().map_or(r.span(), |n| n.span());
+        let problem = if is_safe_name(clash) {
+            format!("{clash:?}: another run has this name")
+        } else {
+            format!("{clash:?}: a run's results name is at most 64 characters")
+        };
+        return Err(cx.at(span, &format!("{runs_table}[{i}].name"), problem));
+    }
+    runs.push(spec);
+    Ok(())
 }
 
 /// An error in a scenario file, with where it is.
@@ -558,7 +646,7 @@ pub fn parse_in(
                 ),
             ));
         }
-        let spec = if boots_kernels {
+        let specs = if boots_kernels {
             if raw.kernels.is_none() {
                 return Err(cx.at(
                     r.span(),
@@ -566,38 +654,21 @@ pub fn parse_in(
                     "the file has no [kernels] table to name them from",
                 ));
             }
-            let run = kernel_table::kernel_run(&cx, i, r, &kernels)?;
-            RunSpec {
-                name: run_table::run_name(&cx, i, r)?,
-                repeat: run_table::repeat(&cx, i, r, kernel_table::MAX_REPEAT)?,
-                boots: Boots::Kernels(Box::new(run)),
-            }
+            kernel_specs(&cx, i, r, &kernels)?
         } else {
-            run_spec(&cx, i, r)?
+            vec![run_spec(&cx, i, r)?]
         };
-        // Names are file names in the results directory and keys of the expectations; a
-        // kernel's boots are the run `RUN-KERNEL` in report.json.
-        let taken = |n: &str| {
-            runs.iter().any(|o| {
-                o.name == n
-                    || o.kernels()
-                        .is_some_and(|k| k.kernels.iter().any(|kn| o.result_name(Some(kn)) == n))
-            })
-        };
-        let mut names = vec![spec.name.clone()];
-        if let Some(k) = spec.kernels() {
-            names.extend(k.kernels.iter().map(|kn| spec.result_name(Some(kn))));
+        for spec in specs {
+            add_run(&cx, i, r, &mut runs, spec)?;
         }
-        if let Some(clash) = names.iter().find(|n| taken(n) || !is_safe_name(n)) {
-            let span = r.get_ref().name.as_ref().map_or(r.span(), |n| n.span());
-            let problem = if is_safe_name(clash) {
-                format!("{clash:?}: another run has this name")
-            } else {
-                format!("{clash:?}: a run's results name is at most 64 characters")
-            };
-            return Err(cx.at(span, &format!("{runs_table}[{i}].name"), problem));
-        }
-        runs.push(spec);
+    }
+    if runs.iter().filter(|r| r.kernels().is_some()).count() > kernel_table::MAX_RUNS {
+        return Err(ScenarioError(format!(
+            "{file}: its runs boot kernels in {} runs (a run of several CPU counts is one for \
+             each): at most {}",
+            runs.len(),
+            kernel_table::MAX_RUNS
+        )));
     }
     let mut expectations = Vec::new();
     for (i, e) in raw.expect.iter().enumerate() {

@@ -24,6 +24,41 @@ fn pmu_event_number(name: &str) -> Option<String> {
     ok.then(|| name.to_string())
 }
 
+/// A run's `cpus`: one CPU count, or a list of them (distinct, in the order given), each 1 to
+/// [`MAX_KERNEL_CPUS`].
+pub(super) fn cpu_counts(
+    cx: &Ctx<'_>,
+    v: &Spanned<toml::Value>,
+    field: &str,
+) -> Result<Vec<u32>, ScenarioError> {
+    let takes = format!(
+        "a whole number, 1 to {MAX_KERNEL_CPUS} (a list of them in a run that boots kernels)"
+    );
+    let one = |x: &toml::Value| -> Result<u32, String> {
+        let Some(n) = x.as_integer() else {
+            return Err(format!("{x}: {takes}"));
+        };
+        u32::try_from(n)
+            .ok()
+            .filter(|n| (1..=MAX_KERNEL_CPUS).contains(n))
+            .ok_or_else(|| format!("{n}: expected 1 to {MAX_KERNEL_CPUS} CPUs"))
+    };
+    let counts = match v.get_ref() {
+        toml::Value::Array(xs) if xs.is_empty() => Err(format!("an empty list: {takes}")),
+        toml::Value::Array(xs) => xs.iter().map(one).collect::<Result<Vec<u32>, _>>(),
+        x => one(x).map(|n| vec![n]),
+    }
+    .map_err(|problem| cx.at(v.span(), field, problem))?;
+    if let Some((_, n)) = counts
+        .iter()
+        .enumerate()
+        .find(|(j, n)| counts[..*j].contains(n))
+    {
+        return Err(cx.at(v.span(), field, format!("{n} twice")));
+    }
+    Ok(counts)
+}
+
 /// A run's name: the one given (letters, digits, `-` and `_`: it names files), or `run-N`.
 pub(super) fn run_name(
     cx: &Ctx<'_>,
@@ -142,16 +177,23 @@ pub(super) fn run_spec(
         })?;
         cmdline.push(format!("mtex.hz={}", h.get_ref()));
     }
-    if let Some(n) = &raw.cpus {
+    let cpus = match &raw.cpus {
+        Some(v) => match cpu_counts(cx, v, &at("cpus"))?[..] {
+            [n] => Some(n),
+            _ => {
+                return Err(cx.at(
+                    v.span(),
+                    &at("cpus"),
+                    "a run of the built-in guest boots one CPU count: a list is for a run \
+                     that boots kernels",
+                ));
+            }
+        },
+        None => None,
+    };
+    if let Some(n) = cpus {
         // Its combinations with hz and backend are the whole line's to check, below.
-        if !(1..=MAX_KERNEL_CPUS).contains(n.get_ref()) {
-            return Err(cx.at(
-                n.span(),
-                &at("cpus"),
-                format!("{}: expected 1 to {MAX_KERNEL_CPUS} CPUs", n.get_ref()),
-            ));
-        }
-        cmdline.push(format!("mtex.cpus={}", n.get_ref()));
+        cmdline.push(format!("mtex.cpus={n}"));
     }
     let repeat = repeat(cx, i, r, MAX_REPEAT)?;
     match raw.backend.as_ref().map(|b| (b, b.get_ref().as_str())) {
@@ -203,7 +245,7 @@ pub(super) fn run_spec(
         mtex_abi::options::SampleOptions::parse(&option)
             .map_err(|e| cx.at(sample.span(), &at("sample"), e.problem))?;
         // Only traced phases are sampled, and only on one CPU (the EL2 timer is one CPU's).
-        let why = if raw.cpus.as_ref().is_some_and(|n| *n.get_ref() > 1) {
+        let why = if cpus.is_some_and(|n| n > 1) {
             Some("sampling runs on one CPU: leave cpus at 1")
         } else if raw.trace == Some(false)
             || raw.backend.as_ref().is_some_and(|b| b.get_ref() == "pmu")
