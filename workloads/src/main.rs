@@ -23,6 +23,9 @@
 //!                       interrupts and signals wherever the step engine is
 //!   fake-markers N      N of each of the hypervisor's oracle markers, at EL0 (to test that
 //!                       the oracle plugin takes only EL2's)
+//!   gic-mask CPU N      disables the hypervisor's EL2 timer interrupt in CPU's own
+//!                       redistributor, then N turns of a loop there and on CPU 0 (hostile
+//!                       to a sampled window: that CPU's units stop)
 //!   exec PROGRAM ARGS   runs any program of the initramfs (busybox's applets) to its end:
 //!                       with --window, a window around it (its own TCF0: exec resets it)
 //! ```
@@ -38,6 +41,7 @@
 
 mod clock;
 mod doorbell;
+mod gic;
 mod mte;
 mod work;
 
@@ -219,6 +223,7 @@ enum Work {
     Switch(u64),
     Spin(u64),
     FakeMarkers(u64),
+    GicMask(u64, u64),
     Exec(Vec<String>),
     MteFault,
     Doorbell(u64, u64),
@@ -251,6 +256,7 @@ impl Work {
             "switch" => Work::Switch(num(100)?),
             "spin" => Work::Spin(num(100_000)?),
             "fake-markers" => Work::FakeMarkers(num(10)?),
+            "gic-mask" => Work::GicMask(num(1)?, num(1_000_000)?),
             "mte-fault" => Work::MteFault,
             "doorbell" => {
                 let (offset, value) = (num(0)?, num(0)?);
@@ -282,6 +288,7 @@ impl Work {
             Work::Switch(n) => work::switch(cfg, n),
             Work::Spin(n) => work::spin(n),
             Work::FakeMarkers(n) => work::fake_markers(n),
+            Work::GicMask(cpu, n) => gic::mask(cpu, n),
             Work::Exec(command) => work::exec(&command),
             Work::MteFault => work::mte_fault(cfg),
             Work::Doorbell(off, v) => doorbell::Doorbell::map().map(|b| {

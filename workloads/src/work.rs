@@ -249,6 +249,15 @@ extern "C" fn on_alarm(_: libc::c_int) {
 /// A user-space loop of `n` iterations (no system call) while an interval timer fires every
 /// 20 µs: timer interrupts land inside the loop, at EL0, wherever the step engine is (in a
 /// breakpoint run or stepping), and signals are delivered back into it.
+/// `n` turns of a loop that touches no memory.
+pub fn busy(n: u64) {
+    let mut x = 0u64;
+    for i in 0..n {
+        x = core::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+    }
+    core::hint::black_box(x);
+}
+
 pub fn spin(n: u64) -> Outcome {
     // SAFETY: installs a handler that only bumps an atomic counter (async-signal-safe).
     unsafe {

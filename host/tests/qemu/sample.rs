@@ -344,6 +344,98 @@ fn a_linux_window_sampled_on_two_cpus_holds_the_arithmetic_cpu_by_cpu() {
     assert!(v + h >= 2.0 * OFF, "{v} ± {h}: {text}");
 }
 
+/// A guest that stops a CPU's sampling timer through the GIC Linux owns, in one boot on two
+/// CPUs sampled at `1000:30`, of a kernel built by `mtex kernel build` (the patch scenario's
+/// KASAN build, built before the QEMU tests): its /dev/mem reaches the GIC's frames, which
+/// Debian's kernels keep from user space (STRICT_DEVMEM). In the first window CPU 1 disables
+/// the hypervisor's timer interrupt in its own redistributor, then both CPUs run a loop of
+/// some 10 million instructions each (20 ms of the machine's time: far past a unit's due
+/// time): CPU 1's timer stopped, so it has no estimate, nor has the window (its units would
+/// cover only part of it), and CPU 0 keeps its own. The second window is sampled as ever on
+/// both CPUs: the hypervisor routes each CPU's timer again as it joins a window.
+#[test]
+fn a_cpu_that_masks_its_units_interrupt_leaves_no_partial_estimate() {
+    const TURNS: u64 = 2_500_000;
+    let built = std::process::Command::new(env!("CARGO_BIN_EXE_mtex"))
+        .args(["kernel", "build", "--kasan", "sync"])
+        .output()
+        .expect("running mtex kernel build");
+    let printed = String::from_utf8_lossy(&built.stdout);
+    assert!(built.status.success(), "{printed}");
+    let image = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("mtex: Image"))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no Image in {printed}"));
+    let (status, doc, text) = super::linux::linux(&[
+        "--kernel",
+        image,
+        "--cpus",
+        "2",
+        "--workload",
+        &format!(
+            "mtex-work --window 1 gic-mask 1 {TURNS} \
+             && mtex-work --tcf0 sync --window 2 futex-hash 1000 2"
+        ),
+        "--sample",
+        "1000:30",
+    ]);
+    // The stopped timer is a problem of the run.
+    assert_eq!(status, 1, "{text}");
+    let windows = doc["sampled_windows"].as_array().unwrap();
+    assert_eq!(windows.len(), 2, "{text}");
+    let cpu = |w: &serde_json::Value, i: u64| {
+        w["cpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["cpu"] == i)
+            .cloned()
+            .unwrap_or_else(|| panic!("no CPU {i}: {w}"))
+    };
+    // Window 1: CPU 1's timer stopped, CPU 0's did not.
+    let (c0, c1) = (cpu(&windows[0], 0), cpu(&windows[0], 1));
+    assert_eq!(c1["timer_stopped"], true, "{c1}");
+    assert_eq!(
+        c1["estimates"].as_object().map(|e| e.len()),
+        Some(0),
+        "{c1}"
+    );
+    assert_eq!(c0["timer_stopped"], false, "{c0}");
+    assert!(c0["units"].as_u64().unwrap() >= 100, "{c0}");
+    let own = &c0["estimates"]["instructions:u"];
+    assert!(
+        own["half_width"].is_number(),
+        "CPU 0 keeps its estimates: {c0}"
+    );
+    assert_eq!(
+        windows[0]["estimates"].as_array().map(Vec::len),
+        Some(0),
+        "{text}"
+    );
+    // Window 2: sampled as ever on both CPUs.
+    for i in 0..2 {
+        let c = cpu(&windows[1], i);
+        assert_eq!(c["timer_stopped"], false, "{c}");
+        assert!(c["units"].as_u64().unwrap() > 0, "{c}");
+    }
+    assert!(
+        !windows[1]["estimates"].as_array().unwrap().is_empty(),
+        "{text}"
+    );
+    let problems: Vec<&str> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p.as_str())
+        .collect();
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].contains("window 1") && problems[0].contains("CPU 1's sampling timer stopped"),
+        "{problems:#?}"
+    );
+}
+
 /// A sampled window's estimate of counter `name`, as report.json gives it.
 fn window_estimate(w: &serde_json::Value, name: &str) -> serde_json::Value {
     w["estimates"]
