@@ -612,7 +612,7 @@ fn kallsyms_path(sha256: &str) -> PathBuf {
 /// of their own (the package's System.map is a stub) that dumps /proc/kallsyms and powers
 /// off before the workload. The measured boot never dumps them, so its counts are the same
 /// on a kernel's first run as on every later one. Empty if the symbol boot gave none.
-fn symbols(args: &Args, p: &Prepared) -> Result<String> {
+pub(crate) fn symbols(args: &Args, p: &Prepared) -> Result<String> {
     if let Some(path) = &p.kallsyms {
         return std::fs::read_to_string(path)
             .with_context(|| format!("reading {}", path.display()));

@@ -40,6 +40,24 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 1, requires = "linux",
             value_parser = crate::input::number_in(1u32, 8))]
         cpus: u32,
+        /// With --linux: what sampling this program on --cpus CPUs costs instead, in one run
+        /// of three boots (the boot alone, the program unmeasured, the program sampled at
+        /// --schedule): its wall time measured over unmeasured, and the precision of its
+        /// checked reads. Exit 1 above 3x.
+        #[arg(long, value_name = "COMMAND", requires = "linux")]
+        cost: Option<String>,
+        /// With --cost: the kernel, as `mtex linux --kernel` takes it.
+        #[arg(long, default_value = "7.3", requires = "cost")]
+        kernel: String,
+        /// With --cost: Debian packages the program needs, as `mtex linux --packages`.
+        #[arg(long, requires = "cost")]
+        packages: Vec<String>,
+        /// With --cost: their suite, as `mtex linux --suite`.
+        #[arg(long, requires = "cost")]
+        suite: Option<String>,
+        /// With --cost: glibc's tagged heap for the program, as `mtex linux --tagged-heap`.
+        #[arg(long, requires = "cost")]
+        tagged_heap: Option<String>,
     },
     /// What tracing costs on one CPU and on several: EL2 instructions per traced guest
     /// instruction, all CPUs' included, from the machine's clock under -icount shift=0.
@@ -119,11 +137,49 @@ pub fn run(args: Args) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(BenchCmd::Sample {
+            linux: true,
+            cost: Some(command),
+            cpus,
+            schedule,
+            kernel,
+            packages,
+            suite,
+            tagged_heap,
+            ..
+        }) => {
+            let out = crate::linux::work_dir().join("bench-sample");
+            std::fs::create_dir_all(&out)?;
+            let mut base = vec!["--kernel".to_string(), kernel];
+            for p in packages {
+                base.extend(["--packages".to_string(), p]);
+            }
+            if let Some(s) = suite {
+                base.extend(["--suite".to_string(), s]);
+            }
+            if let Some(h) = tagged_heap {
+                base.extend(["--tagged-heap".to_string(), h]);
+            }
+            let given = crate::cli::bench::sample_cost::Given {
+                base: &base,
+                cpus,
+                command: &command,
+                schedule,
+            };
+            let f = crate::cli::bench::sample_cost::cost(&given, &out)?;
+            print!("{}", crate::cli::bench::sample_cost::render(&f));
+            Ok(if f.ratio() <= 3.0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Some(BenchCmd::Sample {
             seeds,
             linux: true,
             waits,
             schedule,
             cpus,
+            ..
         }) => {
             let out = crate::linux::work_dir().join("bench-sample");
             std::fs::create_dir_all(&out)?;

@@ -8,6 +8,7 @@ pub mod cpus;
 pub mod equality;
 pub mod precision;
 pub mod sample;
+pub mod sample_cost;
 pub mod sample_linux;
 
 use crate::images::Images;
