@@ -56,30 +56,8 @@ impl Doorbell {
 
     /// Maps the doorbell page (needs root: /dev/mem).
     pub fn map() -> Result<Self, Error> {
-        let at = Self::address()?;
-        // SAFETY: open with a NUL-terminated path.
-        let fd = unsafe { libc::open(c"/dev/mem".as_ptr(), libc::O_RDWR | libc::O_SYNC) };
-        if fd < 0 {
-            return Err(Error::last_os_error());
-        }
-        // SAFETY: a new shared mapping of the doorbell page through /dev/mem; no existing
-        // memory is affected. The descriptor is closed after (the mapping stays).
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                DOORBELL_SIZE as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                at as libc::off_t,
-            )
-        };
-        // SAFETY: closing the descriptor opened above.
-        unsafe { libc::close(fd) };
-        if p == libc::MAP_FAILED {
-            return Err(Error::last_os_error());
-        }
-        Ok(Doorbell { page: p.cast() })
+        let page = map_devmem(Self::address()?, DOORBELL_SIZE as usize)?;
+        Ok(Doorbell { page: page.cast() })
     }
 
     /// One 64-bit store of `value` at `offset` (a multiple of 8 inside the page).
@@ -124,4 +102,31 @@ impl Doorbell {
     pub fn close(&self, id: u32) {
         self.store(CLOSE, id as u64);
     }
+}
+
+/// A shared mapping of `len` bytes of physical memory at `at`, through /dev/mem (root).
+pub fn map_devmem(at: u64, len: usize) -> Result<*mut u8, Error> {
+    // SAFETY: open with a NUL-terminated path.
+    let fd = unsafe { libc::open(c"/dev/mem".as_ptr(), libc::O_RDWR | libc::O_SYNC) };
+    if fd < 0 {
+        return Err(Error::last_os_error());
+    }
+    // SAFETY: a new shared mapping of physical frames through /dev/mem; no existing memory is
+    // affected. The descriptor is closed after (the mapping stays).
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            at as libc::off_t,
+        )
+    };
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::close(fd) };
+    if p == libc::MAP_FAILED {
+        return Err(Error::last_os_error());
+    }
+    Ok(p.cast())
 }

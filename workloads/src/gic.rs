@@ -62,29 +62,7 @@ struct Mmio(*mut u8);
 
 impl Mmio {
     fn map(at: u64, len: usize) -> Result<Self, Error> {
-        // SAFETY: open with a NUL-terminated path.
-        let fd = unsafe { libc::open(c"/dev/mem".as_ptr(), libc::O_RDWR | libc::O_SYNC) };
-        if fd < 0 {
-            return Err(Error::last_os_error());
-        }
-        // SAFETY: a new shared mapping of device frames through /dev/mem; no existing memory
-        // is affected. The descriptor is closed after (the mapping stays).
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                at as libc::off_t,
-            )
-        };
-        // SAFETY: closing the descriptor opened above.
-        unsafe { libc::close(fd) };
-        if p == libc::MAP_FAILED {
-            return Err(Error::last_os_error());
-        }
-        Ok(Self(p.cast()))
+        crate::doorbell::map_devmem(at, len).map(Self)
     }
 
     fn read(&self, off: u64) -> u32 {

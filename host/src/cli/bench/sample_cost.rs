@@ -12,11 +12,11 @@
 //! count each CPU's instructions (QEMU's PMU counts every vCPU's): its cost is the
 //! measurement's, so it is in the ratio.
 
-use crate::linux::{self, Args, Boot};
+use crate::linux::{self, Args};
 use crate::model::report::Phase;
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The counters whose precision the bench gives.
 const PRECISION: [&str; 2] = ["mem_access_checked_rd:k", "mem_access_checked_rd:u"];
@@ -72,19 +72,7 @@ fn boot(a: &Args, what: &str) -> Result<(Phase, Duration)> {
     let p = linux::prepare(a)?;
     // The kernel's symbols, read once (a boot of their own the first time), outside the time.
     linux::symbols(a, &p)?;
-    let start = Instant::now();
-    let booted = linux::boot(a, &p, Boot::Measured)?;
-    let wall = start.elapsed();
-    let r = booted.console.report();
-    if !r.problems.is_empty() {
-        bail!("{what}: {}", r.problems.join("; "));
-    }
-    let w = r
-        .phases
-        .into_iter()
-        .find(|p| p.name == "window 1" && p.end.is_some())
-        .with_context(|| format!("{what}: no closed window 1"))?;
-    Ok((w, wall))
+    super::sample_linux::window(a, &p, what)
 }
 
 /// Runs the three boots.

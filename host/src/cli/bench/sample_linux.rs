@@ -92,8 +92,8 @@ fn args(waits: u64, cpus: u32, out: &Path, sample: Option<(u64, (u32, u32))>) ->
     Ok(Cli::try_parse_from(words)?.args)
 }
 
-/// The window of one boot, which must have no problem.
-fn window(args: &Args, p: &linux::Prepared, what: &str) -> Result<(Phase, Duration)> {
+/// The window of one boot, which must have no problem, and the boot's wall time.
+pub(crate) fn window(args: &Args, p: &linux::Prepared, what: &str) -> Result<(Phase, Duration)> {
     let start = Instant::now();
     let booted = linux::boot(args, p, Boot::Measured)?;
     let wall = start.elapsed();
