@@ -406,6 +406,11 @@ pub fn window_output(linux: &str, id: u32) -> Vec<String> {
         .collect()
 }
 
+/// A window sampled on several CPUs (a share from each).
+fn sampled_on_several(p: &crate::model::report::Phase) -> bool {
+    p.sampled.as_ref().is_some_and(|s| s.shares.len() > 1)
+}
+
 /// The last `TAIL_LINES` non-empty lines of Linux's console.
 pub fn console_tail(linux: &str) -> Vec<String> {
     let lines: Vec<&str> = linux
@@ -633,7 +638,9 @@ pub fn document(
                 // A close read behind the open (on several CPUs each CPU's counter may
                 // run ahead of the others'): no length, rather than a made-up zero.
                 .and_then(|(b, e)| e.checked_sub(b))
-                .map(clock_ms),
+                .map(clock_ms)
+                // Sampled on several CPUs, the CPUs' clocks do not agree: no length.
+                .filter(|_| !sampled_on_several(p)),
             opened_ms: p.begin_guest_clock.map(clock_ms),
             abandoned: p
                 .trace
@@ -708,6 +715,19 @@ pub fn document(
         .map(|p| Window::of(p, windows.iter().find(|w| w.id == p.id)))
         .collect();
     notes.extend(super::interrupt_rate::notes(&shown, tick));
+    for p in run.phases.iter().filter(|p| p.sampled.is_some()) {
+        let several = measured
+            .phases
+            .iter()
+            .find(|m| m.id == p.id)
+            .is_some_and(sampled_on_several);
+        if several {
+            notes.push(format!(
+                "{}: sampled on several CPUs, whose guest clocks are not held together: each                  CPU's virtual counter is held back by the hypervisor's time at its own exits                  only, so while one CPU steps a unit the others' run ahead of it; its length on                  the guest's clock is not given, and a program that times itself across CPUs                  inside it can see time go back (docs/sampling.md#several-cpus)",
+                p.name
+            ));
+        }
+    }
     if !icount && !shown.is_empty() {
         notes.push(
             "without -icount the guest clock's times are approximate (QEMU's own time per exit \

@@ -314,6 +314,20 @@ fn a_linux_window_sampled_on_two_cpus_holds_the_arithmetic_cpu_by_cpu() {
     let units: u64 = cpus.iter().map(|c| c["units"].as_u64().unwrap()).sum();
     assert_eq!(w["sampled"]["units"].as_u64(), Some(units), "{w}");
     assert!(text.contains("by CPU"), "{text}");
+    // The CPUs' guest clocks do not agree in a window sampled on several: a note says so (and
+    // the window's length on them is not given).
+    let notes: Vec<&str> = doc["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("window 1: sampled on several CPUs, whose guest clocks")),
+        "{notes:#?}"
+    );
     assert!(
         text.lines()
             .any(|l| l.ends_with("CPU 1") && l.contains(" ±")),
