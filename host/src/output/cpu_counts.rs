@@ -35,13 +35,19 @@ pub fn lines(series: &[CpuSeries]) -> Vec<String> {
                 thousands(p.operations),
             ];
             row.extend(COUNTERS.map(|c| {
-                p.per_operation
-                    .get(c)
-                    .map_or_else(|| "not measured".to_string(), figure)
+                p.per_operation.get(c).map_or_else(
+                    || "not measured".to_string(),
+                    |e| figure(e).replace(" (not estimable)", " n/e"),
+                )
             }));
             t.add_row(row);
         }
         out.extend(t.to_string().lines().map(|l| format!("  {l}")));
+        out.push(
+            "  n/e: not estimable (too few units met it); a kernel and CPU count not shown: \
+             its window was not measured, or its program printed no operation count"
+                .to_string(),
+        );
     }
     out
 }

@@ -60,10 +60,14 @@ impl Measured {
     }
 
     fn words(&self) -> String {
-        if self.is_exact() {
+        // Figures per operation are small: two decimals below 100, whole numbers above.
+        let d = if self.value.abs() < 100.0 { 2 } else { 0 };
+        if self.is_exact() && self.value.fract() == 0.0 {
             format!("{}", self.value)
+        } else if self.is_exact() {
+            format!("{:.d$}", self.value)
         } else {
-            format!("≈{:.0} [{:.0}, {:.0}]", self.value, self.lo, self.hi)
+            format!("≈{:.d$} [{:.d$}, {:.d$}]", self.value, self.lo, self.hi)
         }
     }
 }
